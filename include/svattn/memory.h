@@ -1,0 +1,120 @@
+// The exact memory (SPEC §3–§5): incremental/decremental Cauwenberghs–Poggio path in fp64, followed
+// after every operation that changes the partition by the canonical refinement, so that the state
+// is a function of the token set alone: decrement(ingest(T), D) hashes like solve_batch(T \ D).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "svattn/types.h"
+
+namespace svattn {
+
+enum class MemoryMode {
+  kAudit,    ///< every token kept: a deletion is exact relative to everything ever ingested
+  kBounded,  ///< reserve tokens evicted as they appear (above token_budget); a deletion is exact
+             ///< only relative to the retained tokens (SPEC §3)
+};
+std::string to_string(MemoryMode m);
+MemoryMode memory_mode_from_string(const std::string& s);
+
+struct MemorySettings {
+  ProblemSettings problem;
+  Tolerances tolerances;
+  MemoryMode mode = MemoryMode::kAudit;
+  /// Bounded mode only: reserve tokens are evicted only while size() > token_budget. 0 = always.
+  std::size_t token_budget = 0;
+  /// Operations between full refactorisations of the bordered inverse R. >= 1.
+  int refactor_period = 256;
+  /// Path steps allowed in one add/remove before it gives up the path and repairs by a batch solve
+  /// (recorded as a repair in the diagnostics). >= 1.
+  int max_steps_per_op = 20000;
+  /// Schur-complement guard: an entrant j whose Schur complement is <= schur_tol * K_jj is refused
+  /// from the margin set (near affine dependence) and the next event is selected. In (0, 1e-2).
+  double schur_tol = 1e-12;
+
+  void validate() const;
+};
+
+/// Diagnostics of one operation (or of a batch of them, summed).
+struct OpDiagnostics {
+  long ops = 0;              ///< tokens added/removed/evicted
+  long events = 0;           ///< partition events taken by the path (S<->E, S<->R, entrant settles)
+  long zero_steps = 0;       ///< events taken with a step of length 0 (ties, degenerate tokens)
+  long refused_entrants = 0; ///< Schur-guard refusals
+  long refactorizations = 0; ///< rebuilds of R from scratch (periodic or on invariant failure)
+  long canonical_solves = 0; ///< canonical refinements run
+  long repairs = 0;          ///< canonical refinements that changed the path's partition
+  long batch_fallbacks = 0;  ///< operations finished by a batch re-solve
+  Status status = Status::kOptimal;
+  double seconds = 0;
+
+  OpDiagnostics& operator+=(const OpDiagnostics& o);
+};
+
+class Memory {
+ public:
+  Memory(const MemorySettings& settings, int dim, int value_dim);
+  ~Memory();
+  Memory(Memory&&) noexcept;
+  Memory& operator=(Memory&&) noexcept;
+  Memory(const Memory&);
+  Memory& operator=(const Memory&);
+
+  const MemorySettings& settings() const;
+  int dim() const;
+  int value_dim() const;
+  int size() const;
+  bool contains(TokenId id) const;
+
+  /// Adds one token (throws AlreadyExists on a duplicate id, InvalidArgument on NaN/Inf or size).
+  OpDiagnostics add(TokenId id, const Eigen::Ref<const Eigen::VectorXd>& key,
+                    const Eigen::Ref<const Eigen::VectorXd>& value);
+  /// Adds all tokens in the set's order (ids must all be new; checked before anything changes).
+  OpDiagnostics add_batch(const TokenSet& tokens);
+  /// Removes one token (throws NotFound).
+  OpDiagnostics remove(TokenId id);
+  /// Removes all ids (all must be present; checked before anything changes).
+  OpDiagnostics remove_batch(const std::vector<TokenId>& ids);
+  /// Drops every reserve token (bounded mode does this after each add). Readouts stay bit-identical.
+  /// Returns the evicted ids, ascending.
+  std::vector<TokenId> evict_reserve(OpDiagnostics* diag = nullptr);
+
+  /// o(q) of SPEC §2 (support-weighted log-sum-exp for RBF). Size value_dim.
+  Eigen::VectorXd readout(const Eigen::Ref<const Eigen::VectorXd>& q) const;
+  /// f(q) = sum_j a_j k(q, x_j) - k(q, q)/2 + b. f >= 0 inside the description.
+  double decision(const Eigen::Ref<const Eigen::VectorXd>& q) const;
+
+  /// The canonical state (ids ascending) with its hash.
+  State state() const;
+  std::string state_sha256() const;
+  /// All tokens held, ascending id.
+  TokenSet tokens() const;
+  double alpha(TokenId id) const;
+  Status status() const;
+  /// Diagnostics summed over the life of the memory.
+  const OpDiagnostics& totals() const;
+
+  /// Inverse of the bordered matrix [[0, 1'], [1, K_SS + mu I]] over the margin set, in the order of
+  /// margin_order() (index 0 is the border). Reused by the layers' backward (SPEC §7).
+  const Eigen::MatrixXd& bordered_inverse() const;
+  std::vector<TokenId> margin_order() const;
+
+  /// Versioned binary serialization with a SHA-256 checksum (docs/math.md).
+  std::vector<std::uint8_t> serialize() const;
+  static Memory deserialize(const std::vector<std::uint8_t>& bytes);
+  void save(const std::string& path) const;
+  static Memory load(const std::string& path);
+
+  /// Checks internal invariants (R times bordered matrix = I within tolerance, caches equal fresh
+  /// kernel values, partition consistent); throws via SVATTN_ASSERT. For tests.
+  void check_invariants() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace svattn

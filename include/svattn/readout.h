@@ -1,0 +1,26 @@
+// Readout o(q) = sum_i a_i k(q,x_i) v_i / sum_i a_i k(q,x_i) over the support S ∪ E (SPEC §2).
+#pragma once
+#include "svattn/types.h"
+
+namespace svattn {
+
+/// Support tokens only (a_i > 0), in ascending id order.
+struct Support {
+  RowMatrix keys;
+  RowMatrix values;
+  Eigen::VectorXd alpha;
+};
+
+/// For RBF: weights exp(log a_i - ||q - x_i||^2 / s^2) normalised by log-sum-exp (max shift), summed
+/// in ascending id order. For linear/poly kernels the weights a_i k(q, x_i) are used directly; if
+/// their sum is 0 the result is NaN (documented: those kernels do not define a probability).
+Eigen::VectorXd readout(const KernelSettings& k, const Support& s,
+                        const Eigen::Ref<const Eigen::VectorXd>& q);
+/// f(q) = sum_i a_i k(q, x_i) - k(q, q)/2 + b.
+double decision_function(const KernelSettings& k, const Support& s, double b,
+                         const Eigen::Ref<const Eigen::VectorXd>& q);
+
+/// Support of a canonical state given its token set (any order).
+Support support_of(const State& state, const TokenSet& tokens);
+
+}  // namespace svattn
