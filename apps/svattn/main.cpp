@@ -1,0 +1,38 @@
+// svattn command-line tool: parse, call the library, print. Subcommands live in cmd_*.cpp.
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+#include "svattn/errors.h"
+
+namespace svattn::cli {
+std::vector<std::pair<std::string, Setup>>& registry() {
+  static std::vector<std::pair<std::string, Setup>> r;
+  return r;
+}
+Registrar::Registrar(const char* name, Setup setup) { registry().emplace_back(name, std::move(setup)); }
+}  // namespace svattn::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"svattn: support-vector attention memory with certified eviction and exact forgetting"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  for (auto& [name, setup] : svattn::cli::registry()) setup(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "svattn: %s\n", e.what());
+    return 2;
+  } catch (const svattn::Error& e) {
+    std::fprintf(stderr, "svattn: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "svattn: internal error: %s\n", e.what());
+    return 3;
+  }
+  return exit_code;
+}
