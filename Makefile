@@ -1,0 +1,35 @@
+# Two entry points on a fresh Debian 12 machine:
+#   make run    install missing packages, build Release, run the main job
+#   make test   install missing packages, build, run the fast test labels (unit, torch)
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+RUN_OUT ?= out/run
+
+.PHONY: all deps configure build run test test-slow bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@bash scripts/run-main.sh $(BUILD) $(RUN_OUT)
+
+test: build
+	@cd $(BUILD) && ctest -L 'unit|torch' --output-on-failure -j $(JOBS) --timeout 900
+
+test-slow: build
+	@cd $(BUILD) && ctest -L slow --output-on-failure -j $(JOBS) --timeout 3600
+
+bench: build
+	@bash scripts/run-bench.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)
