@@ -102,6 +102,14 @@ class Memory {
   const Eigen::MatrixXd& bordered_inverse() const;
   std::vector<TokenId> margin_order() const;
 
+  /// Rebuilds a memory from its tokens and a canonical state produced for exactly these tokens and
+  /// problem settings (e.g. loaded from a store) without re-running the path: caches and R are
+  /// rebuilt from the partition (O(n |S u E| d + |S|^3)). The state is checked (ids, KKT on every
+  /// token, hash); if it does not check, the memory is re-solved from scratch and `diag` (if given)
+  /// records a batch fallback. Throws InvalidArgument if settings or dimensions disagree.
+  static Memory restore(const MemorySettings& settings, const TokenSet& tokens, const State& state,
+                        OpDiagnostics* diag = nullptr);
+
   /// Versioned binary serialization with a SHA-256 checksum (docs/math.md).
   std::vector<std::uint8_t> serialize() const;
   static Memory deserialize(const std::vector<std::uint8_t>& bytes);
