@@ -1,0 +1,390 @@
+#include "canonical.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace svattn::detail {
+
+bool is_warmup(int n, double C) { return static_cast<double>(n) * C <= 1.0 + 1e-9; }
+
+void CholeskyCache::invalidate_from(TokenId id) {
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (order[i] == id) {
+      order.resize(i);
+      rows.resize(i);
+      return;
+    }
+  }
+}
+
+double kernel_scale(KernelAccess& ka) {
+  double s = 1.0;
+  for (int i = 0; i < ka.num_slots(); ++i)
+    if (ka.active(i)) s = std::max(s, ka.diag(i));
+  return s;
+}
+
+namespace {
+
+struct Refiner {
+  KernelAccess& ka;
+  const ProblemSettings& p;
+  const Tolerances& tol;
+  CholeskyCache* cache;
+  CholeskyCache local;
+  int ns = 0;
+  std::vector<int> active;  // active slots, slot order
+  double scale = 1, tau = 0, gtol = 0;
+
+  Refiner(KernelAccess& k, const ProblemSettings& ps, const Tolerances& t, CholeskyCache* c)
+      : ka(k), p(ps), tol(t), cache(c ? c : &local) {}
+
+  std::vector<int> sorted_by_id(std::vector<int> v) const {
+    std::sort(v.begin(), v.end(), [&](int a, int b) { return ka.id(a) < ka.id(b); });
+    return v;
+  }
+
+  // Row-wise Cholesky of Q_SS with prefix reuse. Returns false if a pivot is not positive enough.
+  bool factor(const std::vector<int>& S) {
+    const size_t m = S.size();
+    size_t pre = 0;
+    while (pre < cache->order.size() && pre < m && cache->order[pre] == ka.id(S[pre])) ++pre;
+    cache->order.resize(pre);
+    cache->rows.resize(pre);
+    const double pivot_floor = 1e-14 * scale;
+    for (size_t i = pre; i < m; ++i) {
+      const double* col = ka.column(S[i]);  // K(:, S_i); K(S_j, S_i) = col[S_j]
+      std::vector<double> row(i + 1);
+      for (size_t j = 0; j < i; ++j) {
+        double s = col[S[j]];
+        const std::vector<double>& rj = cache->rows[j];
+        for (size_t k = 0; k < j; ++k) s -= row[k] * rj[k];
+        row[j] = s / rj[j];
+      }
+      double s = col[S[i]] + p.ridge;
+      for (size_t k = 0; k < i; ++k) s -= row[k] * row[k];
+      if (!(s > pivot_floor)) return false;
+      row[i] = std::sqrt(s);
+      cache->order.push_back(ka.id(S[i]));
+      cache->rows.push_back(std::move(row));
+    }
+    return true;
+  }
+
+  // L y = v
+  void forward(std::vector<double>& v) const {
+    const auto& L = cache->rows;
+    for (size_t i = 0; i < v.size(); ++i) {
+      double s = v[i];
+      for (size_t k = 0; k < i; ++k) s -= L[i][k] * v[k];
+      v[i] = s / L[i][i];
+    }
+  }
+  // L' x = y
+  void backward(std::vector<double>& v) const {
+    const auto& L = cache->rows;
+    for (size_t ii = v.size(); ii-- > 0;) {
+      double s = v[ii];
+      for (size_t k = ii + 1; k < v.size(); ++k) s -= L[k][ii] * v[k];
+      v[ii] = s / L[ii][ii];
+    }
+  }
+
+  // acc_i = sum over j in `support` (ascending id) of K_ij * a_j, for every active slot i.
+  std::vector<double> kernel_sums(const std::vector<int>& support, const std::vector<double>& a) {
+    std::vector<double> acc(ns, 0.0);
+    for (int j : support) {
+      const double* col = ka.column(j);
+      const double aj = a[j];
+      for (int i : active) acc[i] += col[i] * aj;
+    }
+    return acc;
+  }
+};
+
+std::vector<int> merge_by_id(KernelAccess& ka, const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<int> out;
+  out.reserve(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out),
+             [&](int x, int y) { return ka.id(x) < ka.id(y); });
+  return out;
+}
+
+KktReport kkt_report(const Refiner& r, const CanonicalResult& res) {
+  KktReport k;
+  double sum = 0.0;
+  std::vector<int> support = res.margin;
+  support.insert(support.end(), res.error.begin(), res.error.end());
+  std::vector<int> all = r.active;
+  std::sort(all.begin(), all.end(), [&](int a, int b) { return r.ka.id(a) < r.ka.id(b); });
+  for (int i : all) {
+    const double a = res.alpha[i], g = res.g[i];
+    sum += a;
+    const double C = res.warmup ? a : r.p.C;
+    k.box_violation = std::max({k.box_violation, -a, a - C});
+    double v = 0;
+    switch (res.set[i]) {
+      case Set::kMargin: v = std::abs(g); break;
+      case Set::kError: v = std::max(0.0, g); break;
+      case Set::kReserve: v = std::max(0.0, -g); break;
+    }
+    k.max_violation = std::max(k.max_violation, v);
+  }
+  k.sum_error = std::abs(sum - 1.0);
+  k.box_violation = std::max(0.0, k.box_violation);
+  return k;
+}
+
+}  // namespace
+
+CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_guess,
+                             const ProblemSettings& p, const Tolerances& tol,
+                             CholeskyCache* cache) {
+  Refiner r(ka, p, tol, cache);
+  r.ns = ka.num_slots();
+  CanonicalResult res;
+  res.alpha.assign(r.ns, 0.0);
+  res.g.assign(r.ns, 0.0);
+  res.set.assign(r.ns, Set::kReserve);
+  for (int i = 0; i < r.ns; ++i)
+    if (ka.active(i)) r.active.push_back(i);
+  const int n = static_cast<int>(r.active.size());
+  if (n == 0) {
+    res.status = Status::kEmpty;
+    return res;
+  }
+  r.scale = kernel_scale(ka);
+  const double C = p.C, mu = p.ridge;
+  r.tau = tol.alpha_tol * std::min(C, 1.0);
+  r.gtol = tol.kkt_tol * r.scale;
+
+  if (is_warmup(n, C)) {
+    // The only feasible point with C raised to 1/n: a_i = 1/n, every token at its (raised) bound.
+    const double a = 1.0 / n;
+    for (int i : r.active) {
+      res.alpha[i] = a;
+      res.set[i] = Set::kError;
+    }
+    res.error = r.sorted_by_id(r.active);
+    std::vector<double> acc = r.kernel_sums(res.error, res.alpha);
+    double hmax = -std::numeric_limits<double>::infinity();
+    for (int i : r.active) {
+      const double h = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2;
+      res.g[i] = h;
+      hmax = std::max(hmax, h);
+    }
+    res.b = -hmax;
+    for (int i : r.active) res.g[i] += res.b;
+    res.warmup = true;
+    res.status = Status::kWarmup;
+    res.kkt = kkt_report(r, res);
+    return res;
+  }
+
+  // Initial partition from the thresholds.
+  for (int i : r.active) {
+    const double a = i < static_cast<int>(alpha_guess.size()) ? alpha_guess[i] : 0.0;
+    if (a <= r.tau) res.set[i] = Set::kReserve;
+    else if (a >= C - r.tau) res.set[i] = Set::kError;
+    else res.set[i] = Set::kMargin;
+  }
+
+  res.status = Status::kKktViolated;
+  for (int iter = 0; iter <= tol.max_refine_iterations; ++iter) {
+    std::vector<int> S, E;
+    for (int i : r.active) {
+      if (res.set[i] == Set::kMargin) S.push_back(i);
+      else if (res.set[i] == Set::kError) E.push_back(i);
+    }
+    S = r.sorted_by_id(S);
+    E = r.sorted_by_id(E);
+    std::fill(res.alpha.begin(), res.alpha.end(), 0.0);
+    for (int j : E) res.alpha[j] = C;
+
+    struct Violation {
+      int slot;
+      Set to;
+      double size;
+    };
+    std::vector<Violation> viol;
+    std::vector<double> y;  // L^{-1} 1
+    double c = 0;
+
+    if (S.empty()) {
+      // Only b is free. Feasible only if |E| C == 1.
+      std::vector<double> acc = r.kernel_sums(E, res.alpha);
+      std::vector<double> h(r.ns, 0.0);
+      for (int i : r.active) h[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2;
+      const double mass = static_cast<double>(E.size()) * C;
+      auto pick = [&](Set from, bool smallest) {
+        int best = -1;
+        for (int i : r.active) {
+          if (res.set[i] != from) continue;
+          if (best < 0 || (smallest ? h[i] < h[best] : h[i] > h[best]) ||
+              (h[i] == h[best] && ka.id(i) < ka.id(best)))
+            best = i;
+        }
+        return best;
+      };
+      if (mass < 1.0 - 1e-12) {
+        int k = pick(Set::kReserve, true);
+        if (k >= 0) viol.push_back({k, Set::kMargin, 1.0});
+      } else if (mass > 1.0 + 1e-12) {
+        int k = pick(Set::kError, false);
+        if (k >= 0) viol.push_back({k, Set::kMargin, 1.0});
+      } else {
+        double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
+        for (int i : r.active) {
+          if (res.set[i] == Set::kReserve) lo = std::max(lo, -h[i]);
+          else hi = std::min(hi, -h[i]);
+        }
+        if (lo <= hi + r.gtol) {
+          // Canonical choice inside the feasible interval [lo, hi]: its midpoint (hi if no reserve).
+          res.b = std::isfinite(lo) ? (lo + hi) / 2 : hi;
+        } else {
+          int k = pick(Set::kReserve, true);
+          viol.push_back({k, Set::kMargin, 1.0});
+        }
+      }
+      if (viol.empty()) {
+        for (int i : r.active) res.g[i] = h[i] + res.b;
+      }
+    } else {
+      if (!r.factor(S)) {
+        res.status = Status::kSingular;
+        break;
+      }
+      const size_t m = S.size();
+      std::vector<double> rhs(m, 0.0);
+      if (!E.empty()) {
+        std::vector<double> acc(r.ns, 0.0);
+        for (int j : E) {
+          const double* col = ka.column(j);
+          for (size_t t = 0; t < m; ++t) acc[S[t]] += col[S[t]];
+        }
+        for (size_t t = 0; t < m; ++t) rhs[t] = ka.diag(S[t]) / 2 - C * acc[S[t]];
+      } else {
+        for (size_t t = 0; t < m; ++t) rhs[t] = ka.diag(S[t]) / 2;
+      }
+      const double s = 1.0 - static_cast<double>(E.size()) * C;
+      std::vector<double> u = rhs;
+      r.forward(u);
+      r.backward(u);
+      y.assign(m, 1.0);
+      r.forward(y);
+      std::vector<double> w = y;
+      r.backward(w);
+      double sw = 0, su = 0;
+      for (size_t t = 0; t < m; ++t) {
+        sw += w[t];
+        su += u[t];
+        c += y[t] * y[t];
+      }
+      res.b = (su - s) / sw;
+      for (size_t t = 0; t < m; ++t) res.alpha[S[t]] = u[t] - res.b * w[t];
+
+      const std::vector<int> support = merge_by_id(ka, S, E);
+      std::vector<double> acc = r.kernel_sums(support, res.alpha);
+      for (int i : r.active) res.g[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2 + res.b;
+
+      // Schur complement of a non-margin token i: gamma = Q_ii - z'z + (1 - y'z)^2 / c, z = L^-1 K_Si.
+      auto gamma_of = [&](int i) {
+        const double* col = ka.column(i);
+        std::vector<double> z(m);
+        for (size_t t = 0; t < m; ++t) z[t] = col[S[t]];
+        r.forward(z);
+        double zz = 0, yz = 0;
+        for (size_t t = 0; t < m; ++t) {
+          zz += z[t] * z[t];
+          yz += y[t] * z[t];
+        }
+        return std::max(0.0, ka.diag(i) + mu - zz + (1 - yz) * (1 - yz) / c);
+      };
+      for (int i : r.active) {
+        const double a = res.alpha[i], g = res.g[i];
+        switch (res.set[i]) {
+          case Set::kMargin:
+            if (a <= r.tau) viol.push_back({i, Set::kReserve, r.tau - a});
+            else if (a >= C - r.tau) viol.push_back({i, Set::kError, a - (C - r.tau)});
+            break;
+          case Set::kReserve:
+            if (g < -r.gtol) {
+              const double gam = gamma_of(i);
+              if (-g > r.tau * gam) viol.push_back({i, Set::kMargin, gam > 0 ? -g / gam : 1.0});
+            }
+            break;
+          case Set::kError:
+            if (g > r.gtol) {
+              const double gam = gamma_of(i);
+              if (g > r.tau * gam) viol.push_back({i, Set::kMargin, gam > 0 ? g / gam : 1.0});
+            }
+            break;
+        }
+      }
+    }
+
+    if (viol.empty()) {
+      res.status = Status::kOptimal;
+      res.margin = S;
+      res.error = E;
+      break;
+    }
+    if (iter == tol.max_refine_iterations) break;
+    ++res.repairs;
+    if (iter >= 8) {
+      // Past a few rounds, repair one violation at a time (the largest) to rule out cycling.
+      auto it = std::max_element(viol.begin(), viol.end(), [&](const Violation& a, const Violation& b) {
+        if (a.size != b.size) return a.size < b.size;
+        return ka.id(a.slot) > ka.id(b.slot);
+      });
+      res.set[it->slot] = it->to;
+    } else {
+      for (const Violation& v : viol) res.set[v.slot] = v.to;
+    }
+  }
+  if (res.status != Status::kOptimal) {
+    res.margin.clear();
+    res.error.clear();
+    for (int i : r.sorted_by_id(r.active)) {
+      if (res.set[i] == Set::kMargin) res.margin.push_back(i);
+      else if (res.set[i] == Set::kError) res.error.push_back(i);
+    }
+  }
+  res.kkt = kkt_report(r, res);
+  return res;
+}
+
+}  // namespace svattn::detail
+
+#include "svattn/hash.h"
+
+namespace svattn::detail {
+
+State build_state(const ProblemSettings& p, const TokenSet& tokens, const std::vector<double>& alpha,
+                  const std::vector<Set>& set, double b, const KktReport& kkt, Status status,
+                  bool warmup) {
+  State s;
+  s.settings = p;
+  s.dim = static_cast<int>(tokens.keys.cols());
+  s.value_dim = static_cast<int>(tokens.values.cols());
+  s.ids = tokens.ids;
+  s.alpha = alpha;
+  s.b = b;
+  s.kkt = kkt;
+  s.status = status;
+  s.warmup = warmup;
+  for (size_t r = 0; r < tokens.ids.size(); ++r) {
+    switch (set[r]) {
+      case Set::kMargin: s.partition.margin.push_back(tokens.ids[r]); break;
+      case Set::kError: s.partition.error.push_back(tokens.ids[r]); break;
+      case Set::kReserve: s.partition.reserve.push_back(tokens.ids[r]); break;
+    }
+  }
+  std::vector<int> order(tokens.ids.size());
+  for (size_t r = 0; r < order.size(); ++r) order[r] = static_cast<int>(r);
+  s.state_sha256 = sha256_hex(canonical_bytes(p, tokens, order, alpha, b));
+  return s;
+}
+
+}  // namespace svattn::detail

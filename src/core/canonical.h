@@ -1,0 +1,72 @@
+// Canonical refinement (SPEC §4): from any approximate optimum, re-derive the partition and solve
+// the KKT system on (S, E) in ascending token-id order with a deterministic scalar Cholesky. Two
+// paths that reach the same partition produce the same bits. Internal header.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "svattn/types.h"
+
+namespace svattn::detail {
+
+enum class Set : std::uint8_t { kMargin = 0, kError = 1, kReserve = 2 };
+
+/// Kernel values of a token collection held in slots (some slots may be inactive).
+class KernelAccess {
+ public:
+  virtual ~KernelAccess() = default;
+  virtual int num_slots() const = 0;
+  virtual bool active(int slot) const = 0;
+  virtual TokenId id(int slot) const = 0;
+  /// K_ii (no ridge).
+  virtual double diag(int slot) const = 0;
+  /// K(:, slot) indexed by slot. The pointer stays valid until the next column() call.
+  virtual const double* column(int slot) = 0;
+};
+
+/// Row-wise Cholesky factor of Q_SS = K_SS + mu I in ascending-id order. Row i depends only on
+/// rows < i, so a factor of a common prefix is reused bit-identically.
+struct CholeskyCache {
+  std::vector<TokenId> order;
+  std::vector<std::vector<double>> rows;  // rows[i] has i + 1 entries
+  /// Drops every row from the first position whose id is `id` (call when a token is removed).
+  void invalidate_from(TokenId id);
+  void clear() { order.clear(); rows.clear(); }
+};
+
+struct CanonicalResult {
+  std::vector<double> alpha;  ///< per slot (0 for reserve and inactive slots)
+  std::vector<double> g;      ///< per slot; g_i = ((K + mu I) a)_i - K_ii / 2 + b
+  std::vector<Set> set;       ///< per slot
+  std::vector<int> margin;    ///< slots, ascending id
+  std::vector<int> error;     ///< slots, ascending id
+  double b = 0;
+  KktReport kkt;
+  Status status = Status::kEmpty;
+  bool warmup = false;
+  int repairs = 0;            ///< partition changes after the initial thresholding
+};
+
+/// Problem scale used by relative tolerances: max(1, max_i K_ii).
+double kernel_scale(KernelAccess& ka);
+
+/// alpha_guess: per slot, from any path. The initial partition is read off it by the alpha
+/// thresholds; violations are then repaired until the KKT conditions hold on every token.
+CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_guess,
+                             const ProblemSettings& problem, const Tolerances& tol,
+                             CholeskyCache* cache);
+
+/// True when n*C <= 1 (+1e-9 slack for rounding): the warm-up regime of SPEC §1.
+bool is_warmup(int n, double C);
+
+}  // namespace svattn::detail
+
+namespace svattn::detail {
+
+/// Assembles the public State (with hash) from per-row arrays; `tokens` must be sorted by
+/// ascending id and alpha/set aligned with its rows.
+State build_state(const ProblemSettings& p, const TokenSet& tokens, const std::vector<double>& alpha,
+                  const std::vector<Set>& set, double b, const KktReport& kkt, Status status,
+                  bool warmup);
+
+}  // namespace svattn::detail

@@ -1,0 +1,136 @@
+// validate() of every settings struct, enum names, TokenSet helpers.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <unordered_set>
+
+#include "svattn/batch_solver.h"
+#include "svattn/errors.h"
+#include "svattn/memory.h"
+#include "svattn/types.h"
+
+namespace svattn {
+namespace {
+template <typename T>
+[[noreturn]] void bad(const std::string& field, const std::string& req, const T& value) {
+  std::ostringstream os;
+  os << field << " must be " << req << ", got " << value;
+  throw InvalidArgument(os.str());
+}
+}  // namespace
+
+void ProblemSettings::validate() const {
+  kernel.validate();
+  if (!(std::isfinite(C) && C > 0)) bad("C", "finite and > 0", C);
+  if (!(std::isfinite(ridge) && ridge >= 0)) bad("ridge", "finite and >= 0", ridge);
+}
+
+void Tolerances::validate() const {
+  if (!(alpha_tol > 0 && alpha_tol < 1e-3)) bad("tolerances.alpha_tol", "in (0, 1e-3)", alpha_tol);
+  if (!(kkt_tol > 0 && kkt_tol < 1e-2)) bad("tolerances.kkt_tol", "in (0, 1e-2)", kkt_tol);
+  if (max_refine_iterations < 1)
+    bad("tolerances.max_refine_iterations", ">= 1", max_refine_iterations);
+}
+
+void BatchSettings::validate() const {
+  problem.validate();
+  tolerances.validate();
+  if (!(smo_tol > 0 && smo_tol < 1e-2)) bad("smo_tol", "in (0, 1e-2)", smo_tol);
+  if (max_smo_iterations < 0) bad("max_smo_iterations", ">= 0", max_smo_iterations);
+  if (cache_mib < 1) bad("cache_mib", ">= 1", cache_mib);
+}
+
+void MemorySettings::validate() const {
+  problem.validate();
+  tolerances.validate();
+  if (refactor_period < 1) bad("refactor_period", ">= 1", refactor_period);
+  if (max_steps_per_op < 1) bad("max_steps_per_op", ">= 1", max_steps_per_op);
+  if (!(schur_tol > 0 && schur_tol < 1e-2)) bad("schur_tol", "in (0, 1e-2)", schur_tol);
+}
+
+std::string to_string(Status s) {
+  switch (s) {
+    case Status::kOptimal: return "optimal";
+    case Status::kWarmup: return "warmup";
+    case Status::kEmpty: return "empty";
+    case Status::kIterationLimit: return "iteration_limit";
+    case Status::kKktViolated: return "kkt_violated";
+    case Status::kSingular: return "singular";
+  }
+  return "unknown";
+}
+
+std::string to_string(MemoryMode m) { return m == MemoryMode::kAudit ? "audit" : "bounded"; }
+
+MemoryMode memory_mode_from_string(const std::string& s) {
+  if (s == "audit") return MemoryMode::kAudit;
+  if (s == "bounded") return MemoryMode::kBounded;
+  throw InvalidArgument("mode: unknown mode '" + s + "' (expected audit or bounded)");
+}
+
+OpDiagnostics& OpDiagnostics::operator+=(const OpDiagnostics& o) {
+  ops += o.ops;
+  events += o.events;
+  zero_steps += o.zero_steps;
+  refused_entrants += o.refused_entrants;
+  refactorizations += o.refactorizations;
+  canonical_solves += o.canonical_solves;
+  repairs += o.repairs;
+  batch_fallbacks += o.batch_fallbacks;
+  if (o.status != Status::kOptimal && o.status != Status::kWarmup && o.status != Status::kEmpty)
+    status = o.status;
+  else if (status == Status::kOptimal || status == Status::kWarmup || status == Status::kEmpty)
+    status = o.status;
+  seconds += o.seconds;
+  return *this;
+}
+
+void TokenSet::validate() const {
+  const Eigen::Index n = static_cast<Eigen::Index>(ids.size());
+  if (keys.rows() != n)
+    throw InvalidArgument("tokens: " + std::to_string(keys.rows()) + " key rows for " +
+                          std::to_string(n) + " ids");
+  if (values.rows() != n)
+    throw InvalidArgument("tokens: " + std::to_string(values.rows()) + " value rows for " +
+                          std::to_string(n) + " ids");
+  for (Eigen::Index i = 0; i < n; ++i) {
+    for (Eigen::Index j = 0; j < keys.cols(); ++j)
+      if (!std::isfinite(keys(i, j)))
+        throw FormatError("tokens: key of token " + std::to_string(ids[i]) + " has a non-finite "
+                          "entry at column " + std::to_string(j));
+    for (Eigen::Index j = 0; j < values.cols(); ++j)
+      if (!std::isfinite(values(i, j)))
+        throw FormatError("tokens: value of token " + std::to_string(ids[i]) +
+                          " has a non-finite entry at column " + std::to_string(j));
+  }
+  std::unordered_set<TokenId> seen;
+  for (TokenId id : ids)
+    if (!seen.insert(id).second) throw InvalidArgument("tokens: duplicate id " + std::to_string(id));
+}
+
+TokenSet TokenSet::from_rows(const RowMatrix& keys, const RowMatrix* values) {
+  TokenSet t;
+  t.ids.resize(keys.rows());
+  for (Eigen::Index i = 0; i < keys.rows(); ++i) t.ids[i] = i;
+  t.keys = keys;
+  t.values = values ? *values : keys;
+  return t;
+}
+
+TokenSet TokenSet::without(const std::vector<TokenId>& excluded) const {
+  std::unordered_set<TokenId> ex(excluded.begin(), excluded.end());
+  std::vector<Eigen::Index> keep;
+  for (Eigen::Index i = 0; i < static_cast<Eigen::Index>(ids.size()); ++i)
+    if (!ex.count(ids[i])) keep.push_back(i);
+  TokenSet t;
+  t.keys.resize(static_cast<Eigen::Index>(keep.size()), keys.cols());
+  t.values.resize(static_cast<Eigen::Index>(keep.size()), values.cols());
+  for (size_t r = 0; r < keep.size(); ++r) {
+    t.ids.push_back(ids[keep[r]]);
+    t.keys.row(r) = keys.row(keep[r]);
+    t.values.row(r) = values.row(keep[r]);
+  }
+  return t;
+}
+
+}  // namespace svattn
