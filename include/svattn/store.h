@@ -1,0 +1,225 @@
+// The audited memory store (docs/store.md): a SQLite file holding named support-vector memories,
+// their tokens grouped by record, each memory's canonical state, and an append-only hash-chained
+// audit log. Records can be erased (exact decremental forgetting + certificate + secure deletion of
+// the bytes from every file of the store) or suspended (reversible exclusion, data kept).
+//
+// Every operation is one SQLite transaction (BEGIN IMMEDIATE): a crash at any point leaves the old
+// or the new state. The in-RAM memory of a Store object is updated only together with a successful
+// commit; on any failure the transaction is rolled back and the memory is reloaded from the file,
+// so an exception leaves both the file and the object as they were.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "svattn/certificate.h"
+#include "svattn/errors.h"
+#include "svattn/memory.h"
+#include "svattn/types.h"
+
+namespace svattn {
+
+// ------------------------------------------------------------------------------------------ errors
+
+/// A store operation failed for a reason outside the caller's arguments (SQLite error, I/O error).
+/// Malformed files raise FormatError; unknown/duplicate names NotFound/AlreadyExists; bad arguments
+/// InvalidArgument.
+class StoreError : public Error {
+ public:
+  using Error::Error;
+};
+/// The store stayed locked by another connection for longer than the busy timeout.
+class StoreBusy : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+/// The disk (or the process's file-size limit) is full; the operation was rolled back.
+class StoreFull : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
+// ---------------------------------------------------------------------------------------- token ids
+
+/// Token identity is (record id, position in record): id = (record << kPositionBits) | position.
+/// Ascending ids order tokens by (record, position), so the canonical state of a memory does not
+/// depend on the order in which records were inserted.
+constexpr int kPositionBits = 23;
+constexpr int kRecordBits = 40;
+constexpr std::int64_t kMaxRecordId = (std::int64_t{1} << kRecordBits) - 1;
+constexpr std::int64_t kMaxPosition = (std::int64_t{1} << kPositionBits) - 1;
+
+/// Throws InvalidArgument when record or position is out of range.
+TokenId store_token_id(std::int64_t record, std::int64_t position);
+inline std::int64_t record_of(TokenId id) { return id >> kPositionBits; }
+inline std::int64_t position_of(TokenId id) { return id & kMaxPosition; }
+
+/// Store schema version written to PRAGMA user_version and the meta table.
+constexpr int kStoreSchemaVersion = 1;
+/// PRAGMA application_id of a store file: ASCII "SVAT".
+constexpr std::int32_t kStoreApplicationId = 0x53564154;
+
+// --------------------------------------------------------------------------------------- settings
+
+/// MemorySettings <-> the JSON kept in the store (every field, doubles round-trip exactly).
+nlohmann::json memory_settings_to_json(const MemorySettings& s);
+/// Throws FormatError naming the missing/bad field.
+MemorySettings memory_settings_from_json(const nlohmann::json& j);
+
+struct StoreOptions {
+  /// Create an empty store when the file does not exist (or is empty). Otherwise a missing file is
+  /// an IoError.
+  bool create = false;
+  /// SQLite busy timeout: how long a connection waits for another one's lock before StoreBusy.
+  int busy_timeout_ms = 5000;
+  /// Run PRAGMA quick_check when opening (detects truncated / corrupted files up front).
+  bool check_on_open = true;
+  /// Forget: compare the decremented state with a batch re-solve on the remaining tokens inside the
+  /// certificate (SPEC §5). Costs one from-scratch solve per forget.
+  bool certificate_check = true;
+  /// Forget: number of probe queries (removed keys first, then retained support keys) on which the
+  /// certificate compares readouts. Only the maximal deviation enters the certificate.
+  int certificate_probes = 8;
+};
+
+// ------------------------------------------------------------------------------------ descriptions
+
+struct RecordInfo {
+  std::int64_t record = 0;
+  int tokens = 0;        ///< token rows held for the record
+  bool suspended = false;
+};
+
+struct MemoryInfo {
+  std::string name;
+  MemorySettings settings;
+  int dim = 0;
+  int value_dim = 0;
+  int tokens = 0;            ///< tokens in the memory (active records)
+  int stored_tokens = 0;     ///< token rows in the file (active + suspended)
+  int records = 0;
+  int suspended_records = 0;
+  std::string state_sha256;
+  std::int64_t last_audit_seq = 0;
+};
+
+/// One row of the audit log. The entry hash is SHA-256 over canonical_audit_bytes(entry), which
+/// covers every field but entry_hash itself, prev_hash included (docs/store.md).
+struct AuditEntry {
+  std::int64_t seq = 0;
+  std::string time_utc;        ///< ISO-8601, e.g. 2024-05-01T12:00:00.123Z
+  std::string operation;       ///< create | add | forget | suspend | resume
+  std::string memory;
+  std::int64_t record = -1;    ///< -1 when the operation concerns no record (create)
+  std::int64_t token_count = 0;
+  std::string state_before;    ///< state_sha256 before (empty for create)
+  std::string state_after;
+  std::string certificate;     ///< compact JSON text (never keys or values)
+  std::string prev_hash;       ///< entry_hash of seq - 1; 64 zeros for seq 1
+  std::string entry_hash;
+};
+std::vector<std::uint8_t> canonical_audit_bytes(const AuditEntry& e);
+nlohmann::json audit_entry_to_json(const AuditEntry& e);
+
+struct OpResult {
+  AuditEntry entry;           ///< the audit row written
+  OpDiagnostics diagnostics;  ///< of the memory operation
+  double memory_seconds = 0;  ///< in-RAM memory update (path + canonical refinement)
+  double total_seconds = 0;   ///< whole operation: memory, transaction, commit, checkpoint
+  bool wal_truncated = true;  ///< forget: the WAL checkpoint(TRUNCATE) completed
+};
+
+struct ForgetResult : OpResult {
+  nlohmann::json certificate;
+  double certificate_seconds = 0;  ///< certificate (and its batch re-solve when enabled)
+};
+
+/// Per-memory part of a verification.
+struct MemoryVerification {
+  std::string name;
+  int tokens = 0;
+  std::string stored_sha256;
+  std::string resolved_sha256;     ///< batch re-solve of the stored tokens
+  bool resolve_equal = false;      ///< resolved_sha256 == stored_sha256
+  VerifyReport report;             ///< verify_state on the stored state (no re-solve)
+  bool audit_consistent = false;   ///< last audit state_after of this memory == stored hash
+  bool ok() const { return resolve_equal && report.ok() && audit_consistent; }
+};
+
+struct StoreVerification {
+  bool integrity_ok = false;       ///< PRAGMA integrity_check
+  bool chain_ok = false;           ///< audit hash chain, sequence and head anchor
+  std::int64_t audit_entries = 0;
+  std::string audit_head;          ///< entry_hash of the last entry
+  std::vector<MemoryVerification> memories;
+  std::vector<std::string> problems;  ///< one line per mismatch found
+  bool ok() const { return problems.empty(); }
+};
+nlohmann::json verification_to_json(const StoreVerification& v);
+
+// ------------------------------------------------------------------------------------------- store
+
+class Store {
+ public:
+  /// Opens (or with options.create, creates) a store. Throws IoError (missing/unreadable),
+  /// FormatError (not a store, newer schema, corrupted or truncated), StoreBusy, StoreError.
+  /// Nothing is written to a file that fails these checks.
+  explicit Store(const std::string& path, const StoreOptions& options = {});
+  ~Store();  ///< checkpoints the WAL (TRUNCATE) and closes
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  const std::string& path() const;
+  const StoreOptions& options() const;
+
+  /// Creates an empty memory. Throws AlreadyExists, InvalidArgument (bad settings, dims, name).
+  OpResult create_memory(const std::string& name, const MemorySettings& settings, int dim,
+                         int value_dim);
+  std::vector<std::string> memory_names() const;
+  bool has_memory(const std::string& name) const;
+  MemoryInfo memory_info(const std::string& name) const;
+  std::vector<RecordInfo> records(const std::string& name) const;
+  /// The in-RAM memory (restored from the file on first use, reloaded when another connection
+  /// changed it). Throws NotFound.
+  const Memory& memory(const std::string& name);
+  /// The canonical state as stored in the file (not re-derived). Throws NotFound.
+  State stored_state(const std::string& name) const;
+
+  /// Adds record `record` with keys (n x dim) and values (n x value_dim; pass nullptr for values =
+  /// keys); token positions are the row indices. Throws NotFound, AlreadyExists (record present,
+  /// active or suspended), InvalidArgument (dimension mismatch, NaN/Inf, > 2^23 rows, bad id).
+  OpResult add_record(const std::string& name, std::int64_t record, const RowMatrix& keys,
+                      const RowMatrix* values = nullptr);
+  /// Erases the record: decremental removal of its tokens, certificate, rows deleted with
+  /// secure_delete, WAL checkpointed (TRUNCATE). A suspended record is erased too (its tokens are
+  /// not in the memory, the state is unchanged). Throws NotFound.
+  ForgetResult forget_record(const std::string& name, std::int64_t record);
+  /// Reversible exclusion: tokens kept in the file, removed from the memory. Throws NotFound,
+  /// InvalidArgument when already suspended.
+  OpResult suspend_record(const std::string& name, std::int64_t record);
+  /// Adds a suspended record's tokens back. Throws NotFound, InvalidArgument when not suspended.
+  OpResult resume_record(const std::string& name, std::int64_t record);
+
+  /// Readouts o(q) (rows x value_dim) of the rows of `queries`. Throws InvalidArgument on a
+  /// dimension mismatch.
+  RowMatrix query(const std::string& name, const RowMatrix& queries);
+  /// Decision function f(q) of the rows of `queries`.
+  std::vector<double> decision(const std::string& name, const RowMatrix& queries);
+
+  /// Checks everything from the file alone: integrity, the audit chain (edited, deleted, reordered
+  /// or inserted rows), and for every memory that the stored state equals a batch re-solve of the
+  /// stored tokens and passes verify_state. Does not use the in-RAM memories.
+  StoreVerification verify() const;
+  std::vector<AuditEntry> audit() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace svattn
