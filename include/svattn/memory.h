@@ -47,7 +47,8 @@ struct OpDiagnostics {
   long refactorizations = 0; ///< rebuilds of R from scratch (periodic or on invariant failure)
   long canonical_solves = 0; ///< canonical refinements run
   long repairs = 0;          ///< canonical refinements that changed the path's partition
-  long batch_fallbacks = 0;  ///< operations finished by a batch re-solve
+  long batch_fallbacks = 0;  ///< operations finished by a batch re-solve after the path failed
+  long boundary_solves = 0;  ///< small batch solves on leaving warm-up (n*C crossing 1, SPEC §4)
   Status status = Status::kOptimal;
   double seconds = 0;
 
