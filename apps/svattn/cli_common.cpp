@@ -1,0 +1,138 @@
+#include "cli_common.h"
+
+#include <fmt/core.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "svattn/errors.h"
+#include "svattn/io.h"
+#include "svattn/kernel.h"
+
+namespace svattn::cli {
+
+ProblemSettings ProblemOptions::build() const {
+  ProblemSettings s;
+  s.kernel.type = kernel_type_from_string(kernel);
+  s.kernel.bandwidth = bandwidth;
+  s.kernel.degree = degree;
+  s.kernel.coef0 = coef0;
+  s.C = C;
+  s.ridge = ridge;
+  s.validate();
+  return s;
+}
+
+void add_problem_options(CLI::App* sub, ProblemOptions& opts) {
+  sub->add_option("--kernel", opts.kernel, "kernel: rbf | linear | poly")->capture_default_str();
+  sub->add_option("--bandwidth", opts.bandwidth, "RBF bandwidth sigma: exp(-|a-b|^2/sigma^2)")
+      ->capture_default_str();
+  sub->add_option("--degree", opts.degree, "polynomial degree p: (a.b + coef0)^p")
+      ->capture_default_str();
+  sub->add_option("--coef0", opts.coef0, "polynomial offset (>= 0)")->capture_default_str();
+  sub->add_option("--C", opts.C, "box bound C > 0 (fixed for the life of a memory)")->required();
+  sub->add_option("--ridge", opts.ridge, "ridge mu >= 0 added to the kernel diagonal")
+      ->capture_default_str();
+}
+
+void add_token_options(CLI::App* sub, TokenOptions& opts) {
+  sub->add_option("--keys", opts.keys, "keys: .csv (one token per row) or .npy (2-D float32/64)")
+      ->required();
+  sub->add_option("--values", opts.values, "values (same row count); default: the keys");
+}
+
+TokenSet load_tokens(const TokenOptions& opts) { return load_tokens(opts.keys, opts.values); }
+
+TokenSet load_tokens(const std::string& keys_path, const std::string& values_path) {
+  const RowMatrix keys = read_matrix(keys_path);
+  if (values_path.empty()) return TokenSet::from_rows(keys);
+  const RowMatrix values = read_matrix(values_path);
+  if (values.rows() != keys.rows()) {
+    throw FormatError("row count mismatch: keys '" + keys_path + "' has " +
+                      std::to_string(keys.rows()) + " rows, values '" + values_path + "' has " +
+                      std::to_string(values.rows()));
+  }
+  return TokenSet::from_rows(keys, &values);
+}
+
+void add_json_flag(CLI::App* sub, bool& json) {
+  sub->add_flag("--json", json, "print JSON on stdout");
+}
+
+int exit_code_for(Status s) {
+  switch (s) {
+    case Status::kOptimal:
+    case Status::kWarmup:
+    case Status::kEmpty:
+      return 0;
+    default:
+      return 1;
+  }
+}
+
+void print_json(const nlohmann::json& j) {
+  const std::string text = j.dump(2);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path, std::ios::trunc);
+  if (!out) throw IoError("cannot open '" + path + "' for writing");
+  out << j.dump(2) << '\n';
+  out.close();
+  if (!out) throw IoError("cannot write '" + path + "'");
+}
+
+std::string id_list(const std::vector<TokenId>& ids, std::size_t max_items) {
+  std::string s;
+  for (std::size_t i = 0; i < ids.size() && i < max_items; ++i) {
+    if (i > 0) s += ",";
+    s += std::to_string(ids[i]);
+  }
+  if (ids.size() > max_items) s += ",...";
+  if (ids.empty()) s = "-";
+  return s;
+}
+
+void print_state_summary(const State& s) {
+  const ProblemSettings& p = s.settings;
+  std::string kernel = to_string(p.kernel.type);
+  if (p.kernel.type == KernelType::kRbf) {
+    kernel += fmt::format(" (bandwidth {:.17g})", p.kernel.bandwidth);
+  } else if (p.kernel.type == KernelType::kPoly) {
+    kernel += fmt::format(" (degree {}, coef0 {:.17g})", p.kernel.degree, p.kernel.coef0);
+  }
+  fmt::print("tokens      n = {}, dim = {}\n", s.ids.size(), s.dim);
+  fmt::print("settings    kernel {}, C = {:.17g}, ridge = {:.17g}\n", kernel, p.C, p.ridge);
+  fmt::print("status      {}{}\n", to_string(s.status), s.warmup ? " (warm-up: n*C <= 1)" : "");
+  fmt::print("partition   |S| = {} margin, |E| = {} error, |R| = {} reserve\n",
+             s.partition.margin.size(), s.partition.error.size(), s.partition.reserve.size());
+  fmt::print("b           {:.17g}\n", s.b);
+  fmt::print("kkt         max violation {:.3e}, |sum(a)-1| {:.3e}, box violation {:.3e}\n",
+             s.kkt.max_violation, s.kkt.sum_error, s.kkt.box_violation);
+  fmt::print("margin ids  {}\n", id_list(s.partition.margin));
+  fmt::print("error ids   {}\n", id_list(s.partition.error));
+  fmt::print("sha256      {}\n", s.state_sha256);
+  std::fflush(stdout);
+}
+
+RowMatrix probes_around(const RowMatrix& keys, int count, std::uint64_t seed) {
+  const int d = static_cast<int>(keys.cols());
+  const Eigen::RowVectorXd mean = keys.colwise().mean();
+  Eigen::RowVectorXd stddev(d);
+  for (int j = 0; j < d; ++j) {
+    const double var = (keys.col(j).array() - mean(j)).square().mean();
+    stddev(j) = std::sqrt(var);
+  }
+  Rng rng(seed);
+  RowMatrix probes(count, d);
+  for (int i = 0; i < count; ++i) {
+    for (int j = 0; j < d; ++j) probes(i, j) = mean(j) + stddev(j) * rng.normal();
+  }
+  return probes;
+}
+
+}  // namespace svattn::cli

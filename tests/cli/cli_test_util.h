@@ -1,0 +1,98 @@
+// Helpers of the CLI tests: a per-test temporary directory and running the svattn binary.
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace svattn::test {
+
+/// A fresh directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    static int counter = 0;
+    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    path_ = std::filesystem::temp_directory_path() /
+            ("svattn-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(stamp) +
+             "-" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string write(const std::string& name, const std::string& contents) const {
+    const std::string p = file(name);
+    std::ofstream out(p, std::ios::binary);
+    out << contents;
+    return p;
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+struct RunResult {
+  int code = -1;
+  std::string out;
+  std::string err;
+  /// Lines of stderr (without the trailing empty one).
+  std::vector<std::string> err_lines() const {
+    std::vector<std::string> lines;
+    std::stringstream ss(err);
+    std::string line;
+    while (std::getline(ss, line)) lines.push_back(line);
+    return lines;
+  }
+};
+
+/// Runs `binary args...` with stdout/stderr captured in files of `dir`.
+inline RunResult run_binary(const std::string& binary, const std::vector<std::string>& args,
+                            const TempDir& dir) {
+  static int counter = 0;
+  const std::string out = dir.file("stdout." + std::to_string(counter));
+  const std::string err = dir.file("stderr." + std::to_string(counter));
+  ++counter;
+  std::string cmd = shell_quote(binary);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err);
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  r.out = read_text(out);
+  r.err = read_text(err);
+  return r;
+}
+
+}  // namespace svattn::test
