@@ -1,0 +1,372 @@
+// `svattn memory ...`: the audited memory store (docs/store.md). Each invocation opens the store,
+// runs one operation (one transaction) and closes it. Exit codes: 0 ok, 1 verify found a mismatch,
+// 2 bad input / unknown memory or record / not a store / locked / disk full.
+#include <cstdio>
+
+#include <fmt/core.h>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "svattn/io.h"
+#include "svattn/store.h"
+
+namespace svattn::cli {
+namespace {
+
+struct Common {
+  std::string store;
+  std::string memory;
+  int busy_timeout_ms = 5000;
+  bool json = false;
+};
+
+struct CreateOptions {
+  Common common;
+  int dim = 0;
+  int value_dim = 0;
+  ProblemOptions problem;
+  std::string mode = "audit";
+  long long budget = 0;
+};
+
+struct AddOptions {
+  Common common;
+  long long record = -1;
+  std::string keys;
+  std::string values;
+};
+
+struct RecordOptions {
+  Common common;
+  long long record = -1;
+  bool no_check = false;
+  int probes = 8;
+};
+
+struct QueryOptions {
+  Common common;
+  std::string queries;
+};
+
+void add_store_arg(CLI::App* sub, Common& c, bool with_memory) {
+  sub->add_option("STORE", c.store, "store file (SQLite)")->required();
+  if (with_memory) sub->add_option("--memory", c.memory, "memory name")->required();
+  sub->add_option("--busy-timeout", c.busy_timeout_ms,
+                  "milliseconds to wait for another process's lock before failing")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  add_json_flag(sub, c.json);
+}
+
+StoreOptions store_options(const Common& c, bool create = false) {
+  StoreOptions o;
+  o.create = create;
+  o.busy_timeout_ms = c.busy_timeout_ms;
+  return o;
+}
+
+void print_entry_line(const AuditEntry& e) {
+  fmt::print("audit       entry {} ({}), hash {}\n", e.seq, e.time_utc, e.entry_hash);
+}
+
+int run_create(const CreateOptions& o) {
+  MemorySettings s;
+  s.problem = o.problem.build();
+  s.mode = memory_mode_from_string(o.mode);
+  if (o.budget < 0) throw InvalidArgument("--budget must be >= 0, got " + std::to_string(o.budget));
+  if (o.budget > 0 && s.mode != MemoryMode::kBounded) {
+    throw InvalidArgument("--budget applies to --mode bounded only");
+  }
+  s.token_budget = static_cast<std::size_t>(o.budget);
+  s.validate();
+  const int value_dim = o.value_dim > 0 ? o.value_dim : o.dim;
+  Store store(o.common.store, store_options(o.common, true));
+  const OpResult r = store.create_memory(o.common.memory, s, o.dim, value_dim);
+  if (o.common.json) {
+    print_json({{"store", o.common.store},
+                {"memory", o.common.memory},
+                {"dim", o.dim},
+                {"value_dim", value_dim},
+                {"settings", memory_settings_to_json(s)},
+                {"state_sha256", r.entry.state_after},
+                {"audit", audit_entry_to_json(r.entry)}});
+  } else {
+    fmt::print("created     memory '{}' in {} (dim {}, value dim {}, {} kernel, C = {:.17g}, "
+               "ridge = {:.17g}, {} mode)\n",
+               o.common.memory, o.common.store, o.dim, value_dim, o.problem.kernel, s.problem.C,
+               s.problem.ridge, o.mode);
+    fmt::print("sha256      {}\n", r.entry.state_after);
+    print_entry_line(r.entry);
+  }
+  return 0;
+}
+
+int run_add(const AddOptions& o) {
+  const RowMatrix keys = read_matrix(o.keys);
+  RowMatrix values;
+  if (!o.values.empty()) {
+    values = read_matrix(o.values);
+    if (values.rows() != keys.rows()) {
+      throw FormatError("'" + o.keys + "' has " + std::to_string(keys.rows()) + " rows but '" +
+                        o.values + "' has " + std::to_string(values.rows()));
+    }
+  }
+  Store store(o.common.store, store_options(o.common));
+  const OpResult r =
+      store.add_record(o.common.memory, o.record, keys, o.values.empty() ? nullptr : &values);
+  const MemoryInfo info = store.memory_info(o.common.memory);
+  if (o.common.json) {
+    print_json({{"memory", o.common.memory},
+                {"record", o.record},
+                {"tokens", keys.rows()},
+                {"memory_tokens", info.tokens},
+                {"state_before", r.entry.state_before},
+                {"state_sha256", r.entry.state_after},
+                {"seconds", {{"memory", r.memory_seconds}, {"total", r.total_seconds}}},
+                {"audit", audit_entry_to_json(r.entry)}});
+  } else {
+    fmt::print("added       record {} to memory '{}': {} tokens (memory now {} tokens, {} records)\n",
+               o.record, o.common.memory, keys.rows(), info.tokens, info.records);
+    fmt::print("sha256      {} -> {}\n", r.entry.state_before, r.entry.state_after);
+    fmt::print("time        {:.4f} s in memory, {:.4f} s total\n", r.memory_seconds,
+               r.total_seconds);
+    print_entry_line(r.entry);
+  }
+  return 0;
+}
+
+int run_forget(const RecordOptions& o) {
+  StoreOptions so = store_options(o.common);
+  so.certificate_check = !o.no_check;
+  so.certificate_probes = o.probes;
+  Store store(o.common.store, so);
+  const ForgetResult r = store.forget_record(o.common.memory, o.record);
+  if (!r.wal_truncated) {
+    std::fprintf(stderr,
+                 "svattn: warning: the WAL checkpoint could not complete (another connection is "
+                 "reading); the erased bytes leave the -wal file at its next checkpoint\n");
+  }
+  if (o.common.json) {
+    print_json({{"memory", o.common.memory},
+                {"record", o.record},
+                {"tokens_erased", r.entry.token_count},
+                {"state_before", r.entry.state_before},
+                {"state_sha256", r.entry.state_after},
+                {"wal_truncated", r.wal_truncated},
+                {"seconds",
+                 {{"memory", r.memory_seconds},
+                  {"certificate", r.certificate_seconds},
+                  {"total", r.total_seconds}}},
+                {"certificate", r.certificate},
+                {"audit", audit_entry_to_json(r.entry)}});
+  } else {
+    fmt::print("forgot      record {} of memory '{}': {} tokens erased\n", o.record,
+               o.common.memory, r.entry.token_count);
+    fmt::print("sha256      {} -> {}\n", r.entry.state_before, r.entry.state_after);
+    fmt::print("time        {:.4f} s decrement, {:.4f} s certificate, {:.4f} s total\n",
+               r.memory_seconds, r.certificate_seconds, r.total_seconds);
+    print_entry_line(r.entry);
+    fmt::print("certificate\n{}\n", r.certificate.dump(2));
+  }
+  return 0;
+}
+
+int run_suspend_resume(const RecordOptions& o, bool suspend) {
+  Store store(o.common.store, store_options(o.common));
+  const OpResult r = suspend ? store.suspend_record(o.common.memory, o.record)
+                             : store.resume_record(o.common.memory, o.record);
+  if (o.common.json) {
+    print_json({{"memory", o.common.memory},
+                {"record", o.record},
+                {"operation", suspend ? "suspend" : "resume"},
+                {"tokens", r.entry.token_count},
+                {"state_before", r.entry.state_before},
+                {"state_sha256", r.entry.state_after},
+                {"audit", audit_entry_to_json(r.entry)}});
+  } else {
+    fmt::print("{}   record {} of memory '{}' ({} tokens{})\n", suspend ? "suspended" : "resumed  ",
+               o.record, o.common.memory, r.entry.token_count,
+               suspend ? ", kept in the store, excluded from the memory" : "");
+    fmt::print("sha256      {} -> {}\n", r.entry.state_before, r.entry.state_after);
+    print_entry_line(r.entry);
+  }
+  return 0;
+}
+
+int run_show(const Common& o) {
+  Store store(o.store, store_options(o));
+  const MemoryInfo info = store.memory_info(o.memory);
+  const State state = store.stored_state(o.memory);
+  const std::vector<RecordInfo> recs = store.records(o.memory);
+  if (o.json) {
+    nlohmann::json j = state_to_json(state);
+    j["memory"] = info.name;
+    j["memory_settings"] = memory_settings_to_json(info.settings);
+    nlohmann::json rj = nlohmann::json::array();
+    for (const RecordInfo& r : recs) {
+      rj.push_back({{"record", r.record}, {"tokens", r.tokens}, {"suspended", r.suspended}});
+    }
+    j["records"] = rj;
+    j["stored_tokens"] = info.stored_tokens;
+    j["last_audit_seq"] = info.last_audit_seq;
+    print_json(j);
+  } else {
+    fmt::print("memory      '{}' in {} ({} mode)\n", info.name, o.store, to_string(info.settings.mode));
+    print_state_summary(state);
+    fmt::print("records     {} ({} suspended), {} token rows stored\n", info.records,
+               info.suspended_records, info.stored_tokens);
+    for (const RecordInfo& r : recs) {
+      fmt::print("  record {:>12}  {:>7} tokens{}\n", r.record, r.tokens,
+                 r.suspended ? "  (suspended)" : "");
+    }
+  }
+  return 0;
+}
+
+int run_query(const QueryOptions& o) {
+  const RowMatrix queries = read_matrix(o.queries);
+  Store store(o.common.store, store_options(o.common));
+  const RowMatrix out = store.query(o.common.memory, queries);
+  const std::vector<double> f = store.decision(o.common.memory, queries);
+  const std::string sha = store.memory(o.common.memory).state_sha256();
+  if (o.common.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (Eigen::Index i = 0; i < out.rows(); ++i) {
+      std::vector<double> r(out.row(i).data(), out.row(i).data() + out.cols());
+      rows.push_back(r);
+    }
+    print_json({{"memory", o.common.memory},
+                {"state_sha256", sha},
+                {"n", out.rows()},
+                {"value_dim", out.cols()},
+                {"readouts", rows},
+                {"decision", f}});
+  } else {
+    fmt::print("# memory '{}', state {}\n# query  decision  readout[0..{}]\n", o.common.memory, sha,
+               out.cols() - 1);
+    for (Eigen::Index i = 0; i < out.rows(); ++i) {
+      fmt::print("{:>7}  {:>+.6e}", i, f[static_cast<std::size_t>(i)]);
+      for (Eigen::Index k = 0; k < out.cols(); ++k) fmt::print("  {:.10g}", out(i, k));
+      fmt::print("\n");
+    }
+  }
+  return 0;
+}
+
+int run_verify(const Common& o) {
+  Store store(o.store, store_options(o));
+  const StoreVerification v = store.verify();
+  if (o.json) {
+    print_json(verification_to_json(v));
+  } else {
+    fmt::print("integrity   {}\n", v.integrity_ok ? "ok" : "FAILED");
+    fmt::print("audit chain {} ({} entries, head {})\n", v.chain_ok ? "ok" : "BROKEN",
+               v.audit_entries, v.audit_head);
+    for (const MemoryVerification& m : v.memories) {
+      fmt::print("memory      '{}': {} ({} tokens, stored {}, re-solve {}, verify_state {})\n",
+                 m.name, m.ok() ? "ok" : "MISMATCH", m.tokens, m.stored_sha256.substr(0, 16),
+                 m.resolve_equal ? "equal" : "DIFFERENT", m.report.ok() ? "ok" : "FAILED");
+    }
+    for (const std::string& p : v.problems) fmt::print("problem     {}\n", p);
+    fmt::print("result      {}\n", v.ok() ? "ok" : "MISMATCH");
+  }
+  std::fflush(stdout);
+  return v.ok() ? 0 : 1;
+}
+
+int run_audit(const Common& o) {
+  Store store(o.store, store_options(o));
+  const std::vector<AuditEntry> entries = store.audit();
+  if (o.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const AuditEntry& e : entries) arr.push_back(audit_entry_to_json(e));
+    print_json({{"store", o.store}, {"entries", arr}});
+  } else {
+    fmt::print("# seq  time_utc                  operation  memory  record  tokens  "
+               "state_before -> state_after  entry_hash\n");
+    for (const AuditEntry& e : entries) {
+      fmt::print("{:>5}  {}  {:<9}  {}  {}  {}  {} -> {}  {}\n", e.seq, e.time_utc, e.operation,
+                 e.memory, e.record >= 0 ? std::to_string(e.record) : std::string("-"),
+                 e.token_count, e.state_before.empty() ? std::string("-") : e.state_before.substr(0, 16),
+                 e.state_after.substr(0, 16), e.entry_hash);
+    }
+  }
+  return 0;
+}
+
+Registrar reg("memory", [](CLI::App& app, int& exit_code) {
+  auto* mem = app.add_subcommand(
+      "memory", "Audited persistent memories: records in, queries out, erasure with certificates");
+  mem->require_subcommand(1);
+
+  static CreateOptions create;
+  auto* c = mem->add_subcommand("create", "Create a memory (and the store file if missing)");
+  add_store_arg(c, create.common, true);
+  c->add_option("--dim", create.dim, "key dimension")->required()->check(CLI::PositiveNumber);
+  c->add_option("--value-dim", create.value_dim, "value dimension (default: --dim)")
+      ->check(CLI::PositiveNumber);
+  add_problem_options(c, create.problem);
+  c->add_option("--mode", create.mode, "audit (keep every token) | bounded (evict reserve tokens)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"audit", "bounded"}));
+  c->add_option("--budget", create.budget,
+                "bounded mode: evict reserve tokens only while the memory holds more (0 = always)");
+  c->callback([&exit_code] { exit_code = run_create(create); });
+
+  static AddOptions add;
+  auto* a = mem->add_subcommand("add", "Add a record's tokens (position = row index)");
+  add_store_arg(a, add.common, true);
+  a->add_option("--record", add.record, "record id in [0, 2^40)")->required();
+  a->add_option("--keys", add.keys, "keys: .csv or .npy")->required();
+  a->add_option("--values", add.values, "values (same rows); default: the keys");
+  a->callback([&exit_code] { exit_code = run_add(add); });
+
+  static RecordOptions forget;
+  auto* f = mem->add_subcommand("forget", "Erase a record: decrement, certificate, secure delete");
+  add_store_arg(f, forget.common, true);
+  f->add_option("--record", forget.record, "record id")->required();
+  f->add_flag("--no-check", forget.no_check,
+              "skip the certificate's batch re-solve on the remaining tokens");
+  f->add_option("--probes", forget.probes, "probe queries of the certificate's readout check")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  f->callback([&exit_code] { exit_code = run_forget(forget); });
+
+  static RecordOptions suspend;
+  auto* s = mem->add_subcommand("suspend", "Exclude a record from the memory, keeping its data");
+  add_store_arg(s, suspend.common, true);
+  s->add_option("--record", suspend.record, "record id")->required();
+  s->callback([&exit_code] { exit_code = run_suspend_resume(suspend, true); });
+
+  static RecordOptions resume;
+  auto* r = mem->add_subcommand("resume", "Add a suspended record back to the memory");
+  add_store_arg(r, resume.common, true);
+  r->add_option("--record", resume.record, "record id")->required();
+  r->callback([&exit_code] { exit_code = run_suspend_resume(resume, false); });
+
+  static Common show;
+  auto* sh = mem->add_subcommand("show", "Print a memory's stored canonical state");
+  add_store_arg(sh, show, true);
+  sh->callback([&exit_code] { exit_code = run_show(show); });
+
+  static QueryOptions query;
+  auto* q = mem->add_subcommand("query", "Readouts o(q) of query rows");
+  add_store_arg(q, query.common, true);
+  q->add_option("--queries", query.queries, "queries: .csv or .npy")->required();
+  q->callback([&exit_code] { exit_code = run_query(query); });
+
+  static Common verify;
+  auto* v = mem->add_subcommand(
+      "verify", "Check the audit chain and every memory against a from-scratch solve (exit 1 on "
+                "a mismatch)");
+  add_store_arg(v, verify, false);
+  v->callback([&exit_code] { exit_code = run_verify(verify); });
+
+  static Common audit;
+  auto* au = mem->add_subcommand("audit", "Print the audit log");
+  add_store_arg(au, audit, false);
+  au->callback([&exit_code] { exit_code = run_audit(audit); });
+});
+
+}  // namespace
+}  // namespace svattn::cli
