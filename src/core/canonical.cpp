@@ -36,6 +36,11 @@ struct Refiner {
   int ns = 0;
   std::vector<int> active;  // active slots, slot order
   double scale = 1, tau = 0, gtol = 0;
+  // The margin system is solved with Q_SS + shift * 11' (shift = scale). On the constraint
+  // sum a_S = s this only moves b by shift * s, but it makes the factor positive definite whenever
+  // Q is positive definite on the subspace 1' v = 0 (e.g. linear kernels with ridge 0), which is
+  // what the bordered KKT system actually needs.
+  double shift = 1;
 
   Refiner(KernelAccess& k, const ProblemSettings& ps, const Tolerances& t, CholeskyCache* c)
       : ka(k), p(ps), tol(t), cache(c ? c : &local) {}
@@ -48,6 +53,10 @@ struct Refiner {
   // Row-wise Cholesky of Q_SS with prefix reuse. Returns false if a pivot is not positive enough.
   bool factor(const std::vector<int>& S) {
     const size_t m = S.size();
+    if (cache->shift != shift) {
+      cache->clear();
+      cache->shift = shift;
+    }
     size_t pre = 0;
     while (pre < cache->order.size() && pre < m && cache->order[pre] == ka.id(S[pre])) ++pre;
     cache->order.resize(pre);
@@ -57,12 +66,12 @@ struct Refiner {
       const double* col = ka.column(S[i]);  // K(:, S_i); K(S_j, S_i) = col[S_j]
       std::vector<double> row(i + 1);
       for (size_t j = 0; j < i; ++j) {
-        double s = col[S[j]];
+        double s = col[S[j]] + shift;
         const std::vector<double>& rj = cache->rows[j];
         for (size_t k = 0; k < j; ++k) s -= row[k] * rj[k];
         row[j] = s / rj[j];
       }
-      double s = col[S[i]] + p.ridge;
+      double s = col[S[i]] + p.ridge + shift;
       for (size_t k = 0; k < i; ++k) s -= row[k] * row[k];
       if (!(s > pivot_floor)) return false;
       row[i] = std::sqrt(s);
@@ -155,6 +164,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
     return res;
   }
   r.scale = kernel_scale(ka);
+  r.shift = r.scale;
   const double C = p.C, mu = p.ridge;
   r.tau = tol.alpha_tol * std::min(C, 1.0);
   r.gtol = tol.kkt_tol * r.scale;
@@ -281,8 +291,9 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
         su += u[t];
         c += y[t] * y[t];
       }
-      res.b = (su - s) / sw;
-      for (size_t t = 0; t < m; ++t) res.alpha[S[t]] = u[t] - res.b * w[t];
+      const double bshift = (su - s) / sw;
+      for (size_t t = 0; t < m; ++t) res.alpha[S[t]] = u[t] - bshift * w[t];
+      res.b = bshift + r.shift * s;
 
       const std::vector<int> support = merge_by_id(ka, S, E);
       std::vector<double> acc = r.kernel_sums(support, res.alpha);
@@ -292,14 +303,14 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
       auto gamma_of = [&](int i) {
         const double* col = ka.column(i);
         std::vector<double> z(m);
-        for (size_t t = 0; t < m; ++t) z[t] = col[S[t]];
+        for (size_t t = 0; t < m; ++t) z[t] = col[S[t]] + r.shift;
         r.forward(z);
         double zz = 0, yz = 0;
         for (size_t t = 0; t < m; ++t) {
           zz += z[t] * z[t];
           yz += y[t] * z[t];
         }
-        return std::max(0.0, ka.diag(i) + mu - zz + (1 - yz) * (1 - yz) / c);
+        return std::max(0.0, ka.diag(i) + mu + r.shift - zz + (1 - yz) * (1 - yz) / c);
       };
       for (int i : r.active) {
         const double a = res.alpha[i], g = res.g[i];

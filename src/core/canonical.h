@@ -29,9 +29,13 @@ class KernelAccess {
 struct CholeskyCache {
   std::vector<TokenId> order;
   std::vector<std::vector<double>> rows;  // rows[i] has i + 1 entries
+  double shift = 0;                       // the 11' shift the rows were computed with
   /// Drops every row from the first position whose id is `id` (call when a token is removed).
   void invalidate_from(TokenId id);
-  void clear() { order.clear(); rows.clear(); }
+  void clear() {
+    order.clear();
+    rows.clear();
+  }
 };
 
 struct CanonicalResult {

@@ -550,11 +550,11 @@ struct Memory::Impl final : detail::KernelAccess {
     ++dg.ops;
     const TokenId idc = ids[c];
     chol.invalidate_from(idc);
-    if (set[c] == Set::kReserve && !warmup) {
-      erase_token(c);
+    const bool warm_after = n - 1 == 0 || detail::is_warmup(n - 1, st.problem.C);
+    if (set[c] == Set::kReserve && !warmup && !warm_after) {
+      erase_token(c);  // a reserve token carries no weight: nothing else moves
       return false;
     }
-    const bool warm_after = n - 1 == 0 || detail::is_warmup(n - 1, st.problem.C);
     if (warmup || warm_after || needs_batch) {
       if (set[c] == Set::kMargin) {
         auto it = std::find(S.begin(), S.end(), c);

@@ -1,0 +1,411 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include "streams.h"
+#include "svattn/batch_solver.h"
+#include "svattn/errors.h"
+#include "svattn/memory.h"
+
+using namespace svattn;
+using svattn::testing::make_keys;
+using svattn::testing::Stream;
+
+namespace {
+
+MemorySettings msettings(double C, double sigma, double ridge = 1e-6) {
+  MemorySettings s;
+  s.problem.C = C;
+  s.problem.kernel.bandwidth = sigma;
+  s.problem.ridge = ridge;
+  return s;
+}
+
+std::string batch_hash(const RowMatrix& x, const std::set<TokenId>& present, const ProblemSettings& p) {
+  TokenSet t;
+  t.keys.resize(static_cast<int>(present.size()), x.cols());
+  int r = 0;
+  for (TokenId id : present) {
+    t.ids.push_back(id);
+    t.keys.row(r++) = x.row(id);
+  }
+  t.values = t.keys;
+  BatchSettings bs;
+  bs.problem = p;
+  const BatchResult br = solve_batch(t, bs);
+  EXPECT_TRUE(br.state.status == Status::kOptimal || br.state.status == Status::kWarmup);
+  return br.state.state_sha256;
+}
+
+void expect_kkt(const Memory& m, const std::string& where) {
+  const State s = m.state();
+  ASSERT_TRUE(s.status == Status::kOptimal || s.status == Status::kWarmup || s.status == Status::kEmpty)
+      << where << ": status " << to_string(s.status);
+  EXPECT_LE(s.kkt.max_violation, 1e-9) << where;
+  if (s.status != Status::kEmpty) EXPECT_LE(s.kkt.sum_error, 1e-11) << where;
+  EXPECT_EQ(s.kkt.box_violation, 0.0) << where;
+}
+
+struct Case {
+  Stream stream;
+  int n;
+  int d;
+  double Cn;  // C = Cn / n
+  double sigma;
+};
+
+// Interleaved adds and removes; KKT after every op; hash equal to the batch solve at checkpoints.
+void run_interleaved(const Case& c, int ops, std::uint64_t seed, int checkpoint_every) {
+  const RowMatrix x = make_keys(c.stream, c.n, c.d, seed);
+  const double C = c.Cn / (c.n / 2.0);
+  Memory m(msettings(C, c.sigma), c.d, c.d);
+  std::set<TokenId> present;
+  std::vector<TokenId> absent;
+  for (int i = c.n - 1; i >= 0; --i) absent.push_back(i);
+  std::mt19937_64 rng(seed + 1);
+  int checks = 0;
+  for (int op = 0; op < ops; ++op) {
+    const bool add = present.empty() || (!absent.empty() && (rng() % 100) < 60);
+    if (add) {
+      const size_t k = rng() % absent.size();
+      const TokenId id = absent[k];
+      absent.erase(absent.begin() + k);
+      m.add(id, x.row(id).transpose(), x.row(id).transpose());
+      present.insert(id);
+    } else {
+      auto it = present.begin();
+      std::advance(it, rng() % present.size());
+      const TokenId id = *it;
+      m.remove(id);
+      present.erase(it);
+      absent.push_back(id);
+    }
+    expect_kkt(m, std::string(stream_name(c.stream)) + " op " + std::to_string(op));
+    if ((op + 1) % checkpoint_every == 0 || op + 1 == ops) {
+      ASSERT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem))
+          << stream_name(c.stream) << " n=" << present.size() << " op " << op;
+      ++checks;
+    }
+  }
+  m.check_invariants();
+  EXPECT_GT(checks, 0);
+}
+
+}  // namespace
+
+TEST(Memory, IngestThenDecrementEqualsRetrainOnEveryStream) {
+  const std::vector<Case> cases = {
+      {Stream::kGaussian, 300, 2, 3.0, 1.0},     {Stream::kGaussian, 300, 16, 3.0, 4.0},
+      {Stream::kGaussian, 200, 64, 10.0, 8.0},   {Stream::kClustered, 300, 4, 3.0, 1.5},
+      {Stream::kNearDuplicate, 300, 4, 3.0, 1.0}, {Stream::kDuplicate, 300, 3, 3.0, 1.0},
+      {Stream::kHeavyTailed, 300, 3, 3.0, 2.0}};
+  std::uint64_t seed = 1;
+  for (const Case& c : cases) {
+    const RowMatrix x = make_keys(c.stream, c.n, c.d, seed++);
+    const double C = c.Cn / c.n;
+    Memory m(msettings(C, c.sigma), c.d, c.d);
+    for (int i = 0; i < c.n; ++i) m.add(i, x.row(i).transpose(), x.row(i).transpose());
+    m.check_invariants();
+    std::set<TokenId> present;
+    for (int i = 0; i < c.n; ++i) present.insert(i);
+    ASSERT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem)) << stream_name(c.stream);
+    // Remove margin, error and reserve tokens alike.
+    const State s = m.state();
+    std::vector<TokenId> victims;
+    for (size_t k = 0; k < std::min<size_t>(4, s.partition.margin.size()); ++k)
+      victims.push_back(s.partition.margin[k * s.partition.margin.size() / 4]);
+    for (size_t k = 0; k < std::min<size_t>(3, s.partition.error.size()); ++k)
+      victims.push_back(s.partition.error[k]);
+    for (size_t k = 0; k < std::min<size_t>(3, s.partition.reserve.size()); ++k)
+      victims.push_back(s.partition.reserve[k * 7 % s.partition.reserve.size()]);
+    std::sort(victims.begin(), victims.end());
+    victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
+    for (TokenId v : victims) {
+      m.remove(v);
+      present.erase(v);
+      expect_kkt(m, stream_name(c.stream));
+      ASSERT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem))
+          << stream_name(c.stream) << " after removing " << v;
+    }
+    m.check_invariants();
+  }
+}
+
+TEST(Memory, InterleavedAddRemoveGaussian) { run_interleaved({Stream::kGaussian, 200, 5, 3, 2.0}, 600, 7, 50); }
+TEST(Memory, InterleavedAddRemoveNearDuplicates) {
+  run_interleaved({Stream::kNearDuplicate, 200, 3, 3, 1.0}, 600, 8, 50);
+}
+TEST(Memory, InterleavedAddRemoveDuplicates) {
+  run_interleaved({Stream::kDuplicate, 200, 3, 3, 1.0}, 600, 9, 50);
+}
+TEST(Memory, InterleavedAddRemoveHeavyTailed) {
+  run_interleaved({Stream::kHeavyTailed, 200, 2, 3, 2.0}, 600, 10, 50);
+}
+
+TEST(MemorySlow, TenThousandInterleavedOpsAcrossStreams) {
+  std::uint64_t seed = 100;
+  for (Stream s : {Stream::kGaussian, Stream::kClustered, Stream::kNearDuplicate, Stream::kDuplicate,
+                   Stream::kHeavyTailed})
+    run_interleaved({s, 600, 8, 4, 3.0}, 2500, seed++, 250);
+}
+
+TEST(MemorySlow, LargeStream3000) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 3000, 32, 77);
+  Memory m(msettings(0.005, 6.0), 32, 32);
+  std::set<TokenId> present;
+  for (int i = 0; i < 3000; ++i) {
+    m.add(i, x.row(i).transpose(), x.row(i).transpose());
+    present.insert(i);
+  }
+  EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem));
+  const State s = m.state();
+  for (size_t k = 0; k < 10; ++k) {
+    const TokenId v = s.partition.margin[k];
+    m.remove(v);
+    present.erase(v);
+  }
+  EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem));
+}
+
+TEST(Memory, CAcrossItsRange) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 120, 4, 3);
+  for (double C : {1.0 / 119, 1.0 / 100, 0.05, 0.3, 1.0, 5.0}) {
+    Memory m(msettings(C, 1.5), 4, 4);
+    std::set<TokenId> present;
+    for (int i = 0; i < 120; ++i) {
+      m.add(i, x.row(i).transpose(), x.row(i).transpose());
+      present.insert(i);
+    }
+    expect_kkt(m, "C=" + std::to_string(C));
+    EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem)) << "C=" << C;
+    for (TokenId v : {3, 50, 77}) {
+      m.remove(v);
+      present.erase(v);
+      EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem)) << "C=" << C;
+    }
+    if (C >= 1) EXPECT_TRUE(m.state().partition.error.empty());
+  }
+}
+
+TEST(Memory, WarmupTransitionsBothWays) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 30, 3, 4);
+  Memory m(msettings(0.1, 1.0), 3, 3);  // 1/C = 10
+  std::set<TokenId> present;
+  for (int i = 0; i < 30; ++i) {
+    m.add(i, x.row(i).transpose(), x.row(i).transpose());
+    present.insert(i);
+    EXPECT_EQ(m.state().warmup, i + 1 <= 10) << i;
+    EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem)) << "n=" << i + 1;
+  }
+  for (int i = 29; i >= 0; --i) {
+    m.remove(i);
+    present.erase(i);
+    if (present.empty()) {
+      EXPECT_EQ(m.status(), Status::kEmpty);
+    } else {
+      EXPECT_EQ(m.state().warmup, static_cast<int>(present.size()) <= 10);
+      EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem)) << "n=" << present.size();
+    }
+  }
+  // n = 1 and back.
+  m.add(5, x.row(5).transpose(), x.row(5).transpose());
+  EXPECT_EQ(m.alpha(5), 1.0);
+}
+
+TEST(Memory, SlidingWindow) {
+  const RowMatrix x = make_keys(Stream::kClustered, 400, 4, 12);
+  const int w = 100;
+  Memory m(msettings(0.05, 1.5), 4, 4);
+  std::set<TokenId> present;
+  for (int i = 0; i < 400; ++i) {
+    m.add(i, x.row(i).transpose(), x.row(i).transpose());
+    present.insert(i);
+    if (i >= w) {
+      m.remove(i - w);
+      present.erase(i - w);
+    }
+    if (i % 50 == 49) EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem)) << i;
+  }
+}
+
+TEST(Memory, EvictionLeavesReadoutsBitIdentical) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 300, 6, 13);
+  Memory m(msettings(0.02, 2.0), 6, 6);
+  TokenSet t = TokenSet::from_rows(x);
+  m.add_batch(t);
+  const RowMatrix q = make_keys(Stream::kGaussian, 40, 6, 99);
+  std::vector<Eigen::VectorXd> before;
+  std::vector<double> dec;
+  for (int i = 0; i < 40; ++i) {
+    before.push_back(m.readout(q.row(i).transpose()));
+    dec.push_back(m.decision(q.row(i).transpose()));
+  }
+  const State s0 = m.state();
+  const std::vector<TokenId> ev = m.evict_reserve();
+  EXPECT_EQ(ev, s0.partition.reserve);
+  EXPECT_EQ(m.size(), 300 - static_cast<int>(ev.size()));
+  for (int i = 0; i < 40; ++i) {
+    const Eigen::VectorXd after = m.readout(q.row(i).transpose());
+    for (int c = 0; c < 6; ++c) EXPECT_EQ(after[c], before[i][c]);  // bit for bit
+    EXPECT_EQ(m.decision(q.row(i).transpose()), dec[i]);
+  }
+  const State s1 = m.state();
+  EXPECT_EQ(s1.b, s0.b);
+  EXPECT_TRUE(s1.partition.reserve.empty());
+}
+
+TEST(Memory, BoundedModeEvictsAsReserveAppears) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 400, 4, 14);
+  MemorySettings s = msettings(0.05, 1.5);
+  s.mode = MemoryMode::kBounded;
+  Memory m(s, 4, 4);
+  for (int i = 0; i < 400; ++i) {
+    m.add(i, x.row(i).transpose(), x.row(i).transpose());
+    if (!m.state().warmup) EXPECT_TRUE(m.state().partition.reserve.empty()) << i;
+  }
+  // The retained set is exactly the support, and its state equals the batch solve on it.
+  const TokenSet kept = m.tokens();
+  BatchSettings bs;
+  bs.problem = s.problem;
+  EXPECT_EQ(solve_batch(kept, bs).state.state_sha256, m.state_sha256());
+  // Budgeted: reserve tokens are only evicted above the budget.
+  s.token_budget = 250;
+  Memory mb(s, 4, 4);
+  for (int i = 0; i < 400; ++i) mb.add(i, x.row(i).transpose(), x.row(i).transpose());
+  EXPECT_GE(mb.size(), 250);
+  EXPECT_LE(mb.size(), 250 + static_cast<int>(mb.state().partition.margin.size() +
+                                               mb.state().partition.error.size()));
+}
+
+TEST(Memory, RemoveThenReaddRestoresTheHash) {
+  const RowMatrix x = make_keys(Stream::kNearDuplicate, 200, 4, 15);
+  Memory m(msettings(0.03, 1.0), 4, 4);
+  m.add_batch(TokenSet::from_rows(x));
+  const std::string h0 = m.state_sha256();
+  const State s = m.state();
+  for (TokenId v : {s.partition.margin.front(), s.partition.margin.back(), s.partition.reserve.front()}) {
+    m.remove(v);
+    EXPECT_NE(m.state_sha256(), h0);
+    m.add(v, x.row(v).transpose(), x.row(v).transpose());
+    EXPECT_EQ(m.state_sha256(), h0) << "token " << v;
+  }
+}
+
+TEST(Memory, BatchOpsEqualSingleOps) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 250, 5, 16);
+  Memory a(msettings(0.02, 2.0), 5, 5), b(msettings(0.02, 2.0), 5, 5);
+  a.add_batch(TokenSet::from_rows(x));
+  for (int i = 0; i < 250; ++i) b.add(i, x.row(i).transpose(), x.row(i).transpose());
+  EXPECT_EQ(a.state_sha256(), b.state_sha256());
+  const std::vector<TokenId> rm = {1, 5, 17, 33, 100, 200, 249};
+  a.remove_batch(rm);
+  for (TokenId v : rm) b.remove(v);
+  EXPECT_EQ(a.state_sha256(), b.state_sha256());
+}
+
+TEST(Memory, StepCapFallsBackAndSaysSo) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 200, 4, 17);
+  MemorySettings s = msettings(0.02, 1.0);
+  s.max_steps_per_op = 1;
+  Memory m(s, 4, 4);
+  for (int i = 0; i < 200; ++i) m.add(i, x.row(i).transpose(), x.row(i).transpose());
+  EXPECT_GT(m.totals().batch_fallbacks, 0);  // the cap was hit and recorded
+  std::set<TokenId> present;
+  for (int i = 0; i < 200; ++i) present.insert(i);
+  EXPECT_EQ(m.state_sha256(), batch_hash(x, present, s.problem));  // and the answer is still exact
+}
+
+TEST(Memory, ZeroRidgeDuplicatesReportSingular) {
+  RowMatrix x = make_keys(Stream::kGaussian, 40, 2, 18);
+  for (int i = 20; i < 40; ++i) x.row(i) = x.row(i - 20);
+  Memory m(msettings(0.05, 1.0, 0.0), 2, 2);
+  m.add_batch(TokenSet::from_rows(x));  // must terminate
+  const Status st = m.status();
+  EXPECT_TRUE(st == Status::kSingular || st == Status::kOptimal) << to_string(st);
+}
+
+TEST(Memory, MisuseThrowsTypedErrors) {
+  Memory m(msettings(0.1, 1.0), 2, 2);
+  Eigen::VectorXd k(2), v(2), bad(3);
+  k << 1, 2;
+  v << 0, 0;
+  m.add(1, k, v);
+  EXPECT_THROW(m.add(1, k, v), AlreadyExists);
+  EXPECT_THROW(m.add(2, bad, v), InvalidArgument);
+  Eigen::VectorXd nan = k;
+  nan[0] = std::nan("");
+  EXPECT_THROW(m.add(3, nan, v), InvalidArgument);
+  EXPECT_THROW(m.remove(42), NotFound);
+  EXPECT_THROW(m.remove_batch({1, 1}), InvalidArgument);
+  EXPECT_EQ(m.size(), 1);  // nothing changed
+  MemorySettings s;
+  s.refactor_period = 0;
+  EXPECT_THROW(Memory(s, 2, 2), InvalidArgument);
+  EXPECT_THROW(Memory(MemorySettings{}, 0, 2), InvalidArgument);
+}
+
+TEST(Memory, SerializeRoundTripAndCorruption) {
+  const RowMatrix x = make_keys(Stream::kClustered, 150, 3, 19);
+  Memory m(msettings(0.03, 1.0), 3, 3);
+  m.add_batch(TokenSet::from_rows(x));
+  const std::vector<std::uint8_t> bytes = m.serialize();
+  const Memory r = Memory::deserialize(bytes);
+  EXPECT_EQ(r.state_sha256(), m.state_sha256());
+  EXPECT_EQ(r.totals().batch_fallbacks, 0);  // restored from the stored state, no re-solve
+  Eigen::VectorXd q(3);
+  q << 0.1, 0.2, 0.3;
+  EXPECT_EQ(r.readout(q)[0], m.readout(q)[0]);
+  // The restored memory keeps working exactly.
+  Memory r2 = r;
+  r2.remove(10);
+  Memory m2 = m;
+  m2.remove(10);
+  EXPECT_EQ(r2.state_sha256(), m2.state_sha256());
+
+  std::vector<std::uint8_t> corrupt = bytes;
+  corrupt[corrupt.size() / 2] ^= 0x01;
+  EXPECT_THROW(Memory::deserialize(corrupt), FormatError);
+  std::vector<std::uint8_t> truncated(bytes.begin(), bytes.begin() + bytes.size() / 3);
+  EXPECT_THROW(Memory::deserialize(truncated), FormatError);
+  std::vector<std::uint8_t> junk(100, 7);
+  EXPECT_THROW(Memory::deserialize(junk), FormatError);
+
+  const std::string path = ::testing::TempDir() + "svattn_mem_test.bin";
+  m.save(path);
+  EXPECT_EQ(Memory::load(path).state_sha256(), m.state_sha256());
+  EXPECT_THROW(Memory::load(path + ".missing"), IoError);
+  std::remove(path.c_str());
+}
+
+TEST(Memory, RestoreFromForeignStateResolves) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 100, 3, 20);
+  const TokenSet t = TokenSet::from_rows(x);
+  BatchSettings bs;
+  bs.problem.C = 0.05;
+  State s = solve_batch(t, bs).state;
+  MemorySettings ms;
+  ms.problem = bs.problem;
+  OpDiagnostics dg;
+  const Memory good = Memory::restore(ms, t, s, &dg);
+  EXPECT_EQ(good.state_sha256(), s.state_sha256);
+  EXPECT_EQ(dg.batch_fallbacks, 0);
+  s.alpha[s.alpha.size() / 2] += 0.01;  // a state that does not describe the tokens
+  s.state_sha256 = std::string(64, '0');
+  const Memory fixed = Memory::restore(ms, t, s, &dg);
+  EXPECT_EQ(fixed.state_sha256(), good.state_sha256());
+}
+
+TEST(Memory, BorderedInverseIsExposedAndValid) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 150, 4, 21);
+  Memory m(msettings(0.04, 1.5), 4, 4);
+  m.add_batch(TokenSet::from_rows(x));
+  const Eigen::MatrixXd& R = m.bordered_inverse();
+  const std::vector<TokenId> order = m.margin_order();
+  ASSERT_EQ(R.rows(), static_cast<int>(order.size()) + 1);
+  EXPECT_LT(R(0, 0), 0.0);
+  m.check_invariants();
+}
