@@ -101,12 +101,12 @@ void print_state_summary(const State& s) {
   const ProblemSettings& p = s.settings;
   std::string kernel = to_string(p.kernel.type);
   if (p.kernel.type == KernelType::kRbf) {
-    kernel += fmt::format(" (bandwidth {:.17g})", p.kernel.bandwidth);
+    kernel += fmt::format(" (bandwidth {})", p.kernel.bandwidth);
   } else if (p.kernel.type == KernelType::kPoly) {
-    kernel += fmt::format(" (degree {}, coef0 {:.17g})", p.kernel.degree, p.kernel.coef0);
+    kernel += fmt::format(" (degree {}, coef0 {})", p.kernel.degree, p.kernel.coef0);
   }
   fmt::print("tokens      n = {}, dim = {}\n", s.ids.size(), s.dim);
-  fmt::print("settings    kernel {}, C = {:.17g}, ridge = {:.17g}\n", kernel, p.C, p.ridge);
+  fmt::print("settings    kernel {}, C = {}, ridge = {}\n", kernel, p.C, p.ridge);
   fmt::print("status      {}{}\n", to_string(s.status), s.warmup ? " (warm-up: n*C <= 1)" : "");
   fmt::print("partition   |S| = {} margin, |E| = {} error, |R| = {} reserve\n",
              s.partition.margin.size(), s.partition.error.size(), s.partition.reserve.size());

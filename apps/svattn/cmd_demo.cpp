@@ -21,6 +21,7 @@ struct DemoOptions {
   std::string out = "out/demo";
   int n = 2000;
   int dim = 8;
+  double scale = 0.5;  // keys ~ N(0, 0.25 I): with sigma = 2 both margin and error tokens occur
   std::uint64_t seed = 20240601;
   int remove = 20;
 };
@@ -70,7 +71,7 @@ int run_demo(const DemoOptions& o) {
       "seed {}\n",
       o.n, o.dim, problem.kernel.bandwidth, problem.C, problem.ridge, o.seed);
   Rng rng(o.seed);
-  const RowMatrix keys = gaussian_matrix(o.n, o.dim, rng);
+  const RowMatrix keys = gaussian_matrix(o.n, o.dim, rng) * o.scale;
   const TokenSet tokens = TokenSet::from_rows(keys);
 
   // 1. Batch reference solve.
@@ -193,6 +194,7 @@ Registrar reg("demo", [](CLI::App& app, int& exit_code) {
   sub->add_option("--n", o->n, "tokens")->capture_default_str();
   sub->add_option("--dim", o->dim, "key dimension")->capture_default_str();
   sub->add_option("--seed", o->seed, "seed")->capture_default_str();
+  sub->add_option("--scale", o->scale, "standard deviation of the keys")->capture_default_str();
   sub->callback([o, &exit_code] { exit_code = run_demo(*o); });
 });
 

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the benchmarks of a build and prints their Markdown tables (also saved under OUT).
+#   scripts/run-bench.sh [BUILD_DIR=build] [OUT=out/bench]
+set -euo pipefail
+build=${1:-build}; out=${2:-out/bench}
+mkdir -p "$out"
+core="$build/bench/core"
+if [[ ! -x "$core/bench_batch" || ! -x "$core/bench_forget" ]]; then
+  echo "run-bench: $core/bench_batch or bench_forget missing (configure with SVATTN_BUILD_BENCH=ON and libsvm-dev installed)" >&2
+  exit 2
+fi
+{
+  echo "# svattn core benchmarks ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $(uname -m))"
+  echo
+  "$core/bench_batch" --n 1000,5000 --reps 3
+  echo
+  "$core/bench_forget" --n 1000,5000,20000 --stream-n 1000,5000,20000 --reps 3
+} | tee "$out/core.md"
+echo "run-bench: tables saved to $out/core.md" >&2
