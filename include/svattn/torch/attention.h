@@ -1,0 +1,172 @@
+// Attention modules with one interface: x [B, T, D] -> [B, T, D], with q/k/v/o projections.
+// Every module is strictly causal. The hybrid SV attention (SPEC §9) and the baselines (SPEC §10)
+// share the config below so that experiments swap only the attention.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "svattn/torch/batched.h"
+#include "svattn/torch/exact.h"
+
+namespace svattn::layers {
+
+// ------------------------------------------------------------------ functional kernels
+// All take q, k, v as [B, H, T, dh] (dv may differ from dh) and return [B, H, T, dv].
+
+/// Full causal softmax attention, scores q.k / sqrt(dh).
+torch::Tensor causal_softmax_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v);
+/// Sliding-window causal softmax: token t attends to (t - window, t]. Blocked: O(T * window).
+torch::Tensor sliding_window_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                       const torch::Tensor& v, std::int64_t window);
+/// Causal softmax inside chunks of length `chunk` (block-diagonal causal mask): the hybrid's local path.
+torch::Tensor chunk_local_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, std::int64_t chunk);
+/// Causal linear attention with phi(x) = elu(x) + 1:
+///   o_t = sum_{s<=t} (phi(q_t).phi(k_s)) v_s / (sum_{s<=t} phi(q_t).phi(k_s) + 1e-6),
+/// computed chunkwise (intra-chunk masked products + exclusive prefix sums of the chunk states).
+torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, std::int64_t chunk);
+/// Delta rule S_t = S_{t-1} + beta_t (v_t - S_{t-1} k_t) k_t', o_t = S_t q_t, S_0 = 0, with k (and
+/// q) used as given (the module L2-normalises them); beta [B, H, T] in (0, 1). Chunkwise WY form
+/// (unit-lower-triangular solve per chunk, sequential only across chunks).
+torch::Tensor delta_rule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                         const torch::Tensor& beta, std::int64_t chunk);
+/// Rotary position embedding of x [B, H, T, dh] (dh even) at positions 0..T-1.
+torch::Tensor apply_rope(const torch::Tensor& x, double base);
+
+// ------------------------------------------------------------------ configuration
+enum class AttentionType { kSoftmax, kSlidingWindow, kLinear, kDeltaNet, kHybrid };
+std::string to_string(AttentionType t);
+/// "softmax" | "swa" | "linear" | "deltanet" | "hybrid"; throws InvalidArgument otherwise.
+AttentionType attention_type_from_string(const std::string& s);
+
+enum class GlobalPath { kExact, kBatched };
+std::string to_string(GlobalPath p);
+GlobalPath global_path_from_string(const std::string& s);  ///< "exact" | "batched"
+
+enum class GateType {
+  kChunkFrozen,  ///< the paper's gate: g_{h,c} = sigmoid(a_h + w_h . mean(x over chunk c-1))
+  kPerToken,     ///< g_{t,h} = sigmoid(w_h . x_t + a_h)
+};
+std::string to_string(GateType g);
+GateType gate_type_from_string(const std::string& s);  ///< "chunk" | "token"
+
+/// Hybrid SV attention (SPEC §9): o_t = g o_global(q_t) + (1 - g) o_local(q_t).
+struct HybridSettings {
+  std::int64_t chunk = 64;            ///< local chunk length L (>= 1)
+  GlobalPath path = GlobalPath::kBatched;
+  GateType gate = GateType::kChunkFrozen;
+  double C = 1.0 / 16;                ///< box bound, fixed per layer (support >= 1/C tokens)
+  double bandwidth = 1.0;             ///< initial RBF sigma (per head)
+  bool learn_bandwidth = true;        ///< per-head log sigma is a parameter
+  bool normalize_keys = true;         ///< SV keys/queries are L2-normalised (|x - y|^2 in [0, 4])
+  bool bounded = false;               ///< evict reserve tokens at chunk boundaries (see ExactSettings)
+  double mu = 1e-6;                   ///< problem ridge (both paths)
+  double gate_bias_init = 0.0;        ///< initial a_h (sigmoid(0) = 0.5 split)
+  /// Batched path: iterations, ridge, mask_tol, lipschitz, fp64 (C, bandwidth, mu, bounded are
+  /// taken from the fields above).
+  BatchedSettings batched;
+  /// Fixes the gate of every chunk >= 1 to this value in [0, 1] (ablation, tests).
+  std::optional<double> gate_override;
+  /// Batched path: also run the exact path (no gradient) on the same keys and report the partition
+  /// agreement and coefficient error in the diagnostics (slow; for evaluation).
+  bool check_agreement = false;
+
+  void validate() const;
+};
+
+struct AttentionConfig {
+  AttentionType type = AttentionType::kSoftmax;
+  std::int64_t d_model = 256;
+  std::int64_t n_heads = 4;
+  std::int64_t window = 128;        ///< sliding-window size W
+  std::int64_t scan_chunk = 64;     ///< chunk of the linear-attention / DeltaNet chunkwise forms
+  bool rope = true;                 ///< rotary positions on softmax scores (full, window, local)
+  double rope_base = 10000.0;
+  HybridSettings hybrid;
+
+  void validate() const;
+};
+
+/// Per-forward diagnostics (NaN where not applicable).
+struct AttentionDiagnostics {
+  std::vector<double> support_per_head;  ///< hybrid: mean |S ∪ E| per head over batch and chunks >= 1
+  double support_mean = std::nan("");   ///< hybrid: mean over heads
+  double gate_mean = std::nan("");       ///< hybrid: mean memory share g over tokens of chunks >= 1
+  double fista_residual = std::nan("");  ///< batched path: max FISTA fixed-point residual
+  double partition_agreement = std::nan("");  ///< check_agreement: batched vs exact rate
+  long agreement_units = 0;
+  double coefficient_error = std::nan("");    ///< check_agreement: max |alpha_batched - alpha_exact|
+  long negative_coefficients = 0;             ///< batched path: margin coefficients <= 0
+  double solver_seconds = 0;                  ///< time in the SV memory (forward)
+};
+
+/// Base class of every attention module.
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(const AttentionConfig& config);
+  /// x [B, T, D] -> [B, T, D].
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  const AttentionConfig& config() const { return config_; }
+  const AttentionDiagnostics& diagnostics() const { return diag_; }
+
+ protected:
+  /// [B, T, D] -> [B, H, T, dh] for each of q, k, v.
+  std::vector<torch::Tensor> project_qkv(const torch::Tensor& x);
+  /// [B, H, T, dh] -> out projection of the merged heads, [B, T, D].
+  torch::Tensor merge(const torch::Tensor& o);
+
+  AttentionConfig config_;
+  AttentionDiagnostics diag_;
+  torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
+};
+
+/// Full causal or sliding-window softmax (type kSoftmax / kSlidingWindow).
+class SoftmaxAttentionImpl : public AttentionImpl {
+ public:
+  explicit SoftmaxAttentionImpl(const AttentionConfig& config);
+  torch::Tensor forward(const torch::Tensor& x) override;
+};
+
+/// Linear attention, phi = elu + 1.
+class LinearAttentionImpl : public AttentionImpl {
+ public:
+  explicit LinearAttentionImpl(const AttentionConfig& config);
+  torch::Tensor forward(const torch::Tensor& x) override;
+};
+
+/// DeltaNet: L2-normalised q and k, beta_t = sigmoid(linear(x_t)) per head.
+class DeltaNetAttentionImpl : public AttentionImpl {
+ public:
+  explicit DeltaNetAttentionImpl(const AttentionConfig& config);
+  torch::Tensor forward(const torch::Tensor& x) override;
+
+ private:
+  torch::nn::Linear beta_proj_{nullptr};
+};
+
+/// Hybrid SV attention (SPEC §9). Chunk 0 uses the local path alone.
+class HybridSvAttentionImpl : public AttentionImpl {
+ public:
+  explicit HybridSvAttentionImpl(const AttentionConfig& config);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  /// Gate per head and token [B, H, T] of the last forward (0 on chunk 0), detached.
+  const torch::Tensor& last_gate() const { return last_gate_; }
+
+ private:
+  torch::Tensor log_sigma_;      // [H], parameter when learn_bandwidth
+  torch::Tensor gate_bias_;      // [H]
+  torch::nn::Linear gate_proj_{nullptr};  // D -> H
+  torch::Tensor last_gate_;
+};
+
+/// Builds the module named by config.type.
+std::shared_ptr<AttentionImpl> make_attention(const AttentionConfig& config);
+
+}  // namespace svattn::layers

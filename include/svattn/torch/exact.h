@@ -1,0 +1,72 @@
+// Exact-path SV attention as a torch::autograd::Function (SPEC §2, §7).
+//
+// Forward: for every (batch, head) an fp64 svattn::Memory (the Cauwenberghs–Poggio path of
+// src/core) is fitted to the keys; each query reads out o(q) = sum_i a_i k(q,x_i) v_i / sum_i a_i
+// k(q,x_i) over S ∪ E (support-weighted log-sum-exp, RBF kernel). The forward saves the partition,
+// the coefficients and the maintained bordered inverse R of [[0, 1'], [1, K_SS + mu I]].
+// Backward: implicit differentiation of the bordered system with the saved R (no second solve);
+// see docs/layers.md for the derivation in the core's scaling. Gradients flow to keys, values,
+// queries and (optionally) the per-head log bandwidth. Inputs of any floating dtype and device;
+// computation is fp64 on the CPU, results are returned in the input dtype/device. The (batch, head)
+// units run in parallel with at::parallel_for (at::get_num_threads() threads).
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "svattn/memory.h"
+
+namespace svattn::layers {
+
+/// Settings of the exact path. Kernel is RBF exp(-||a-b||^2 / sigma^2).
+struct ExactSettings {
+  /// RBF bandwidth sigma, used when no per-head log_sigma tensor is passed. Finite, > 0.
+  double bandwidth = 1.0;
+  /// Box bound C of the memory (fixed per layer). Finite, > 0.
+  double C = 0.1;
+  /// Problem ridge mu >= 0 (the core's default 1e-6; the same mu as every other path).
+  double ridge = 1e-6;
+  /// Chunked variant only: evict the reserve set at every chunk boundary (memory of chunk c is the
+  /// SVDD of the support of chunk c-1's memory plus chunk c-1's tokens). Default false: the memory
+  /// of chunk c holds every token of chunks 0..c-1 (SPEC §9).
+  bool bounded = false;
+
+  /// Throws svattn::InvalidArgument naming the bad field.
+  void validate() const;
+  /// The core settings of one memory with bandwidth `sigma` (audit mode).
+  MemorySettings memory_settings(double sigma) const;
+};
+
+/// Per-unit result of an exact forward (one unit = one (batch, head) or (batch, head, chunk)).
+/// role over the positions of the key sequence: 0 = reserve or not in the memory, 1 = margin,
+/// 2 = error. Units are ordered (b, h) or (b, h, c) row-major.
+struct ExactInfo {
+  torch::Tensor role;     ///< int8 [B, H, N] or [B, H, nC, T] (chunk 0 all zero)
+  torch::Tensor alpha;    ///< fp64, same shape, 0 outside S ∪ E
+  torch::Tensor b;        ///< fp64 [B, H] or [B, H, nC] (chunk 0: 0)
+  torch::Tensor support;  ///< int64 [B, H] or [B, H, nC]: |S ∪ E|
+  torch::Tensor memory_size;  ///< int64 [B, H] or [B, H, nC]: tokens held by the memory
+  std::vector<Status> status; ///< one per unit
+  long events = 0;            ///< solver events summed over units
+  long batch_fallbacks = 0;   ///< core operations finished by a batch re-solve
+  double seconds = 0;         ///< wall time of the forward solves
+};
+
+/// keys [B,H,N,d], values [B,H,N,dv], queries [B,H,M,d] -> [B,H,M,dv].
+/// log_sigma: undefined (use settings.bandwidth, no gradient) or [H] (per-head log bandwidth,
+/// differentiable). `info`, if given, receives the partitions (not differentiable).
+torch::Tensor sv_exact_attention(const torch::Tensor& keys, const torch::Tensor& values,
+                                 const torch::Tensor& queries, const torch::Tensor& log_sigma,
+                                 const ExactSettings& settings, ExactInfo* info = nullptr);
+
+/// Causal chunked memory for the hybrid layer: keys/values/queries [B,H,T,*], chunk length L
+/// (T need not be a multiple of L). Queries of chunk c read the memory of chunks 0..c-1 (built
+/// incrementally: chunk c-1's tokens are added before chunk c is read). Chunk 0 has no memory: its
+/// rows of the output are 0. Returns [B,H,T,dv].
+torch::Tensor sv_exact_chunked_attention(const torch::Tensor& keys, const torch::Tensor& values,
+                                         const torch::Tensor& queries,
+                                         const torch::Tensor& log_sigma, std::int64_t chunk,
+                                         const ExactSettings& settings, ExactInfo* info = nullptr);
+
+}  // namespace svattn::layers

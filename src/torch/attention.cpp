@@ -1,0 +1,412 @@
+// Attention kernels and modules: hybrid SV attention (SPEC §9) and the baselines (SPEC §10).
+#include "svattn/torch/attention.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "svattn/errors.h"
+
+namespace svattn::layers {
+
+using torch::Tensor;
+namespace F = torch::nn::functional;
+
+namespace {
+
+constexpr double kLinearEps = 1e-6;
+
+Tensor causal_mask(std::int64_t t, const torch::Device& device) {
+  return torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(device)).tril();
+}
+
+Tensor masked_softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  Tensor s = torch::matmul(q, k.transpose(-1, -2)) * scale;
+  s = s.masked_fill(~allowed, -std::numeric_limits<double>::infinity());
+  return torch::matmul(torch::softmax(s, -1), v);
+}
+
+// Pads dim 2 (time) of x [B, H, T, *] at the end to a multiple of `m`.
+Tensor pad_time(const Tensor& x, std::int64_t m) {
+  const auto T = x.size(2);
+  const auto Tp = (T + m - 1) / m * m;
+  if (Tp == T) return x;
+  return F::pad(x, F::PadFuncOptions({0, 0, 0, Tp - T}));
+}
+
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* who) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.sizes() != k.sizes() ||
+      v.size(0) != q.size(0) || v.size(1) != q.size(1) || v.size(2) != q.size(2))
+    throw InvalidArgument(std::string(who) + ": q, k must be [B, H, T, dh] and v [B, H, T, dv]");
+}
+
+}  // namespace
+
+Tensor causal_softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
+  check_qkv(q, k, v, "causal_softmax_attention");
+  return masked_softmax_attention(q, k, v, causal_mask(q.size(2), q.device()));
+}
+
+Tensor sliding_window_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t window) {
+  check_qkv(q, k, v, "sliding_window_attention");
+  if (window < 1) throw InvalidArgument("sliding_window_attention: window must be >= 1");
+  const auto T = q.size(2);
+  if (window >= T) return causal_softmax_attention(q, k, v);
+  // Query blocks of length W read the key span [iW - W, iW + W) (front-padded by W).
+  const std::int64_t W = window;
+  Tensor qp = pad_time(q, W), kp = pad_time(k, W), vp = pad_time(v, W);
+  const auto Tp = qp.size(2), nb = Tp / W;
+  kp = F::pad(kp, F::PadFuncOptions({0, 0, W, 0}));
+  vp = F::pad(vp, F::PadFuncOptions({0, 0, W, 0}));
+  Tensor kb = kp.unfold(2, 2 * W, W).transpose(-1, -2);  // [B, H, nb, 2W, dh]
+  Tensor vb = vp.unfold(2, 2 * W, W).transpose(-1, -2);
+  Tensor qb = qp.reshape({q.size(0), q.size(1), nb, W, q.size(3)});
+  auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+  Tensor tq = torch::arange(nb, opts).view({nb, 1, 1}) * W + torch::arange(W, opts).view({1, W, 1});
+  Tensor tk = torch::arange(nb, opts).view({nb, 1, 1}) * W - W + torch::arange(2 * W, opts).view({1, 1, 2 * W});
+  Tensor allowed = (tk <= tq) & (tk > tq - W) & (tk >= 0);  // [nb, W, 2W]
+  Tensor o = masked_softmax_attention(qb, kb, vb, allowed);
+  return o.reshape({q.size(0), q.size(1), Tp, v.size(3)}).narrow(2, 0, T);
+}
+
+Tensor chunk_local_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t chunk) {
+  check_qkv(q, k, v, "chunk_local_attention");
+  if (chunk < 1) throw InvalidArgument("chunk_local_attention: chunk must be >= 1");
+  const auto B = q.size(0), H = q.size(1), T = q.size(2);
+  Tensor qp = pad_time(q, chunk), kp = pad_time(k, chunk), vp = pad_time(v, chunk);
+  const auto nc = qp.size(2) / chunk;
+  auto blocks = [&](const Tensor& x) { return x.reshape({B, H, nc, chunk, x.size(3)}); };
+  Tensor o = masked_softmax_attention(blocks(qp), blocks(kp), blocks(vp), causal_mask(chunk, q.device()));
+  return o.reshape({B, H, nc * chunk, v.size(3)}).narrow(2, 0, T);
+}
+
+Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t chunk) {
+  check_qkv(q, k, v, "linear_attention");
+  if (chunk < 1) throw InvalidArgument("linear_attention: chunk must be >= 1");
+  const auto B = q.size(0), H = q.size(1), T = q.size(2), dk = q.size(3), dv = v.size(3);
+  // Zero padding at the end: phi(0) = 1 but padded keys come after every real query, and padded
+  // values are 0 -- they only affect padded rows, which are cut.
+  Tensor fq = F::elu(pad_time(q, chunk)) + 1, fk = F::elu(pad_time(k, chunk)) + 1;
+  const auto nc = fq.size(2) / chunk;
+  Tensor vp = pad_time(v, chunk);
+  fq = fq.reshape({B, H, nc, chunk, dk});
+  fk = fk.reshape({B, H, nc, chunk, dk});
+  Tensor vc = vp.reshape({B, H, nc, chunk, dv});
+  Tensor a = torch::matmul(fq, fk.transpose(-1, -2)) * causal_mask(chunk, q.device());
+  Tensor kv = torch::matmul(fk.transpose(-1, -2), vc);  // [B, H, nc, dk, dv]
+  Tensor state = kv.cumsum(2) - kv;                     // exclusive prefix over chunks
+  Tensor ksum = fk.sum(3);                              // [B, H, nc, dk]
+  Tensor z = ksum.cumsum(2) - ksum;
+  Tensor num = torch::matmul(a, vc) + torch::matmul(fq, state);
+  Tensor den = a.sum(-1) + (fq * z.unsqueeze(3)).sum(-1);
+  Tensor o = num / (den.unsqueeze(-1) + kLinearEps);
+  return o.reshape({B, H, nc * chunk, dv}).narrow(2, 0, T);
+}
+
+Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, std::int64_t chunk) {
+  check_qkv(q, k, v, "delta_rule");
+  if (chunk < 1) throw InvalidArgument("delta_rule: chunk must be >= 1");
+  const auto B = q.size(0), H = q.size(1), T = q.size(2), dk = q.size(3), dv = v.size(3);
+  if (beta.dim() != 3 || beta.size(0) != B || beta.size(1) != H || beta.size(2) != T)
+    throw InvalidArgument("delta_rule: beta must be [B, H, T]");
+  // Zero-padded tail tokens have k = 0 and beta = 0: they leave the state unchanged.
+  Tensor qp = pad_time(q, chunk), kp = pad_time(k, chunk), vp = pad_time(v, chunk);
+  Tensor bp = pad_time(beta.unsqueeze(-1), chunk);
+  const auto nc = qp.size(2) / chunk;
+  Tensor qc = qp.reshape({B, H, nc, chunk, dk});
+  Tensor kc = kp.reshape({B, H, nc, chunk, dk});
+  Tensor vc = vp.reshape({B, H, nc, chunk, dv});
+  Tensor bc = bp.reshape({B, H, nc, chunk, 1});
+  // WY form: A = I + strictly_lower(diag(beta) K K'), W = A^{-1} diag(beta) K, U = A^{-1} diag(beta) V.
+  Tensor eye = torch::eye(chunk, q.options());
+  Tensor kk = torch::matmul(kc, kc.transpose(-1, -2));
+  Tensor A = eye + (bc * kk).tril(-1);
+  Tensor rhs = torch::cat({bc * kc, bc * vc}, -1);
+  Tensor wu = torch::linalg_solve_triangular(A, rhs, /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+  Tensor Wm = wu.narrow(-1, 0, dk), Um = wu.narrow(-1, dk, dv);
+  Tensor qk = torch::matmul(qc, kc.transpose(-1, -2)).tril();  // inclusive causal mask
+  Tensor S = torch::zeros({B, H, dv, dk}, q.options());
+  std::vector<Tensor> outs;
+  outs.reserve(static_cast<std::size_t>(nc));
+  for (std::int64_t c = 0; c < nc; ++c) {
+    Tensor St = S.transpose(-1, -2);                              // [B, H, dk, dv]
+    Tensor Uc = Um.select(2, c) - torch::matmul(Wm.select(2, c), St);  // U' = U - W S'
+    outs.push_back(torch::matmul(qc.select(2, c), St) + torch::matmul(qk.select(2, c), Uc));
+    S = S + torch::matmul(Uc.transpose(-1, -2), kc.select(2, c));
+  }
+  return torch::stack(outs, 2).reshape({B, H, nc * chunk, dv}).narrow(2, 0, T);
+}
+
+Tensor apply_rope(const Tensor& x, double base) {
+  const auto T = x.size(2), dh = x.size(3);
+  if (dh % 2 != 0) throw InvalidArgument("apply_rope: head dimension must be even");
+  auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
+  Tensor inv = torch::pow(base, -torch::arange(0, dh, 2, opts) / static_cast<double>(dh));  // [dh/2]
+  Tensor ang = torch::arange(T, opts).unsqueeze(-1) * inv.unsqueeze(0);                    // [T, dh/2]
+  Tensor cs = torch::cos(ang).to(x.scalar_type()), sn = torch::sin(ang).to(x.scalar_type());
+  Tensor x1 = x.narrow(-1, 0, dh / 2), x2 = x.narrow(-1, dh / 2, dh / 2);
+  return torch::cat({x1 * cs - x2 * sn, x1 * sn + x2 * cs}, -1);
+}
+
+// ------------------------------------------------------------------ enums and settings
+
+std::string to_string(AttentionType t) {
+  switch (t) {
+    case AttentionType::kSoftmax: return "softmax";
+    case AttentionType::kSlidingWindow: return "swa";
+    case AttentionType::kLinear: return "linear";
+    case AttentionType::kDeltaNet: return "deltanet";
+    case AttentionType::kHybrid: return "hybrid";
+  }
+  return "?";
+}
+
+AttentionType attention_type_from_string(const std::string& s) {
+  for (auto t : {AttentionType::kSoftmax, AttentionType::kSlidingWindow, AttentionType::kLinear,
+                 AttentionType::kDeltaNet, AttentionType::kHybrid})
+    if (to_string(t) == s) return t;
+  throw InvalidArgument("unknown attention type '" + s + "' (softmax|swa|linear|deltanet|hybrid)");
+}
+
+std::string to_string(GlobalPath p) { return p == GlobalPath::kExact ? "exact" : "batched"; }
+
+GlobalPath global_path_from_string(const std::string& s) {
+  if (s == "exact") return GlobalPath::kExact;
+  if (s == "batched") return GlobalPath::kBatched;
+  throw InvalidArgument("unknown global path '" + s + "' (exact|batched)");
+}
+
+std::string to_string(GateType g) { return g == GateType::kChunkFrozen ? "chunk" : "token"; }
+
+GateType gate_type_from_string(const std::string& s) {
+  if (s == "chunk") return GateType::kChunkFrozen;
+  if (s == "token") return GateType::kPerToken;
+  throw InvalidArgument("unknown gate type '" + s + "' (chunk|token)");
+}
+
+void HybridSettings::validate() const {
+  auto bad = [](const std::string& field, double v, const std::string& why) {
+    std::ostringstream os;
+    os << "HybridSettings." << field << " = " << v << ": " << why;
+    throw InvalidArgument(os.str());
+  };
+  if (chunk < 1) bad("chunk", static_cast<double>(chunk), "must be >= 1");
+  if (!std::isfinite(C) || C <= 0) bad("C", C, "must be finite and > 0");
+  if (!std::isfinite(bandwidth) || bandwidth <= 0) bad("bandwidth", bandwidth, "must be finite and > 0");
+  if (!std::isfinite(mu) || mu < 0) bad("mu", mu, "must be finite and >= 0");
+  if (!std::isfinite(gate_bias_init)) bad("gate_bias_init", gate_bias_init, "must be finite");
+  if (gate_override && !(*gate_override >= 0 && *gate_override <= 1))
+    bad("gate_override", *gate_override, "must be in [0, 1]");
+  BatchedSettings b = batched;
+  b.C = C;
+  b.bandwidth = bandwidth;
+  b.mu = mu;
+  b.validate();
+}
+
+void AttentionConfig::validate() const {
+  auto bad = [](const std::string& field, double v, const std::string& why) {
+    std::ostringstream os;
+    os << "AttentionConfig." << field << " = " << v << ": " << why;
+    throw InvalidArgument(os.str());
+  };
+  if (d_model < 1) bad("d_model", static_cast<double>(d_model), "must be >= 1");
+  if (n_heads < 1 || d_model % n_heads != 0) bad("n_heads", static_cast<double>(n_heads), "must divide d_model");
+  if (rope && (d_model / n_heads) % 2 != 0) bad("n_heads", static_cast<double>(n_heads), "rope needs an even head dimension");
+  if (window < 1) bad("window", static_cast<double>(window), "must be >= 1");
+  if (scan_chunk < 1) bad("scan_chunk", static_cast<double>(scan_chunk), "must be >= 1");
+  if (!(rope_base > 1)) bad("rope_base", rope_base, "must be > 1");
+  if (type == AttentionType::kHybrid) hybrid.validate();
+}
+
+// ------------------------------------------------------------------ modules
+
+AttentionImpl::AttentionImpl(const AttentionConfig& config) : config_(config) {
+  config_.validate();
+  const auto D = config_.d_model;
+  auto lin = [&](const char* name) {
+    return register_module(name, torch::nn::Linear(torch::nn::LinearOptions(D, D).bias(false)));
+  };
+  q_proj_ = lin("q_proj");
+  k_proj_ = lin("k_proj");
+  v_proj_ = lin("v_proj");
+  o_proj_ = lin("o_proj");
+}
+
+std::vector<Tensor> AttentionImpl::project_qkv(const Tensor& x) {
+  if (x.dim() != 3 || x.size(2) != config_.d_model)
+    throw InvalidArgument("attention: input must be [B, T, d_model]");
+  const auto B = x.size(0), T = x.size(1), H = config_.n_heads, dh = config_.d_model / H;
+  auto heads = [&](const Tensor& y) { return y.view({B, T, H, dh}).transpose(1, 2); };
+  return {heads(q_proj_->forward(x)), heads(k_proj_->forward(x)), heads(v_proj_->forward(x))};
+}
+
+Tensor AttentionImpl::merge(const Tensor& o) {
+  const auto B = o.size(0), T = o.size(2);
+  return o_proj_->forward(o.transpose(1, 2).reshape({B, T, config_.d_model}));
+}
+
+SoftmaxAttentionImpl::SoftmaxAttentionImpl(const AttentionConfig& config) : AttentionImpl(config) {}
+
+Tensor SoftmaxAttentionImpl::forward(const Tensor& x) {
+  auto qkv = project_qkv(x);
+  Tensor q = qkv[0], k = qkv[1];
+  if (config_.rope) {
+    q = apply_rope(q, config_.rope_base);
+    k = apply_rope(k, config_.rope_base);
+  }
+  Tensor o = config_.type == AttentionType::kSlidingWindow
+                 ? sliding_window_attention(q, k, qkv[2], config_.window)
+                 : causal_softmax_attention(q, k, qkv[2]);
+  return merge(o);
+}
+
+LinearAttentionImpl::LinearAttentionImpl(const AttentionConfig& config) : AttentionImpl(config) {}
+
+Tensor LinearAttentionImpl::forward(const Tensor& x) {
+  auto qkv = project_qkv(x);
+  return merge(linear_attention(qkv[0], qkv[1], qkv[2], config_.scan_chunk));
+}
+
+DeltaNetAttentionImpl::DeltaNetAttentionImpl(const AttentionConfig& config) : AttentionImpl(config) {
+  beta_proj_ = register_module("beta_proj", torch::nn::Linear(config_.d_model, config_.n_heads));
+}
+
+Tensor DeltaNetAttentionImpl::forward(const Tensor& x) {
+  auto qkv = project_qkv(x);
+  Tensor q = F::normalize(qkv[0], F::NormalizeFuncOptions().dim(-1).eps(1e-6));
+  Tensor k = F::normalize(qkv[1], F::NormalizeFuncOptions().dim(-1).eps(1e-6));
+  Tensor beta = torch::sigmoid(beta_proj_->forward(x)).transpose(1, 2);  // [B, H, T]
+  return merge(delta_rule(q, k, qkv[2], beta, config_.scan_chunk));
+}
+
+HybridSvAttentionImpl::HybridSvAttentionImpl(const AttentionConfig& config) : AttentionImpl(config) {
+  const auto H = config_.n_heads;
+  const auto& hs = config_.hybrid;
+  Tensor ls = torch::full({H}, std::log(hs.bandwidth));
+  log_sigma_ = hs.learn_bandwidth ? register_parameter("log_sigma", ls) : register_buffer("log_sigma", ls);
+  gate_bias_ = register_parameter("gate_bias", torch::full({H}, hs.gate_bias_init));
+  gate_proj_ = register_module("gate_proj", torch::nn::Linear(torch::nn::LinearOptions(config_.d_model, H).bias(false)));
+  // Start the gate from its bias alone: the data-dependent part is learned.
+  torch::NoGradGuard ng;
+  gate_proj_->weight.zero_();
+}
+
+Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
+  const auto& hs = config_.hybrid;
+  auto qkv = project_qkv(x);
+  Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+  const auto B = x.size(0), T = x.size(1), H = config_.n_heads, L = hs.chunk;
+  const auto nc = (T + L - 1) / L;
+  diag_ = AttentionDiagnostics{};
+
+  // Local path: causal softmax inside the chunk.
+  Tensor ql = q, kl = k;
+  if (config_.rope) {
+    ql = apply_rope(q, config_.rope_base);
+    kl = apply_rope(k, config_.rope_base);
+  }
+  Tensor o_loc = chunk_local_attention(ql, kl, v, L);
+  if (nc == 1) {
+    last_gate_ = torch::zeros({B, H, T}, x.options());
+    diag_.support_per_head.assign(static_cast<std::size_t>(H), 0.0);
+    return merge(o_loc);
+  }
+
+  // Global path: SV memory of chunks 0..c-1.
+  Tensor qs = q, ks = k;
+  if (hs.normalize_keys) {
+    qs = F::normalize(q, F::NormalizeFuncOptions().dim(-1).eps(1e-6));
+    ks = F::normalize(k, F::NormalizeFuncOptions().dim(-1).eps(1e-6));
+  }
+  Tensor lsig = hs.learn_bandwidth ? log_sigma_ : Tensor();
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor o_glob, support;
+  if (hs.path == GlobalPath::kExact) {
+    ExactSettings es;
+    es.bandwidth = hs.bandwidth;
+    es.C = hs.C;
+    es.ridge = hs.mu;
+    es.bounded = hs.bounded;
+    ExactInfo info;
+    o_glob = sv_exact_chunked_attention(ks, v, qs, lsig, L, es, &info);
+    support = info.support;
+  } else {
+    BatchedSettings bs = hs.batched;
+    bs.C = hs.C;
+    bs.bandwidth = hs.bandwidth;
+    bs.mu = hs.mu;
+    bs.bounded = hs.bounded;
+    BatchedInfo info;
+    o_glob = sv_batched_chunked_attention(ks, v, qs, lsig, L, bs, &info);
+    support = info.support;
+    diag_.fista_residual = info.residual;
+    diag_.negative_coefficients = info.negative_coefficients;
+    if (hs.check_agreement) {
+      torch::NoGradGuard ng;
+      ExactSettings es;
+      es.bandwidth = hs.bandwidth;
+      es.C = hs.C;
+      es.ridge = hs.mu;
+      es.bounded = hs.bounded;
+      ExactInfo ex;
+      sv_exact_chunked_attention(ks.detach(), v.detach(), qs.detach(), lsig.defined() ? lsig.detach() : lsig,
+                                 L, es, &ex);
+      auto agree = partition_agreement(info.role, ex.role);
+      diag_.partition_agreement = agree.first;
+      diag_.agreement_units = agree.second;
+      diag_.coefficient_error =
+          (info.alpha.to(torch::kFloat64).cpu() - ex.alpha).abs().max().item<double>();
+    }
+  }
+  diag_.solver_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    Tensor sup = support.narrow(2, 1, nc - 1).to(torch::kFloat64).mean(std::vector<std::int64_t>{0, 2}).cpu();  // [H]
+    diag_.support_per_head.assign(sup.data_ptr<double>(), sup.data_ptr<double>() + H);
+    diag_.support_mean = sup.mean().item<double>();
+  }
+
+  // Gate per head and chunk (or token); 0 on chunk 0.
+  Tensor chunk_id = torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(x.device())) / L;
+  Tensor has_mem = (chunk_id > 0).to(x.scalar_type()).view({1, 1, T});
+  Tensor g;  // [B, H, T]
+  if (hs.gate_override) {
+    g = torch::full({B, H, T}, *hs.gate_override, x.options());
+  } else if (hs.gate == GateType::kPerToken) {
+    g = torch::sigmoid(gate_proj_->forward(x) + gate_bias_).transpose(1, 2);
+  } else {
+    // Summary of chunk c-1 (mean of x), known before chunk c starts: causal.
+    Tensor xp = F::pad(x.unsqueeze(1), F::PadFuncOptions({0, 0, 0, nc * L - T})).squeeze(1);
+    Tensor counts = torch::full({nc}, static_cast<double>(L), x.options());
+    counts[nc - 1] = static_cast<double>(T - (nc - 1) * L);
+    Tensor summary = xp.view({B, nc, L, config_.d_model}).sum(2) / counts.view({1, nc, 1});
+    Tensor prev = torch::cat({torch::zeros_like(summary.narrow(1, 0, 1)), summary.narrow(1, 0, nc - 1)}, 1);
+    Tensor gc = torch::sigmoid(gate_proj_->forward(prev) + gate_bias_).transpose(1, 2);  // [B, H, nc]
+    g = gc.index_select(2, chunk_id);
+  }
+  g = g * has_mem;
+  last_gate_ = g.detach();
+  {
+    Tensor gm = g.detach().narrow(2, L, T - L);
+    diag_.gate_mean = gm.mean().item<double>();
+  }
+  Tensor gu = g.unsqueeze(-1);
+  Tensor o = gu * o_glob + (1 - gu) * o_loc;
+  return merge(o);
+}
+
+std::shared_ptr<AttentionImpl> make_attention(const AttentionConfig& config) {
+  switch (config.type) {
+    case AttentionType::kSoftmax:
+    case AttentionType::kSlidingWindow: return std::make_shared<SoftmaxAttentionImpl>(config);
+    case AttentionType::kLinear: return std::make_shared<LinearAttentionImpl>(config);
+    case AttentionType::kDeltaNet: return std::make_shared<DeltaNetAttentionImpl>(config);
+    case AttentionType::kHybrid: return std::make_shared<HybridSvAttentionImpl>(config);
+  }
+  throw InvalidArgument("make_attention: unknown attention type");
+}
+
+}  // namespace svattn::layers

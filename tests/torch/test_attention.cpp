@@ -1,0 +1,264 @@
+// Attention modules: naive references, causality, hybrid gate 0 == local, LM wrapper, eviction utils.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "svattn/errors.h"
+#include "svattn/torch/layers.h"
+#include "torch_test_util.h"
+
+namespace svattn::layers {
+namespace {
+
+using torch::Tensor;
+namespace F = torch::nn::functional;
+
+auto f64() { return torch::TensorOptions().dtype(torch::kFloat64); }
+
+// Naive per-token softmax over the keys [lo(t), t].
+Tensor naive_softmax(const Tensor& q, const Tensor& k, const Tensor& v, const std::function<int64_t(int64_t)>& lo) {
+  const auto T = q.size(2);
+  std::vector<Tensor> rows;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t a = lo(t);
+    Tensor s = torch::matmul(q.narrow(2, t, 1), k.narrow(2, a, t - a + 1).transpose(-1, -2)) / std::sqrt(double(q.size(3)));
+    rows.push_back(torch::matmul(torch::softmax(s, -1), v.narrow(2, a, t - a + 1)));
+  }
+  return torch::cat(rows, 2);
+}
+
+double maxdiff(const Tensor& a, const Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+TEST(Baselines, MatchNaiveReferences) {
+  torch::manual_seed(31);
+  const int64_t B = 2, H = 3, T = 37, dh = 6, dv = 5;
+  Tensor q = torch::randn({B, H, T, dh}, f64()), k = torch::randn({B, H, T, dh}, f64());
+  Tensor v = torch::randn({B, H, T, dv}, f64());
+  EXPECT_LE(maxdiff(causal_softmax_attention(q, k, v), naive_softmax(q, k, v, [](int64_t) { return 0; })), 1e-12);
+  for (int64_t W : {1, 5, 8, 36, 50}) {
+    Tensor ref = naive_softmax(q, k, v, [W](int64_t t) { return std::max<int64_t>(0, t - W + 1); });
+    EXPECT_LE(maxdiff(sliding_window_attention(q, k, v, W), ref), 1e-12) << "W=" << W;
+  }
+  for (int64_t L : {1, 5, 8, 37}) {
+    Tensor ref = naive_softmax(q, k, v, [L](int64_t t) { return t / L * L; });
+    EXPECT_LE(maxdiff(chunk_local_attention(q, k, v, L), ref), 1e-12) << "L=" << L;
+  }
+  // Linear attention: o_t = sum_s (phi q_t . phi k_s) v_s / (sum_s phi q_t . phi k_s + 1e-6).
+  {
+    Tensor fq = F::elu(q) + 1, fk = F::elu(k) + 1;
+    std::vector<Tensor> rows;
+    for (int64_t t = 0; t < T; ++t) {
+      Tensor a = torch::matmul(fq.narrow(2, t, 1), fk.narrow(2, 0, t + 1).transpose(-1, -2));
+      rows.push_back(torch::matmul(a, v.narrow(2, 0, t + 1)) / (a.sum(-1, true) + 1e-6));
+    }
+    Tensor ref = torch::cat(rows, 2);
+    for (int64_t c : {1, 4, 16, 64}) EXPECT_LE(maxdiff(linear_attention(q, k, v, c), ref), 1e-12) << "chunk " << c;
+  }
+  // DeltaNet: recurrent delta rule.
+  {
+    Tensor kn = F::normalize(k, F::NormalizeFuncOptions().dim(-1));
+    Tensor qn = F::normalize(q, F::NormalizeFuncOptions().dim(-1));
+    Tensor beta = torch::sigmoid(torch::randn({B, H, T}, f64()));
+    Tensor S = torch::zeros({B, H, dv, dh}, f64());
+    std::vector<Tensor> rows;
+    for (int64_t t = 0; t < T; ++t) {
+      Tensor kt = kn.select(2, t).unsqueeze(-1), vt = v.select(2, t).unsqueeze(-1);
+      Tensor bt = beta.select(2, t).unsqueeze(-1).unsqueeze(-1);
+      S = S + bt * torch::matmul(vt - torch::matmul(S, kt), kt.transpose(-1, -2));
+      rows.push_back(torch::matmul(S, qn.select(2, t).unsqueeze(-1)).squeeze(-1).unsqueeze(2));
+    }
+    Tensor ref = torch::cat(rows, 2);
+    for (int64_t c : {1, 5, 16, 64}) EXPECT_LE(maxdiff(delta_rule(qn, kn, v, beta, c), ref), 1e-11) << "chunk " << c;
+  }
+}
+
+TEST(Baselines, RopeIsRelative) {
+  torch::manual_seed(32);
+  Tensor a = torch::randn({1, 1, 1, 8}, f64()), b = torch::randn({1, 1, 1, 8}, f64());
+  Tensor xa = apply_rope(a.expand({1, 1, 20, 8}).contiguous(), 100.0);
+  Tensor xb = apply_rope(b.expand({1, 1, 20, 8}).contiguous(), 100.0);
+  auto dot = [&](int64_t m, int64_t n) { return (xa[0][0][m] * xb[0][0][n]).sum().item<double>(); };
+  EXPECT_NEAR(dot(7, 3), dot(14, 10), 1e-12);
+  EXPECT_NEAR(dot(0, 0), (a * b).sum().item<double>(), 1e-12);
+  EXPECT_GT(std::abs(dot(7, 3) - dot(7, 4)), 1e-6);
+}
+
+AttentionConfig small_config(AttentionType type) {
+  AttentionConfig c;
+  c.type = type;
+  c.d_model = 32;
+  c.n_heads = 4;
+  c.window = 8;
+  c.scan_chunk = 8;
+  c.hybrid.chunk = 8;
+  c.hybrid.C = 0.1;
+  c.hybrid.batched.iterations = 100;
+  return c;
+}
+
+std::vector<std::pair<std::string, AttentionConfig>> all_configs() {
+  std::vector<std::pair<std::string, AttentionConfig>> out;
+  for (auto t : {AttentionType::kSoftmax, AttentionType::kSlidingWindow, AttentionType::kLinear,
+                 AttentionType::kDeltaNet})
+    out.emplace_back(to_string(t), small_config(t));
+  for (auto path : {GlobalPath::kBatched, GlobalPath::kExact})
+    for (auto gate : {GateType::kChunkFrozen, GateType::kPerToken})
+      for (bool bounded : {false, true}) {
+        AttentionConfig c = small_config(AttentionType::kHybrid);
+        c.hybrid.path = path;
+        c.hybrid.gate = gate;
+        c.hybrid.bounded = bounded;
+        out.emplace_back("hybrid/" + to_string(path) + "/" + to_string(gate) + (bounded ? "/bounded" : ""), c);
+      }
+  return out;
+}
+
+TEST(AttentionModules, EveryModuleIsStrictlyCausal) {
+  testing::set_threads();
+  for (const auto& [name, cfg] : all_configs()) {
+    torch::manual_seed(33);
+    auto m = make_attention(cfg);
+    m->to(torch::kFloat64);
+    {  // Non-zero gate projection so that the gate depends on the data.
+      torch::NoGradGuard ng;
+      for (auto& p : m->named_parameters())
+        if (p.key().find("gate_proj") != std::string::npos) p.value().normal_(0, 0.3);
+    }
+    torch::NoGradGuard ng;
+    const int64_t T = 29;
+    Tensor x = torch::randn({2, T, 32}, f64());
+    Tensor y = m->forward(x);
+    ASSERT_EQ(y.sizes(), x.sizes()) << name;
+    ASSERT_TRUE(torch::isfinite(y).all().item<bool>()) << name;
+    for (int64_t t : {0, 6, 7, 8, 15, 21, 27}) {
+      Tensor x2 = x.clone();
+      x2.narrow(1, t + 1, 1).add_(torch::randn({2, 1, 32}, f64()));
+      Tensor y2 = m->forward(x2);
+      EXPECT_LE(maxdiff(y2.narrow(1, 0, t + 1), y.narrow(1, 0, t + 1)), 1e-12) << name << " t=" << t;
+      EXPECT_GT(maxdiff(y2.narrow(1, t + 1, 1), y.narrow(1, t + 1, 1)), 1e-6) << name << " t=" << t;
+    }
+  }
+}
+
+TEST(AttentionModules, HybridWithGateZeroIsLocalAttention) {
+  testing::set_threads();
+  torch::manual_seed(34);
+  for (auto path : {GlobalPath::kBatched, GlobalPath::kExact}) {
+    AttentionConfig c = small_config(AttentionType::kHybrid);
+    c.hybrid.path = path;
+    c.hybrid.gate_override = 0.0;
+    auto m = make_attention(c);
+    m->to(torch::kFloat64);
+    Tensor x = torch::randn({2, 27, 32}, f64());
+    Tensor y = m->forward(x);
+    auto params = m->named_parameters();
+    auto heads = [](const Tensor& z) { return z.view({2, 27, 4, 8}).transpose(1, 2); };
+    Tensor q = heads(F::linear(x, params["q_proj.weight"])), k = heads(F::linear(x, params["k_proj.weight"]));
+    Tensor v = heads(F::linear(x, params["v_proj.weight"]));
+    Tensor o = chunk_local_attention(apply_rope(q, c.rope_base), apply_rope(k, c.rope_base), v, 8);
+    Tensor ref = F::linear(o.transpose(1, 2).reshape({2, 27, 32}), params["o_proj.weight"]);
+    EXPECT_TRUE(torch::equal(y, ref)) << to_string(path) << " max diff " << maxdiff(y, ref);
+    // The global path did run: its support is reported.
+    EXPECT_GE(m->diagnostics().support_mean, 1.0 / c.hybrid.C - 1e-9);
+  }
+}
+
+TEST(AttentionModules, HybridDiagnosticsAndGradients) {
+  testing::set_threads();
+  torch::manual_seed(35);
+  AttentionConfig c = small_config(AttentionType::kHybrid);
+  c.hybrid.check_agreement = true;
+  c.hybrid.batched.iterations = 600;
+  c.hybrid.batched.mask_tol = 1e-4;
+  auto m = make_attention(c);
+  m->to(torch::kFloat64);
+  Tensor x = torch::randn({2, 40, 32}, f64());
+  Tensor y = m->forward(x);
+  const auto& d = m->diagnostics();
+  ASSERT_EQ(d.support_per_head.size(), 4u);
+  EXPECT_NEAR(d.gate_mean, 0.5, 1e-12);  // gate projection starts at 0, bias 0
+  EXPECT_GE(d.partition_agreement, 0.0);
+  EXPECT_LE(d.partition_agreement, 1.0);
+  EXPECT_EQ(d.agreement_units, 2 * 4 * 4);
+  EXPECT_LE(d.fista_residual, 1e-6);
+  std::printf("[hybrid] support/head %.1f %.1f %.1f %.1f, gate %.3f, agreement %.3f (%ld), coef err %.2e, "
+              "residual %.1e\n", d.support_per_head[0], d.support_per_head[1], d.support_per_head[2],
+              d.support_per_head[3], d.gate_mean, d.partition_agreement, d.agreement_units, d.coefficient_error,
+              d.fista_residual);
+  y.pow(2).sum().backward();
+  for (const auto& p : m->named_parameters()) {
+    ASSERT_TRUE(p.value().grad().defined()) << p.key();
+    EXPECT_TRUE(torch::isfinite(p.value().grad()).all().item<bool>()) << p.key();
+    if (p.key() != "gate_proj.weight") EXPECT_GT(p.value().grad().abs().max().item<double>(), 0) << p.key();
+  }
+  // Exact path: gradients reach the bandwidth and the projections too.
+  c.hybrid.path = GlobalPath::kExact;
+  c.hybrid.gate = GateType::kPerToken;
+  auto e = make_attention(c);
+  e->to(torch::kFloat64);
+  e->forward(x).pow(2).sum().backward();
+  EXPECT_GT(e->named_parameters()["log_sigma"].grad().abs().max().item<double>(), 0);
+  EXPECT_GT(e->named_parameters()["gate_proj.weight"].grad().abs().max().item<double>(), 0);
+}
+
+TEST(LanguageModel, ShapesParametersAndCausality) {
+  testing::set_threads();
+  torch::manual_seed(36);
+  for (auto type : {AttentionType::kSoftmax, AttentionType::kHybrid, AttentionType::kDeltaNet}) {
+    LmConfig cfg;
+    cfg.n_layers = 2;
+    cfg.attention = small_config(type);
+    CharLm lm(cfg);
+    LmConfig untied = cfg;
+    untied.tied_head = false;
+    CharLm lm2(untied);
+    EXPECT_EQ(count_parameters(*lm2) - count_parameters(*lm), 256 * 32);
+    Tensor tok = torch::randint(0, 256, {2, 20}, torch::kInt64);
+    Tensor logits = lm->forward(tok);
+    ASSERT_EQ(logits.sizes(), (std::vector<int64_t>{2, 20, 256}));
+    Tensor loss = F::cross_entropy(logits.reshape({-1, 256}), tok.reshape({-1}));
+    loss.backward();
+    EXPECT_TRUE(std::isfinite(loss.item<double>()));
+    Tensor tok2 = tok.clone();
+    tok2[0][12] = (tok2[0][12].item<int64_t>() + 1) % 256;
+    torch::NoGradGuard ng;
+    Tensor l1 = lm->forward(tok), l2 = lm->forward(tok2);
+    EXPECT_LE(maxdiff(l1.narrow(1, 0, 12), l2.narrow(1, 0, 12)), 1e-5) << to_string(type);
+    EXPECT_GT(maxdiff(l1.narrow(1, 12, 1), l2.narrow(1, 12, 1)), 1e-6) << to_string(type);
+    EXPECT_EQ(lm->diagnostics().size(), 2u);
+  }
+  EXPECT_EQ(state_matched_window(64, 13.6), 78);
+  EXPECT_THROW(state_matched_window(0, 1), InvalidArgument);
+  LmConfig bad;
+  bad.attention.n_heads = 5;
+  EXPECT_THROW(bad.validate(), InvalidArgument);
+  EXPECT_THROW(attention_type_from_string("mamba"), InvalidArgument);
+  EXPECT_EQ(attention_type_from_string("swa"), AttentionType::kSlidingWindow);
+}
+
+TEST(Eviction, H2oAndCoefficientDecay) {
+  torch::manual_seed(37);
+  Tensor q = torch::randn({2, 10, 4}, f64()), k = torch::randn({2, 10, 4}, f64());
+  Tensor s = h2o_scores(q, k, /*causal=*/true);
+  EXPECT_NEAR(s.sum().item<double>(), 20.0, 1e-12);  // every query's probabilities sum to 1
+  EXPECT_NEAR(s[0][9].item<double>(), torch::softmax(torch::matmul(q[0][9], k[0].t()) / 2.0, -1)[9].item<double>(), 1e-12);
+  Tensor oracle = h2o_scores(q, k, /*causal=*/false);
+  EXPECT_GT(maxdiff(oracle, s), 1e-3);
+  Tensor scores = torch::tensor({{0.5, 3.0, 0.1, 2.0, 0.2, 9.0, 0.0}}, f64());
+  Tensor keep = h2o_keep_mask(scores, 2, 2);
+  EXPECT_TRUE(torch::equal(keep, torch::tensor({{false, true, false, true, false, true, true}})));
+  EXPECT_EQ(h2o_keep_mask(scores, 10, 3).sum().item<int64_t>(), 7);
+  Tensor alpha = torch::tensor({0.1, 0.2, 0.3, 0.4}, f64());
+  Tensor del = torch::tensor({false, true, false, false});
+  Tensor z = coefficient_decay(alpha, del, 0.0);
+  EXPECT_NEAR(z.sum().item<double>(), 1.0, 1e-15);
+  EXPECT_EQ(z[1].item<double>(), 0.0);
+  EXPECT_NEAR(z[3].item<double>(), 0.5, 1e-15);
+  Tensor h = coefficient_decay(alpha, del, 0.5);
+  EXPECT_NEAR(h[1].item<double>(), 0.1 / 0.9, 1e-15);
+  EXPECT_THROW(coefficient_decay(alpha, del, 1.0), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace svattn::layers
