@@ -19,7 +19,7 @@ struct RemoveRow {
   int n = 0;
   std::size_t margin = 0, error = 0;
   int tokens = 0;
-  double remove_median = 0, remove_max = 0, readd_median = 0;
+  double remove_median = 0, remove_max = 0, readd_median = 0, events_median = 0;
   int restore_mismatches = 0;
   double ours_retrain = 0, lib3_retrain = 0, lib12_retrain = 0;
   double serialized_per_token = 0, heap_per_token = 0;
@@ -52,10 +52,12 @@ RemoveRow bench_remove(int n, const bench::BenchProblem& p, int max_tokens, int 
   // Margin tokens spread over the margin set; each is removed (timed) and re-added.
   const auto& margin = state.partition.margin;
   const int count = std::min<int>(max_tokens, static_cast<int>(margin.size()));
-  std::vector<double> removes, readds;
+  std::vector<double> removes, readds, events;
   for (int k = 0; k < count; ++k) {
     const TokenId id = margin[static_cast<std::size_t>(k) * margin.size() / count];
-    removes.push_back(bench::time_once([&] { memory.remove(id); }));
+    OpDiagnostics diag;
+    removes.push_back(bench::time_once([&] { diag = memory.remove(id); }));
+    events.push_back(static_cast<double>(diag.events));
     readds.push_back(bench::time_once(
         [&] { memory.add(id, keys.row(id).transpose(), keys.row(id).transpose()); }));
     if (memory.state_sha256() != sha) ++row.restore_mismatches;
@@ -64,6 +66,7 @@ RemoveRow bench_remove(int n, const bench::BenchProblem& p, int max_tokens, int 
   row.remove_median = bench::median(removes);
   row.remove_max = removes.empty() ? 0 : *std::max_element(removes.begin(), removes.end());
   row.readd_median = bench::median(readds);
+  row.events_median = bench::median(events);
 
   // Retraining from scratch without the first of those tokens.
   const TokenId gone = margin.empty() ? 0 : margin[0];
@@ -172,21 +175,23 @@ int main(int argc, char** argv) {
       "eps = 1e-3 and with eps = 1e-12, shrinking on.\n\n",
       p.sigma2_per_dim, p.C, p.settings().ridge, max_tokens, reps);
   std::printf(
-      "| n | \\|S\\| | \\|E\\| | remove median (ms) | remove max (ms) | re-add median (ms) | "
+      "| n | \\|S\\| | \\|E\\| | path events / remove | remove median (ms) | remove max (ms) | "
+      "re-add median (ms) | "
       "hash restored | retrain ours (s) | retrain LIBSVM 1e-3 (s) | retrain LIBSVM "
       "1e-12 (s) | ours retrain / remove | LIBSVM-1e-3 / remove |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::fflush(stdout);
   std::vector<RemoveRow> rows;
   for (int n : sizes) {
     const RemoveRow r = bench_remove(n, p, max_tokens, reps);
     rows.push_back(r);
     std::printf(
-        "| %d | %zu | %zu | %.3f | %.3f | %.3f | %d/%d | %.4f | %.4f | %.4f | %.0fx | "
+        "| %d | %zu | %zu | %.0f | %.3f | %.3f | %.3f | %d/%d | %.4f | %.4f | %.4f | %.0fx | "
         "%.0fx |\n",
-        r.n, r.margin, r.error, 1e3 * r.remove_median, 1e3 * r.remove_max, 1e3 * r.readd_median,
-        r.tokens - r.restore_mismatches, r.tokens, r.ours_retrain, r.lib3_retrain, r.lib12_retrain,
-        r.ours_retrain / r.remove_median, r.lib3_retrain / r.remove_median);
+        r.n, r.margin, r.error, r.events_median, 1e3 * r.remove_median, 1e3 * r.remove_max,
+        1e3 * r.readd_median, r.tokens - r.restore_mismatches, r.tokens, r.ours_retrain,
+        r.lib3_retrain, r.lib12_retrain, r.ours_retrain / r.remove_median,
+        r.lib3_retrain / r.remove_median);
     std::fflush(stdout);
   }
 
