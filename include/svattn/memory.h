@@ -48,7 +48,8 @@ struct OpDiagnostics {
   long canonical_solves = 0; ///< canonical refinements run
   long repairs = 0;          ///< canonical refinements that changed the path's partition
   long batch_fallbacks = 0;  ///< operations finished by a batch re-solve after the path failed
-  long boundary_solves = 0;  ///< small batch solves on leaving warm-up (n*C crossing 1, SPEC §4)
+  long boundary_solves = 0;
+  long tracked = 0;          ///< reserve tokens whose screening bound failed: gradient recomputed  ///< small batch solves on leaving warm-up (n*C crossing 1, SPEC §4)
   Status status = Status::kOptimal;
   double seconds = 0;
 

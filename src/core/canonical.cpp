@@ -34,7 +34,8 @@ struct Refiner {
   CholeskyCache* cache;
   CholeskyCache local;
   int ns = 0;
-  std::vector<int> active;  // active slots, slot order
+  std::vector<int> active;   // active slots, slot order
+  std::vector<int> checked;  // active slots whose gradient is computed (not screened out)
   double scale = 1, tau = 0, gtol = 0;
   // The margin system is solved with Q_SS + shift * 11' (shift = scale). On the constraint
   // sum a_S = s this only moves b by shift * s, but it makes the factor positive definite whenever
@@ -106,7 +107,7 @@ struct Refiner {
     for (int j : support) {
       const double* col = ka.column(j);
       const double aj = a[j];
-      for (int i : active) acc[i] += col[i] * aj;
+      for (int i : checked) acc[i] += col[i] * aj;
     }
     return acc;
   }
@@ -122,16 +123,18 @@ std::vector<int> merge_by_id(KernelAccess& ka, const std::vector<int>& a, const 
 
 KktReport kkt_report(const Refiner& r, const CanonicalResult& res) {
   KktReport k;
+  // Reserve tokens hold exactly 0, so the sum over the support in ascending id order is the sum
+  // over all tokens.
+  std::vector<int> support = merge_by_id(r.ka, res.margin, res.error);
   double sum = 0.0;
-  std::vector<int> support = res.margin;
-  support.insert(support.end(), res.error.begin(), res.error.end());
-  std::vector<int> all = r.active;
-  std::sort(all.begin(), all.end(), [&](int a, int b) { return r.ka.id(a) < r.ka.id(b); });
-  for (int i : all) {
-    const double a = res.alpha[i], g = res.g[i];
+  for (int i : support) {
+    const double a = res.alpha[i];
     sum += a;
     const double C = res.warmup ? a : r.p.C;
     k.box_violation = std::max({k.box_violation, -a, a - C});
+  }
+  for (int i : r.checked) {
+    const double g = res.g[i];
     double v = 0;
     switch (res.set[i]) {
       case Set::kMargin: v = std::abs(g); break;
@@ -149,7 +152,7 @@ KktReport kkt_report(const Refiner& r, const CanonicalResult& res) {
 
 CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_guess,
                              const ProblemSettings& p, const Tolerances& tol,
-                             CholeskyCache* cache) {
+                             CholeskyCache* cache, const std::vector<char>* skip) {
   Refiner r(ka, p, tol, cache);
   r.ns = ka.num_slots();
   CanonicalResult res;
@@ -159,6 +162,9 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
   for (int i = 0; i < r.ns; ++i)
     if (ka.active(i)) r.active.push_back(i);
   const int n = static_cast<int>(r.active.size());
+  res.screened = skip != nullptr;
+  for (int i : r.active)
+    if (!skip || !(*skip)[i]) r.checked.push_back(i);
   if (n == 0) {
     res.status = Status::kEmpty;
     return res;
@@ -170,6 +176,8 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
   r.gtol = tol.kkt_tol * r.scale;
 
   if (is_warmup(n, C)) {
+    r.checked = r.active;
+    res.screened = false;
     // The only feasible point with C raised to 1/n: a_i = 1/n, every token at its (raised) bound.
     const double a = 1.0 / n;
     for (int i : r.active) {
@@ -222,7 +230,9 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
     double c = 0;
 
     if (S.empty()) {
-      // Only b is free. Feasible only if |E| C == 1.
+      // Only b is free. Feasible only if |E| C == 1. Every gradient is needed here.
+      r.checked = r.active;
+      res.screened = false;
       std::vector<double> acc = r.kernel_sums(E, res.alpha);
       std::vector<double> h(r.ns, 0.0);
       for (int i : r.active) h[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2;
@@ -297,7 +307,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
 
       const std::vector<int> support = merge_by_id(ka, S, E);
       std::vector<double> acc = r.kernel_sums(support, res.alpha);
-      for (int i : r.active) res.g[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2 + res.b;
+      for (int i : r.checked) res.g[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2 + res.b;
 
       // Schur complement of a non-margin token i: gamma = Q_ii - z'z + (1 - y'z)^2 / c, z = L^-1 K_Si.
       auto gamma_of = [&](int i) {
@@ -312,7 +322,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
         }
         return std::max(0.0, ka.diag(i) + mu + r.shift - zz + (1 - yz) * (1 - yz) / c);
       };
-      for (int i : r.active) {
+      for (int i : r.checked) {
         const double a = res.alpha[i], g = res.g[i];
         switch (res.set[i]) {
           case Set::kMargin:

@@ -49,16 +49,20 @@ struct CanonicalResult {
   Status status = Status::kEmpty;
   bool warmup = false;
   int repairs = 0;            ///< partition changes after the initial thresholding
+  bool screened = false;      ///< the skip list was honoured (skipped slots' g not computed)
 };
 
 /// Problem scale used by relative tolerances: max(1, max_i K_ii).
 double kernel_scale(KernelAccess& ka);
 
+/// skip (optional, per slot): reserve/error tokens whose KKT sign the caller has proved by a bound;
+/// their g is neither computed nor checked (left as is in the result). Ignored in warm-up and
+/// when the margin set is empty (res.screened tells).
 /// alpha_guess: per slot, from any path. The initial partition is read off it by the alpha
 /// thresholds; violations are then repaired until the KKT conditions hold on every token.
 CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_guess,
                              const ProblemSettings& problem, const Tolerances& tol,
-                             CholeskyCache* cache);
+                             CholeskyCache* cache, const std::vector<char>* skip = nullptr);
 
 /// True when n*C <= 1 (+1e-9 slack for rounding): the warm-up regime of SPEC §1.
 bool is_warmup(int n, double C);

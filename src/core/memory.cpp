@@ -53,6 +53,19 @@ struct Memory::Impl final : detail::KernelAccess {
   bool warmup = false;
   detail::CholeskyCache chol;
   std::vector<int> support_sorted;  // S ∪ E slots, ascending id
+  KktReport kkt;                    // residuals of the last canonical refinement
+
+  // Screening (docs/math.md "Screened KKT checks"). Every change of (a, b) adds
+  // kmax * |da|_1 + |db| to the drift D; since |K_ij| <= kmax, a reserve token whose gradient was
+  // g_i when D was dref_i still has g_i(now) >= g_i - (D - dref_i). Tokens whose bound stays
+  // positive need neither path updates nor canonical re-checks; the others are made "hot" and
+  // tracked exactly. This keeps an operation's cost O(|S ∪ E|^2 + hot * |S ∪ E|) instead of
+  // O(n |S ∪ E|), without weakening the KKT check.
+  std::vector<double> dref;
+  std::vector<char> hot;
+  std::vector<int> hotlist;
+  double D = 0;
+  double kmax = 0;
   int ops_since_refactor = 0;
   OpDiagnostics totals;
 
@@ -107,6 +120,8 @@ struct Memory::Impl final : detail::KernelAccess {
     alpha.resize(nc, 0.0);
     g.resize(nc, 0.0);
     set.resize(nc, Set::kReserve);
+    dref.resize(nc, 0.0);
+    hot.resize(nc, 0);
     col.resize(nc);
     for (auto& c : col)
       if (!c.empty()) c.resize(nc, 0.0);
@@ -127,9 +142,12 @@ struct Memory::Impl final : detail::KernelAccess {
     ids[s] = id_;
     act[s] = 1;
     kdiag[s] = kern(s, s);
+    kmax = std::max(kmax, std::abs(kdiag[s]));
     alpha[s] = 0;
     g[s] = 0;
     set[s] = Set::kReserve;
+    dref[s] = D;
+    hot[s] = 0;
     slot_of[id_] = s;
     ++n;
     for (int j = 0; j < used; ++j)
@@ -138,6 +156,10 @@ struct Memory::Impl final : detail::KernelAccess {
   }
 
   void erase_token(int s) {
+    if (hot[s]) {
+      hot[s] = 0;
+      hotlist.erase(std::remove(hotlist.begin(), hotlist.end(), s), hotlist.end());
+    }
     act[s] = 0;
     alpha[s] = 0;
     g[s] = 0;
@@ -230,13 +252,24 @@ struct Memory::Impl final : detail::KernelAccess {
   }
 
   // ---------------------------------------------------------------- canonical finish
-  void set_from_canonical(const detail::CanonicalResult& res) {
+  void set_from_canonical(const detail::CanonicalResult& res, const std::vector<char>* skip) {
+    // Drift of the canonical adjustment relative to the path's coefficients.
+    double da = 0;
+    for (int i = 0; i < used; ++i)
+      if (act[i]) da += std::abs(res.alpha[i] - alpha[i]);
+    D += kmax * da + std::abs(res.b - b);
     for (int i = 0; i < used; ++i) {
       if (!act[i]) continue;
       alpha[i] = res.alpha[i];
-      g[i] = res.g[i];
       set[i] = res.set[i];
+      if (!(res.screened && skip && (*skip)[i])) {
+        g[i] = res.g[i];
+        dref[i] = D;
+      }
+      hot[i] = 0;
     }
+    hotlist.clear();
+    kkt = res.kkt;
     b = res.b;
     status = res.status;
     warmup = res.warmup;
@@ -248,12 +281,37 @@ struct Memory::Impl final : detail::KernelAccess {
 
   // Runs the canonical refinement from the current coefficients; rebuilds R when the partition
   // differs from the path's (a repair) or when it is due.
+  // Lower bound of a screened reserve token's gradient given extra drift `extra`.
+  bool reserve_safe(int i, double extra) const {
+    const double slack = g[i] - (D + extra - dref[i]);
+    return slack > 1e-12 * (1.0 + D) * std::max(1.0, kmax);
+  }
+
   void finish(OpDiagnostics& dg) {
     std::vector<double> guess(used, 0.0);
-    for (int i = 0; i < used; ++i)
-      if (act[i]) guess[i] = alpha[i];
-    detail::CanonicalResult res = detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol);
+    std::vector<char> skip(used, 0);
+    for (int i = 0; i < used; ++i) {
+      if (!act[i]) continue;
+      guess[i] = alpha[i];
+      skip[i] = set[i] == Set::kReserve && !hot[i] && alpha[i] == 0 && reserve_safe(i, 0.0);
+    }
+    detail::CanonicalResult res =
+        detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol, &skip);
     ++dg.canonical_solves;
+    if (res.screened) {
+      // The canonical adjustment (and any repair) moved (a, b): re-check the screened bounds.
+      double da = 0;
+      for (int i = 0; i < used; ++i)
+        if (act[i]) da += std::abs(res.alpha[i] - alpha[i]);
+      const double extra = kmax * da + std::abs(res.b - b);
+      bool ok = true;
+      for (int i = 0; i < used && ok; ++i)
+        if (act[i] && skip[i] && !reserve_safe(i, extra)) ok = false;
+      if (!ok) {
+        res = detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol, nullptr);
+        ++dg.canonical_solves;
+      }
+    }
     if (res.status != Status::kOptimal && res.status != Status::kWarmup &&
         res.status != Status::kEmpty) {
       // The path's partition could not be repaired: fall back to a batch re-solve.
@@ -264,7 +322,7 @@ struct Memory::Impl final : detail::KernelAccess {
     for (int i = 0; i < used && !changed; ++i)
       if (act[i] && set[i] != res.set[i] && !(warmup || res.warmup)) changed = true;
     if (changed) ++dg.repairs;
-    set_from_canonical(res);
+    set_from_canonical(res, &skip);
     rebuild_margin(changed || ++ops_since_refactor >= st.refactor_period, dg);
   }
 
@@ -307,7 +365,7 @@ struct Memory::Impl final : detail::KernelAccess {
     chol.clear();
     detail::CanonicalResult res = detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol);
     ++dg.canonical_solves;
-    set_from_canonical(res);
+    set_from_canonical(res, nullptr);
     if (res.status != Status::kOptimal && res.status != Status::kWarmup && res.status != Status::kEmpty)
       dg.status = res.status;
     rebuild_margin(true, dg);
@@ -355,28 +413,51 @@ struct Memory::Impl final : detail::KernelAccess {
               [&](int x, int y) { return ids[x] < ids[y]; });
   }
 
+  // Exact gradient of token i from the current path state: support = S ∪ elist ∪ {c}.
+  double exact_g(int i, int c, const std::vector<int>& elist) {
+    double acc = 0.0;
+    for (int j : S) acc += column(j)[i] * alpha[j];
+    for (int j : elist) acc += column(j)[i] * alpha[j];
+    if (c >= 0 && set[c] != Set::kMargin && alpha[c] != 0) acc += column(c)[i] * alpha[c];
+    return acc + st.problem.ridge * alpha[i] - kdiag[i] / 2 + b;
+  }
+
+  void make_hot(int i, int c, const std::vector<int>& elist) {
+    g[i] = exact_g(i, c, elist);
+    hot[i] = 1;
+    hotlist.push_back(i);
+  }
+
   bool path_steps(int c, int dir, OpDiagnostics& dg) {
     const double C = st.problem.C;
     std::vector<char> refused(used, 0);
+    std::vector<int> elist;
+    for (int j : support_sorted)
+      if (j != c && act[j] && set[j] == Set::kError) elist.push_back(j);
+    auto elist_erase = [&](int j) { elist.erase(std::remove(elist.begin(), elist.end(), j), elist.end()); };
+    // The moving token's gradient is tracked exactly throughout.
+    std::vector<double> gam(used, 0.0);
     for (int step = 0; step < st.max_steps_per_op; ++step) {
       const int m = static_cast<int>(S.size());
       if (m == 0) {
-        // Only b can move: every gamma is 1.
+        // Only b can move: every gamma is 1. Rare (tiny n or degenerate): track every token.
+        for (int i = 0; i < used; ++i)
+          if (act[i] && i != c && set[i] != Set::kMargin && !hot[i]) make_hot(i, c, elist);
         double t = kInf;
         int who = -1;
         if (dir > 0) {
           // raise b until c's or an error token's gradient reaches 0
           t = -g[c];
           who = c;
-          for (int i = 0; i < used; ++i)
-            if (act[i] && i != c && set[i] == Set::kError && !refused[i] && -g[i] < t) {
+          for (int i : elist)
+            if (!refused[i] && (-g[i] < t || (-g[i] == t && ids[i] < ids[who]))) {
               t = -g[i];
               who = i;
             }
         } else {
-          for (int i = 0; i < used; ++i)
+          for (int i : hotlist)
             if (act[i] && i != c && set[i] == Set::kReserve && !refused[i] &&
-                (g[i] < t || (g[i] == t && ids[i] < ids[who]))) {
+                (who < 0 || g[i] < t || (g[i] == t && ids[i] < ids[who]))) {
               t = g[i];
               who = i;
             }
@@ -386,8 +467,10 @@ struct Memory::Impl final : detail::KernelAccess {
         if (t == 0) ++dg.zero_steps;
         const double db = dir > 0 ? t : -t;
         b += db;
-        for (int i = 0; i < used; ++i)
-          if (act[i]) g[i] += db;
+        D += std::abs(db);
+        g[c] += db;
+        for (int i : hotlist)
+          if (act[i] && set[i] != Set::kMargin) g[i] += db;
         ++dg.events;
         if (who == c) {  // c joins the margin set at its current coefficient
           g[c] = 0;
@@ -396,6 +479,7 @@ struct Memory::Impl final : detail::KernelAccess {
           return true;
         }
         g[who] = 0;
+        if (set[who] == Set::kError) elist_erase(who);
         set[who] = Set::kMargin;
         expand(who);
         continue;
@@ -409,53 +493,83 @@ struct Memory::Impl final : detail::KernelAccess {
         ++dg.refactorizations;
         beta = beta_of(c);
       }
-      // gamma_i = Q_ic + Q_iS beta_S + beta_b for every non-margin token (and c).
-      std::vector<double> gam(used, 0.0);
-      {
-        const double* cc = column(c);
-        for (int i = 0; i < used; ++i) gam[i] = act[i] ? cc[i] + beta(0) : 0.0;
-        gam[c] += st.problem.ridge;
-        for (int k = 0; k < m; ++k) {
-          const double* ck = column(S[k]);
-          const double bk = beta(k + 1);
-          for (int i = 0; i < used; ++i) gam[i] += ck[i] * bk;
-        }
-      }
+      // gamma_i = Q_ic + Q_iS beta_S + beta_b for c and every tracked (hot or error) token.
+      auto gamma_of = [&](int i) {
+        double v = column(c)[i] + beta(0);
+        for (int k = 0; k < m; ++k) v += column(S[k])[i] * beta(k + 1);
+        if (i == c) v += st.problem.ridge;
+        return v;
+      };
+      gam[c] = gamma_of(c);
+      for (int i : elist) gam[i] = gamma_of(i);
+      for (int i : hotlist)
+        if (act[i] && set[i] != Set::kMargin) gam[i] = gamma_of(i);
+      const double s = dir;
+      // Drift rate for the screening bound. A reserve token's gradient moves by <phi_i, dw> + db,
+      // |<phi_i, dw>| <= sqrt(kmax) |dw|, and |dw|^2 per unit step is
+      // beta~' K beta~ = gamma_c - mu (1 + |beta_S|^2) (margin gradients stay 0; docs/math.md).
+      double bsq = 0;
+      for (int k = 0; k < m; ++k) bsq += beta(k + 1) * beta(k + 1);
+      const double w2 = std::max(0.0, gam[c] - st.problem.ridge * (1 + bsq));
+      const double drift_rate =
+          std::sqrt(kmax * (w2 + 1e-12 * (1 + std::abs(gam[c])))) + std::abs(beta(0));
+
       // Candidate events. Ties resolved by kind (0: c settles, 1: margin token hits a bound,
       // 2: error/reserve token enters) and then by ascending token id.
-      double tbest = kInf;
-      int kind = 3, who = -1;
-      Set target = Set::kMargin;
-      auto offer = [&](double t, int k, int w, Set tg) {
-        if (!(t >= -1e-300)) t = 0;  // clamp round-off negatives to a zero step
-        t = std::max(0.0, t);
-        if (t < tbest || (t == tbest && (k < kind || (k == kind && ids[w] < ids[who])))) {
-          tbest = t;
-          kind = k;
-          who = w;
-          target = tg;
+      double tbest;
+      int kind, who;
+      Set target;
+      for (;;) {
+        tbest = kInf;
+        kind = 3;
+        who = -1;
+        target = Set::kMargin;
+        auto offer = [&](double t, int k, int w, Set tg) {
+          if (!(t >= 0)) t = 0;  // round-off negatives become zero steps
+          if (t < tbest || (t == tbest && (k < kind || (k == kind && ids[w] < ids[who])))) {
+            tbest = t;
+            kind = k;
+            who = w;
+            target = tg;
+          }
+        };
+        if (dir > 0) {
+          if (gam[c] > 0) offer(-g[c] / gam[c], 0, c, Set::kMargin);
+          offer(C - alpha[c], 0, c, Set::kError);
+        } else {
+          offer(alpha[c], 0, c, Set::kReserve);
         }
-      };
-      const double s = dir;
-      if (dir > 0) {
-        if (gam[c] > 0) offer(-g[c] / gam[c], 0, c, Set::kMargin);
-        offer(C - alpha[c], 0, c, Set::kError);
-      } else {
-        offer(alpha[c], 0, c, Set::kReserve);
+        for (int k = 0; k < m; ++k) {
+          const int j = S[k];
+          const double rate = beta(k + 1) * s;
+          if (rate < 0) offer(alpha[j] / -rate, 1, j, Set::kReserve);
+          else if (rate > 0) offer((C - alpha[j]) / rate, 1, j, Set::kError);
+        }
+        for (int i : elist) {
+          const double rate = gam[i] * s;
+          if (!refused[i] && rate > 0) offer(-g[i] / rate, 2, i, Set::kMargin);
+        }
+        for (int i : hotlist) {
+          if (!act[i] || i == c || set[i] != Set::kReserve || refused[i]) continue;
+          const double rate = gam[i] * s;
+          if (rate < 0) offer(g[i] / -rate, 2, i, Set::kMargin);
+        }
+        if (who < 0) return false;
+        // Would this step break a screened reserve token's bound? Then track it exactly and
+        // choose again.
+        const double extra = drift_rate * tbest;
+        bool promoted = false;
+        for (int i = 0; i < used; ++i) {
+          if (!act[i] || hot[i] || i == c || set[i] != Set::kReserve) continue;
+          if (!reserve_safe(i, extra)) {
+            make_hot(i, c, elist);
+            gam[i] = gamma_of(i);
+            promoted = true;
+            ++dg.tracked;
+          }
+        }
+        if (!promoted) break;
       }
-      for (int k = 0; k < m; ++k) {
-        const int j = S[k];
-        const double rate = beta(k + 1) * s;
-        if (rate < 0) offer(alpha[j] / -rate, 1, j, Set::kReserve);
-        else if (rate > 0) offer((C - alpha[j]) / rate, 1, j, Set::kError);
-      }
-      for (int i = 0; i < used; ++i) {
-        if (!act[i] || i == c || set[i] == Set::kMargin || refused[i]) continue;
-        const double rate = gam[i] * s;
-        if (set[i] == Set::kError && rate > 0) offer(-g[i] / rate, 2, i, Set::kMargin);
-        else if (set[i] == Set::kReserve && rate < 0) offer(g[i] / -rate, 2, i, Set::kMargin);
-      }
-      if (who < 0) return false;
       const double t = tbest;
       if (t == 0) ++dg.zero_steps;
       // Apply the step.
@@ -463,8 +577,11 @@ struct Memory::Impl final : detail::KernelAccess {
       alpha[c] += dc;
       b += beta(0) * dc;
       for (int k = 0; k < m; ++k) alpha[S[k]] += beta(k + 1) * dc;
-      for (int i = 0; i < used; ++i)
-        if (act[i] && set[i] != Set::kMargin) g[i] += gam[i] * dc;
+      D += drift_rate * t;
+      g[c] += gam[c] * dc;
+      for (int i : elist) g[i] += gam[i] * dc;
+      for (int i : hotlist)
+        if (act[i] && i != c && set[i] == Set::kReserve) g[i] += gam[i] * dc;
       ++dg.events;
       // Bookkeeping.
       if (kind == 0) {
@@ -494,7 +611,14 @@ struct Memory::Impl final : detail::KernelAccess {
         const int k = static_cast<int>(std::find(S.begin(), S.end(), who) - S.begin());
         alpha[who] = target == Set::kError ? C : 0.0;
         set[who] = target;
+        g[who] = 0;
         contract(k);
+        if (target == Set::kError) {
+          elist.push_back(who);
+        } else if (!hot[who]) {
+          hot[who] = 1;
+          hotlist.push_back(who);
+        }
         continue;
       }
       // kind == 2: an error or reserve token enters the margin set.
@@ -505,6 +629,7 @@ struct Memory::Impl final : detail::KernelAccess {
         continue;
       }
       g[who] = 0;
+      if (set[who] == Set::kError) elist_erase(who);
       set[who] = Set::kMargin;
       expand(who);
     }
@@ -799,24 +924,9 @@ State Memory::state() const {
       a[r] = m.alpha[sl];
       s[r] = m.set[sl];
     }
-    KktReport kkt;
-    if (m.n > 0) {
-      // Residuals of the stored gradients (the canonical ones after the last finish).
-      double sum = 0;
-      for (size_t r = 0; r < t.ids.size(); ++r) {
-        const int sl = m.slot_of.at(t.ids[r]);
-        sum += a[r];
-        const double gv = m.g[sl];
-        double v = 0;
-        if (s[r] == Set::kMargin) v = std::abs(gv);
-        else if (s[r] == Set::kError) v = std::max(0.0, gv);
-        else v = std::max(0.0, -gv);
-        kkt.max_violation = std::max(kkt.max_violation, v);
-        const double Cb = m.warmup ? a[r] : m.st.problem.C;
-        kkt.box_violation = std::max({kkt.box_violation, -a[r], a[r] - Cb});
-      }
-      kkt.sum_error = std::abs(sum - 1.0);
-    }
+    // Residuals of the last canonical refinement; operations that leave (a, b) untouched (a new
+    // reserve token with g >= 0, removing or evicting reserve tokens) leave them unchanged.
+    const KktReport kkt = m.n > 0 ? m.kkt : KktReport{};
     m.state_cache = detail::build_state(m.st.problem, t, a, s, m.b, kkt, m.status, m.warmup);
     m.state_valid = true;
   }

@@ -78,6 +78,7 @@ OpDiagnostics& OpDiagnostics::operator+=(const OpDiagnostics& o) {
   repairs += o.repairs;
   batch_fallbacks += o.batch_fallbacks;
   boundary_solves += o.boundary_solves;
+  tracked += o.tracked;
   if (o.status != Status::kOptimal && o.status != Status::kWarmup && o.status != Status::kEmpty)
     status = o.status;
   else if (status == Status::kOptimal || status == Status::kWarmup || status == Status::kEmpty)
