@@ -110,7 +110,7 @@ void print_state_summary(const State& s) {
   fmt::print("status      {}{}\n", to_string(s.status), s.warmup ? " (warm-up: n*C <= 1)" : "");
   fmt::print("partition   |S| = {} margin, |E| = {} error, |R| = {} reserve\n",
              s.partition.margin.size(), s.partition.error.size(), s.partition.reserve.size());
-  fmt::print("b           {:.17g}\n", s.b);
+  fmt::print("b           {:.17g}\n", s.b + 0.0);  // + 0.0: no "-0"
   fmt::print("kkt         max violation {:.3e}, |sum(a)-1| {:.3e}, box violation {:.3e}\n",
              s.kkt.max_violation, s.kkt.sum_error, s.kkt.box_violation);
   fmt::print("margin ids  {}\n", id_list(s.partition.margin));

@@ -232,6 +232,21 @@ TEST(CliSolve, ExcludeKeepsOriginalIdsAndWarmupIsReported) {
   for (const auto& a : jw["alpha"]) EXPECT_DOUBLE_EQ(a.get<double>(), 1.0 / 6.0);
 }
 
+TEST(CliSolve, NumericalFailureExitsOneAndPrintsTheStatus) {
+  TempDir dir("cli");
+  // Exact duplicates with ridge 0: the margin system is singular (types.h, Status::kSingular).
+  const std::string k = dir.write("dup.csv", "0,0\n0,0\n0,0\n1,0\n1,0\n0,1\n0,1\n");
+  const RunResult r = run({"solve", "--keys", k, "--C", "0.2", "--ridge", "0", "--json"}, dir);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["status"], "singular");
+  const RunResult h = run({"solve", "--keys", k, "--C", "0.2", "--ridge", "0"}, dir);
+  EXPECT_EQ(h.code, 1);
+  EXPECT_NE(h.out.find("singular"), std::string::npos) << h.out;
+  // The default ridge makes the same keys well posed.
+  EXPECT_EQ(run({"solve", "--keys", k, "--C", "0.2"}, dir).code, 0);
+}
+
 TEST(CliReplay, MatchesSolveBitForBitAndFieldsAreExact) {
   TempDir dir("cli");
   const std::string k = gaussian_keys(dir, "k.npy", 300, 5, 2024);
