@@ -9,8 +9,12 @@
 namespace svattn::store_detail {
 
 void throw_sqlite(sqlite3* db, int rc, const std::string& what) {
+  // errno of the failed system call: SQLite's own record when it kept one, otherwise errno as the
+  // failing call left it (sqlite3_system_errno is not set on every path, e.g. COMMIT).
+  const int global_errno = errno;
   const int primary = rc & 0xff;
-  const int sys_errno = db != nullptr ? sqlite3_system_errno(db) : 0;
+  int sys_errno = db != nullptr ? sqlite3_system_errno(db) : 0;
+  if (sys_errno == 0 && primary == SQLITE_IOERR) sys_errno = global_errno;
   std::string msg = what + ": ";
   msg += db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
   if (primary == SQLITE_IOERR && sys_errno != 0) {
@@ -178,8 +182,13 @@ Transaction::~Transaction() { rollback(); }
 void Transaction::commit() {
   const int rc = sqlite3_exec(db_.handle(), "COMMIT", nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) {
-    rollback();
-    throw_sqlite(db_.handle(), rc, "committing");
+    // Build the exception while the connection still holds the error (and errno) of the COMMIT.
+    try {
+      throw_sqlite(db_.handle(), rc, "committing");
+    } catch (...) {
+      rollback();
+      throw;
+    }
   }
   open_ = false;
 }

@@ -1,0 +1,421 @@
+// The audited memory store: persistence, exact erasure, erasure at the byte level, suspend/resume,
+// the audit chain and its tamper detection, and bad arguments.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "store_test_util.h"
+#include "svattn/batch_solver.h"
+
+namespace svattn {
+namespace {
+
+using store_test::add_records;
+using store_test::patterns_of;
+using store_test::random_keys;
+using store_test::rbf_settings;
+using store_test::RawDb;
+using store_test::scan_store_files;
+using store_test::TempDir;
+
+constexpr int kDim = 6;
+constexpr int kPerRecord = 24;
+
+TEST(StoreTokenId, LayoutOrdersByRecordThenPosition) {
+  EXPECT_EQ(store_token_id(0, 0), 0);
+  EXPECT_EQ(store_token_id(1, 0), TokenId{1} << 23);
+  EXPECT_EQ(store_token_id(3, 5), (TokenId{3} << 23) | 5);
+  EXPECT_LT(store_token_id(2, kMaxPosition), store_token_id(3, 0));
+  EXPECT_EQ(record_of(store_token_id(kMaxRecordId, kMaxPosition)), kMaxRecordId);
+  EXPECT_EQ(position_of(store_token_id(kMaxRecordId, kMaxPosition)), kMaxPosition);
+  EXPECT_GT(store_token_id(kMaxRecordId, kMaxPosition), 0);  // fits a positive int64
+  EXPECT_THROW(store_token_id(-1, 0), InvalidArgument);
+  EXPECT_THROW(store_token_id(kMaxRecordId + 1, 0), InvalidArgument);
+  EXPECT_THROW(store_token_id(0, kMaxPosition + 1), InvalidArgument);
+}
+
+TEST(StoreSettings, JsonRoundTripIsExact) {
+  MemorySettings s = rbf_settings(0.0123456789012345678, 0.7310585786300049);
+  s.problem.ridge = 3.3e-7;
+  s.mode = MemoryMode::kBounded;
+  s.token_budget = 77;
+  s.tolerances.kkt_tol = 1.234567e-10;
+  const MemorySettings t = memory_settings_from_json(memory_settings_to_json(s));
+  EXPECT_EQ(t.problem.C, s.problem.C);
+  EXPECT_EQ(t.problem.kernel.bandwidth, s.problem.kernel.bandwidth);
+  EXPECT_EQ(t.problem.ridge, s.problem.ridge);
+  EXPECT_EQ(t.mode, s.mode);
+  EXPECT_EQ(t.token_budget, s.token_budget);
+  EXPECT_EQ(t.tolerances.kkt_tol, s.tolerances.kkt_tol);
+  nlohmann::json bad = memory_settings_to_json(s);
+  bad.erase("C");
+  EXPECT_THROW(memory_settings_from_json(bad), FormatError);
+}
+
+TEST(Store, CreateAddReopenRestoresTheSameState) {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  std::string hash;
+  RowMatrix queries = random_keys(5, kDim, 99);
+  RowMatrix readouts;
+  {
+    StoreOptions o;
+    o.create = true;
+    Store store(path, o);
+    store.create_memory("m", rbf_settings(0.05), kDim, kDim);
+    add_records(store, "m", {4, 1, 7, 2}, kPerRecord, kDim);
+    hash = store.memory("m").state_sha256();
+    EXPECT_EQ(store.memory_info("m").state_sha256, hash);
+    EXPECT_EQ(store.memory_info("m").tokens, 4 * kPerRecord);
+    readouts = store.query("m", queries);
+  }
+  Store store(path);
+  EXPECT_EQ(store.memory_names(), std::vector<std::string>{"m"});
+  EXPECT_EQ(store.memory("m").state_sha256(), hash);
+  EXPECT_EQ(store.stored_state("m").state_sha256, hash);
+  const RowMatrix again = store.query("m", queries);
+  EXPECT_EQ(0, std::memcmp(again.data(), readouts.data(), sizeof(double) * again.size()));
+  // The stored state is the batch solution of the stored tokens.
+  BatchSettings bs;
+  bs.problem = rbf_settings(0.05).problem;
+  EXPECT_EQ(solve_batch(store.memory("m").tokens(), bs).state.state_sha256, hash);
+  const auto recs = store.records("m");
+  ASSERT_EQ(recs.size(), 4u);
+  EXPECT_EQ(recs[0].record, 1);
+  EXPECT_EQ(recs[0].tokens, kPerRecord);
+  EXPECT_TRUE(store.verify().ok());
+}
+
+TEST(Store, ErasedStoreHashesLikeOneThatNeverSawTheRecord) {
+  TempDir dir;
+  StoreOptions o;
+  o.create = true;
+  Store a(dir.file("a.db"), o);
+  Store b(dir.file("b.db"), o);
+  a.create_memory("m", rbf_settings(0.04), kDim, kDim);
+  b.create_memory("m", rbf_settings(0.04), kDim, kDim);
+  add_records(a, "m", {0, 1, 2, 3, 4, 5}, kPerRecord, kDim);
+  add_records(b, "m", {5, 1, 4, 0, 2}, kPerRecord, kDim);  // never record 3, other order
+  EXPECT_NE(a.memory("m").state_sha256(), b.memory("m").state_sha256());
+  const ForgetResult f = a.forget_record("m", 3);
+  EXPECT_TRUE(f.wal_truncated);
+  EXPECT_EQ(f.entry.token_count, kPerRecord);
+  EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());
+  EXPECT_EQ(a.memory_info("m").state_sha256, b.memory_info("m").state_sha256);
+  EXPECT_EQ(f.entry.state_after, b.memory_info("m").state_sha256);
+  EXPECT_EQ(f.certificate.at("store").at("token_rows_erased"), kPerRecord);
+  // And after reopening from the files.
+  a = Store(dir.file("a.db"));
+  EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());
+  EXPECT_TRUE(a.verify().ok());
+  EXPECT_TRUE(b.verify().ok());
+}
+
+TEST(Store, ErasedBytesAreGoneFromEveryFile) {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  StoreOptions o;
+  o.create = true;
+  o.certificate_check = true;
+  Store store(path, o);
+  store.create_memory("m", rbf_settings(0.05), kDim, kDim);
+  add_records(store, "m", {0, 1, 2, 3, 4, 5, 6, 7}, kPerRecord, kDim);
+  const RowMatrix erased = random_keys(kPerRecord, kDim, 1000 + 3);  // record 3's keys (= values)
+  const auto pats = patterns_of(erased);
+  // Control: the scanner finds them before the erasure (in the db or its WAL).
+  const auto before = scan_store_files(path, pats);
+  EXPECT_EQ(before.fp64_found, pats.fp64.size());
+  // Control for the fp32 scan: the same patterns are found in a buffer that holds fp32 copies.
+  {
+    std::vector<float> f32(erased.data(), erased.data() + erased.size());
+    std::vector<std::uint8_t> buf(reinterpret_cast<const std::uint8_t*>(f32.data()),
+                                  reinterpret_cast<const std::uint8_t*>(f32.data() + f32.size()));
+    std::size_t found = 0;
+    for (const auto& p : pats.fp32_pairs) found += store_test::count_occurrences(buf, p.data(), 8) > 0;
+    EXPECT_EQ(found, pats.fp32_pairs.size());
+  }
+  const ForgetResult f = store.forget_record("m", 3);
+  ASSERT_TRUE(f.wal_truncated);
+  const auto after = scan_store_files(path, pats);
+  EXPECT_GT(after.bytes_scanned, 0u);
+  EXPECT_EQ(after.fp64_found, 0u);
+  EXPECT_EQ(after.fp32_found, 0u);
+  // The audit entry of the erasure carries no key bytes and no key text.
+  const AuditEntry last = store.audit().back();
+  EXPECT_EQ(last.operation, "forget");
+  for (Eigen::Index i = 0; i < erased.rows(); ++i) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.12g", erased(i, 0));
+    EXPECT_EQ(last.certificate.find(buf), std::string::npos) << buf;
+  }
+  // Other records' bytes are still there (the scan is not blind).
+  const auto kept = scan_store_files(path, patterns_of(random_keys(kPerRecord, kDim, 1000 + 4)));
+  EXPECT_EQ(kept.fp64_found, static_cast<std::size_t>(kPerRecord * kDim));
+  // More operations after the erasure do not bring them back, nor does closing.
+  add_records(store, "m", {8, 9}, kPerRecord, kDim);
+  store.forget_record("m", 8);
+  store = Store(path);
+  EXPECT_EQ(scan_store_files(path, pats).fp64_found, 0u);
+}
+
+TEST(Store, SuspendKeepsDataAndResumeRestoresTheState) {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  StoreOptions o;
+  o.create = true;
+  Store store(path, o);
+  Store other(dir.file("other.db"), o);
+  store.create_memory("m", rbf_settings(0.05), kDim, kDim);
+  other.create_memory("m", rbf_settings(0.05), kDim, kDim);
+  add_records(store, "m", {0, 1, 2, 3}, kPerRecord, kDim);
+  add_records(other, "m", {0, 1, 3}, kPerRecord, kDim);
+  const std::string full = store.memory("m").state_sha256();
+  const OpResult s = store.suspend_record("m", 2);
+  EXPECT_EQ(s.entry.operation, "suspend");
+  EXPECT_EQ(store.memory("m").state_sha256(), other.memory("m").state_sha256());
+  EXPECT_EQ(store.memory_info("m").suspended_records, 1);
+  EXPECT_EQ(store.memory_info("m").stored_tokens, 4 * kPerRecord);
+  // Suspended data stays in the file.
+  const auto pats = patterns_of(random_keys(kPerRecord, kDim, 1000 + 2));
+  EXPECT_EQ(scan_store_files(path, pats).fp64_found, pats.fp64.size());
+  EXPECT_THROW(store.suspend_record("m", 2), InvalidArgument);
+  EXPECT_TRUE(store.verify().ok());
+  store = Store(path);  // persists across reopening
+  EXPECT_EQ(store.memory("m").state_sha256(), other.memory("m").state_sha256());
+  store.resume_record("m", 2);
+  EXPECT_EQ(store.memory("m").state_sha256(), full);
+  EXPECT_THROW(store.resume_record("m", 2), InvalidArgument);
+  // Forgetting a suspended record erases it without changing the memory.
+  store.suspend_record("m", 1);
+  const std::string without1 = store.memory("m").state_sha256();
+  const ForgetResult f = store.forget_record("m", 1);
+  EXPECT_EQ(f.entry.state_after, without1);
+  EXPECT_EQ(scan_store_files(path, patterns_of(random_keys(kPerRecord, kDim, 1001))).fp64_found, 0u);
+  const auto ops = store.audit();
+  std::vector<std::string> names;
+  for (const auto& e : ops) names.push_back(e.operation);
+  EXPECT_EQ(names, (std::vector<std::string>{"create", "add", "add", "add", "add", "suspend",
+                                             "resume", "suspend", "forget"}));
+  EXPECT_TRUE(store.verify().ok());
+}
+
+TEST(Store, BadArgumentsLeaveStoreAndObjectUnchanged) {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  StoreOptions o;
+  o.create = true;
+  Store store(path, o);
+  store.create_memory("m", rbf_settings(0.05), kDim, 2);
+  const RowMatrix vals = random_keys(kPerRecord, 2, 5);
+  store.add_record("m", 1, random_keys(kPerRecord, kDim, 1), &vals);
+  const std::string hash = store.memory("m").state_sha256();
+  const auto n_audit = store.audit().size();
+  EXPECT_THROW(store.create_memory("m", rbf_settings(0.05), kDim, kDim), AlreadyExists);
+  EXPECT_THROW(store.create_memory("", rbf_settings(0.05), kDim, kDim), InvalidArgument);
+  EXPECT_THROW(store.create_memory("z", rbf_settings(0.05), 0, kDim), InvalidArgument);
+  EXPECT_THROW(store.create_memory("z", rbf_settings(-1.0), kDim, kDim), InvalidArgument);
+  EXPECT_THROW(store.add_record("nope", 2, random_keys(3, kDim, 2), &vals), NotFound);
+  EXPECT_THROW(store.add_record("m", 1, random_keys(kPerRecord, kDim, 2), &vals), AlreadyExists);
+  EXPECT_THROW(store.add_record("m", 2, random_keys(kPerRecord, kDim + 1, 2), &vals),
+               InvalidArgument);
+  EXPECT_THROW(store.add_record("m", 2, random_keys(kPerRecord, kDim, 2)), InvalidArgument)
+      << "values default to keys: value dimension 6 != 2";
+  const RowMatrix short_vals = random_keys(3, 2, 5);
+  EXPECT_THROW(store.add_record("m", 2, random_keys(kPerRecord, kDim, 2), &short_vals),
+               InvalidArgument);
+  RowMatrix nan_keys = random_keys(kPerRecord, kDim, 2);
+  nan_keys(3, 1) = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_ANY_THROW(store.add_record("m", 2, nan_keys, &vals));
+  EXPECT_THROW(store.add_record("m", -1, random_keys(kPerRecord, kDim, 2), &vals), InvalidArgument);
+  EXPECT_THROW(store.add_record("m", kMaxRecordId + 1, random_keys(kPerRecord, kDim, 2), &vals),
+               InvalidArgument);
+  EXPECT_THROW(store.forget_record("m", 9), NotFound);
+  EXPECT_THROW(store.forget_record("nope", 1), NotFound);
+  EXPECT_THROW(store.suspend_record("m", 9), NotFound);
+  EXPECT_THROW(store.resume_record("m", 1), InvalidArgument);
+  EXPECT_THROW(store.query("m", random_keys(2, kDim + 2, 3)), InvalidArgument);
+  EXPECT_THROW(store.memory("nope"), NotFound);
+  EXPECT_EQ(store.memory("m").state_sha256(), hash);
+  EXPECT_EQ(store.audit().size(), n_audit);
+  EXPECT_EQ(store.memory_names().size(), 1u);
+  EXPECT_TRUE(store.verify().ok());
+}
+
+TEST(Store, TwoObjectsOnOneFileSeeEachOthersChanges) {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  StoreOptions o;
+  o.create = true;
+  Store a(path, o);
+  a.create_memory("m", rbf_settings(0.05), kDim, kDim);
+  add_records(a, "m", {0, 1}, kPerRecord, kDim);
+  Store b(path);
+  EXPECT_EQ(b.memory("m").state_sha256(), a.memory("m").state_sha256());
+  add_records(a, "m", {2}, kPerRecord, kDim);
+  b.forget_record("m", 0);  // b's in-RAM memory is stale: reloaded inside the transaction
+  add_records(a, "m", {3}, kPerRecord, kDim);
+  EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());
+  EXPECT_EQ(a.memory("m").size(), 3 * kPerRecord);
+  EXPECT_TRUE(a.verify().ok());
+}
+
+TEST(Store, BoundedModeKeepsOnlyRetainedTokens) {
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  StoreOptions o;
+  o.create = true;
+  Store store(path, o);
+  MemorySettings s = rbf_settings(0.05);
+  s.mode = MemoryMode::kBounded;
+  store.create_memory("m", s, kDim, kDim);
+  add_records(store, "m", {0, 1, 2, 3}, kPerRecord, kDim);
+  const MemoryInfo info = store.memory_info("m");
+  EXPECT_EQ(info.tokens, store.memory("m").size());
+  EXPECT_LT(info.tokens, 4 * kPerRecord) << "bounded mode evicts reserve tokens";
+  EXPECT_TRUE(store.verify().ok());
+  const ForgetResult f = store.forget_record("m", 1);
+  EXPECT_TRUE(store.verify().ok());
+  store = Store(path);
+  EXPECT_EQ(store.memory("m").state_sha256(), f.entry.state_after);
+  const auto audit = store.audit();
+  EXPECT_TRUE(nlohmann::json::parse(audit[1].certificate).contains("evicted_on_arrival"));
+}
+
+TEST(Store, LinearAndPolyKernelsPersist) {
+  TempDir dir;
+  StoreOptions o;
+  o.create = true;
+  Store store(dir.file("s.db"), o);
+  MemorySettings lin;
+  lin.problem.kernel.type = KernelType::kLinear;
+  lin.problem.C = 0.1;
+  MemorySettings poly;
+  poly.problem.kernel.type = KernelType::kPoly;
+  poly.problem.kernel.degree = 3;
+  poly.problem.kernel.coef0 = 0.5;
+  poly.problem.C = 0.1;
+  store.create_memory("lin", lin, kDim, kDim);
+  store.create_memory("poly", poly, kDim, kDim);
+  add_records(store, "lin", {0, 1, 2}, kPerRecord, kDim);
+  add_records(store, "poly", {0, 1, 2}, kPerRecord, kDim);
+  store.forget_record("lin", 1);
+  store.forget_record("poly", 0);
+  store = Store(dir.file("s.db"));
+  const StoreVerification v = store.verify();
+  EXPECT_TRUE(v.ok()) << verification_to_json(v).dump(2);
+  EXPECT_EQ(v.memories.size(), 2u);
+}
+
+// ------------------------------------------------------------------------------- audit chain
+
+class StoreAuditTamper : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = dir_.file("base.db");
+    StoreOptions o;
+    o.create = true;
+    Store store(path_, o);
+    store.create_memory("m", rbf_settings(0.05), kDim, kDim);
+    add_records(store, "m", {0, 1, 2, 3}, 12, kDim);
+    store.suspend_record("m", 2);
+    store.forget_record("m", 1);
+    ASSERT_TRUE(store.verify().ok());
+    entries_ = static_cast<int>(store.audit().size());
+  }
+  /// A copy of the store with `sql` applied from outside (append-only triggers dropped first).
+  std::string tampered(const std::string& name, const std::string& sql) {
+    const std::string p = dir_.file(name);
+    store_test::write_bytes(p, store_test::read_bytes(path_));
+    RawDb db(p);
+    EXPECT_EQ(db.exec("DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete;"), SQLITE_OK);
+    EXPECT_EQ(db.exec(sql), SQLITE_OK) << sql << ": " << sqlite3_errmsg(db.handle());
+    return p;
+  }
+  TempDir dir_;
+  std::string path_;
+  int entries_ = 0;
+};
+
+TEST_F(StoreAuditTamper, TriggersRefuseUpdatesAndDeletes) {
+  RawDb db(path_);
+  EXPECT_NE(db.exec("UPDATE audit SET token_count = 5 WHERE seq = 2"), SQLITE_OK);
+  EXPECT_NE(db.exec("DELETE FROM audit WHERE seq = 2"), SQLITE_OK);
+}
+
+TEST_F(StoreAuditTamper, EditingAnyFieldOfAnyRowIsDetected) {
+  const char* edits[] = {"token_count = token_count + 1", "operation = operation || 'x'",
+                         "memory = 'x'",                  "record = record + 1",
+                         "time_utc = '2000-01-01T00:00:00.000Z'",
+                         "certificate = '{}'",             "state_after = state_before",
+                         "prev_hash = entry_hash"};
+  int k = 0;
+  for (int seq = 1; seq <= entries_; ++seq) {
+    for (const char* edit : edits) {
+      const std::string p = tampered("t" + std::to_string(k++) + ".db",
+                                     "UPDATE audit SET " + std::string(edit) +
+                                         " WHERE seq = " + std::to_string(seq));
+      const StoreVerification v = Store(p).verify();
+      EXPECT_FALSE(v.ok()) << "seq " << seq << ": " << edit;
+      EXPECT_FALSE(v.chain_ok) << "seq " << seq << ": " << edit;
+    }
+  }
+}
+
+TEST_F(StoreAuditTamper, DeletedReorderedAndForgedRowsAreDetected) {
+  // Last row deleted (the head anchor catches it).
+  EXPECT_FALSE(Store(tampered("del_last.db", "DELETE FROM audit WHERE seq = " +
+                                                 std::to_string(entries_)))
+                   .verify()
+                   .ok());
+  // A middle row deleted.
+  EXPECT_FALSE(Store(tampered("del_mid.db", "DELETE FROM audit WHERE seq = 3")).verify().ok());
+  // Two rows swapped (reordered).
+  EXPECT_FALSE(Store(tampered("swap.db",
+                              "UPDATE audit SET seq = -1 WHERE seq = 2; "
+                              "UPDATE audit SET seq = 2 WHERE seq = 3; "
+                              "UPDATE audit SET seq = 3 WHERE seq = -1;"))
+                   .verify()
+                   .ok());
+  // Head anchor moved back together with deleting the last row: the memory's stored state is no
+  // longer the last state in the log.
+  const std::string both =
+      tampered("del_anchor.db",
+               "DELETE FROM audit WHERE seq = " + std::to_string(entries_) +
+                   "; UPDATE meta SET value = (SELECT entry_hash FROM audit ORDER BY seq DESC "
+                   "LIMIT 1) WHERE key = 'audit_head_hash'; UPDATE meta SET value = '" +
+                   std::to_string(entries_ - 1) + "' WHERE key = 'audit_head_seq';");
+  const StoreVerification v = Store(both).verify();
+  EXPECT_TRUE(v.chain_ok);
+  EXPECT_FALSE(v.ok());
+  // Triggers dropped without any other change are reported too.
+  EXPECT_FALSE(Store(tampered("notrig.db", "SELECT 1")).verify().ok());
+}
+
+TEST_F(StoreAuditTamper, TamperedStateOrTokensAreDetected) {
+  // A coefficient changed.
+  const StoreVerification a =
+      Store(tampered("alpha.db", "UPDATE support SET alpha = alpha * 1.0000001 WHERE token_id = "
+                                 "(SELECT min(token_id) FROM support)"))
+          .verify();
+  EXPECT_FALSE(a.ok());
+  // A key byte changed: the stored state no longer matches a re-solve of the tokens.
+  const std::string p = tampered("key.db",
+                                 "UPDATE tokens SET key = zeroblob(length(key)) WHERE rowid = "
+                                 "(SELECT min(rowid) FROM tokens)");
+  const StoreVerification k = Store(p).verify();
+  EXPECT_FALSE(k.ok());
+  ASSERT_EQ(k.memories.size(), 1u);
+  EXPECT_FALSE(k.memories[0].ok());
+  // ... and using that memory raises a typed error rather than silently serving it.
+  Store s(p);
+  EXPECT_THROW(s.memory("m"), FormatError);
+  EXPECT_THROW(s.add_record("m", 50, random_keys(4, kDim, 50)), FormatError);
+  // The stored hash changed.
+  EXPECT_FALSE(Store(tampered("hash.db", "UPDATE memories SET state_sha256 = '" +
+                                             std::string(64, 'a') + "'"))
+                   .verify()
+                   .ok());
+}
+
+}  // namespace
+}  // namespace svattn
