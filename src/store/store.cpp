@@ -950,10 +950,7 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
                                {"record_was_suspended", rr.suspended},
                                {"token_rows_erased", rec.size()},
                                {"tokens_removed_from_memory", in_memory.size()},
-                               {"secure_delete", true},
-                               {"scope", "the certificate covers the memory's output where keys "
-                                         "and values were computed per record; data mixed "
-                                         "across records before the memory is not covered"}};
+                               {"secure_delete", true}};
     const State after = mem.state();
     Statement del(im.db.handle(),
                   "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
