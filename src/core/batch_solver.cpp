@@ -9,6 +9,7 @@
 
 #include "canonical.h"
 #include "row_cache.h"
+#include "support_columns.h"
 #include "svattn/errors.h"
 
 namespace svattn {
@@ -21,18 +22,35 @@ double seconds_since(Clock::time_point t0) {
 
 class BatchAccess final : public detail::KernelAccess {
  public:
-  BatchAccess(const TokenSet& t, detail::RowCache& cache, const std::vector<double>& diag)
-      : t_(t), cache_(cache), diag_(diag) {}
+  BatchAccess(const TokenSet& t, detail::RowCache& cache, const std::vector<double>& diag,
+              const KernelSettings& k)
+      : t_(t), cache_(cache), diag_(diag), k_(k) {
+    cols_.resize_rows(t.size());
+    all_.resize(t.size());
+    for (int i = 0; i < t.size(); ++i) all_[i] = i;
+  }
   int num_slots() const override { return t_.size(); }
   bool active(int) const override { return true; }
   TokenId id(int slot) const override { return t_.ids[slot]; }
   double diag(int slot) const override { return diag_[slot]; }
-  const double* column(int slot) override { return cache_.row(slot); }
+  void require(int j) override {
+    if (cols_.pos(j) >= 0) return;
+    const double* kj = cache_.row(j);  // K(j, :) == K(:, j) bit for bit
+    cols_.add(j, all_, [&](int i) { return kj[i]; });
+  }
+  int pos(int j) const override { return cols_.pos(j); }
+  const double* row(int i) override { return cols_.row(i); }
+  double kernel_value(int i, int j) const override {
+    return kernel(k_, t_.keys.row(i).data(), t_.keys.row(j).data(), static_cast<int>(t_.keys.cols()));
+  }
 
  private:
   const TokenSet& t_;
   detail::RowCache& cache_;
   const std::vector<double>& diag_;
+  const KernelSettings& k_;
+  detail::SupportColumns cols_;
+  std::vector<int> all_;
 };
 
 TokenSet sorted_by_id(const TokenSet& in) {
@@ -66,7 +84,7 @@ BatchResult solve_batch(const TokenSet& input, const BatchSettings& settings) {
   std::vector<double> diag(n);
   for (int i = 0; i < n; ++i) diag[i] = kernel(p.kernel, t.keys.row(i).data(), t.keys.row(i).data(), d);
   detail::RowCache cache(p.kernel, t.keys, settings.cache_mib * std::size_t{1} << 20);
-  BatchAccess access(t, cache, diag);
+  BatchAccess access(t, cache, diag, p.kernel);
 
   std::vector<double> alpha(n, 0.0);
   const auto t0 = Clock::now();

@@ -64,15 +64,15 @@ struct Refiner {
     cache->rows.resize(pre);
     const double pivot_floor = 1e-14 * scale;
     for (size_t i = pre; i < m; ++i) {
-      const double* col = ka.column(S[i]);  // K(:, S_i); K(S_j, S_i) = col[S_j]
+      const double* krow = ka.row(S[i]);  // K(S_i, .); K(S_i, S_j) = krow[pos(S_j)]
       std::vector<double> row(i + 1);
       for (size_t j = 0; j < i; ++j) {
-        double s = col[S[j]] + shift;
+        double s = krow[ka.pos(S[j])] + shift;
         const std::vector<double>& rj = cache->rows[j];
         for (size_t k = 0; k < j; ++k) s -= row[k] * rj[k];
         row[j] = s / rj[j];
       }
-      double s = col[S[i]] + p.ridge + shift;
+      double s = krow[ka.pos(S[i])] + p.ridge + shift;
       for (size_t k = 0; k < i; ++k) s -= row[k] * row[k];
       if (!(s > pivot_floor)) return false;
       row[i] = std::sqrt(s);
@@ -102,12 +102,22 @@ struct Refiner {
   }
 
   // acc_i = sum over j in `support` (ascending id) of K_ij * a_j, for every active slot i.
+  // Requires every column in `support`, then per checked token i sums K_ij a_j over the support
+  // in its (ascending id) order.
   std::vector<double> kernel_sums(const std::vector<int>& support, const std::vector<double>& a) {
+    for (int j : support) ka.require(j);
+    std::vector<int> pj(support.size());
+    std::vector<double> aj(support.size());
+    for (size_t t = 0; t < support.size(); ++t) {
+      pj[t] = ka.pos(support[t]);
+      aj[t] = a[support[t]];
+    }
     std::vector<double> acc(ns, 0.0);
-    for (int j : support) {
-      const double* col = ka.column(j);
-      const double aj = a[j];
-      for (int i : checked) acc[i] += col[i] * aj;
+    for (int i : checked) {
+      const double* r = ka.row(i);
+      double s = 0.0;
+      for (size_t t = 0; t < pj.size(); ++t) s += r[pj[t]] * aj[t];
+      acc[i] = s;
     }
     return acc;
   }
@@ -185,7 +195,13 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
       res.set[i] = Set::kError;
     }
     res.error = r.sorted_by_id(r.active);
-    std::vector<double> acc = r.kernel_sums(res.error, res.alpha);
+    // Every token is in the support: sum fresh kernel values (no column cache of n columns).
+    std::vector<double> acc(r.ns, 0.0);
+    for (int i : r.active) {
+      double s = 0.0;
+      for (int j : res.error) s += ka.kernel_value(i, j) * a;
+      acc[i] = s;
+    }
     double hmax = -std::numeric_limits<double>::infinity();
     for (int i : r.active) {
       const double h = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2;
@@ -271,6 +287,8 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
         for (int i : r.active) res.g[i] = h[i] + res.b;
       }
     } else {
+      for (int j : S) ka.require(j);
+      for (int j : E) ka.require(j);
       if (!r.factor(S)) {
         res.status = Status::kSingular;
         break;
@@ -278,12 +296,12 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
       const size_t m = S.size();
       std::vector<double> rhs(m, 0.0);
       if (!E.empty()) {
-        std::vector<double> acc(r.ns, 0.0);
-        for (int j : E) {
-          const double* col = ka.column(j);
-          for (size_t t = 0; t < m; ++t) acc[S[t]] += col[S[t]];
+        for (size_t t = 0; t < m; ++t) {
+          const double* kr = ka.row(S[t]);
+          double acc = 0.0;
+          for (int j : E) acc += kr[ka.pos(j)];
+          rhs[t] = ka.diag(S[t]) / 2 - C * acc;
         }
-        for (size_t t = 0; t < m; ++t) rhs[t] = ka.diag(S[t]) / 2 - C * acc[S[t]];
       } else {
         for (size_t t = 0; t < m; ++t) rhs[t] = ka.diag(S[t]) / 2;
       }
@@ -311,9 +329,9 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
 
       // Schur complement of a non-margin token i: gamma = Q_ii - z'z + (1 - y'z)^2 / c, z = L^-1 K_Si.
       auto gamma_of = [&](int i) {
-        const double* col = ka.column(i);
+        const double* kr = ka.row(i);
         std::vector<double> z(m);
-        for (size_t t = 0; t < m; ++t) z[t] = col[S[t]] + r.shift;
+        for (size_t t = 0; t < m; ++t) z[t] = kr[ka.pos(S[t])] + r.shift;
         r.forward(z);
         double zz = 0, yz = 0;
         for (size_t t = 0; t < m; ++t) {

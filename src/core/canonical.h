@@ -11,7 +11,9 @@ namespace svattn::detail {
 
 enum class Set : std::uint8_t { kMargin = 0, kError = 1, kReserve = 2 };
 
-/// Kernel values of a token collection held in slots (some slots may be inactive).
+/// Kernel values of a token collection held in slots (some slots may be inactive). Kernel values
+/// K(i, j) are read by rows restricted to "required" columns j: call require(j) for every column
+/// needed before taking row pointers (require may invalidate them).
 class KernelAccess {
  public:
   virtual ~KernelAccess() = default;
@@ -20,8 +22,13 @@ class KernelAccess {
   virtual TokenId id(int slot) const = 0;
   /// K_ii (no ridge).
   virtual double diag(int slot) const = 0;
-  /// K(:, slot) indexed by slot. The pointer stays valid until the next column() call.
-  virtual const double* column(int slot) = 0;
+  /// Makes K(:, j) addressable at position pos(j) of every row.
+  virtual void require(int j) = 0;
+  virtual int pos(int j) const = 0;
+  /// K(i, .) by position; valid until the next require().
+  virtual const double* row(int i) = 0;
+  /// A fresh kernel value (used in warm-up, where every token is in the support).
+  virtual double kernel_value(int i, int j) const = 0;
 };
 
 /// Row-wise Cholesky factor of Q_SS = K_SS + mu I in ascending-id order. Row i depends only on

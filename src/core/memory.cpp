@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "canonical.h"
+#include "support_columns.h"
 #include "svattn/batch_solver.h"
 #include "svattn/errors.h"
 #include "svattn/readout.h"
@@ -41,9 +42,8 @@ struct Memory::Impl final : detail::KernelAccess {
   std::vector<int> free_slots;
   std::unordered_map<TokenId, int> slot_of;
 
-  // Kernel columns K(:, j), cached for the support (and on demand).
-  std::vector<std::vector<double>> col;
-  int ncols = 0;
+  // Kernel columns K(:, j) for the support and the moving token, stored row-major.
+  detail::SupportColumns kc;
 
   // Path state.
   std::vector<int> S;     // margin slots in the order of Rinv (index k -> row k + 1)
@@ -58,12 +58,10 @@ struct Memory::Impl final : detail::KernelAccess {
   // Screening (docs/math.md "Screened KKT checks"). Every change of (a, b) adds
   // kmax * |da|_1 + |db| to the drift D; since |K_ij| <= kmax, a reserve token whose gradient was
   // g_i when D was dref_i still has g_i(now) >= g_i - (D - dref_i). Tokens whose bound stays
-  // positive need neither path updates nor canonical re-checks; the others are made "hot" and
-  // tracked exactly. This keeps an operation's cost O(|S ∪ E|^2 + hot * |S ∪ E|) instead of
-  // O(n |S ∪ E|), without weakening the KKT check.
+  // positive need neither path updates nor canonical re-checks; only the others get their
+  // gradient recomputed. This keeps a path step's cost O(|S ∪ E| |S| + near * |S ∪ E| + n)
+  // instead of O(n |S ∪ E|), without weakening the KKT check.
   std::vector<double> dref;
-  std::vector<char> hot;
-  std::vector<int> hotlist;
   double D = 0;
   double kmax = 0;
   int ops_since_refactor = 0;
@@ -80,10 +78,10 @@ struct Memory::Impl final : detail::KernelAccess {
   bool active(int s) const override { return act[s] != 0; }
   TokenId id(int s) const override { return ids[s]; }
   double diag(int s) const override { return kdiag[s]; }
-  const double* column(int s) override {
-    ensure_column(s);
-    return col[s].data();
-  }
+  void require(int j) override { ensure_column(j); }
+  int pos(int j) const override { return kc.pos(j); }
+  const double* row(int i) override { return kc.row(i); }
+  double kernel_value(int i, int j) const override { return kern(i, j); }
 
   const double* key(int s) const { return keys.data() + static_cast<size_t>(s) * d; }
   const double* value(int s) const { return values.data() + static_cast<size_t>(s) * dv; }
@@ -96,17 +94,14 @@ struct Memory::Impl final : detail::KernelAccess {
   }
 
   void ensure_column(int s) {
-    if (!col[s].empty()) return;
-    col[s].assign(cap, 0.0);
+    if (kc.pos(s) >= 0) return;
+    std::vector<int> rows;
+    rows.reserve(n);
     for (int i = 0; i < used; ++i)
-      if (act[i]) col[s][i] = kern(i, s);
-    ++ncols;
+      if (act[i]) rows.push_back(i);
+    kc.add(s, rows, [&](int i) { return kern(i, s); });
   }
-  void drop_column(int s) {
-    if (col[s].empty()) return;
-    std::vector<double>().swap(col[s]);
-    --ncols;
-  }
+  void drop_column(int s) { kc.release(s); }
 
   void grow(int need) {
     if (need <= cap) return;
@@ -121,10 +116,7 @@ struct Memory::Impl final : detail::KernelAccess {
     g.resize(nc, 0.0);
     set.resize(nc, Set::kReserve);
     dref.resize(nc, 0.0);
-    hot.resize(nc, 0);
-    col.resize(nc);
-    for (auto& c : col)
-      if (!c.empty()) c.resize(nc, 0.0);
+    kc.resize_rows(nc);
     cap = nc;
   }
 
@@ -147,19 +139,17 @@ struct Memory::Impl final : detail::KernelAccess {
     g[s] = 0;
     set[s] = Set::kReserve;
     dref[s] = D;
-    hot[s] = 0;
     slot_of[id_] = s;
     ++n;
-    for (int j = 0; j < used; ++j)
-      if (!col[j].empty() && j != s) col[j][s] = kern(s, j);
+    double* rs = kc.row(s);
+    for (int p = 0; p < kc.capacity(); ++p) {
+      const int j = kc.slot_at(p);
+      if (j >= 0 && j != s) rs[p] = kern(s, j);
+    }
     return s;
   }
 
   void erase_token(int s) {
-    if (hot[s]) {
-      hot[s] = 0;
-      hotlist.erase(std::remove(hotlist.begin(), hotlist.end(), s), hotlist.end());
-    }
     act[s] = 0;
     alpha[s] = 0;
     g[s] = 0;
@@ -179,10 +169,11 @@ struct Memory::Impl final : detail::KernelAccess {
     }
     Eigen::MatrixXd B(m + 1, m + 1);
     B(0, 0) = 0;
+    for (int k = 0; k < m; ++k) ensure_column(S[k]);
     for (int k = 0; k < m; ++k) {
       B(0, k + 1) = B(k + 1, 0) = 1;
-      const double* ck = column(S[k]);
-      for (int l = 0; l < m; ++l) B(l + 1, k + 1) = ck[S[l]] + (l == k ? st.problem.ridge : 0.0);
+      const double* rk = kc.row(S[k]);
+      for (int l = 0; l < m; ++l) B(k + 1, l + 1) = rk[kc.pos(S[l])] + (l == k ? st.problem.ridge : 0.0);
     }
     Rinv = B.partialPivLu().inverse();
   }
@@ -192,8 +183,8 @@ struct Memory::Impl final : detail::KernelAccess {
     const int m = static_cast<int>(S.size());
     Eigen::VectorXd v(m + 1);
     v(0) = 1;
-    const double* cc = column(c);
-    for (int k = 0; k < m; ++k) v(k + 1) = cc[S[k]];
+    const double* rc = kc.row(c);
+    for (int k = 0; k < m; ++k) v(k + 1) = rc[kc.pos(S[k])];
     return -(Rinv * v);
   }
 
@@ -203,14 +194,15 @@ struct Memory::Impl final : detail::KernelAccess {
     if (m == 0) return Q(i, i);
     Eigen::VectorXd v(m + 1);
     v(0) = 1;
-    const double* ci = column(i);
-    for (int k = 0; k < m; ++k) v(k + 1) = ci[S[k]];
+    const double* ri = kc.row(i);
+    for (int k = 0; k < m; ++k) v(k + 1) = ri[kc.pos(S[k])];
     Eigen::VectorXd bi = -(Rinv * v);
     if (beta_i) *beta_i = bi;
     return Q(i, i) + v.dot(bi);
   }
 
   void expand(int i) {
+    ensure_column(i);
     const int m = static_cast<int>(S.size());
     if (m == 0) {
       const double qii = Q(i, i);
@@ -266,9 +258,7 @@ struct Memory::Impl final : detail::KernelAccess {
         g[i] = res.g[i];
         dref[i] = D;
       }
-      hot[i] = 0;
     }
-    hotlist.clear();
     kkt = res.kkt;
     b = res.b;
     status = res.status;
@@ -293,7 +283,7 @@ struct Memory::Impl final : detail::KernelAccess {
     for (int i = 0; i < used; ++i) {
       if (!act[i]) continue;
       guess[i] = alpha[i];
-      skip[i] = set[i] == Set::kReserve && !hot[i] && alpha[i] == 0 && reserve_safe(i, 0.0);
+      skip[i] = set[i] == Set::kReserve && alpha[i] == 0 && reserve_safe(i, 0.0);
     }
     detail::CanonicalResult res =
         detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol, &skip);
@@ -347,9 +337,11 @@ struct Memory::Impl final : detail::KernelAccess {
 
   void trim_columns() {
     const int keep = 2 * static_cast<int>(support_sorted.size()) + 64;
-    if (ncols <= keep) return;
-    for (int i = 0; i < used && ncols > keep; ++i)
-      if (!col[i].empty() && (!act[i] || set[i] == Set::kReserve)) drop_column(i);
+    if (kc.count() <= keep) return;
+    for (int p = 0; p < kc.capacity() && kc.count() > keep; ++p) {
+      const int j = kc.slot_at(p);
+      if (j >= 0 && (!act[j] || set[j] == Set::kReserve)) drop_column(j);
+    }
   }
 
   void batch_rebuild(OpDiagnostics& dg, bool boundary = false) {
@@ -390,8 +382,10 @@ struct Memory::Impl final : detail::KernelAccess {
 
   // g_c of a token at a_c = 0 from the current support (ascending id order).
   double gradient_of_new(int c) {
+    for (int j : support_sorted) ensure_column(j);
+    const double* rc = kc.row(c);
     double acc = 0.0;
-    for (int j : support_sorted) acc += column(j)[c] * alpha[j];
+    for (int j : support_sorted) acc += rc[kc.pos(j)] * alpha[j];
     return acc - kdiag[c] / 2 + b;
   }
 
@@ -415,38 +409,42 @@ struct Memory::Impl final : detail::KernelAccess {
 
   // Exact gradient of token i from the current path state: support = S ∪ elist ∪ {c}.
   double exact_g(int i, int c, const std::vector<int>& elist) {
+    const double* ri = kc.row(i);
     double acc = 0.0;
-    for (int j : S) acc += column(j)[i] * alpha[j];
-    for (int j : elist) acc += column(j)[i] * alpha[j];
-    if (c >= 0 && set[c] != Set::kMargin && alpha[c] != 0) acc += column(c)[i] * alpha[c];
+    for (int j : S) acc += ri[kc.pos(j)] * alpha[j];
+    for (int j : elist) acc += ri[kc.pos(j)] * alpha[j];
+    if (c >= 0 && set[c] != Set::kMargin && alpha[c] != 0) acc += ri[kc.pos(c)] * alpha[c];
     return acc + st.problem.ridge * alpha[i] - kdiag[i] / 2 + b;
   }
 
-  void make_hot(int i, int c, const std::vector<int>& elist) {
+  // Recomputes a screened reserve token's gradient exactly (bound reset).
+  void refresh(int i, int c, const std::vector<int>& elist, OpDiagnostics& dg) {
     g[i] = exact_g(i, c, elist);
-    hot[i] = 1;
-    hotlist.push_back(i);
+    dref[i] = D;
+    ++dg.tracked;
   }
 
   bool path_steps(int c, int dir, OpDiagnostics& dg) {
     const double C = st.problem.C;
     std::vector<char> refused(used, 0);
     std::vector<int> elist;
+    ensure_column(c);
     for (int j : support_sorted)
-      if (j != c && act[j] && set[j] == Set::kError) elist.push_back(j);
+      if (j != c && act[j] && set[j] == Set::kError) {
+        ensure_column(j);
+        elist.push_back(j);
+      }
     auto elist_erase = [&](int j) { elist.erase(std::remove(elist.begin(), elist.end(), j), elist.end()); };
-    // The moving token's gradient is tracked exactly throughout.
     std::vector<double> gam(used, 0.0);
+    std::vector<int> near;  // reserve tokens whose bound fails within the tentative step
     for (int step = 0; step < st.max_steps_per_op; ++step) {
       const int m = static_cast<int>(S.size());
       if (m == 0) {
-        // Only b can move: every gamma is 1. Rare (tiny n or degenerate): track every token.
-        for (int i = 0; i < used; ++i)
-          if (act[i] && i != c && set[i] != Set::kMargin && !hot[i]) make_hot(i, c, elist);
+        // Only b can move (every gamma is 1). Rare: tiny n or degenerate streams.
         double t = kInf;
         int who = -1;
         if (dir > 0) {
-          // raise b until c's or an error token's gradient reaches 0
+          // raise b until c's or an error token's gradient reaches 0; reserve gradients only grow
           t = -g[c];
           who = c;
           for (int i : elist)
@@ -455,12 +453,15 @@ struct Memory::Impl final : detail::KernelAccess {
               who = i;
             }
         } else {
-          for (int i : hotlist)
-            if (act[i] && i != c && set[i] == Set::kReserve && !refused[i] &&
-                (who < 0 || g[i] < t || (g[i] == t && ids[i] < ids[who]))) {
+          // lower b until a reserve gradient reaches 0: exact gradients for every reserve token
+          for (int i = 0; i < used; ++i) {
+            if (!act[i] || i == c || set[i] != Set::kReserve || refused[i]) continue;
+            refresh(i, c, elist, dg);
+            if (who < 0 || g[i] < t || (g[i] == t && ids[i] < ids[who])) {
               t = g[i];
               who = i;
             }
+          }
           if (who < 0) return false;
         }
         t = std::max(0.0, t);
@@ -469,8 +470,13 @@ struct Memory::Impl final : detail::KernelAccess {
         b += db;
         D += std::abs(db);
         g[c] += db;
-        for (int i : hotlist)
-          if (act[i] && set[i] != Set::kMargin) g[i] += db;
+        for (int i : elist) g[i] += db;
+        if (dir < 0)
+          for (int i = 0; i < used; ++i)
+            if (act[i] && i != c && set[i] == Set::kReserve) {
+              g[i] += db;
+              dref[i] = D;
+            }
         ++dg.events;
         if (who == c) {  // c joins the margin set at its current coefficient
           g[c] = 0;
@@ -493,17 +499,19 @@ struct Memory::Impl final : detail::KernelAccess {
         ++dg.refactorizations;
         beta = beta_of(c);
       }
-      // gamma_i = Q_ic + Q_iS beta_S + beta_b for c and every tracked (hot or error) token.
+      // gamma_i = Q_ic + Q_iS beta_S + beta_b, read from row i of the support columns.
+      std::vector<int> posS(m);
+      for (int k = 0; k < m; ++k) posS[k] = kc.pos(S[k]);
+      const int posc = kc.pos(c);
       auto gamma_of = [&](int i) {
-        double v = column(c)[i] + beta(0);
-        for (int k = 0; k < m; ++k) v += column(S[k])[i] * beta(k + 1);
+        const double* ri = kc.row(i);
+        double v = ri[posc] + beta(0);
+        for (int k = 0; k < m; ++k) v += ri[posS[k]] * beta(k + 1);
         if (i == c) v += st.problem.ridge;
         return v;
       };
       gam[c] = gamma_of(c);
       for (int i : elist) gam[i] = gamma_of(i);
-      for (int i : hotlist)
-        if (act[i] && set[i] != Set::kMargin) gam[i] = gamma_of(i);
       const double s = dir;
       // Drift rate for the screening bound. A reserve token's gradient moves by <phi_i, dw> + db,
       // |<phi_i, dw>| <= sqrt(kmax) |dw|, and |dw|^2 per unit step is
@@ -516,59 +524,47 @@ struct Memory::Impl final : detail::KernelAccess {
 
       // Candidate events. Ties resolved by kind (0: c settles, 1: margin token hits a bound,
       // 2: error/reserve token enters) and then by ascending token id.
-      double tbest;
-      int kind, who;
-      Set target;
-      for (;;) {
-        tbest = kInf;
-        kind = 3;
-        who = -1;
-        target = Set::kMargin;
-        auto offer = [&](double t, int k, int w, Set tg) {
-          if (!(t >= 0)) t = 0;  // round-off negatives become zero steps
-          if (t < tbest || (t == tbest && (k < kind || (k == kind && ids[w] < ids[who])))) {
-            tbest = t;
-            kind = k;
-            who = w;
-            target = tg;
-          }
-        };
-        if (dir > 0) {
-          if (gam[c] > 0) offer(-g[c] / gam[c], 0, c, Set::kMargin);
-          offer(C - alpha[c], 0, c, Set::kError);
-        } else {
-          offer(alpha[c], 0, c, Set::kReserve);
+      double tbest = kInf;
+      int kind = 3, who = -1;
+      Set target = Set::kMargin;
+      auto offer = [&](double t, int k, int w, Set tg) {
+        if (!(t >= 0)) t = 0;  // round-off negatives become zero steps
+        if (t < tbest || (t == tbest && (k < kind || (k == kind && ids[w] < ids[who])))) {
+          tbest = t;
+          kind = k;
+          who = w;
+          target = tg;
         }
-        for (int k = 0; k < m; ++k) {
-          const int j = S[k];
-          const double rate = beta(k + 1) * s;
-          if (rate < 0) offer(alpha[j] / -rate, 1, j, Set::kReserve);
-          else if (rate > 0) offer((C - alpha[j]) / rate, 1, j, Set::kError);
-        }
-        for (int i : elist) {
-          const double rate = gam[i] * s;
-          if (!refused[i] && rate > 0) offer(-g[i] / rate, 2, i, Set::kMargin);
-        }
-        for (int i : hotlist) {
-          if (!act[i] || i == c || set[i] != Set::kReserve || refused[i]) continue;
+      };
+      if (dir > 0) {
+        if (gam[c] > 0) offer(-g[c] / gam[c], 0, c, Set::kMargin);
+        offer(C - alpha[c], 0, c, Set::kError);
+      } else {
+        offer(alpha[c], 0, c, Set::kReserve);
+      }
+      for (int k = 0; k < m; ++k) {
+        const int j = S[k];
+        const double rate = beta(k + 1) * s;
+        if (rate < 0) offer(alpha[j] / -rate, 1, j, Set::kReserve);
+        else if (rate > 0) offer((C - alpha[j]) / rate, 1, j, Set::kError);
+      }
+      for (int i : elist) {
+        const double rate = gam[i] * s;
+        if (!refused[i] && rate > 0) offer(-g[i] / rate, 2, i, Set::kMargin);
+      }
+      if (who < 0) return false;
+      // Reserve tokens: only those whose bound fails within the tentative step can reach g = 0
+      // first; recompute them exactly (the step only shrinks, so no others are needed).
+      near.clear();
+      for (int i = 0; i < used; ++i) {
+        if (!act[i] || i == c || set[i] != Set::kReserve || refused[i]) continue;
+        if (!reserve_safe(i, drift_rate * tbest)) {
+          refresh(i, c, elist, dg);
+          gam[i] = gamma_of(i);
+          near.push_back(i);
           const double rate = gam[i] * s;
           if (rate < 0) offer(g[i] / -rate, 2, i, Set::kMargin);
         }
-        if (who < 0) return false;
-        // Would this step break a screened reserve token's bound? Then track it exactly and
-        // choose again.
-        const double extra = drift_rate * tbest;
-        bool promoted = false;
-        for (int i = 0; i < used; ++i) {
-          if (!act[i] || hot[i] || i == c || set[i] != Set::kReserve) continue;
-          if (!reserve_safe(i, extra)) {
-            make_hot(i, c, elist);
-            gam[i] = gamma_of(i);
-            promoted = true;
-            ++dg.tracked;
-          }
-        }
-        if (!promoted) break;
       }
       const double t = tbest;
       if (t == 0) ++dg.zero_steps;
@@ -580,8 +576,10 @@ struct Memory::Impl final : detail::KernelAccess {
       D += drift_rate * t;
       g[c] += gam[c] * dc;
       for (int i : elist) g[i] += gam[i] * dc;
-      for (int i : hotlist)
-        if (act[i] && i != c && set[i] == Set::kReserve) g[i] += gam[i] * dc;
+      for (int i : near) {
+        g[i] += gam[i] * dc;  // exact again after the step
+        dref[i] = D;
+      }
       ++dg.events;
       // Bookkeeping.
       if (kind == 0) {
@@ -612,13 +610,9 @@ struct Memory::Impl final : detail::KernelAccess {
         alpha[who] = target == Set::kError ? C : 0.0;
         set[who] = target;
         g[who] = 0;
+        dref[who] = D;  // bound 0: checked exactly at the next step
         contract(k);
-        if (target == Set::kError) {
-          elist.push_back(who);
-        } else if (!hot[who]) {
-          hot[who] = 1;
-          hotlist.push_back(who);
-        }
+        if (target == Set::kError) elist.push_back(who);
         continue;
       }
       // kind == 2: an error or reserve token enters the margin set.
@@ -987,10 +981,11 @@ void Memory::check_invariants() const {
     if (!m.act[i]) continue;
     ++count;
     SVATTN_ASSERT(m.slot_of.at(m.ids[i]) == i, "slot map out of sync");
-    if (!m.col[i].empty())
+    const int p = m.kc.pos(i);
+    if (p >= 0)
       for (int j = 0; j < m.used; ++j)
         if (m.act[j])
-          SVATTN_ASSERT(m.col[i][j] == m.kern(j, i), "cached kernel column differs from a fresh value");
+          SVATTN_ASSERT(m.kc.row(j)[p] == m.kern(j, i), "cached kernel column differs from a fresh value");
   }
   SVATTN_ASSERT(count == m.n, "token count out of sync");
   const int ms = static_cast<int>(m.S.size());
@@ -1003,6 +998,8 @@ void Memory::check_invariants() const {
       B(0, k + 1) = B(k + 1, 0) = 1;
       for (int l = 0; l < ms; ++l) B(l + 1, k + 1) = m.Q(m.S[l], m.S[k]);
     }
+    for (int k = 0; k < ms; ++k)
+      SVATTN_ASSERT(m.kc.pos(m.S[k]) >= 0, "margin token without a kernel column");
     // Relative residual: |R B - I| / (|R| |B|) in the max norm, which rank-one updates keep near
     // machine precision times the growth since the last refactorisation.
     const double err = (m.Rinv * B - Eigen::MatrixXd::Identity(ms + 1, ms + 1)).cwiseAbs().maxCoeff();

@@ -1,0 +1,81 @@
+// Row-major store of kernel columns K(:, j) for a small set of "required" slots j (the support and
+// the moving token). Row i, position pos(j) holds K(i, j), so both "K(i, support)" (a row) and the
+// gradient sums of SPEC §4 read contiguous memory. Internal.
+#pragma once
+#include <algorithm>
+#include <vector>
+
+namespace svattn::detail {
+
+class SupportColumns {
+ public:
+  int rows() const { return rows_; }
+  int capacity() const { return kcap_; }
+  int count() const { return count_; }
+  int pos(int j) const { return j < static_cast<int>(pos_.size()) ? pos_[j] : -1; }
+  const double* row(int i) const { return data_.data() + static_cast<size_t>(i) * kcap_; }
+  double* row(int i) { return data_.data() + static_cast<size_t>(i) * kcap_; }
+  /// Slot held at position p, or -1.
+  int slot_at(int p) const { return slot_[p]; }
+
+  /// Grows the number of rows (slots); new rows are zero.
+  void resize_rows(int rows) {
+    if (rows <= rows_) return;
+    data_.resize(static_cast<size_t>(rows) * kcap_, 0.0);
+    pos_.resize(rows, -1);
+    rows_ = rows;
+  }
+
+  /// Adds column j (if absent) and fills row i with value(i) for every i in `fill_rows`.
+  template <typename F>
+  int add(int j, const std::vector<int>& fill_rows, F&& value) {
+    if (pos(j) >= 0) return pos_[j];
+    if (free_.empty()) grow_columns();
+    const int p = free_.back();
+    free_.pop_back();
+    pos_[j] = p;
+    slot_[p] = j;
+    ++count_;
+    for (int i : fill_rows) data_[static_cast<size_t>(i) * kcap_ + p] = value(i);
+    return p;
+  }
+
+  void release(int j) {
+    const int p = pos(j);
+    if (p < 0) return;
+    pos_[j] = -1;
+    slot_[p] = -1;
+    free_.push_back(p);
+    --count_;
+  }
+
+  void clear() {
+    std::fill(pos_.begin(), pos_.end(), -1);
+    std::fill(slot_.begin(), slot_.end(), -1);
+    free_.clear();
+    for (int p = kcap_ - 1; p >= 0; --p) free_.push_back(p);
+    count_ = 0;
+  }
+
+ private:
+  void grow_columns() {
+    const int nk = std::max(16, 2 * kcap_);
+    std::vector<double> nd(static_cast<size_t>(rows_) * nk, 0.0);
+    for (int i = 0; i < rows_; ++i)
+      std::copy(data_.begin() + static_cast<size_t>(i) * kcap_,
+                data_.begin() + static_cast<size_t>(i) * kcap_ + kcap_,
+                nd.begin() + static_cast<size_t>(i) * nk);
+    data_.swap(nd);
+    slot_.resize(nk, -1);
+    for (int p = nk - 1; p >= kcap_; --p) free_.push_back(p);
+    kcap_ = nk;
+  }
+
+  std::vector<double> data_;
+  std::vector<int> pos_;   // per slot
+  std::vector<int> slot_;  // per position
+  std::vector<int> free_;
+  int rows_ = 0, kcap_ = 0, count_ = 0;
+};
+
+}  // namespace svattn::detail
