@@ -1,0 +1,91 @@
+// `svattn experiment E1|E2|E4`: runs one of the paper's experiments and writes E?.md, E?.json and
+// PNG plots into --out (docs/experiments.md).
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "commands.h"
+#include "svattn/errors.h"
+#include "svattn/experiments/experiments.h"
+
+namespace svattn::cli {
+namespace {
+
+struct ExperimentCliOptions {
+  std::string id;
+  experiments::ExperimentOptions opts;
+  std::string streams;
+  bool no_plots = false;
+  bool quiet = false;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+int run_experiment_cmd(ExperimentCliOptions& o) {
+  o.opts.streams = split_list(o.streams);
+  o.opts.plots = !o.no_plots;
+  o.opts.progress = !o.quiet;
+  const nlohmann::json j = experiments::run_experiment(o.id, o.opts);
+  const std::filesystem::path dir(o.opts.out_dir);
+  fmt::print("{} ({}, preset {}, seed {}) finished in {:.1f} s\n", j.at("experiment").get<std::string>(),
+             j.at("title").get<std::string>(), o.opts.preset, o.opts.seed,
+             j.at("runtime_seconds").get<double>());
+  for (const auto& row : j.at("summary")) {
+    fmt::print("  {:<70} paper {:<28} ours {}\n", row.at("metric").get<std::string>(),
+               row.at("paper").get<std::string>(), row.at("ours").get<std::string>());
+  }
+  fmt::print("wrote {}\n", (dir / j.at("markdown_file").get<std::string>()).string());
+  fmt::print("wrote {}\n", (dir / j.at("json_file").get<std::string>()).string());
+  for (const auto& p : j.at("plots")) {
+    if (p.at("written").get<bool>()) {
+      fmt::print("wrote {}\n", (dir / p.at("file").get<std::string>()).string());
+    } else {
+      fmt::print("plot {}: {}\n", p.at("file").get<std::string>(), p.at("note").get<std::string>());
+    }
+  }
+  return 0;
+}
+
+Registrar reg("experiment", [](CLI::App& app, int& exit_code) {
+  static ExperimentCliOptions opts;  // outlives parsing: CLI11 binds to it
+  ExperimentCliOptions* o = &opts;
+  auto* sub = app.add_subcommand(
+      "experiment",
+      "Run a paper experiment (E1 exact forgetting, E2 rare-item recall, E4 ICU critical hours) and "
+      "write E?.md, E?.json and plots");
+  sub->add_option("id", o->id, "experiment: E1, E2 or E4")
+      ->required()
+      ->check(CLI::IsMember({"E1", "E2", "E4", "e1", "e2", "e4"}));
+  sub->add_option("--preset", o->opts.preset, "quick (minutes), paper (the paper's scale) or tiny")
+      ->check(CLI::IsMember({"quick", "paper", "tiny"}))
+      ->capture_default_str();
+  sub->add_option("--seed", o->opts.seed, "seed of every random choice")->capture_default_str();
+  sub->add_option("--out", o->opts.out_dir, "output directory")->capture_default_str();
+  sub->add_option("--data-dir", o->opts.data_dir,
+                  "data directory (default: $SVATTN_DATA, else ../shared/data)");
+  sub->add_option("--learned-keys", o->opts.learned_keys,
+                  "E1: keys of a trained model (.npy/.csv from `svattn dump-keys`)");
+  sub->add_option("--streams", o->streams, "E1: comma-separated stream names (default: the preset's)");
+  sub->add_option("--trials", o->opts.trials, "E1: trials per stream, E2: seeds (0 = preset)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_flag("--no-plots", o->no_plots, "write plot data and scripts but do not run gnuplot");
+  sub->add_flag("--quiet", o->quiet, "no progress line on stderr");
+  sub->callback([o, &exit_code] { exit_code = run_experiment_cmd(*o); });
+});
+
+}  // namespace
+}  // namespace svattn::cli
