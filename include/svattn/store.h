@@ -129,6 +129,8 @@ struct OpResult {
   OpDiagnostics diagnostics;  ///< of the memory operation
   double memory_seconds = 0;  ///< in-RAM memory update (path + canonical refinement)
   double total_seconds = 0;   ///< whole operation: memory, transaction, commit, checkpoint
+  double commit_seconds = 0;  ///< COMMIT (WAL append + fsync)
+  double checkpoint_seconds = 0;  ///< forget: wal_checkpoint(TRUNCATE) after the commit
   bool wal_truncated = true;  ///< forget: the WAL checkpoint(TRUNCATE) completed
 };
 

@@ -898,7 +898,10 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
     e.certificate = cert.dump();
     im.append_audit(e);
     im.write_state(row.id, before, after, e.seq);
+    const auto k0 = std::chrono::steady_clock::now();
     t.commit();
+    res.commit_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
     c.seq = e.seq;
     res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
@@ -968,11 +971,17 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
     e.certificate = fr.certificate.dump();
     im.append_audit(e);
     im.write_state(row.id, before, after, e.seq);
+    const auto k0 = std::chrono::steady_clock::now();
     t.commit();
+    fr.commit_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
     c.seq = e.seq;
     return fr;
   });
+  const auto k0 = std::chrono::steady_clock::now();
   impl_->checkpoint(&res.wal_truncated);
+  res.checkpoint_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
   res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }
@@ -1036,7 +1045,10 @@ OpResult Store::suspend_record(const std::string& name, std::int64_t record) {
                         .dump();
     im.append_audit(e);
     im.write_state(row.id, before, after, e.seq);
+    const auto k0 = std::chrono::steady_clock::now();
     t.commit();
+    res.commit_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
     c.seq = e.seq;
     res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
@@ -1089,7 +1101,10 @@ OpResult Store::resume_record(const std::string& name, std::int64_t record) {
     e.certificate = cert.dump();
     im.append_audit(e);
     im.write_state(row.id, before, after, e.seq);
+    const auto k0 = std::chrono::steady_clock::now();
     t.commit();
+    res.commit_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
     c.seq = e.seq;
     res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
