@@ -107,6 +107,7 @@ struct Comparison {
   long events = 0, repairs = 0, fallbacks = 0;
   std::string status;
   double remove_seconds = 0, retrain_seconds = 0;
+  std::string repro;  // folder with a reproduction when the hashes differ
 
   nlohmann::json json() const {
     return {{"stream", stream},
@@ -130,7 +131,8 @@ struct Comparison {
             {"batch_fallbacks", fallbacks},
             {"status", status},
             {"remove_seconds", remove_seconds},
-            {"retrain_seconds", retrain_seconds}};
+            {"retrain_seconds", retrain_seconds},
+            {"repro", repro}};
   }
 };
 
@@ -259,6 +261,74 @@ std::vector<TokenId> pick(const std::string& scenario, const State& st, const Tr
   for (int i = 0; i < n; ++i)
     if (ts.record[static_cast<std::size_t>(i)] == r) out.push_back(i);
   return out;
+}
+
+std::string exact(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+/// Writes the tokens, the removed ids and the settings of a deletion whose result differs from
+/// retraining, with the `svattn forget-check` command that replays it. Returns the folder name
+/// relative to the output directory.
+std::string write_repro(const ExperimentOptions& o, const Comparison& c, const TokenSet& all,
+                        const std::vector<TokenId>& removed, const ProblemSettings& ps,
+                        const State& dec, const State& re) {
+  const std::string& sha_decremental = dec.state_sha256;
+  const std::string& sha_retrained = re.state_sha256;
+  // Tokens whose set (margin/error/reserve) differs between the two states.
+  auto set_of = [](const Partition& p, TokenId id) {
+    if (std::binary_search(p.margin.begin(), p.margin.end(), id)) return "margin";
+    if (std::binary_search(p.error.begin(), p.error.end(), id)) return "error";
+    return "reserve";
+  };
+  nlohmann::json diffs = nlohmann::json::array();
+  for (std::size_t i = 0; i < dec.ids.size(); ++i) {
+    const std::string a = set_of(dec.partition, dec.ids[i]);
+    const std::string b = set_of(re.partition, re.ids[i]);
+    if (a != b || dec.alpha[i] != re.alpha[i]) {
+      if (diffs.size() < 50) {
+        diffs.push_back({{"id", dec.ids[i]}, {"decremental_set", a}, {"retrained_set", b},
+                         {"alpha_decremental", dec.alpha[i]}, {"alpha_retrained", re.alpha[i]}});
+      }
+    }
+  }
+  const std::string rel = "E1-repro/" + c.stream + "-trial" + std::to_string(c.trial) + "-" + c.scenario;
+  const std::filesystem::path dir = std::filesystem::path(o.out_dir) / rel;
+  ensure_dir(dir.string());
+  write_npy((dir / "keys.npy").string(), all.keys);
+  write_npy((dir / "values.npy").string(), all.values);
+  std::string rows;
+  for (TokenId id : removed) rows += (rows.empty() ? "" : ",") + std::to_string(id);
+  const std::string problem = " --kernel rbf --bandwidth " + exact(ps.kernel.bandwidth) + " --C " +
+                              exact(ps.C) + " --ridge " + exact(ps.ridge);
+  // The experiment's exact operation sequence: one add per token, then one removal.
+  std::string ops = "# E1 " + c.stream + " trial " + std::to_string(c.trial) + " " + c.scenario + "\n";
+  for (int i = 0; i < all.size(); ++i) ops += "add " + std::to_string(all.ids[static_cast<std::size_t>(i)]) + "\n";
+  ops += "remove " + rows + "\n";
+  write_text_file((dir / "ops.txt").string(), ops);
+  const std::string replay = "svattn replay --keys keys.npy --values values.npy --ops ops.txt" + problem + " --json";
+  const std::string cmd = "svattn forget-check --keys keys.npy --values values.npy --remove " + rows + problem;
+  write_json_file((dir / "repro.json").string(),
+                  {{"stream", c.stream}, {"trial", c.trial}, {"scenario", c.scenario},
+                   {"removed", removed}, {"bandwidth", ps.kernel.bandwidth}, {"C", ps.C},
+                   {"ridge", ps.ridge}, {"ingestion", "Memory::add one token at a time, ids 0..n-1"},
+                   {"removal", removed.size() == 1 ? "Memory::remove" : "Memory::remove_batch"},
+                   {"replay_command", replay}, {"forget_check_command", cmd},
+                   {"sha256_decremental", sha_decremental}, {"sha256_retrained", sha_retrained},
+                   {"b_decremental", dec.b}, {"b_retrained", re.b},
+                   {"kkt_decremental", {{"max_violation", dec.kkt.max_violation}, {"sum_error", dec.kkt.sum_error}}},
+                   {"kkt_retrained", {{"max_violation", re.kkt.max_violation}, {"sum_error", re.kkt.sum_error}}},
+                   {"differences_first_50", diffs},
+                   {"comparison", c.json()}});
+  write_text_file((dir / "README.md").string(),
+                  "E1 deletion whose decremental state differs from retraining from scratch.\n\n"
+                  "The experiment's exact sequence (one add per token, then the removal); its final "
+                  "state_sha256 was " + sha_decremental + ", retraining gives " + sha_retrained +
+                  ":\n\n    " + replay + "\n\nThe same removal after a batch ingestion (add_batch), "
+                  "compared with retraining:\n\n    " + cmd + "\n");
+  return rel;
 }
 
 /// Loaded data shared by the trials of a stream.
@@ -433,6 +503,9 @@ StreamSummary run_stream(const StreamDef& def, const ExperimentOptions& o, const
       const FunctionValues f_re = evaluate(ks, support_of(re.state, rem_sorted), re.state.b, probes);
       const FunctionValues f_dec = evaluate(ks, support_of(after, m2.tokens()), after.b, probes);
       deviations(f_dec, f_re, c.ddecision, c.dreadout);
+      if (!c.hash_equal) {
+        c.repro = write_repro(o, c, all, removed, ms.problem, after, re.state);
+      }
       // Coefficient decay from the state before the removal.
       std::vector<char> is_removed(static_cast<std::size_t>(n), 0);
       for (TokenId id : removed) is_removed[static_cast<std::size_t>(id)] = 1;
@@ -734,6 +807,23 @@ nlohmann::json run_e1(const ExperimentOptions& o) {
         "(deleting reserve tokens leaves the state unchanged, so decay is exact there too).\n\n";
   md << "## Per stream\n\n" << per_stream.markdown() << "\n";
   for (const auto& s : sums) md << "- `" << s.name << "`: " << s.description << "\n";
+  {
+    std::vector<const Comparison*> bad;
+    for (const auto& c : all_comps)
+      if (!c.hash_equal) bad.push_back(&c);
+    md << "\n**Deletions whose state is not bit-identical to retraining: " << bad.size() << " of "
+       << all_comps.size() << ".**";
+    if (!bad.empty()) {
+      md << " Each has a reproduction (tokens, removed ids, settings, `svattn replay` ops and command):\n\n";
+      for (const Comparison* c : bad) {
+        md << "- `" << c->repro << "`: " << c->removed << " tokens removed, partition "
+           << (c->partition_equal ? "equal" : "differs") << ", max|Δα| " << fmt_sci(c->dalpha)
+           << ", max|Δf| " << fmt_sci(c->ddecision) << ", max|Δo| " << fmt_sci(c->dreadout) << "\n";
+      }
+    } else {
+      md << "\n";
+    }
+  }
   md << "\n## By deletion kind (all streams)\n\n" << per_kind.markdown() << "\n";
   md << "## Plots\n\n"
      << detail::plots_markdown(plots, {"Decision-function deviation histogram",
