@@ -29,7 +29,7 @@ struct E2Preset {
 E2Preset e2_preset(const std::string& name) {
   if (name == "tiny") return {120, 8, 3, 0.1, 0.3, {6, 12, 24}, 24, 2};
   if (name == "paper") return {2000, 16, 4, 0.05, 0.3, {50, 100, 200, 400}, 200, 20};
-  return {640, 16, 4, 0.05, 0.3, {16, 32, 64, 128}, 64, 5};
+  return {640, 16, 4, 0.05, 0.3, {16, 32, 64, 128}, 64, 10};
 }
 
 const std::vector<Method> kMethods = {Method::kSv,        Method::kSvBounded, Method::kH2o,
