@@ -370,7 +370,7 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   }
 
   // Gate per head and chunk (or token); 0 on chunk 0.
-  Tensor chunk_id = torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(x.device())) / L;
+  Tensor chunk_id = torch::div(torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(x.device())), L, "floor");
   Tensor has_mem = (chunk_id > 0).to(x.scalar_type()).view({1, 1, T});
   Tensor g;  // [B, H, T]
   if (hs.gate_override) {

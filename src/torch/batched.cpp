@@ -66,6 +66,10 @@ Tensor box_upper(const Tensor& valid, double C, torch::ScalarType dtype) {
 
 namespace {
 
+// A a for symmetric A [G, N, N] and a [G, N], as the row product a' A (the fastest batched
+// matrix-vector form on CPU in LibTorch 1.13).
+Tensor symv(const Tensor& A, const Tensor& a) { return torch::bmm(a.unsqueeze(1), A).squeeze(1); }
+
 Tensor lipschitz(const Tensor& A, const Tensor& vmask, const BatchedSettings& s) {
   // A = K + mu I restricted to the valid tokens (entrywise >= 0 for RBF).
   Tensor gersh = A.abs().sum(-1).amax(-1);
@@ -73,11 +77,11 @@ Tensor lipschitz(const Tensor& A, const Tensor& vmask, const BatchedSettings& s)
   Tensor v = vmask.clone();
   const double tiny = v.scalar_type() == torch::kFloat64 ? 1e-280 : 1e-30;
   for (int i = 0; i < s.power_iterations; ++i) {
-    v = torch::matmul(A, v.unsqueeze(-1)).squeeze(-1);
+    v = symv(A, v);
     v = v / v.amax(-1, true).clamp_min(tiny);
     v = torch::where(vmask > 0, v.clamp_min(tiny), torch::zeros_like(v));
   }
-  Tensor Av = torch::matmul(A, v.unsqueeze(-1)).squeeze(-1);
+  Tensor Av = symv(A, v);
   Tensor ratio = torch::where(vmask > 0, Av / v.clamp_min(tiny), torch::zeros_like(v));
   return 2 * torch::minimum(ratio.amax(-1), gersh);
 }
@@ -101,7 +105,7 @@ BatchedSolution batched_svdd(const Tensor& K, const Tensor& valid_in, const Batc
     Tensor dK = torch::diagonal(Kd, 0, -2, -1);
     Tensor L = lipschitz(A, vm, s).clamp_min(1e-12).unsqueeze(-1);
     auto grad = [&](const Tensor& a) {
-      return 2 * torch::matmul(A, a.unsqueeze(-1)).squeeze(-1) - dK;
+      return 2 * symv(A, a) - dK;
     };
     Tensor x = warm_start.defined() ? project_capped_simplex(warm_start.detach().to(K.scalar_type()) * vm, upper)
                                     : project_capped_simplex(torch::zeros_like(upper), upper);

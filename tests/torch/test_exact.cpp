@@ -23,12 +23,13 @@ struct Problem {
   ExactSettings settings;
 };
 
-Problem make_problem(int64_t B, int64_t H, int64_t N, int64_t M, int64_t d, int64_t dv, double C) {
+Problem make_problem(int64_t B, int64_t H, int64_t N, int64_t M, int64_t d, int64_t dv, double C,
+                     bool clustered = false) {
   Problem p;
-  p.keys = torch::randn({B, H, N, d}, f64());
+  p.keys = clustered ? testing::clustered_keys(B, H, N, d, 2, 0.4) : torch::randn({B, H, N, d}, f64());
   p.values = torch::randn({B, H, N, dv}, f64());
   p.queries = torch::randn({B, H, M, d}, f64()) * 0.7;
-  p.log_sigma = torch::log(torch::tensor({1.2, 0.9}, f64())).narrow(0, 0, H).clone();
+  p.log_sigma = torch::log(torch::linspace(1.2, 0.9, H, f64()));
   p.weight = torch::randn({B, H, M, dv}, f64());
   p.settings.C = C;
   p.settings.ridge = 1e-6;
@@ -38,7 +39,8 @@ Problem make_problem(int64_t B, int64_t H, int64_t N, int64_t M, int64_t d, int6
 TEST(ExactAttention, FiniteDifferencesAwayFromPartitionChanges) {
   testing::set_threads();
   torch::manual_seed(11);
-  Problem p = make_problem(1, 2, 20, 4, 3, 2, 0.15);
+  // Clustered keys with outliers and a small C: both margin and error tokens occur.
+  Problem p = make_problem(1, 2, 20, 4, 3, 2, 0.07, true);
   Tensor keys = p.keys.clone().requires_grad_(true);
   Tensor values = p.values.clone().requires_grad_(true);
   Tensor queries = p.queries.clone().requires_grad_(true);
@@ -52,6 +54,7 @@ TEST(ExactAttention, FiniteDifferencesAwayFromPartitionChanges) {
   std::printf("[exact FD] margin %ld error %ld of %ld tokens\n", static_cast<long>(margins),
               static_cast<long>(errors), static_cast<long>(base.role.numel()));
   ASSERT_GE(margins, 4);
+  ASSERT_GE(errors, 1);
 
   Tensor xk = p.keys.clone(), xv = p.values.clone(), xq = p.queries.clone(), xs = p.log_sigma.clone();
   Tensor role;
@@ -81,13 +84,14 @@ TEST(ExactAttention, FiniteDifferencesAwayFromPartitionChanges) {
 TEST(ExactAttention, BackwardEqualsAutogradThroughSecondSolve) {
   testing::set_threads();
   torch::manual_seed(12);
-  Problem p = make_problem(2, 2, 40, 6, 4, 3, 0.08);
+  Problem p = make_problem(2, 2, 40, 6, 4, 3, 0.035, true);
   Tensor k1 = p.keys.clone().requires_grad_(true), v1 = p.values.clone().requires_grad_(true);
   Tensor q1 = p.queries.clone().requires_grad_(true), s1 = p.log_sigma.clone().requires_grad_(true);
   ExactInfo info;
   Tensor out = sv_exact_attention(k1, v1, q1, s1, p.settings, &info);
   (out * p.weight).sum().backward();
   ASSERT_GE((info.role == 1).sum().item<int64_t>(), 8);
+  ASSERT_GE((info.role == 2).sum().item<int64_t>(), 2);
 
   // Reference: autograd through K, the bordered solve on the same partition, and the readout.
   const int64_t B = 2, H = 2, N = 40, M = 6;
@@ -210,6 +214,22 @@ TEST(ExactAttention, ChunkedFiniteDifferencesIncludingWarmup) {
     EXPECT_LE(r.rel_error, 1e-6) << name;
     EXPECT_GE(r.checked, x.numel() * 3 / 4) << name;
   }
+}
+
+TEST(ExactAttention, ThreadCountDoesNotChangeResults) {
+  torch::manual_seed(16);
+  Problem p = make_problem(2, 3, 30, 5, 3, 2, 0.07, true);
+  auto run = [&](int threads) {
+    at::set_num_threads(threads);
+    Tensor k = p.keys.clone().requires_grad_(true);
+    Tensor o = sv_exact_chunked_attention(k, p.values, p.keys, p.log_sigma, 7, p.settings);
+    (o * o).sum().backward();
+    return std::make_pair(o.detach(), k.grad());
+  };
+  auto one = run(1), two = run(2);
+  testing::set_threads();
+  EXPECT_TRUE(torch::equal(one.first, two.first));
+  EXPECT_TRUE(torch::equal(one.second, two.second));
 }
 
 TEST(ExactAttention, RejectsBadInput) {
