@@ -383,12 +383,32 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
     }
   }
   if (res.status != Status::kOptimal) {
+    // No verified canonical point: report the (feasible) input coefficients with their partition
+    // and gradients, b chosen as the mean over the margin set, so the residuals say how far from
+    // optimal the returned state is.
+    r.checked = r.active;
+    res.screened = false;
+    for (int i : r.active) {
+      const double a = i < static_cast<int>(alpha_guess.size()) ? alpha_guess[i] : 0.0;
+      res.alpha[i] = std::min(C, std::max(0.0, a));
+      res.set[i] = res.alpha[i] <= r.tau ? Set::kReserve
+                   : res.alpha[i] >= C - r.tau ? Set::kError
+                                               : Set::kMargin;
+      if (res.set[i] == Set::kReserve) res.alpha[i] = 0.0;
+      if (res.set[i] == Set::kError) res.alpha[i] = C;
+    }
     res.margin.clear();
     res.error.clear();
     for (int i : r.sorted_by_id(r.active)) {
       if (res.set[i] == Set::kMargin) res.margin.push_back(i);
       else if (res.set[i] == Set::kError) res.error.push_back(i);
     }
+    const std::vector<int> support = merge_by_id(ka, res.margin, res.error);
+    std::vector<double> acc = r.kernel_sums(support, res.alpha);
+    double bsum = 0.0;
+    for (int i : res.margin) bsum += -(acc[i] + mu * res.alpha[i] - ka.diag(i) / 2);
+    res.b = res.margin.empty() ? 0.0 : bsum / static_cast<double>(res.margin.size());
+    for (int i : r.active) res.g[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2 + res.b;
   }
   res.kkt = kkt_report(r, res);
   return res;
