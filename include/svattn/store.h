@@ -187,7 +187,8 @@ class Store {
   MemoryInfo memory_info(const std::string& name) const;
   std::vector<RecordInfo> records(const std::string& name) const;
   /// The in-RAM memory (restored from the file on first use, reloaded when another connection
-  /// changed it). Throws NotFound.
+  /// changed it). Throws NotFound. The reference is valid until the next operation on this Store
+  /// (a failed operation drops the in-RAM memory and reloads it on next use); copy it to keep it.
   const Memory& memory(const std::string& name);
   /// The canonical state as stored in the file (not re-derived). Throws NotFound.
   State stored_state(const std::string& name) const;

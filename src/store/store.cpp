@@ -634,6 +634,8 @@ struct Store::Impl {
     }
   }
 
+  std::vector<AuditEntry> read_audit();
+
   template <class F>
   auto read(F&& f) {
     Transaction t(db, false, path, options.busy_timeout_ms);
@@ -1143,7 +1145,12 @@ std::vector<double> Store::decision(const std::string& name, const RowMatrix& qu
 
 std::vector<AuditEntry> Store::audit() const {
   Impl& im = *impl_;
-  return im.read([&] {
+  return im.read([&] { return im.read_audit(); });
+}
+
+std::vector<AuditEntry> Store::Impl::read_audit() {
+  Impl& im = *this;
+  {
     std::vector<AuditEntry> out;
     Statement q(im.db.handle(),
                 "SELECT seq, time_utc, operation, memory, record, token_count, state_before, "
@@ -1164,14 +1171,14 @@ std::vector<AuditEntry> Store::audit() const {
       out.push_back(std::move(e));
     }
     return out;
-  });
+  }
 }
 
 StoreVerification Store::verify() const {
   Impl& im = *impl_;
   StoreVerification v;
-  const std::vector<AuditEntry> entries = audit();
   im.read([&] {
+    const std::vector<AuditEntry> entries = im.read_audit();  // same snapshot as the memories
     // 1. SQLite structure.
     {
       Statement q(im.db.handle(), "PRAGMA integrity_check");

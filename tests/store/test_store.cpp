@@ -158,6 +158,25 @@ TEST(Store, ErasedBytesAreGoneFromEveryFile) {
   EXPECT_EQ(scan_store_files(path, pats).fp64_found, 0u);
 }
 
+TEST(Store, ErasedBytesAreGoneWhenRowsSpillToOverflowPages) {
+  // 300-dimensional keys and values: 4800-byte rows, larger than a 4 KiB page.
+  constexpr int kWide = 300;
+  TempDir dir;
+  const std::string path = dir.file("s.db");
+  StoreOptions o;
+  o.create = true;
+  Store store(path, o);
+  store.create_memory("m", rbf_settings(0.1, 8.0), kWide, kWide);
+  add_records(store, "m", {0, 1, 2, 3, 4}, 8, kWide);
+  const auto pats = patterns_of(random_keys(8, kWide, 1000 + 2));
+  EXPECT_EQ(scan_store_files(path, pats).fp64_found, pats.fp64.size());
+  ASSERT_TRUE(store.forget_record("m", 2).wal_truncated);
+  const auto after = scan_store_files(path, pats);
+  EXPECT_EQ(after.fp64_found, 0u);
+  EXPECT_EQ(after.fp32_found, 0u);
+  EXPECT_TRUE(store.verify().ok());
+}
+
 TEST(Store, SuspendKeepsDataAndResumeRestoresTheState) {
   TempDir dir;
   const std::string path = dir.file("s.db");
