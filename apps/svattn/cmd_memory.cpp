@@ -91,8 +91,8 @@ int run_create(const CreateOptions& o) {
                 {"state_sha256", r.entry.state_after},
                 {"audit", audit_entry_to_json(r.entry)}});
   } else {
-    fmt::print("created     memory '{}' in {} (dim {}, value dim {}, {} kernel, C = {:.17g}, "
-               "ridge = {:.17g}, {} mode)\n",
+    fmt::print("created     memory '{}' in {} (dim {}, value dim {}, {} kernel, C = {}, "
+               "ridge = {}, {} mode)\n",
                o.common.memory, o.common.store, o.dim, value_dim, o.problem.kernel, s.problem.C,
                s.problem.ridge, o.mode);
     fmt::print("sha256      {}\n", r.entry.state_after);
