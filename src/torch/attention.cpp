@@ -54,6 +54,13 @@ Tensor sliding_window_attention(const Tensor& q, const Tensor& k, const Tensor& 
   if (window < 1) throw InvalidArgument("sliding_window_attention: window must be >= 1");
   const auto T = q.size(2);
   if (window >= T) return causal_softmax_attention(q, k, v);
+  if (2 * window >= T) {
+    // The blocked form would read 2W >= T keys per query: one banded T x T mask is cheaper.
+    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+    Tensor t = torch::arange(T, opts);
+    Tensor diff = t.unsqueeze(1) - t.unsqueeze(0);  // query - key
+    return masked_softmax_attention(q, k, v, (diff >= 0) & (diff < window));
+  }
   // Query blocks of length W read the key span [iW - W, iW + W) (front-padded by W).
   const std::int64_t W = window;
   Tensor qp = pad_time(q, W), kp = pad_time(k, W), vp = pad_time(v, W);

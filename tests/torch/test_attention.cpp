@@ -36,7 +36,7 @@ TEST(Baselines, MatchNaiveReferences) {
   Tensor q = torch::randn({B, H, T, dh}, f64()), k = torch::randn({B, H, T, dh}, f64());
   Tensor v = torch::randn({B, H, T, dv}, f64());
   EXPECT_LE(maxdiff(causal_softmax_attention(q, k, v), naive_softmax(q, k, v, [](int64_t) { return 0; })), 1e-12);
-  for (int64_t W : {1, 5, 8, 36, 50}) {
+  for (int64_t W : {1, 5, 8, 18, 20, 36, 50}) {  // blocked (2W < T), banded (2W >= T), full (W >= T)
     Tensor ref = naive_softmax(q, k, v, [W](int64_t t) { return std::max<int64_t>(0, t - W + 1); });
     EXPECT_LE(maxdiff(sliding_window_attention(q, k, v, W), ref), 1e-12) << "W=" << W;
   }
