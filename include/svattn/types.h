@@ -30,12 +30,14 @@ struct Tolerances {
   /// A coefficient with a <= alpha_tol * min(C, 1) is reserve (exactly 0); with
   /// a >= C - alpha_tol * min(C, 1) it is error (exactly C). In (0, 1e-3).
   double alpha_tol = 1e-10;
-  /// KKT gradient floor, relative to max(1, max_i K_ii). A reserve token is accepted when
-  /// g >= -max(kkt_tol * scale, alpha_tol * min(C,1) * gamma_i) and an error token when
-  /// g <= +max(...), where gamma_i is the token's Schur complement w.r.t. the margin system: i.e.
-  /// when entering the margin set would move its coefficient by at most the alpha threshold.
-  /// This makes the partition a function of the optimum, not of the path. In (0, 1e-2).
-  double kkt_tol = 1e-12;
+  /// Rounding floor of gradient checks, relative to max(1, max_i K_ii). A reserve token is
+  /// accepted when g >= -max(kkt_tol * scale, alpha_tol * min(C,1) * gamma_i) and an error token
+  /// when g <= +max(...), where gamma_i is the token's Schur complement w.r.t. the margin system:
+  /// i.e. when entering the margin set would move its coefficient by at most the alpha threshold.
+  /// This makes the partition a function of the optimum, not of the path; the floor only absorbs
+  /// round-off (near-duplicate twins have gamma ~ 2 ridge, so a larger floor would accept
+  /// gradients that imply coefficients far above the threshold). In (0, 1e-2).
+  double kkt_tol = 1e-15;
   /// Partition repairs allowed in one canonical refinement before it reports failure. >= 1.
   int max_refine_iterations = 64;
 
