@@ -11,6 +11,7 @@ pkgs=(
   libeigen3-dev            # core linear algebra
   libssl-dev               # SHA-256 of canonical states
   libsqlite3-dev           # audited store
+  zlib1g-dev               # gzip-compressed ICU data (experiments)
   libcli11-dev             # CLI parsing
   nlohmann-json3-dev       # JSON output / certificates
   libfmt-dev               # formatting

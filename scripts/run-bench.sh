@@ -17,3 +17,15 @@ fi
   "$core/bench_forget" --n 1000,5000,20000 --stream-n 1000,5000,20000 --reps 3
 } | tee "$out/core.md"
 echo "run-bench: tables saved to $out/core.md" >&2
+
+# Store and layer benchmarks, when built.
+if [[ -x "$build/bench/store/bench_store" ]]; then
+  "$build/bench/store/bench_store" --n 20000 --d 64 --C 0.005 | tee "$out/store.md"
+fi
+if [[ -x "$build/bench/torch/bench_layers" ]]; then
+  "$build/bench/torch/bench_layers" --reps 1 --threads 1 | tee "$out/torch.md"
+fi
+for b in "$build"/bench/lm/bench_*; do
+  [[ -x "$b" ]] && "$b" | tee "$out/$(basename "$b").md"
+done
+echo "run-bench: all tables under $out" >&2
