@@ -630,6 +630,15 @@ struct Memory::Impl final : detail::KernelAccess {
     return false;
   }
 
+  // Common end of add/add_batch/remove_batch: bounded-mode eviction, status, timing, totals.
+  OpDiagnostics close_op(OpDiagnostics& dg, Clock::time_point t0) {
+    evict_if_bounded(dg, nullptr);
+    if (dg.status == Status::kOptimal) dg.status = status;
+    dg.seconds = seconds_since(t0);
+    totals += dg;
+    return dg;
+  }
+
   void evict_if_bounded(OpDiagnostics& dg, std::vector<TokenId>* out) {
     if (st.mode != MemoryMode::kBounded) return;
     std::vector<int> r;
@@ -805,11 +814,7 @@ OpDiagnostics Memory::add(TokenId id, const Eigen::Ref<const Eigen::VectorXd>& k
   OpDiagnostics dg;
   const bool changed = m.add_one(id, key.data(), value.data(), dg);
   m.finalize(changed, dg);
-  m.evict_if_bounded(dg, nullptr);
-  if (dg.status == Status::kOptimal) dg.status = m.status;
-  dg.seconds = seconds_since(t0);
-  m.totals += dg;
-  return dg;
+  return m.close_op(dg, t0);
 }
 
 OpDiagnostics Memory::add_batch(const TokenSet& tokens) {
@@ -842,11 +847,7 @@ OpDiagnostics Memory::add_batch(const TokenSet& tokens) {
   }
   if (pending) m.finalize(true, dg);
   m.invalidate_views();
-  m.evict_if_bounded(dg, nullptr);
-  if (dg.status == Status::kOptimal) dg.status = m.status;
-  dg.seconds = seconds_since(t0);
-  m.totals += dg;
-  return dg;
+  return m.close_op(dg, t0);
 }
 
 OpDiagnostics Memory::remove(TokenId id) { return remove_batch({id}); }
@@ -872,11 +873,7 @@ OpDiagnostics Memory::remove_batch(const std::vector<TokenId>& ids_in) {
     }
   }
   m.finalize(changed, dg);
-  m.evict_if_bounded(dg, nullptr);
-  if (dg.status == Status::kOptimal) dg.status = m.status;
-  dg.seconds = seconds_since(t0);
-  m.totals += dg;
-  return dg;
+  return m.close_op(dg, t0);
 }
 
 std::vector<TokenId> Memory::evict_reserve(OpDiagnostics* diag) {

@@ -508,6 +508,18 @@ struct Store::Impl {
   }
 
   /// Fills seq, time, prev_hash and entry_hash, inserts the row, moves the head anchor.
+  // Appends the audit entry, stores the new state and commits, timing the commit.
+  void log_and_commit(AuditEntry& e, std::int64_t memory_id, const State& before,
+                      const State& after, Transaction& t, Cached& c, OpResult& res) {
+    append_audit(e);
+    write_state(memory_id, before, after, e.seq);
+    const auto k0 = std::chrono::steady_clock::now();
+    t.commit();
+    res.commit_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
+    c.seq = e.seq;
+  }
+
   void append_audit(AuditEntry& e) {
     e.seq = next_seq_and_head(&e.prev_hash);
     e.time_utc = now_utc();
@@ -898,13 +910,7 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
       cert["evicted_retained"] = evicted;
     }
     e.certificate = cert.dump();
-    im.append_audit(e);
-    im.write_state(row.id, before, after, e.seq);
-    const auto k0 = std::chrono::steady_clock::now();
-    t.commit();
-    res.commit_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
-    c.seq = e.seq;
+    im.log_and_commit(e, row.id, before, after, t, c, res);
     res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
   });
@@ -971,13 +977,7 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
     e.state_before = before.state_sha256;
     e.state_after = after.state_sha256;
     e.certificate = fr.certificate.dump();
-    im.append_audit(e);
-    im.write_state(row.id, before, after, e.seq);
-    const auto k0 = std::chrono::steady_clock::now();
-    t.commit();
-    fr.commit_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
-    c.seq = e.seq;
+    im.log_and_commit(e, row.id, before, after, t, c, fr);
     return fr;
   });
   const auto k0 = std::chrono::steady_clock::now();
@@ -1045,13 +1045,7 @@ OpResult Store::suspend_record(const std::string& name, std::int64_t record) {
                                    {"status", to_string(after.status)},
                                    {"diagnostics", diagnostics_to_json(res.diagnostics)}}
                         .dump();
-    im.append_audit(e);
-    im.write_state(row.id, before, after, e.seq);
-    const auto k0 = std::chrono::steady_clock::now();
-    t.commit();
-    res.commit_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
-    c.seq = e.seq;
+    im.log_and_commit(e, row.id, before, after, t, c, res);
     res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
   });
@@ -1101,13 +1095,7 @@ OpResult Store::resume_record(const std::string& name, std::int64_t record) {
                         {"diagnostics", diagnostics_to_json(res.diagnostics)}};
     if (row.settings.mode == MemoryMode::kBounded) cert["evicted"] = evicted;
     e.certificate = cert.dump();
-    im.append_audit(e);
-    im.write_state(row.id, before, after, e.seq);
-    const auto k0 = std::chrono::steady_clock::now();
-    t.commit();
-    res.commit_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - k0).count();
-    c.seq = e.seq;
+    im.log_and_commit(e, row.id, before, after, t, c, res);
     res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
   });
