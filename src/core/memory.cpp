@@ -80,7 +80,7 @@ struct Memory::Impl final : detail::KernelAccess {
   double diag(int s) const override { return kdiag[s]; }
   void require(int j) override { ensure_column(j); }
   int pos(int j) const override { return kc.pos(j); }
-  const double* row(int i) override { return kc.row(i); }
+  const double* row(int i) override { return row_ready(i); }
   double kernel_value(int i, int j) const override { return kern(i, j); }
 
   const double* key(int s) const { return keys.data() + static_cast<size_t>(s) * d; }
@@ -93,13 +93,10 @@ struct Memory::Impl final : detail::KernelAccess {
     state_valid = false;
   }
 
-  void ensure_column(int s) {
-    if (kc.pos(s) >= 0) return;
-    std::vector<int> rows;
-    rows.reserve(n);
-    for (int i = 0; i < used; ++i)
-      if (act[i]) rows.push_back(i);
-    kc.add(s, rows, [&](int i) { return kern(i, s); });
+  void ensure_column(int s) { kc.add_lazy(s); }
+  // K(i, .) over the support columns, computing entries of columns added since row i was read.
+  const double* row_ready(int i) {
+    return kc.ready_row(i, [&](int p) { return kern(i, kc.slot_at(p)); });
   }
   void drop_column(int s) { kc.release(s); }
 
@@ -141,11 +138,7 @@ struct Memory::Impl final : detail::KernelAccess {
     dref[s] = D;
     slot_of[id_] = s;
     ++n;
-    double* rs = kc.row(s);
-    for (int p = 0; p < kc.capacity(); ++p) {
-      const int j = kc.slot_at(p);
-      if (j >= 0 && j != s) rs[p] = kern(s, j);
-    }
+    kc.invalidate_row(s);
     return s;
   }
 
@@ -172,7 +165,7 @@ struct Memory::Impl final : detail::KernelAccess {
     for (int k = 0; k < m; ++k) ensure_column(S[k]);
     for (int k = 0; k < m; ++k) {
       B(0, k + 1) = B(k + 1, 0) = 1;
-      const double* rk = kc.row(S[k]);
+      const double* rk = row_ready(S[k]);
       for (int l = 0; l < m; ++l) B(k + 1, l + 1) = rk[kc.pos(S[l])] + (l == k ? st.problem.ridge : 0.0);
     }
     Rinv = B.partialPivLu().inverse();
@@ -183,7 +176,7 @@ struct Memory::Impl final : detail::KernelAccess {
     const int m = static_cast<int>(S.size());
     Eigen::VectorXd v(m + 1);
     v(0) = 1;
-    const double* rc = kc.row(c);
+    const double* rc = row_ready(c);
     for (int k = 0; k < m; ++k) v(k + 1) = rc[kc.pos(S[k])];
     return -(Rinv * v);
   }
@@ -194,7 +187,7 @@ struct Memory::Impl final : detail::KernelAccess {
     if (m == 0) return Q(i, i);
     Eigen::VectorXd v(m + 1);
     v(0) = 1;
-    const double* ri = kc.row(i);
+    const double* ri = row_ready(i);
     for (int k = 0; k < m; ++k) v(k + 1) = ri[kc.pos(S[k])];
     Eigen::VectorXd bi = -(Rinv * v);
     if (beta_i) *beta_i = bi;
@@ -383,7 +376,7 @@ struct Memory::Impl final : detail::KernelAccess {
   // g_c of a token at a_c = 0 from the current support (ascending id order).
   double gradient_of_new(int c) {
     for (int j : support_sorted) ensure_column(j);
-    const double* rc = kc.row(c);
+    const double* rc = row_ready(c);
     double acc = 0.0;
     for (int j : support_sorted) acc += rc[kc.pos(j)] * alpha[j];
     return acc - kdiag[c] / 2 + b;
@@ -408,18 +401,41 @@ struct Memory::Impl final : detail::KernelAccess {
   }
 
   // Exact gradient of token i from the current path state: support = S ∪ elist ∪ {c}.
-  double exact_g(int i, int c, const std::vector<int>& elist) {
-    const double* ri = kc.row(i);
-    double acc = 0.0;
-    for (int j : S) acc += ri[kc.pos(j)] * alpha[j];
-    for (int j : elist) acc += ri[kc.pos(j)] * alpha[j];
-    if (c >= 0 && set[c] != Set::kMargin && alpha[c] != 0) acc += ri[kc.pos(c)] * alpha[c];
-    return acc + st.problem.ridge * alpha[i] - kdiag[i] / 2 + b;
+  // The current support as (position, coefficient) pairs, for exact gradient recomputation.
+  std::vector<int> upos;
+  std::vector<double> ualpha;
+  void load_support(int c, const std::vector<int>& elist) {
+    upos.clear();
+    ualpha.clear();
+    auto push = [&](int j) {
+      upos.push_back(kc.pos(j));
+      ualpha.push_back(alpha[j]);
+    };
+    for (int j : S) push(j);
+    for (int j : elist) push(j);
+    if (c >= 0 && set[c] != Set::kMargin && alpha[c] != 0) push(c);
+  }
+
+  // Exact gradient of reserve token i from the loaded support. Path-side only (screening and
+  // event detection); the canonical refinement recomputes checked gradients in id order.
+  double exact_g(int i) {
+    const double* ri = row_ready(i);
+    const size_t u = upos.size();
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    size_t k = 0;
+    for (; k + 4 <= u; k += 4) {
+      a0 += ri[upos[k]] * ualpha[k];
+      a1 += ri[upos[k + 1]] * ualpha[k + 1];
+      a2 += ri[upos[k + 2]] * ualpha[k + 2];
+      a3 += ri[upos[k + 3]] * ualpha[k + 3];
+    }
+    for (; k < u; ++k) a0 += ri[upos[k]] * ualpha[k];
+    return ((a0 + a1) + (a2 + a3)) + st.problem.ridge * alpha[i] - kdiag[i] / 2 + b;
   }
 
   // Recomputes a screened reserve token's gradient exactly (bound reset).
-  void refresh(int i, int c, const std::vector<int>& elist, OpDiagnostics& dg) {
-    g[i] = exact_g(i, c, elist);
+  void refresh(int i, OpDiagnostics& dg) {
+    g[i] = exact_g(i);
     dref[i] = D;
     ++dg.tracked;
   }
@@ -454,9 +470,10 @@ struct Memory::Impl final : detail::KernelAccess {
             }
         } else {
           // lower b until a reserve gradient reaches 0: exact gradients for every reserve token
+          load_support(c, elist);
           for (int i = 0; i < used; ++i) {
             if (!act[i] || i == c || set[i] != Set::kReserve || refused[i]) continue;
-            refresh(i, c, elist, dg);
+            refresh(i, dg);
             if (who < 0 || g[i] < t || (g[i] == t && ids[i] < ids[who])) {
               t = g[i];
               who = i;
@@ -504,7 +521,7 @@ struct Memory::Impl final : detail::KernelAccess {
       for (int k = 0; k < m; ++k) posS[k] = kc.pos(S[k]);
       const int posc = kc.pos(c);
       auto gamma_of = [&](int i) {
-        const double* ri = kc.row(i);
+        const double* ri = row_ready(i);
         double v = ri[posc] + beta(0);
         for (int k = 0; k < m; ++k) v += ri[posS[k]] * beta(k + 1);
         if (i == c) v += st.problem.ridge;
@@ -556,10 +573,15 @@ struct Memory::Impl final : detail::KernelAccess {
       // Reserve tokens: only those whose bound fails within the tentative step can reach g = 0
       // first; recompute them exactly (the step only shrinks, so no others are needed).
       near.clear();
+      bool loaded = false;
       for (int i = 0; i < used; ++i) {
         if (!act[i] || i == c || set[i] != Set::kReserve || refused[i]) continue;
         if (!reserve_safe(i, drift_rate * tbest)) {
-          refresh(i, c, elist, dg);
+          if (!loaded) {
+            load_support(c, elist);
+            loaded = true;
+          }
+          refresh(i, dg);
           gam[i] = gamma_of(i);
           near.push_back(i);
           const double rate = gam[i] * s;
@@ -981,7 +1003,7 @@ void Memory::check_invariants() const {
     const int p = m.kc.pos(i);
     if (p >= 0)
       for (int j = 0; j < m.used; ++j)
-        if (m.act[j])
+        if (m.act[j] && m.kc.valid(j, p))
           SVATTN_ASSERT(m.kc.row(j)[p] == m.kern(j, i), "cached kernel column differs from a fresh value");
   }
   SVATTN_ASSERT(count == m.n, "token count out of sync");

@@ -1,8 +1,12 @@
 // Row-major store of kernel columns K(:, j) for a small set of "required" slots j (the support and
 // the moving token). Row i, position pos(j) holds K(i, j), so both "K(i, support)" (a row) and the
-// gradient sums of SPEC §4 read contiguous memory. Internal.
+// gradient sums of SPEC §4 read contiguous memory. Columns are filled eagerly (add) or lazily
+// (add_lazy): a lazy column's entries are computed row by row when a row is first read after the
+// column appeared (ready_row), so a new support token costs O(rows actually read) kernel values,
+// not O(n). Internal.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 namespace svattn::detail {
@@ -23,19 +27,42 @@ class SupportColumns {
     if (rows <= rows_) return;
     data_.resize(static_cast<size_t>(rows) * kcap_, 0.0);
     pos_.resize(rows, -1);
+    row_epoch_.resize(rows, 0);
     rows_ = rows;
   }
+
+  /// Adds column j (if absent) without computing it; rows fill it on their next ready_row().
+  int add_lazy(int j) {
+    if (pos(j) >= 0) return pos_[j];
+    const int p = take_position(j);
+    col_epoch_[p] = ++epoch_;
+    return p;
+  }
+
+  /// Row i with every lazy column filled (value(p) = K(i, slot_at(p))).
+  template <typename F>
+  const double* ready_row(int i, F&& value) {
+    if (row_epoch_[i] < epoch_) {
+      double* r = row(i);
+      for (int p = 0; p < kcap_; ++p)
+        if (slot_[p] >= 0 && col_epoch_[p] > row_epoch_[i]) r[p] = value(p);
+      row_epoch_[i] = epoch_;
+    }
+    return row(i);
+  }
+
+  /// Row i holds a new token: none of its lazy entries is valid.
+  void invalidate_row(int i) { row_epoch_[i] = 0; }
+
+  /// Whether entry (i, p) holds K(i, slot_at(p)).
+  bool valid(int i, int p) const { return slot_[p] >= 0 && col_epoch_[p] <= row_epoch_[i]; }
 
   /// Adds column j (if absent) and fills row i with value(i) for every i in `fill_rows`.
   template <typename F>
   int add(int j, const std::vector<int>& fill_rows, F&& value) {
     if (pos(j) >= 0) return pos_[j];
-    if (free_.empty()) grow_columns();
-    const int p = free_.back();
-    free_.pop_back();
-    pos_[j] = p;
-    slot_[p] = j;
-    ++count_;
+    const int p = take_position(j);
+    col_epoch_[p] = 0;  // filled for every row below
     for (int i : fill_rows) data_[static_cast<size_t>(i) * kcap_ + p] = value(i);
     return p;
   }
@@ -49,7 +76,7 @@ class SupportColumns {
     --count_;
   }
 
-  void clear() {
+  void clear_all() {
     std::fill(pos_.begin(), pos_.end(), -1);
     std::fill(slot_.begin(), slot_.end(), -1);
     free_.clear();
@@ -58,6 +85,16 @@ class SupportColumns {
   }
 
  private:
+  int take_position(int j) {
+    if (free_.empty()) grow_columns();
+    const int p = free_.back();
+    free_.pop_back();
+    pos_[j] = p;
+    slot_[p] = j;
+    ++count_;
+    return p;
+  }
+
   void grow_columns() {
     const int nk = std::max(16, 2 * kcap_);
     std::vector<double> nd(static_cast<size_t>(rows_) * nk, 0.0);
@@ -67,6 +104,7 @@ class SupportColumns {
                 nd.begin() + static_cast<size_t>(i) * nk);
     data_.swap(nd);
     slot_.resize(nk, -1);
+    col_epoch_.resize(nk, 0);
     for (int p = nk - 1; p >= kcap_; --p) free_.push_back(p);
     kcap_ = nk;
   }
@@ -75,6 +113,9 @@ class SupportColumns {
   std::vector<int> pos_;   // per slot
   std::vector<int> slot_;  // per position
   std::vector<int> free_;
+  std::vector<std::uint64_t> col_epoch_;  // per position: 0 = eager (valid for every row)
+  std::vector<std::uint64_t> row_epoch_;  // per row: lazy columns with a larger epoch are stale
+  std::uint64_t epoch_ = 0;
   int rows_ = 0, kcap_ = 0, count_ = 0;
 };
 
