@@ -1,0 +1,61 @@
+// Model and training presets of the character LMs (SPEC §9–§11): hybrid SV attention and the
+// baselines at ~3.2M and ~10M parameters, plus a tiny preset for tests. Configs round-trip JSON
+// (checkpoints store them).
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "svattn/torch/model.h"
+
+namespace svattn::lm {
+
+/// Optimisation settings of a run (AdamW, linear warm-up then cosine decay, gradient clipping).
+struct TrainHyper {
+  std::int64_t batch = 16;         ///< sequences per step
+  std::int64_t seq = 256;          ///< tokens per sequence (targets per window)
+  double lr = 1e-3;                ///< peak learning rate
+  double min_lr_ratio = 0.1;       ///< cosine floor as a fraction of lr
+  std::int64_t warmup = 200;       ///< linear warm-up steps (from lr / warmup)
+  double weight_decay = 0.1;       ///< AdamW, on matrices only (dim >= 2)
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double clip = 1.0;               ///< global gradient-norm clip (<= 0: off)
+  std::int64_t eval_every = 250;   ///< validation BPC period (steps; 0: only at the end)
+  std::int64_t eval_windows = 64;  ///< validation windows (evenly spaced; 0: the whole split)
+  std::int64_t checkpoint_every = 250;  ///< checkpoint period (steps; 0: only at the end)
+  std::int64_t log_every = 10;     ///< JSONL train record period (steps)
+
+  /// Throws InvalidArgument naming the bad field.
+  void validate() const;
+};
+
+struct Preset {
+  std::string name;
+  std::string description;
+  layers::LmConfig model;
+  TrainHyper train;
+};
+
+/// Names accepted by make_preset.
+std::vector<std::string> preset_names();
+
+/// Average |S ∪ E| per head that the state-matched sliding window uses when no hybrid
+/// measurement is given (measured on a hybrid-3m run, docs/lm.md).
+inline constexpr double kDefaultMatchedSupport = 52.0;
+
+/// Builds a preset. For swa-* the window is chunk + matched_support (SPEC §9), where
+/// matched_support < 0 means kDefaultMatchedSupport. Throws InvalidArgument listing the names.
+Preset make_preset(const std::string& name, double matched_support = -1);
+
+/// Mean of the hybrid layers' support sizes over the train records of a run's metrics.jsonl
+/// from its last quarter (at least one record). Throws IoError / FormatError.
+double average_support_from_run(const std::string& run_dir);
+
+nlohmann::json to_json(const layers::LmConfig& c);
+layers::LmConfig lm_config_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const TrainHyper& h);
+TrainHyper train_hyper_from_json(const nlohmann::json& j);
+
+}  // namespace svattn::lm

@@ -1,0 +1,316 @@
+// Presets and JSON round trip of the LM configs.
+#include "svattn/lm/presets.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "svattn/errors.h"
+
+namespace svattn::lm {
+
+using layers::AttentionConfig;
+using layers::AttentionType;
+using layers::LmConfig;
+using nlohmann::json;
+
+void TrainHyper::validate() const {
+  auto bad = [](const std::string& field, double v, const std::string& why) {
+    std::ostringstream os;
+    os << field << " = " << v << ": " << why;
+    throw InvalidArgument(os.str());
+  };
+  if (batch < 1) bad("batch", static_cast<double>(batch), "must be >= 1");
+  if (seq < 2) bad("seq", static_cast<double>(seq), "must be >= 2");
+  if (!(std::isfinite(lr) && lr > 0)) bad("lr", lr, "must be finite and > 0");
+  if (!(min_lr_ratio >= 0 && min_lr_ratio <= 1)) bad("min_lr_ratio", min_lr_ratio, "must be in [0, 1]");
+  if (warmup < 0) bad("warmup", static_cast<double>(warmup), "must be >= 0");
+  if (!(std::isfinite(weight_decay) && weight_decay >= 0)) bad("weight_decay", weight_decay, "must be >= 0");
+  if (!(beta1 >= 0 && beta1 < 1)) bad("beta1", beta1, "must be in [0, 1)");
+  if (!(beta2 >= 0 && beta2 < 1)) bad("beta2", beta2, "must be in [0, 1)");
+  if (!(eps > 0)) bad("eps", eps, "must be > 0");
+  if (!std::isfinite(clip)) bad("clip", clip, "must be finite");
+  if (eval_every < 0) bad("eval_every", static_cast<double>(eval_every), "must be >= 0");
+  if (eval_windows < 0) bad("eval_windows", static_cast<double>(eval_windows), "must be >= 0");
+  if (checkpoint_every < 0) bad("checkpoint_every", static_cast<double>(checkpoint_every), "must be >= 0");
+  if (log_every < 1) bad("log_every", static_cast<double>(log_every), "must be >= 1");
+}
+
+namespace {
+
+LmConfig base_model(std::int64_t d_model, std::int64_t n_layers, std::int64_t n_heads) {
+  LmConfig m;
+  m.vocab = 256;
+  m.n_layers = n_layers;
+  m.mlp_ratio = 4;
+  m.tied_head = true;
+  m.dropout = 0.0;
+  m.attention.d_model = d_model;
+  m.attention.n_heads = n_heads;
+  m.attention.rope = true;
+  m.attention.scan_chunk = 64;
+  // Hybrid SV settings shared by every size (used only by type hybrid; the chunk also sets the
+  // state-matched window).
+  auto& h = m.attention.hybrid;
+  h.chunk = 64;
+  h.path = layers::GlobalPath::kBatched;
+  h.gate = layers::GateType::kChunkFrozen;
+  h.C = 1.0 / 16;
+  h.bandwidth = 1.0;
+  h.learn_bandwidth = true;
+  h.normalize_keys = true;
+  h.mu = 1e-6;
+  h.batched.iterations = 100;
+  h.batched.ridge = 1e-3;
+  return m;
+}
+
+TrainHyper base_train() {
+  TrainHyper t;
+  t.batch = 16;
+  t.seq = 256;
+  t.lr = 1e-3;
+  t.warmup = 200;
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> out;
+  for (const char* size : {"3m", "10m"})
+    for (const char* kind : {"hybrid", "hybrid-token", "swa", "softmax", "linear", "deltanet"})
+      out.push_back(std::string(kind) + "-" + size);
+  out.emplace_back("tiny");
+  out.emplace_back("tiny-swa");
+  return out;
+}
+
+Preset make_preset(const std::string& name, double matched_support) {
+  const double support = matched_support < 0 ? kDefaultMatchedSupport : matched_support;
+  Preset p;
+  p.name = name;
+  if (name == "tiny" || name == "tiny-swa") {
+    p.model = base_model(32, 2, 2);
+    p.model.attention.hybrid.chunk = 32;
+    p.model.attention.hybrid.batched.iterations = 30;
+    p.model.attention.scan_chunk = 32;
+    p.train.batch = 8;
+    p.train.seq = 64;
+    p.train.lr = 1e-2;
+    p.train.warmup = 10;
+    p.train.eval_every = 50;
+    p.train.eval_windows = 8;
+    p.train.checkpoint_every = 50;
+    p.train.log_every = 1;
+    if (name == "tiny") {
+      p.model.attention.type = AttentionType::kHybrid;
+      p.description = "test model: d 32, 2 layers, 2 heads, hybrid SV attention (chunk 32, 30 FISTA iterations)";
+    } else {
+      p.model.attention.type = AttentionType::kSlidingWindow;
+      p.model.attention.window = layers::state_matched_window(32, 1.0 / p.model.attention.hybrid.C);
+      p.description = "test model: d 32, 2 layers, 2 heads, sliding window 32 + 16";
+    }
+    return p;
+  }
+  const auto dash = name.rfind('-');
+  const std::string kind = dash == std::string::npos ? name : name.substr(0, dash);
+  const std::string size = dash == std::string::npos ? "" : name.substr(dash + 1);
+  if (size == "3m") {
+    p.model = base_model(256, 4, 4);
+  } else if (size == "10m") {
+    p.model = base_model(320, 8, 4);
+  } else {
+    std::string names;
+    for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InvalidArgument("unknown preset '" + name + "' (" + names + ")");
+  }
+  p.train = base_train();
+  auto& a = p.model.attention;
+  const std::string dims = "d " + std::to_string(a.d_model) + ", " + std::to_string(p.model.n_layers) +
+                           " layers, " + std::to_string(a.n_heads) + " heads";
+  if (kind == "hybrid" || kind == "hybrid-token") {
+    a.type = AttentionType::kHybrid;
+    if (kind == "hybrid-token") a.hybrid.gate = layers::GateType::kPerToken;
+    p.description = dims + ", hybrid SV attention (chunk 64, C 1/16, batched FISTA path, " +
+                    layers::to_string(a.hybrid.gate) + " gate)";
+  } else if (kind == "swa") {
+    a.type = AttentionType::kSlidingWindow;
+    a.window = layers::state_matched_window(a.hybrid.chunk, support);
+    std::ostringstream os;
+    os << dims << ", state-matched sliding window " << a.window << " = chunk " << a.hybrid.chunk
+       << " + average support " << support;
+    p.description = os.str();
+  } else if (kind == "softmax") {
+    a.type = AttentionType::kSoftmax;
+    p.description = dims + ", full causal softmax";
+  } else if (kind == "linear") {
+    a.type = AttentionType::kLinear;
+    p.description = dims + ", linear attention (elu + 1)";
+  } else if (kind == "deltanet") {
+    a.type = AttentionType::kDeltaNet;
+    p.description = dims + ", DeltaNet (delta rule)";
+  } else {
+    std::string names;
+    for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+    throw InvalidArgument("unknown preset '" + name + "' (" + names + ")");
+  }
+  return p;
+}
+
+double average_support_from_run(const std::string& run_dir) {
+  const std::string path = (std::filesystem::path(run_dir) / "metrics.jsonl").string();
+  std::ifstream in(path);
+  if (!in) throw IoError("cannot open " + path + " (--match-run needs a hybrid run directory)");
+  std::vector<double> per_record;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::exception& e) {
+      throw FormatError(path + ": bad JSON line: " + e.what());
+    }
+    if (j.value("type", "") != "train" || !j.contains("layers")) continue;
+    double sum = 0;
+    int n = 0;
+    for (const auto& l : j["layers"])
+      if (l.contains("support_mean") && l["support_mean"].is_number()) {
+        sum += l["support_mean"].get<double>();
+        ++n;
+      }
+    if (n > 0) per_record.push_back(sum / n);
+  }
+  if (per_record.empty()) throw FormatError(path + ": no hybrid support sizes (is it a hybrid run?)");
+  const std::size_t from = per_record.size() - std::max<std::size_t>(1, per_record.size() / 4);
+  double sum = 0;
+  for (std::size_t i = from; i < per_record.size(); ++i) sum += per_record[i];
+  return sum / static_cast<double>(per_record.size() - from);
+}
+
+// ------------------------------------------------------------------ JSON
+
+json to_json(const LmConfig& c) {
+  const auto& a = c.attention;
+  const auto& h = a.hybrid;
+  json hj = {{"chunk", h.chunk},
+             {"path", layers::to_string(h.path)},
+             {"gate", layers::to_string(h.gate)},
+             {"C", h.C},
+             {"bandwidth", h.bandwidth},
+             {"learn_bandwidth", h.learn_bandwidth},
+             {"normalize_keys", h.normalize_keys},
+             {"bounded", h.bounded},
+             {"mu", h.mu},
+             {"gate_bias_init", h.gate_bias_init},
+             {"check_agreement", h.check_agreement},
+             {"batched",
+              {{"iterations", h.batched.iterations},
+               {"ridge", h.batched.ridge},
+               {"mask_tol", h.batched.mask_tol},
+               {"lipschitz", h.batched.lipschitz == layers::LipschitzBound::kPowerIteration ? "power" : "gershgorin"},
+               {"power_iterations", h.batched.power_iterations},
+               {"fp64", h.batched.fp64}}}};
+  hj["gate_override"] = h.gate_override ? json(*h.gate_override) : json(nullptr);
+  return {{"vocab", c.vocab},
+          {"n_layers", c.n_layers},
+          {"mlp_ratio", c.mlp_ratio},
+          {"tied_head", c.tied_head},
+          {"dropout", c.dropout},
+          {"attention",
+           {{"type", layers::to_string(a.type)},
+            {"d_model", a.d_model},
+            {"n_heads", a.n_heads},
+            {"window", a.window},
+            {"scan_chunk", a.scan_chunk},
+            {"rope", a.rope},
+            {"rope_base", a.rope_base},
+            {"hybrid", hj}}}};
+}
+
+LmConfig lm_config_from_json(const json& j) {
+  try {
+    LmConfig c;
+    c.vocab = j.at("vocab").get<std::int64_t>();
+    c.n_layers = j.at("n_layers").get<std::int64_t>();
+    c.mlp_ratio = j.at("mlp_ratio").get<std::int64_t>();
+    c.tied_head = j.at("tied_head").get<bool>();
+    c.dropout = j.at("dropout").get<double>();
+    const auto& a = j.at("attention");
+    auto& ac = c.attention;
+    ac.type = layers::attention_type_from_string(a.at("type").get<std::string>());
+    ac.d_model = a.at("d_model").get<std::int64_t>();
+    ac.n_heads = a.at("n_heads").get<std::int64_t>();
+    ac.window = a.at("window").get<std::int64_t>();
+    ac.scan_chunk = a.at("scan_chunk").get<std::int64_t>();
+    ac.rope = a.at("rope").get<bool>();
+    ac.rope_base = a.at("rope_base").get<double>();
+    const auto& h = a.at("hybrid");
+    auto& hc = ac.hybrid;
+    hc.chunk = h.at("chunk").get<std::int64_t>();
+    hc.path = layers::global_path_from_string(h.at("path").get<std::string>());
+    hc.gate = layers::gate_type_from_string(h.at("gate").get<std::string>());
+    hc.C = h.at("C").get<double>();
+    hc.bandwidth = h.at("bandwidth").get<double>();
+    hc.learn_bandwidth = h.at("learn_bandwidth").get<bool>();
+    hc.normalize_keys = h.at("normalize_keys").get<bool>();
+    hc.bounded = h.at("bounded").get<bool>();
+    hc.mu = h.at("mu").get<double>();
+    hc.gate_bias_init = h.at("gate_bias_init").get<double>();
+    hc.check_agreement = h.at("check_agreement").get<bool>();
+    if (h.contains("gate_override") && !h["gate_override"].is_null())
+      hc.gate_override = h["gate_override"].get<double>();
+    const auto& b = h.at("batched");
+    hc.batched.iterations = b.at("iterations").get<int>();
+    hc.batched.ridge = b.at("ridge").get<double>();
+    hc.batched.mask_tol = b.at("mask_tol").get<double>();
+    const std::string lip = b.at("lipschitz").get<std::string>();
+    if (lip != "power" && lip != "gershgorin") throw InvalidArgument("lipschitz must be power|gershgorin");
+    hc.batched.lipschitz =
+        lip == "power" ? layers::LipschitzBound::kPowerIteration : layers::LipschitzBound::kGershgorin;
+    hc.batched.power_iterations = b.at("power_iterations").get<int>();
+    hc.batched.fp64 = b.at("fp64").get<bool>();
+    c.validate();
+    return c;
+  } catch (const json::exception& e) {
+    throw FormatError(std::string("model config JSON: ") + e.what());
+  }
+}
+
+json to_json(const TrainHyper& h) {
+  return {{"batch", h.batch},           {"seq", h.seq},
+          {"lr", h.lr},                 {"min_lr_ratio", h.min_lr_ratio},
+          {"warmup", h.warmup},         {"weight_decay", h.weight_decay},
+          {"beta1", h.beta1},           {"beta2", h.beta2},
+          {"eps", h.eps},               {"clip", h.clip},
+          {"eval_every", h.eval_every}, {"eval_windows", h.eval_windows},
+          {"checkpoint_every", h.checkpoint_every}, {"log_every", h.log_every}};
+}
+
+TrainHyper train_hyper_from_json(const json& j) {
+  try {
+    TrainHyper h;
+    h.batch = j.at("batch").get<std::int64_t>();
+    h.seq = j.at("seq").get<std::int64_t>();
+    h.lr = j.at("lr").get<double>();
+    h.min_lr_ratio = j.at("min_lr_ratio").get<double>();
+    h.warmup = j.at("warmup").get<std::int64_t>();
+    h.weight_decay = j.at("weight_decay").get<double>();
+    h.beta1 = j.at("beta1").get<double>();
+    h.beta2 = j.at("beta2").get<double>();
+    h.eps = j.at("eps").get<double>();
+    h.clip = j.at("clip").get<double>();
+    h.eval_every = j.at("eval_every").get<std::int64_t>();
+    h.eval_windows = j.at("eval_windows").get<std::int64_t>();
+    h.checkpoint_every = j.at("checkpoint_every").get<std::int64_t>();
+    h.log_every = j.at("log_every").get<std::int64_t>();
+    h.validate();
+    return h;
+  } catch (const json::exception& e) {
+    throw FormatError(std::string("train config JSON: ") + e.what());
+  }
+}
+
+}  // namespace svattn::lm
