@@ -1,4 +1,4 @@
-// `svattn experiment E1|E2|E4`: runs one of the paper's experiments and writes E?.md, E?.json and
+// `svattn experiment E1|E2|E4|E7`: runs one of the paper's experiments and writes E?.md, E?.json and
 // PNG plots into --out (docs/experiments.md).
 #include <fmt/core.h>
 
@@ -64,11 +64,11 @@ Registrar reg("experiment", [](CLI::App& app, int& exit_code) {
   ExperimentCliOptions* o = &opts;
   auto* sub = app.add_subcommand(
       "experiment",
-      "Run a paper experiment (E1 exact forgetting, E2 rare-item recall, E4 ICU critical hours) and "
-      "write E?.md, E?.json and plots");
-  sub->add_option("id", o->id, "experiment: E1, E2 or E4")
+      "Run a paper experiment (E1 exact forgetting, E2 rare-item recall, E4 ICU critical hours, E7 "
+      "fact forgetting / knowledge editing / patient erasure) and write E?.md, E?.json and plots");
+  sub->add_option("id", o->id, "experiment: E1, E2, E4 or E7")
       ->required()
-      ->check(CLI::IsMember({"E1", "E2", "E4", "e1", "e2", "e4"}));
+      ->check(CLI::IsMember({"E1", "E2", "E4", "E7", "e1", "e2", "e4", "e7"}));
   sub->add_option("--preset", o->opts.preset, "quick (minutes), paper (the paper's scale) or tiny")
       ->check(CLI::IsMember({"quick", "paper", "tiny"}))
       ->capture_default_str();

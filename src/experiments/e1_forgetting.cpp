@@ -779,6 +779,18 @@ nlohmann::json run_e1(const ExperimentOptions& o) {
   nlohmann::json plots_json = nlohmann::json::array();
   for (const auto& p : plots) plots_json.push_back(p.json());
   j["plots"] = plots_json;
+  {
+    // One line of data and scale for the report writer (`svattn reproduce`).
+    std::string list;
+    int run = 0;
+    for (const auto& sm : sums) {
+      list += (list.empty() ? "" : ", ") + sm.name + (sm.status == "ok" ? "" : " (" + sm.status + ")");
+      run += sm.status == "ok" ? 1 : 0;
+    }
+    j["scale"] = std::to_string(run) + " streams × " + std::to_string(trials) + " trials, n = " +
+                 std::to_string(pre.n) + " tokens per trial, " + std::to_string(all_comps.size()) +
+                 " deletions; streams: " + list;
+  }
 
   std::ostringstream md;
   md << "# E1 — " << experiment_title("E1") << "\n\n";

@@ -294,6 +294,10 @@ nlohmann::json run_e2(const ExperimentOptions& o) {
       {"created", detail::utc_now()},
       {"machine", detail::machine_info()},
       {"data", {{"source", "synthetic (generated in src/experiments/e2_rare_recall.cpp)"}}},
+      {"scale", "synthetic skewed streams: T = " + std::to_string(p.tokens) + " tokens, d = " +
+                    std::to_string(p.dim) + ", " + std::to_string(p.patterns) + " frequent patterns, " +
+                    std::to_string(rare_count) + " rare items, " + std::to_string(seeds) +
+                    " seeds, budget B = " + std::to_string(p.headline_budget) + " in the headline"},
       {"settings",
        {{"tokens", p.tokens}, {"dim", p.dim}, {"patterns", p.patterns}, {"rare_items", rare_count},
         {"rare_share", p.rare_share}, {"noise", p.noise}, {"budgets", p.budgets},

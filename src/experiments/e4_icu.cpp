@@ -326,6 +326,15 @@ nlohmann::json run_e4(const ExperimentOptions& o) {
       {"thresholds", thresholds.json()},
       {"datasets", datasets_json},
       {"budgets_equal", budgets_equal},
+      {"scale", [&] {
+         std::string t;
+         for (const auto& r : results) {
+           t += (t.empty() ? "" : "; ") + r.source + ": " + std::to_string(r.stays_used) + " stays (≥ " +
+                std::to_string(kMinStayHours) + " h), " + std::to_string(r.hours) + " hours, " +
+                std::to_string(r.critical_hours) + " critical";
+         }
+         return t + "; headline budget B = " + pct_label(p.headline_fraction) + " of each stay";
+       }()},
       {"summary", summary},
       {"tables", {{"headline", headline.json()}, {"thresholds", thresholds.json()}}},
       {"plots", plots_json},

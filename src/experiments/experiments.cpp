@@ -19,13 +19,31 @@ void ExperimentOptions::validate() const {
   if (out_dir.empty()) throw InvalidArgument("the output directory must not be empty");
 }
 
-std::vector<std::string> experiment_ids() { return {"E1", "E2", "E4"}; }
+std::vector<std::string> experiment_ids() {
+  if (e7_available()) return {"E1", "E2", "E4", "E7"};
+  return {"E1", "E2", "E4"};
+}
+
+bool e7_available() {
+#ifdef SVATTN_EXPERIMENTS_HAVE_STORE
+  return true;
+#else
+  return false;
+#endif
+}
+
+#ifndef SVATTN_EXPERIMENTS_HAVE_STORE
+nlohmann::json run_e7(const ExperimentOptions&) {
+  throw InvalidArgument("E7 needs the audited store: rebuild with -DSVATTN_BUILD_STORE=ON (SQLite 3)");
+}
+#endif
 
 std::string experiment_title(const std::string& id) {
   if (id == "E1") return "Exact forgetting: decremental removal vs retraining from scratch";
   if (id == "E2") return "Rare-item recall under skewed redundancy at equal token budget";
   if (id == "E4") return "ICU streams: critical-deterioration hours retained at equal budget";
-  throw InvalidArgument("unknown experiment '" + id + "' (expected E1, E2 or E4)");
+  if (id == "E7") return "Applications: surgical fact forgetting, exact knowledge editing, patient erasure";
+  throw InvalidArgument("unknown experiment '" + id + "' (expected E1, E2, E4 or E7)");
 }
 
 nlohmann::json run_experiment(const std::string& id, const ExperimentOptions& options) {
@@ -34,7 +52,8 @@ nlohmann::json run_experiment(const std::string& id, const ExperimentOptions& op
   if (up == "E1") return run_e1(options);
   if (up == "E2") return run_e2(options);
   if (up == "E4") return run_e4(options);
-  throw InvalidArgument("unknown experiment '" + id + "' (expected E1, E2 or E4)");
+  if (up == "E7") return run_e7(options);
+  throw InvalidArgument("unknown experiment '" + id + "' (expected E1, E2, E4 or E7)");
 }
 
 namespace detail {

@@ -522,7 +522,12 @@ TEST(ExperimentCliTest, RunsAndReportsDataErrors) {
 #endif
 
 TEST(ExperimentApiTest, IdsTitlesAndUnknownIds) {
-  EXPECT_EQ(ex::experiment_ids(), (std::vector<std::string>{"E1", "E2", "E4"}));
+  if (ex::e7_available()) {
+    EXPECT_EQ(ex::experiment_ids(), (std::vector<std::string>{"E1", "E2", "E4", "E7"}));
+  } else {
+    EXPECT_EQ(ex::experiment_ids(), (std::vector<std::string>{"E1", "E2", "E4"}));
+    EXPECT_THROW(ex::run_e7(ex::ExperimentOptions{}), svattn::InvalidArgument);
+  }
   for (const auto& id : ex::experiment_ids()) EXPECT_FALSE(ex::experiment_title(id).empty());
   ex::ExperimentOptions o;
   EXPECT_THROW(ex::run_experiment("E3", o), svattn::InvalidArgument);

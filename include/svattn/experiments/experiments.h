@@ -1,5 +1,6 @@
 // The paper's experiments that need no trained model: E1 exact forgetting, E2 rare-item recall
-// under skewed redundancy, E4 ICU critical hours retained at equal budget (SPEC §11).
+// under skewed redundancy, E4 ICU critical hours retained at equal budget, E7 applications (fact
+// forgetting, knowledge editing, patient erasure from the audited store) (SPEC §11).
 //
 // Each run_* writes `<out_dir>/E?.md` (our table beside the paper's numbers, data and scale),
 // `<out_dir>/E?.json` (the same numbers, machine-readable) and PNG plots, and returns the JSON it
@@ -41,7 +42,7 @@ struct ExperimentOptions {
   void validate() const;
 };
 
-/// "E1", "E2", "E4".
+/// "E1", "E2", "E4", and "E7" when the library was built with the store (svattn_store).
 std::vector<std::string> experiment_ids();
 /// One-line title of an experiment id.
 std::string experiment_title(const std::string& id);
@@ -49,6 +50,10 @@ std::string experiment_title(const std::string& id);
 nlohmann::json run_e1(const ExperimentOptions& options);
 nlohmann::json run_e2(const ExperimentOptions& options);
 nlohmann::json run_e4(const ExperimentOptions& options);
+/// E7 (e7.h): needs the store; without it (SVATTN_BUILD_STORE=OFF) throws InvalidArgument saying so.
+nlohmann::json run_e7(const ExperimentOptions& options);
+/// True when E7 is available in this build (the store was built).
+bool e7_available();
 /// Dispatches on id (case-insensitive "E1"/"e1"); throws InvalidArgument for an unknown id.
 nlohmann::json run_experiment(const std::string& id, const ExperimentOptions& options);
 
