@@ -18,9 +18,15 @@ class ByteWriter {
     std::uint8_t b[sizeof(T)];
     std::memcpy(b, &v, sizeof(T));
     if (!little_endian()) std::reverse(b, b + sizeof(T));
-    out_.insert(out_.end(), b, b + sizeof(T));
+    const std::size_t old = out_.size();
+    out_.resize(old + sizeof(T));
+    std::memcpy(out_.data() + old, b, sizeof(T));
   }
-  void raw(const char* s, std::size_t n) { out_.insert(out_.end(), s, s + n); }
+  void raw(const char* s, std::size_t n) {
+    const std::size_t old = out_.size();
+    out_.resize(old + n);
+    std::memcpy(out_.data() + old, s, n);
+  }
 
  private:
   static bool little_endian() {

@@ -27,11 +27,14 @@ class Writer {
     std::uint8_t b[sizeof(T)];
     std::memcpy(b, &v, sizeof(T));
     if (!host_little_endian()) std::reverse(b, b + sizeof(T));
-    out.insert(out.end(), b, b + sizeof(T));
+    const std::size_t old = out.size();
+    out.resize(old + sizeof(T));
+    std::memcpy(out.data() + old, b, sizeof(T));
   }
   void raw(const void* p, std::size_t n) {
-    const auto* c = static_cast<const std::uint8_t*>(p);
-    out.insert(out.end(), c, c + n);
+    const std::size_t old = out.size();
+    out.resize(old + n);
+    std::memcpy(out.data() + old, p, n);
   }
   std::vector<std::uint8_t> out;
 };
