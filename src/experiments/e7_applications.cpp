@@ -67,8 +67,8 @@ struct E7Preset {
 
 E7Preset e7_preset(const std::string& name) {
   if (name == "tiny") return {10, 3, 4, 4, 6, 2, 4, 12, {1, 10}, 200};
-  if (name == "paper") return {250, 4, 50, 50, 80, 25, 0, 48, {1, 3, 10, 30, 100, 300, 1000}, 2000};
-  return {100, 4, 20, 20, 60, 20, 30, 24, {1, 3, 10, 30, 100, 300}, 1000};
+  if (name == "paper") return {150, 4, 50, 50, 80, 25, 0, 48, {1, 3, 10, 30, 100, 300, 1000}, 2000};
+  return {100, 4, 20, 20, 60, 20, 0, 24, {1, 3, 10, 30, 100, 300}, 1000};
 }
 
 MemorySettings rbf_memory(double sigma, double C) {
