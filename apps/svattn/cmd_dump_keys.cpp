@@ -1,10 +1,13 @@
 // `svattn dump-keys`: learned keys of one head of a trained model (input of experiment E1).
 #include <fmt/core.h>
 
+#include <cmath>
+
 #include "cli_common.h"
 #include "commands.h"
 #include "svattn/errors.h"
 #include "svattn/io.h"
+#include "svattn/lm/blas.h"
 #include "svattn/lm/trainer.h"
 
 namespace svattn::cli {
@@ -88,7 +91,10 @@ Registrar reg("dump-keys", [](CLI::App& app, int& exit_code) {
   sub->add_option("--data-dir", o->data.data_dir, "data directory (default $SVATTN_DATA, ../shared/data)");
   sub->add_option("--threads", o->threads, "LibTorch intra-op threads")->capture_default_str();
   add_json_flag(sub, o->json);
-  sub->callback([o, &exit_code] { exit_code = run_dump_keys(*o); });
+  sub->callback([o, &exit_code] {
+    lm::reexec_with_fast_blas_if_misdetected();
+    exit_code = run_dump_keys(*o);
+  });
 });
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "svattn/errors.h"
+#include "svattn/lm/blas.h"
 #include "svattn/lm/trainer.h"
 
 namespace svattn::cli {
@@ -105,7 +106,10 @@ Registrar reg("eval", [](CLI::App& app, int& exit_code) {
                 "hybrid batched path: also solve every memory exactly and report the partition agreement");
   sub->add_option("--threads", o->threads, "LibTorch intra-op threads")->capture_default_str();
   add_json_flag(sub, o->json);
-  sub->callback([o, &exit_code] { exit_code = run_eval(*o); });
+  sub->callback([o, &exit_code] {
+    lm::reexec_with_fast_blas_if_misdetected();
+    exit_code = run_eval(*o);
+  });
 });
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "svattn/errors.h"
+#include "svattn/lm/blas.h"
 #include "svattn/lm/trainer.h"
 
 namespace svattn::cli {
@@ -64,9 +65,10 @@ int run_train(TrainCliOptions& c, CLI::App* sub) {
       fmt::print("sliding window: {}\n", p.model.attention.window);
     fmt::print("data: {} ({}, {} bytes; train {} bytes, valid {} bytes)\n", corpus.label(), corpus.path(),
                corpus.size(), tr.second - tr.first, va.second - va.first);
-    fmt::print("batch {} x seq {}, lr {}, steps {}{}, threads {}\n", p.train.batch, p.train.seq, p.train.lr,
-               t.steps, trainer.step() > 0 ? fmt::format(" (resuming at step {})", trainer.step()) : "",
-               t.threads);
+    fmt::print("batch {} x seq {}, lr {}, steps {}{}, threads {}, OpenBLAS kernels {}\n", p.train.batch,
+               p.train.seq, p.train.lr, t.steps,
+               trainer.step() > 0 ? fmt::format(" (resuming at step {})", trainer.step()) : "", t.threads,
+               lm::blas_core_name());
     std::fflush(stdout);
   }
   lm::TrainResult r = trainer.run();
@@ -122,7 +124,10 @@ Registrar reg("train", [](CLI::App& app, int& exit_code) {
   sub->add_flag("--quiet", o->quiet, "no progress lines on stderr");
   sub->add_flag("--no-plot", o->no_plot, "skip the gnuplot PNG");
   add_json_flag(sub, o->json);
-  sub->callback([o, sub, &exit_code] { exit_code = run_train(*o, sub); });
+  sub->callback([o, sub, &exit_code] {
+    lm::reexec_with_fast_blas_if_misdetected();
+    exit_code = run_train(*o, sub);
+  });
 });
 
 }  // namespace

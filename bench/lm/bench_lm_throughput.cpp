@@ -4,6 +4,7 @@
 //
 //   bench_lm_throughput [--presets a,b,...] [--steps N] [--warmup W] [--threads K]
 //                       [--corpus enwik8|shakespeare] [--data-dir D] [--json FILE]
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "svattn/errors.h"
+#include "svattn/lm/blas.h"
 #include "svattn/lm/trainer.h"
 
 namespace {
@@ -49,8 +51,9 @@ int run(int argc, char** argv) {
   }
   svattn::lm::set_threads(threads);
   svattn::lm::Corpus corpus = svattn::lm::Corpus::load(spec);
-  std::printf("training throughput, %s, %d threads, %lld timed steps after %lld warm-up steps\n",
-              corpus.label().c_str(), threads, static_cast<long long>(steps), static_cast<long long>(warmup));
+  std::printf("training throughput, %s, %d threads, OpenBLAS kernels %s, %lld timed steps after %lld warm-up steps\n",
+              corpus.label().c_str(), threads, svattn::lm::blas_core_name().c_str(), static_cast<long long>(steps),
+              static_cast<long long>(warmup));
   std::vector<svattn::lm::Throughput> rows;
   nlohmann::json j = nlohmann::json::array();
   for (const auto& name : presets) {
@@ -86,7 +89,8 @@ int run(int argc, char** argv) {
               "(Apple GPU, MPS); target here: <= 3x on CPU.\n");
   if (!json_out.empty()) {
     std::ofstream out(json_out);
-    out << nlohmann::json{{"data", corpus.label()}, {"threads", threads}, {"steps", steps}, {"warmup", warmup},
+    out << nlohmann::json{{"data", corpus.label()}, {"threads", threads}, {"blas_core", svattn::lm::blas_core_name()},
+                          {"steps", steps}, {"warmup", warmup},
                           {"rows", j}}
                .dump(2)
         << "\n";
@@ -97,6 +101,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  svattn::lm::reexec_with_fast_blas_if_misdetected();
   try {
     return run(argc, argv);
   } catch (const svattn::Error& e) {

@@ -1,0 +1,20 @@
+// OpenBLAS kernel selection. Debian's LibTorch does its matrix products in OpenBLAS, which picks
+// its kernels from the CPU model at load time. On virtual CPUs that report a generic model name
+// ("Intel(R) Xeon(R) Processor") it can fall back to its Prescott (SSE3) kernels although the CPU
+// has AVX2/AVX-512: training then runs about 3x slower (measured in docs/lm.md). The kernel choice
+// can only be changed before the library loads, through OPENBLAS_CORETYPE.
+#pragma once
+#include <string>
+
+namespace svattn::lm {
+
+/// OpenBLAS's kernel name ("Prescott", "SkylakeX", ...) or "" when OpenBLAS is not loaded.
+std::string blas_core_name();
+
+/// When OpenBLAS runs its Prescott kernels on a CPU with AVX2 (AVX-512), OPENBLAS_CORETYPE is
+/// unset and SVATTN_NO_BLAS_FIX is unset: prints one note on stderr and re-executes the current
+/// process (same pid, same arguments) with OPENBLAS_CORETYPE=Haswell (SkylakeX). Returns only when
+/// nothing is to be done or the re-execution failed.
+void reexec_with_fast_blas_if_misdetected();
+
+}  // namespace svattn::lm

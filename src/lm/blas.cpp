@@ -1,0 +1,73 @@
+// OpenBLAS kernel detection and the re-execution with OPENBLAS_CORETYPE (see blas.h).
+#include "svattn/lm/blas.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace svattn::lm {
+
+namespace {
+
+bool cpu_has_flag(const std::string& flag) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream ss(line.substr(line.find(':') + 1));
+    std::string f;
+    while (ss >> f)
+      if (f == flag) return true;
+    return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string blas_core_name() {
+  using Fn = char* (*)();
+  auto fn = reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  if (fn == nullptr) return "";
+  const char* name = fn();
+  return name == nullptr ? "" : name;
+}
+
+void reexec_with_fast_blas_if_misdetected() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || std::getenv("SVATTN_NO_BLAS_FIX") != nullptr) return;
+  const std::string core = blas_core_name();
+  if (core != "Prescott" && core != "prescott") return;
+  const char* target = cpu_has_flag("avx512f") ? "SkylakeX" : cpu_has_flag("avx2") ? "Haswell" : nullptr;
+  if (target == nullptr) return;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  std::string cur;
+  for (char c : all) {
+    if (c == '\0') {
+      args.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (args.empty()) return;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fprintf(stderr,
+               "note: OpenBLAS chose its generic Prescott kernels on this %s CPU; re-running with "
+               "OPENBLAS_CORETYPE=%s (set SVATTN_NO_BLAS_FIX=1 to keep them)\n",
+               target == std::string("SkylakeX") ? "AVX-512" : "AVX2", target);
+  std::fflush(stderr);
+  ::setenv("OPENBLAS_CORETYPE", target, 1);
+  ::execv("/proc/self/exe", argv.data());
+  ::unsetenv("OPENBLAS_CORETYPE");  // execv failed: carry on with the slow kernels
+}
+
+}  // namespace svattn::lm
