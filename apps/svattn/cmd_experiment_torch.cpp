@@ -73,8 +73,9 @@ int run_torch_experiment(const std::string& id, const experiments::ExperimentOpt
 void extend_experiment(CLI::App& app, int& exit_code) {
   static bool done = false;
   if (done) return;
-  CLI::App* sub = app.get_subcommand_no_throw("experiment");
-  if (sub == nullptr) return;
+  const auto found = app.get_subcommands([](CLI::App* a) { return a->get_name() == "experiment"; });
+  if (found.empty()) return;
+  CLI::App* sub = found.front();
   CLI::Option* id = sub->get_option_no_throw("id");
   if (id == nullptr) return;
   done = true;

@@ -32,6 +32,7 @@ struct E5Preset {
   int seeds = 3;
   std::int64_t steps = 0, batch = 0, seq = 0, warmup = 0, eval_every = 0, eval_windows = 0;
   std::int64_t test_windows = 0;  // 0 = the whole test split
+  std::int64_t chunk = 0;         // > 0: hybrid chunk override (the window keeps chunk + support)
   std::string note;
 };
 
@@ -39,16 +40,17 @@ E5Preset e5_preset(const std::string& name) {
   E5Preset p;
   if (name == "tiny") {
     p.corpus = "shakespeare";
-    p.pairs = {{"tiny", "tiny-swa", "", "chunk"}};
+    p.pairs = {{"hybrid-3m", "swa-3m", "", "chunk"}};
     p.seeds = 2;
-    p.steps = 6;
-    p.batch = 4;
+    p.steps = 3;
+    p.batch = 2;
     p.seq = 64;
-    p.warmup = 2;
-    p.eval_every = 3;
-    p.eval_windows = 4;
-    p.test_windows = 8;
-    p.note = "test preset: d 32, 2 layers, 6 steps on tiny-shakespeare";
+    p.warmup = 1;
+    p.eval_every = 2;
+    p.eval_windows = 2;
+    p.test_windows = 4;
+    p.chunk = 16;
+    p.note = "test preset: the 3m models with chunk 16, 3 steps of 2 x 64 bytes on tiny-shakespeare";
     return p;
   }
   if (name == "paper") {
@@ -87,6 +89,7 @@ struct RunSummary {
   std::string dir;
   std::int64_t parameters = 0;
   std::int64_t window = 0;      // sliding window (swa) or 0
+  std::int64_t chunk = 0;       // hybrid chunk (swa: the window's chunk part)
   double matched_support = std::nan("");
   double test_bpc = 0;
   std::int64_t test_windows = 0;
@@ -139,6 +142,7 @@ RunSummary train_and_test(const E5Preset& p, const std::string& preset, const st
   t.checkpoint_every = std::max<std::int64_t>(p.eval_every, p.steps / 10);
   t.log_every = std::max<std::int64_t>(1, p.steps / 50);
   if (preset.rfind("hybrid", 0) == 0) t.gate = gate;
+  if (p.chunk > 0) t.chunk = p.chunk;
   if (!match_run.empty()) {
     t.match_run = match_run;
     r.matched_support = lm::average_support_from_run(match_run);
@@ -151,6 +155,7 @@ RunSummary train_and_test(const E5Preset& p, const std::string& preset, const st
   r.parameters = trainer.parameters();
   const auto& a = trainer.preset().model.attention;
   if (a.type == layers::AttentionType::kSlidingWindow) r.window = a.window;
+  r.chunk = a.hybrid.chunk;
   lm::EvalOptions eo;
   eo.split = lm::Split::kTest;
   eo.seq = p.seq;
@@ -224,7 +229,7 @@ json run_e5(const ExperimentOptions& o) {
     json sc = json::array();
     for (const auto& [s, v] : r.support_curve) sc.push_back({s, v});
     json rj = {{"preset", r.preset}, {"seed", r.seed}, {"run_dir", r.dir}, {"parameters", r.parameters},
-               {"test_bpc", r.test_bpc}, {"test_windows", r.test_windows},
+               {"chunk", r.chunk}, {"test_bpc", r.test_bpc}, {"test_windows", r.test_windows},
                {"train_seconds", r.train_seconds}, {"tokens_per_second", r.tokens_per_second},
                {"valid_curve", c}};
     if (r.window > 0) rj["window"] = r.window;

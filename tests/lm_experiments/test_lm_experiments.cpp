@@ -196,13 +196,18 @@ TEST(E3Tiny, StateMatchedAndSeedReproducible) {
   EXPECT_GE(support, 4.0 - 1e-9);  // C = 1/4: at least 1/C tokens carry the readout
   EXPECT_EQ(ja["matched_window"].get<long>(), 8 + std::lround(support));
   EXPECT_EQ(m["swa"]["window"].get<long>(), ja["matched_window"].get<long>());
-  // Same number of heads: the window's state equals the hybrid's up to rounding and the alphas.
+  // Same number of heads (2, d_k + d_v = 16): the window's state equals the hybrid's up to the
+  // rounding of the support and the alpha floats.
   const double sv = m["hybrid"]["state_floats_per_layer"].get<double>();
   const double sw = m["swa"]["state_floats_per_layer"].get<double>();
+  EXPECT_EQ(sw, 2.0 * 16 * ja["matched_window"].get<double>());
   EXPECT_LE(std::fabs(sv - sw), 2 * (0.5 * 16 + support) + 1e-9);
-  // The recurrent baselines get at least the hybrid's state.
-  EXPECT_GE(m["linear"]["state_floats_per_layer"].get<double>(), sv);
-  EXPECT_GE(m["deltanet"]["state_floats_per_layer"].get<double>(), sv);
+  // The recurrent baselines: one head of d_k = d_v = d_model (16).
+  const double lin = m["linear"]["state_floats_per_layer"].get<double>();
+  const double dn = m["deltanet"]["state_floats_per_layer"].get<double>();
+  EXPECT_EQ(lin, 16.0 * 16 + 16);
+  EXPECT_EQ(dn, 16.0 * 16);
+  EXPECT_EQ(ja["recurrent_state_covers_hybrid"].get<bool>(), std::min(lin, dn) >= sv);
   // Same model everywhere except the attention: softmax-type and linear attention have the same
   // projections; the hybrid adds its gate and bandwidth parameters, DeltaNet its beta projection.
   EXPECT_EQ(m["swa"]["parameters"].get<long>(), m["linear"]["parameters"].get<long>());
@@ -228,7 +233,8 @@ TEST(E5Tiny, MatchedWindowAndSeedReproducible) {
     if (run["preset"] != "tiny-swa") continue;
     const double s = run["matched_support"].get<double>();
     EXPECT_GT(s, 0.0);
-    EXPECT_EQ(run["window"].get<long>(), 32 + std::lround(s)) << "tiny chunk 32 + measured support";
+    EXPECT_EQ(run["chunk"].get<long>(), 16);
+    EXPECT_EQ(run["window"].get<long>(), 16 + std::lround(s)) << "chunk 16 + the hybrid's measured support";
   }
   for (const auto& v : pa["hybrid_test_bpc"]) {
     EXPECT_GT(v.get<double>(), 0.0);
