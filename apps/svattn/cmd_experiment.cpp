@@ -66,9 +66,12 @@ Registrar reg("experiment", [](CLI::App& app, int& exit_code) {
       "experiment",
       "Run a paper experiment (E1 exact forgetting, E2 rare-item recall, E4 ICU critical hours, E7 "
       "fact forgetting / knowledge editing / patient erasure) and write E?.md, E?.json and plots");
-  sub->add_option("id", o->id, "experiment: E1, E2, E4 or E7")
+  sub->add_option("id", o->id,
+                  "experiment: E1, E2, E4, E7; with LibTorch also E3 (selective copy), E5 "
+                  "(character LM), E6 (training throughput)")
       ->required()
-      ->check(CLI::IsMember({"E1", "E2", "E4", "E7", "e1", "e2", "e4", "e7"}));
+      ->check(CLI::IsMember({"E1", "E2", "E3", "E4", "E5", "E6", "E7", "e1", "e2", "e3", "e4", "e5",
+                             "e6", "e7"}));
   sub->add_option("--preset", o->opts.preset, "quick (minutes), paper (the paper's scale) or tiny")
       ->check(CLI::IsMember({"quick", "paper", "tiny"}))
       ->capture_default_str();
@@ -79,7 +82,8 @@ Registrar reg("experiment", [](CLI::App& app, int& exit_code) {
   sub->add_option("--learned-keys", o->opts.learned_keys,
                   "E1: keys of a trained model (.npy/.csv from `svattn dump-keys`)");
   sub->add_option("--streams", o->streams, "E1: comma-separated stream names (default: the preset's)");
-  sub->add_option("--trials", o->opts.trials, "E1: trials per stream, E2: seeds (0 = preset)")
+  sub->add_option("--trials", o->opts.trials,
+                  "E1: trials per stream, E2/E5: seeds (0 = preset)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_flag("--no-plots", o->no_plots, "write plot data and scripts but do not run gnuplot");

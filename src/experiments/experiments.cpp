@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "svattn/errors.h"
+#include "svattn/experiments/reproduce.h"
 
 namespace svattn::experiments {
 
@@ -53,7 +54,12 @@ nlohmann::json run_experiment(const std::string& id, const ExperimentOptions& op
   if (up == "E2") return run_e2(options);
   if (up == "E4") return run_e4(options);
   if (up == "E7") return run_e7(options);
-  throw InvalidArgument("unknown experiment '" + id + "' (expected E1, E2, E4 or E7)");
+  // Experiments registered by other libraries (E3/E5/E6 need LibTorch: svattn_lm_experiments).
+  if (const ExperimentRunner runner = find_runner(up)) return runner(options);
+  if (up == "E3" || up == "E5" || up == "E6")
+    throw InvalidArgument("experiment " + up + " needs the LibTorch build (trained models); this "
+                          "build has no runner for it");
+  throw InvalidArgument("unknown experiment '" + id + "' (expected E1 ... E7)");
 }
 
 namespace detail {

@@ -148,6 +148,11 @@ void unregister_runner(const std::string& id) { runners().erase(upper(id)); }
 
 bool has_runner(const std::string& id) { return runners().count(upper(id)) > 0; }
 
+ExperimentRunner find_runner(const std::string& id) {
+  const auto it = runners().find(upper(id));
+  return it == runners().end() ? ExperimentRunner{} : it->second;
+}
+
 json report_machine() {
   json m = detail::machine_info();
   int processors = 0;

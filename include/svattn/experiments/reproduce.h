@@ -43,6 +43,8 @@ void register_runner(const std::string& id, ExperimentRunner runner);
 /// Removes a registered runner (built-in ones too); no-op when none is registered.
 void unregister_runner(const std::string& id);
 bool has_runner(const std::string& id);
+/// The registered runner of an id, or an empty function.
+ExperimentRunner find_runner(const std::string& id);
 
 struct RunnerRegistrar {
   RunnerRegistrar(const char* id, ExperimentRunner runner) { register_runner(id, std::move(runner)); }
