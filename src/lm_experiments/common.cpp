@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include "../experiments/common.h"
+
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -9,42 +11,15 @@
 
 namespace svattn::experiments::lmx {
 
-nlohmann::json machine() {
-  std::string cpu = "unknown";
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto pos = line.find(':');
-      if (pos != std::string::npos) cpu = line.substr(pos + 2);
-      break;
-    }
-  }
-  nlohmann::json m = {{"cpu", cpu}, {"hardware_threads", std::thread::hardware_concurrency()}};
-#if defined(__clang__)
-  m["compiler"] = std::string("clang ") + __clang_version__;
-#elif defined(__GNUC__)
-  m["compiler"] = std::string("gcc ") + __VERSION__;
-#endif
-  return m;
-}
+// The report header, time stamp and output files are the torch-free experiments' own helpers, so
+// every E?.md / E?.json is written the same way.
+nlohmann::json machine() { return detail::machine_info(); }
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string utc_now() { return detail::utc_now(); }
 
 void write_outputs(const ExperimentOptions& o, const std::string& id, nlohmann::json& j,
                    const std::string& markdown) {
-  ensure_dir(o.out_dir);
-  j["markdown_file"] = id + ".md";
-  j["json_file"] = id + ".json";
-  write_text_file((std::filesystem::path(o.out_dir) / (id + ".md")).string(), markdown);
-  write_json_file((std::filesystem::path(o.out_dir) / (id + ".json")).string(), j);
+  detail::write_outputs(o, id, j, markdown);
 }
 
 PlotResult line_plot(const ExperimentOptions& o, const std::string& name, const LinePlot& p) {
