@@ -508,6 +508,18 @@ struct Store::Impl {
   }
 
   /// Fills seq, time, prev_hash and entry_hash, inserts the row, moves the head anchor.
+  // The fields every record operation's audit entry shares.
+  static void fill_entry(AuditEntry& e, const char* operation, const std::string& memory,
+                         std::int64_t record, std::int64_t token_count, const State& before,
+                         const State& after) {
+    e.operation = operation;
+    e.memory = memory;
+    e.record = record;
+    e.token_count = token_count;
+    e.state_before = before.state_sha256;
+    e.state_after = after.state_sha256;
+  }
+
   // Appends the audit entry, stores the new state and commits, timing the commit.
   void log_and_commit(AuditEntry& e, std::int64_t memory_id, const State& before,
                       const State& after, Transaction& t, Cached& c, OpResult& res) {
@@ -890,12 +902,7 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
     std::int64_t evicted_new = 0;
     for (TokenId id : ts.ids) evicted_new += mem.contains(id) ? 0 : 1;
     AuditEntry& e = res.entry;
-    e.operation = "add";
-    e.memory = name;
-    e.record = record;
-    e.token_count = ts.size();
-    e.state_before = before.state_sha256;
-    e.state_after = after.state_sha256;
+    im.fill_entry(e, "add", name, record, ts.size(), before, after);
     nlohmann::json cert{{"operation", "add"},
                         {"record", record},
                         {"tokens", ts.size()},
@@ -970,12 +977,7 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
     delr.bind(1, row.id).bind(2, record).run();
     im.delete_evicted(row.id, before, mem, in_memory);
     AuditEntry& e = fr.entry;
-    e.operation = "forget";
-    e.memory = name;
-    e.record = record;
-    e.token_count = rec.size();
-    e.state_before = before.state_sha256;
-    e.state_after = after.state_sha256;
+    im.fill_entry(e, "forget", name, record, rec.size(), before, after);
     e.certificate = fr.certificate.dump();
     im.log_and_commit(e, row.id, before, after, t, c, fr);
     return fr;
@@ -1030,12 +1032,7 @@ OpResult Store::suspend_record(const std::string& name, std::int64_t record) {
     up.bind(1, row.id).bind(2, record).run();
     im.delete_evicted(row.id, before, mem, ids);
     AuditEntry& e = res.entry;
-    e.operation = "suspend";
-    e.memory = name;
-    e.record = record;
-    e.token_count = static_cast<std::int64_t>(ids.size());
-    e.state_before = before.state_sha256;
-    e.state_after = after.state_sha256;
+    im.fill_entry(e, "suspend", name, record, static_cast<std::int64_t>(ids.size()), before, after);
     e.certificate = nlohmann::json{{"operation", "suspend"},
                                    {"record", record},
                                    {"tokens_excluded", ids.size()},
@@ -1080,12 +1077,7 @@ OpResult Store::resume_record(const std::string& name, std::int64_t record) {
       ++evicted;
     }
     AuditEntry& e = res.entry;
-    e.operation = "resume";
-    e.memory = name;
-    e.record = record;
-    e.token_count = ts.size();
-    e.state_before = before.state_sha256;
-    e.state_after = after.state_sha256;
+    im.fill_entry(e, "resume", name, record, ts.size(), before, after);
     nlohmann::json cert{{"operation", "resume"},
                         {"record", record},
                         {"tokens_restored", ts.size()},
