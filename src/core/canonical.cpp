@@ -1,4 +1,5 @@
 #include "canonical.h"
+#include "fixed_sum.h"
 
 #include <algorithm>
 #include <cmath>
@@ -67,13 +68,10 @@ struct Refiner {
       const double* krow = ka.row(S[i]);  // K(S_i, .); K(S_i, S_j) = krow[pos(S_j)]
       std::vector<double> row(i + 1);
       for (size_t j = 0; j < i; ++j) {
-        double s = krow[ka.pos(S[j])] + shift;
         const std::vector<double>& rj = cache->rows[j];
-        for (size_t k = 0; k < j; ++k) s -= row[k] * rj[k];
-        row[j] = s / rj[j];
+        row[j] = ((krow[ka.pos(S[j])] + shift) - dot_fixed(row.data(), rj.data(), j)) / rj[j];
       }
-      double s = krow[ka.pos(S[i])] + p.ridge + shift;
-      for (size_t k = 0; k < i; ++k) s -= row[k] * row[k];
+      const double s = (krow[ka.pos(S[i])] + p.ridge + shift) - dot_fixed(row.data(), row.data(), i);
       if (!(s > pivot_floor)) return false;
       row[i] = std::sqrt(s);
       cache->order.push_back(ka.id(S[i]));
@@ -86,9 +84,7 @@ struct Refiner {
   void forward(std::vector<double>& v) const {
     const auto& L = cache->rows;
     for (size_t i = 0; i < v.size(); ++i) {
-      double s = v[i];
-      for (size_t k = 0; k < i; ++k) s -= L[i][k] * v[k];
-      v[i] = s / L[i][i];
+      v[i] = (v[i] - dot_fixed(L[i].data(), v.data(), i)) / L[i][i];
     }
   }
   // L' x = y
@@ -115,9 +111,7 @@ struct Refiner {
     std::vector<double> acc(ns, 0.0);
     for (int i : checked) {
       const double* r = ka.row(i);
-      double s = 0.0;
-      for (size_t t = 0; t < pj.size(); ++t) s += r[pj[t]] * aj[t];
-      acc[i] = s;
+      acc[i] = gather_dot_fixed(r, pj.data(), aj.data(), pj.size());
     }
     return acc;
   }

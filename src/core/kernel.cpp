@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "svattn/errors.h"
+#include "fixed_sum.h"
 
 namespace svattn {
 
@@ -39,20 +40,14 @@ void KernelSettings::validate() const {
   }
 }
 
-// Scalar loops on purpose: a fixed left-to-right summation order, identical for (a, b) and (b, a).
+// Fixed-order sums (fixed_sum.h): one evaluation order for every build, identical for (a, b) and
+// (b, a).
 static inline double sq_dist(const double* a, const double* b, int d) {
-  double s = 0.0;
-  for (int k = 0; k < d; ++k) {
-    const double t = a[k] - b[k];
-    s += t * t;
-  }
-  return s;
+  return detail::sq_dist_fixed(a, b, static_cast<std::size_t>(d));
 }
 
 static inline double dot(const double* a, const double* b, int d) {
-  double s = 0.0;
-  for (int k = 0; k < d; ++k) s += a[k] * b[k];
-  return s;
+  return detail::dot_fixed(a, b, static_cast<std::size_t>(d));
 }
 
 double kernel(const KernelSettings& k, const double* a, const double* b, int d) {

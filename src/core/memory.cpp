@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "canonical.h"
+#include "fixed_sum.h"
 #include "support_columns.h"
 #include "svattn/batch_solver.h"
 #include "svattn/errors.h"
@@ -420,17 +421,8 @@ struct Memory::Impl final : detail::KernelAccess {
   // event detection); the canonical refinement recomputes checked gradients in id order.
   double exact_g(int i) {
     const double* ri = row_ready(i);
-    const size_t u = upos.size();
-    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    size_t k = 0;
-    for (; k + 4 <= u; k += 4) {
-      a0 += ri[upos[k]] * ualpha[k];
-      a1 += ri[upos[k + 1]] * ualpha[k + 1];
-      a2 += ri[upos[k + 2]] * ualpha[k + 2];
-      a3 += ri[upos[k + 3]] * ualpha[k + 3];
-    }
-    for (; k < u; ++k) a0 += ri[upos[k]] * ualpha[k];
-    return ((a0 + a1) + (a2 + a3)) + st.problem.ridge * alpha[i] - kdiag[i] / 2 + b;
+    return detail::gather_dot_fixed(ri, upos.data(), ualpha.data(), upos.size()) +
+           st.problem.ridge * alpha[i] - kdiag[i] / 2 + b;
   }
 
   // Recomputes a screened reserve token's gradient exactly (bound reset).
@@ -453,9 +445,16 @@ struct Memory::Impl final : detail::KernelAccess {
     auto elist_erase = [&](int j) { elist.erase(std::remove(elist.begin(), elist.end(), j), elist.end()); };
     std::vector<double> gam(used, 0.0);
     std::vector<int> near;  // reserve tokens whose bound fails within the tentative step
+    std::vector<int> prev_near;
+    // exact[i]: reserve token i's g was recomputed or updated exactly at every step since its last
+    // refresh (it was in `near` at the previous step), so g[i] is its gradient at the current
+    // (a, b) and only its gamma is needed.
+    std::vector<char> exact(used, 0);
     for (int step = 0; step < st.max_steps_per_op; ++step) {
       const int m = static_cast<int>(S.size());
       if (m == 0) {
+        for (int i : near) exact[i] = 0;
+        near.clear();
         // Only b can move (every gamma is 1). Rare: tiny n or degenerate streams.
         double t = kInf;
         int who = -1;
@@ -522,8 +521,7 @@ struct Memory::Impl final : detail::KernelAccess {
       const int posc = kc.pos(c);
       auto gamma_of = [&](int i) {
         const double* ri = row_ready(i);
-        double v = ri[posc] + beta(0);
-        for (int k = 0; k < m; ++k) v += ri[posS[k]] * beta(k + 1);
+        double v = (ri[posc] + beta(0)) + detail::gather_dot_fixed(ri, posS.data(), beta.data() + 1, m);
         if (i == c) v += st.problem.ridge;
         return v;
       };
@@ -572,16 +570,19 @@ struct Memory::Impl final : detail::KernelAccess {
       if (who < 0) return false;
       // Reserve tokens: only those whose bound fails within the tentative step can reach g = 0
       // first; recompute them exactly (the step only shrinks, so no others are needed).
+      prev_near.swap(near);
       near.clear();
       bool loaded = false;
       for (int i = 0; i < used; ++i) {
         if (!act[i] || i == c || set[i] != Set::kReserve || refused[i]) continue;
         if (!reserve_safe(i, drift_rate * tbest)) {
-          if (!loaded) {
-            load_support(c, elist);
-            loaded = true;
+          if (!exact[i]) {
+            if (!loaded) {
+              load_support(c, elist);
+              loaded = true;
+            }
+            refresh(i, dg);
           }
-          refresh(i, dg);
           gam[i] = gamma_of(i);
           near.push_back(i);
           const double rate = gam[i] * s;
@@ -598,9 +599,11 @@ struct Memory::Impl final : detail::KernelAccess {
       D += drift_rate * t;
       g[c] += gam[c] * dc;
       for (int i : elist) g[i] += gam[i] * dc;
+      for (int i : prev_near) exact[i] = 0;
       for (int i : near) {
         g[i] += gam[i] * dc;  // exact again after the step
         dref[i] = D;
+        exact[i] = 1;
       }
       ++dg.events;
       // Bookkeeping.
@@ -632,6 +635,7 @@ struct Memory::Impl final : detail::KernelAccess {
         alpha[who] = target == Set::kError ? C : 0.0;
         set[who] = target;
         g[who] = 0;
+        exact[who] = 0;
         dref[who] = D;  // bound 0: checked exactly at the next step
         contract(k);
         if (target == Set::kError) elist.push_back(who);
@@ -645,6 +649,7 @@ struct Memory::Impl final : detail::KernelAccess {
         continue;
       }
       g[who] = 0;
+      exact[who] = 0;
       if (set[who] == Set::kError) elist_erase(who);
       set[who] = Set::kMargin;
       expand(who);

@@ -36,16 +36,25 @@ class SupportColumns {
     if (pos(j) >= 0) return pos_[j];
     const int p = take_position(j);
     col_epoch_[p] = ++epoch_;
+    lazy_log_.push_back({epoch_, p});
+    if (lazy_log_.size() > 2 * static_cast<size_t>(kcap_) + 64) compact_log();
     return p;
   }
 
-  /// Row i with every lazy column filled (value(p) = K(i, slot_at(p))).
+  /// Row i with every lazy column filled (value(p) = K(i, slot_at(p))). Visits only the columns
+  /// added lazily since the row was last read (the tail of the epoch-ordered log), not every
+  /// position: reading a row after one new column costs one kernel value.
   template <typename F>
   const double* ready_row(int i, F&& value) {
-    if (row_epoch_[i] < epoch_) {
+    const std::uint64_t re = row_epoch_[i];
+    if (re < epoch_) {
       double* r = row(i);
-      for (int p = 0; p < kcap_; ++p)
-        if (slot_[p] >= 0 && col_epoch_[p] > row_epoch_[i]) r[p] = value(p);
+      auto it = std::upper_bound(lazy_log_.begin(), lazy_log_.end(), re,
+                                 [](std::uint64_t e, const LazyEntry& x) { return e < x.epoch; });
+      for (; it != lazy_log_.end(); ++it) {
+        const int p = it->pos;
+        if (slot_[p] >= 0 && col_epoch_[p] == it->epoch) r[p] = value(p);
+      }
       row_epoch_[i] = epoch_;
     }
     return row(i);
@@ -80,6 +89,7 @@ class SupportColumns {
     std::fill(pos_.begin(), pos_.end(), -1);
     std::fill(slot_.begin(), slot_.end(), -1);
     free_.clear();
+    lazy_log_.clear();
     for (int p = kcap_ - 1; p >= 0; --p) free_.push_back(p);
     count_ = 0;
   }
@@ -109,7 +119,22 @@ class SupportColumns {
     kcap_ = nk;
   }
 
+  // Drops log entries of released or re-assigned positions (never needed again); keeps the order.
+  void compact_log() {
+    std::vector<LazyEntry> kept;
+    kept.reserve(static_cast<size_t>(kcap_));
+    for (const LazyEntry& e : lazy_log_)
+      if (slot_[e.pos] >= 0 && col_epoch_[e.pos] == e.epoch) kept.push_back(e);
+    lazy_log_.swap(kept);
+  }
+
+  struct LazyEntry {
+    std::uint64_t epoch;
+    int pos;
+  };
+
   std::vector<double> data_;
+  std::vector<LazyEntry> lazy_log_;  // lazy columns in ascending epoch (entries may be stale)
   std::vector<int> pos_;   // per slot
   std::vector<int> slot_;  // per position
   std::vector<int> free_;

@@ -1,0 +1,63 @@
+// Fixed-order fp64 reductions for the exact path. Internal.
+//
+// Every sum here has one evaluation order, written out in the source: four lanes, lane l adds the
+// terms k = l, l + 4, l + 8, ... of the full blocks from left to right, the tail (n mod 4 terms) goes
+// into lane 0 from left to right, and the result is (lane0 + lane1) + (lane2 + lane3). The core is
+// compiled with -ffp-contract=off and without fast-math, so the compiler may vectorise the lanes
+// (they are independent) but may not reorder any addition: the same inputs give the same bits on
+// every build, and four lanes hide the add latency that made the old one-accumulator loops slow.
+// Every routine that feeds the canonical state (kernel values, Cholesky rows, gradient sums) uses
+// these, so any two paths that reach the same partition still compute identical bits.
+#pragma once
+#include <cstddef>
+
+namespace svattn::detail {
+
+/// sum_k a[k] * b[k].
+inline double dot_fixed(const double* a, const double* b, std::size_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  std::size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += a[k] * b[k];
+    s1 += a[k + 1] * b[k + 1];
+    s2 += a[k + 2] * b[k + 2];
+    s3 += a[k + 3] * b[k + 3];
+  }
+  for (; k < n; ++k) s0 += a[k] * b[k];
+  return (s0 + s1) + (s2 + s3);
+}
+
+/// sum_k (a[k] - b[k])^2; symmetric in (a, b) bit for bit.
+inline double sq_dist_fixed(const double* a, const double* b, std::size_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  std::size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    const double t0 = a[k] - b[k], t1 = a[k + 1] - b[k + 1];
+    const double t2 = a[k + 2] - b[k + 2], t3 = a[k + 3] - b[k + 3];
+    s0 += t0 * t0;
+    s1 += t1 * t1;
+    s2 += t2 * t2;
+    s3 += t3 * t3;
+  }
+  for (; k < n; ++k) {
+    const double t = a[k] - b[k];
+    s0 += t * t;
+  }
+  return (s0 + s1) + (s2 + s3);
+}
+
+/// sum_k r[idx[k]] * w[k] (a gathered dot product).
+inline double gather_dot_fixed(const double* r, const int* idx, const double* w, std::size_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  std::size_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += r[idx[k]] * w[k];
+    s1 += r[idx[k + 1]] * w[k + 1];
+    s2 += r[idx[k + 2]] * w[k + 2];
+    s3 += r[idx[k + 3]] * w[k + 3];
+  }
+  for (; k < n; ++k) s0 += r[idx[k]] * w[k];
+  return (s0 + s1) + (s2 + s3);
+}
+
+}  // namespace svattn::detail
