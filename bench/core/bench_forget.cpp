@@ -2,9 +2,11 @@
 // scratch (ours and LIBSVM), streaming ingest vs re-solving with LIBSVM every 64-token chunk, and
 // bytes of memory per token. Prints Markdown tables.
 //   bench_forget [--n 1000,5000,20000] [--stream-n 1000,5000,20000] [--d 64] [--sigma2-per-dim 1]
-//                [--C 0.01] [--tokens 20] [--reps 3] [--stream-budget-s 60] [--seed 42]
+//                [--C 0.01] [--tokens 20] [--random-tokens 200] [--reps 3]
+//                [--stream-budget-s 60] [--seed 42]
 #include <cmath>
 #include <cstdio>
+#include <random>
 #include <string>
 
 #include "bench_common.h"
@@ -22,10 +24,15 @@ struct RemoveRow {
   double remove_median = 0, remove_max = 0, readd_median = 0, events_median = 0;
   int restore_mismatches = 0;
   double ours_retrain = 0, lib3_retrain = 0, lib12_retrain = 0;
+  // Uniformly random tokens (the typical erasure request): mean cost, and mean per set.
+  int random_tokens = 0, random_margin = 0, random_error = 0, random_reserve = 0;
+  int random_restore_mismatches = 0;
+  double random_mean = 0, random_max = 0, random_mean_reserve = 0, random_mean_support = 0;
   double serialized_per_token = 0, heap_per_token = 0;
 };
 
-RemoveRow bench_remove(int n, const bench::BenchProblem& p, int max_tokens, int reps) {
+RemoveRow bench_remove(int n, const bench::BenchProblem& p, int max_tokens, int random_tokens,
+                       int reps) {
   RemoveRow row;
   row.n = n;
   const RowMatrix keys = bench::bench_keys(n, p);
@@ -67,6 +74,36 @@ RemoveRow bench_remove(int n, const bench::BenchProblem& p, int max_tokens, int 
   row.remove_max = removes.empty() ? 0 : *std::max_element(removes.begin(), removes.end());
   row.readd_median = bench::median(readds);
   row.events_median = bench::median(events);
+
+  // Uniformly random tokens (seeded), each removed (timed) and re-added.
+  {
+    std::vector<char> in_support(static_cast<std::size_t>(n), 0);
+    for (TokenId id : state.partition.margin) in_support[id] = 1;
+    for (TokenId id : state.partition.error) in_support[id] = 2;
+    std::mt19937_64 rng(p.seed + 7);
+    std::uniform_int_distribution<int> pick(0, n - 1);
+    double sum = 0, sum_reserve = 0, sum_support = 0;
+    for (int k = 0; k < random_tokens; ++k) {
+      const TokenId id = static_cast<TokenId>(pick(rng));
+      const double t = bench::time_once([&] { memory.remove(id); });
+      memory.add(id, keys.row(id).transpose(), keys.row(id).transpose());
+      if (memory.state_sha256() != sha) ++row.random_restore_mismatches;
+      sum += t;
+      row.random_max = std::max(row.random_max, t);
+      if (in_support[id] == 0) {
+        ++row.random_reserve;
+        sum_reserve += t;
+      } else {
+        (in_support[id] == 1 ? row.random_margin : row.random_error) += 1;
+        sum_support += t;
+      }
+    }
+    row.random_tokens = random_tokens;
+    if (random_tokens > 0) row.random_mean = sum / random_tokens;
+    if (row.random_reserve > 0) row.random_mean_reserve = sum_reserve / row.random_reserve;
+    const int sup = row.random_margin + row.random_error;
+    if (sup > 0) row.random_mean_support = sum_support / sup;
+  }
 
   // Retraining from scratch without the first of those tokens.
   const TokenId gone = margin.empty() ? 0 : margin[0];
@@ -161,6 +198,7 @@ int main(int argc, char** argv) {
   p.C = args.num("C", 0.01);
   p.seed = static_cast<std::uint64_t>(args.num("seed", 42));
   const int max_tokens = static_cast<int>(args.num("tokens", 20));
+  const int random_tokens = static_cast<int>(args.num("random-tokens", 200));
   const int reps = static_cast<int>(args.num("reps", 3));
   const double budget = args.num("stream-budget-s", 60);
   args.check();
@@ -183,7 +221,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::vector<RemoveRow> rows;
   for (int n : sizes) {
-    const RemoveRow r = bench_remove(n, p, max_tokens, reps);
+    const RemoveRow r = bench_remove(n, p, max_tokens, random_tokens, reps);
     rows.push_back(r);
     std::printf(
         "| %d | %zu | %zu | %.0f | %.3f | %.3f | %.3f | %d/%d | %.4f | %.4f | %.4f | %.0fx | "
@@ -194,6 +232,27 @@ int main(int argc, char** argv) {
         r.lib3_retrain / r.remove_median);
     std::fflush(stdout);
   }
+
+  std::printf("\n### Removal of a uniformly random token (the typical erasure request)\n\n");
+  std::printf(
+      "Same memories. %d token ids drawn uniformly (seeded, with replacement); each is "
+      "removed (timed) and re-added, and the hash must come back. Most tokens are reserve "
+      "tokens, whose removal moves no coefficient; the mean is the expected cost of erasing "
+      "an arbitrary token. Ratio: ours retrain (table above) / mean remove.\n\n",
+      random_tokens);
+  std::printf(
+      "| n | tokens | reserve / margin / error | mean remove (ms) | max remove (ms) | "
+      "mean, reserve (ms) | mean, support (ms) | hash restored | ours retrain / mean remove "
+      "|\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& r : rows) {
+    std::printf("| %d | %d | %d / %d / %d | %.4f | %.3f | %.4f | %.3f | %d/%d | %.0fx |\n", r.n,
+                r.random_tokens, r.random_reserve, r.random_margin, r.random_error,
+                1e3 * r.random_mean, 1e3 * r.random_max, 1e3 * r.random_mean_reserve,
+                1e3 * r.random_mean_support, r.random_tokens - r.random_restore_mismatches,
+                r.random_tokens, r.random_mean > 0 ? r.ours_retrain / r.random_mean : 0.0);
+  }
+  std::fflush(stdout);
 
   std::printf("\n### Bytes of memory per token (d = dv = %d)\n\n", p.d);
   std::printf(
