@@ -138,6 +138,15 @@ nlohmann::json partition_sizes(const State& s) {
           {"reserve", s.partition.reserve.size()}};
 }
 
+// The outcome fields every operation's certificate carries.
+void add_outcome_fields(nlohmann::json& cert, const Memory& mem, const State& after,
+                        const OpDiagnostics& diagnostics) {
+  cert["memory_tokens"] = mem.size();
+  cert["partition_sizes"] = partition_sizes(after);
+  cert["status"] = to_string(after.status);
+  cert["diagnostics"] = diagnostics_to_json(diagnostics);
+}
+
 std::int64_t record_lo(std::int64_t record) { return record << kPositionBits; }
 std::int64_t record_hi(std::int64_t record) { return (record << kPositionBits) | kMaxPosition; }
 
@@ -908,10 +917,8 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
                         {"tokens", ts.size()},
                         {"first_token_id", ts.ids.front()},
                         {"last_token_id", ts.ids.back()},
-                        {"memory_tokens", mem.size()},
-                        {"partition_sizes", partition_sizes(after)},
-                        {"status", to_string(after.status)},
-                        {"diagnostics", diagnostics_to_json(res.diagnostics)}};
+};
+    add_outcome_fields(cert, mem, after, res.diagnostics);
     if (row.settings.mode == MemoryMode::kBounded) {
       cert["evicted_on_arrival"] = evicted_new;
       cert["evicted_retained"] = evicted;
@@ -1033,15 +1040,12 @@ OpResult Store::suspend_record(const std::string& name, std::int64_t record) {
     im.delete_evicted(row.id, before, mem, ids);
     AuditEntry& e = res.entry;
     im.fill_entry(e, "suspend", name, record, static_cast<std::int64_t>(ids.size()), before, after);
-    e.certificate = nlohmann::json{{"operation", "suspend"},
-                                   {"record", record},
-                                   {"tokens_excluded", ids.size()},
-                                   {"data_kept", true},
-                                   {"memory_tokens", mem.size()},
-                                   {"partition_sizes", partition_sizes(after)},
-                                   {"status", to_string(after.status)},
-                                   {"diagnostics", diagnostics_to_json(res.diagnostics)}}
-                        .dump();
+    nlohmann::json cert{{"operation", "suspend"},
+                        {"record", record},
+                        {"tokens_excluded", ids.size()},
+                        {"data_kept", true}};
+    add_outcome_fields(cert, mem, after, res.diagnostics);
+    e.certificate = cert.dump();
     im.log_and_commit(e, row.id, before, after, t, c, res);
     res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
@@ -1081,10 +1085,8 @@ OpResult Store::resume_record(const std::string& name, std::int64_t record) {
     nlohmann::json cert{{"operation", "resume"},
                         {"record", record},
                         {"tokens_restored", ts.size()},
-                        {"memory_tokens", mem.size()},
-                        {"partition_sizes", partition_sizes(after)},
-                        {"status", to_string(after.status)},
-                        {"diagnostics", diagnostics_to_json(res.diagnostics)}};
+};
+    add_outcome_fields(cert, mem, after, res.diagnostics);
     if (row.settings.mode == MemoryMode::kBounded) cert["evicted"] = evicted;
     e.certificate = cert.dump();
     im.log_and_commit(e, row.id, before, after, t, c, res);

@@ -16,7 +16,7 @@ namespace svattn::test {
 /// A fresh directory under the system temp dir, removed on destruction.
 class TempDir {
  public:
-  explicit TempDir(const std::string& tag) {
+  explicit TempDir(const std::string& tag = "test") {
     static int counter = 0;
     const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
     path_ = std::filesystem::temp_directory_path() /
@@ -38,6 +38,7 @@ class TempDir {
     return p;
   }
   const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
 
  private:
   std::filesystem::path path_;

@@ -2,6 +2,8 @@
 // blocks (AUC, capped-simplex projection, byte scan, fact codes), and `svattn reproduce` on the tiny
 // preset: every section E1…E7 present, its numbers read back from REPORT.json.
 #include <gtest/gtest.h>
+
+#include "cli/cli_test_util.h"
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -29,26 +31,7 @@ using nlohmann::json;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("svattn-e7-" + std::to_string(::getpid()) + "-" +
-             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "-" +
-             std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using svattn::test::TempDir;
 
 /// A MIMIC-style vitals.csv.gz with `stays` stays of `hours` hours: each stay has its own baseline
 /// (so patients differ) plus hourly noise; deterministic.

@@ -2,6 +2,8 @@
 // the experiment (exactness of forgetting, equal budgets, documented critical-hour thresholds) or a
 // user-facing behaviour (clear data-directory errors).
 #include <gtest/gtest.h>
+
+#include "cli/cli_test_util.h"
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -30,26 +32,7 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("svattn-exp-" + std::to_string(::getpid()) + "-" +
-             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "-" +
-             std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using svattn::test::TempDir;
 
 void write_gz(const std::string& path, const std::string& text) {
   gzFile f = gzopen(path.c_str(), "wb");
