@@ -84,7 +84,12 @@ Registrar reg("experiment", [](CLI::App& app, int& exit_code) {
   sub->add_option("--streams", o->streams, "E1: comma-separated stream names (default: the preset's)");
   sub->add_option("--trials", o->opts.trials,
                   "E1: trials per stream, E2/E5: seeds (0 = preset)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  sub->add_option("--steps", o->opts.steps,
+                  "E5: training steps per run instead of the preset's (0 = preset; warm-up and "
+                  "validation interval scale with it)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{100000000}))
       ->capture_default_str();
   sub->add_flag("--no-plots", o->no_plots, "write plot data and scripts but do not run gnuplot");
   sub->add_flag("--quiet", o->quiet, "no progress line on stderr");

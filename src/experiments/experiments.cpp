@@ -17,6 +17,7 @@ void ExperimentOptions::validate() const {
     throw InvalidArgument("unknown preset '" + preset + "' (expected quick, paper or tiny)");
   }
   if (trials < 0) throw InvalidArgument("trials must be >= 0 (got " + std::to_string(trials) + ")");
+  if (steps < 0) throw InvalidArgument("steps must be >= 0 (got " + std::to_string(steps) + ")");
   if (out_dir.empty()) throw InvalidArgument("the output directory must not be empty");
 }
 

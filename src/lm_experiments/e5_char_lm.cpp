@@ -125,7 +125,9 @@ RunSummary train_and_test(const E5Preset& p, const std::string& preset, const st
   RunSummary r;
   r.preset = preset;
   r.seed = seed;
-  r.dir = (std::filesystem::path(o.out_dir) / "E5-runs" / (preset + "-s" + std::to_string(seed))).string();
+  // A --steps override gets its own run directory, so a run of another length is never resumed.
+  const std::string length = o.steps > 0 ? "-steps" + std::to_string(o.steps) : "";
+  r.dir = (std::filesystem::path(o.out_dir) / "E5-runs" / (preset + "-s" + std::to_string(seed) + length)).string();
   lm::TrainOptions t;
   t.preset = preset;
   t.data.corpus = p.corpus;
@@ -179,6 +181,14 @@ json run_e5(const ExperimentOptions& o) {
   const Stopwatch total;
   E5Preset p = e5_preset(o.preset);
   if (o.trials > 0) p.seeds = o.trials;
+  if (o.steps > 0) {
+    // Keep the preset's proportions: warm-up and validation interval scale with the length.
+    const double f = static_cast<double>(o.steps) / static_cast<double>(p.steps);
+    p.warmup = std::max<std::int64_t>(1, std::llround(static_cast<double>(p.warmup) * f));
+    p.eval_every = std::max<std::int64_t>(1, std::llround(static_cast<double>(p.eval_every) * f));
+    p.steps = o.steps;
+    p.note += "; steps overridden to " + std::to_string(o.steps) + " (--steps)";
+  }
   lm::set_threads(1);
   ensure_dir(o.out_dir);
 

@@ -516,4 +516,14 @@ TEST(ExperimentApiTest, IdsTitlesAndUnknownIds) {
   EXPECT_THROW(ex::run_experiment("E3", o), svattn::InvalidArgument);
   o.preset = "huge";
   EXPECT_THROW(o.validate(), svattn::InvalidArgument);
+  ex::ExperimentOptions s;
+  s.steps = -1;
+  try {
+    s.validate();
+    FAIL() << "negative steps accepted";
+  } catch (const svattn::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("steps must be >= 0 (got -1)"), std::string::npos) << e.what();
+  }
+  s.steps = 400;
+  EXPECT_NO_THROW(s.validate());
 }

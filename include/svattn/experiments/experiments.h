@@ -33,12 +33,15 @@ struct ExperimentOptions {
   std::vector<std::string> streams;
   /// E1: trials per stream; E2: seeds (0 = the preset's value).
   int trials = 0;
+  /// E5: training steps per run instead of the preset's (0 = the preset's value); warm-up and the
+  /// validation interval scale with it. For runs between the quick and paper scales.
+  std::int64_t steps = 0;
   /// Progress line on stderr.
   bool progress = true;
   /// Render PNG plots (data and gnuplot scripts are written either way).
   bool plots = true;
 
-  /// Throws InvalidArgument for an unknown preset or a negative trial count.
+  /// Throws InvalidArgument for an unknown preset or a negative trial or step count.
   void validate() const;
 };
 
