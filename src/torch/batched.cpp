@@ -29,6 +29,7 @@ void BatchedSettings::validate() const {
   if (power_iterations < 1) bad("power_iterations", power_iterations, "must be >= 1");
   if (bisections < 0 || bisections > 100) bad("bisections", bisections, "must be in [0, 100]");
   if (active_set_rounds < 0) bad("active_set_rounds", active_set_rounds, "must be >= 0");
+  if (ipm_iterations < 0) bad("ipm_iterations", ipm_iterations, "must be >= 0");
 }
 
 Tensor rbf_kernel(const Tensor& a, const Tensor& b, const Tensor& sigma) {
@@ -533,6 +534,14 @@ SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettin
 }
 
 }  // namespace
+
+Tensor lipschitz_bound(const Tensor& K, const Tensor& valid, const BatchedSettings& s) {
+  s.validate();
+  if (K.dim() != 3 || K.size(1) != K.size(2)) throw InvalidArgument("lipschitz_bound: K must be [G, N, N]");
+  torch::NoGradGuard ng;
+  Tensor vm = valid.defined() ? valid.to(torch::kFloat64) : torch::ones({K.size(0), K.size(1)}, K.options().dtype(torch::kFloat64));
+  return lipschitz(K.detach().to(torch::kFloat64), vm.unsqueeze(1), s).view({K.size(0)});
+}
 
 BatchedSolution batched_svdd(const Tensor& K, const Tensor& valid_in, const BatchedSettings& s,
                              const Tensor& warm_start) {

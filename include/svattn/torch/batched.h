@@ -45,12 +45,15 @@ struct BatchedSettings {
   /// Bisection halvings of the projection's threshold before its closed-form finish (see
   /// project_capped_simplex); 0 picks the dtype's default (20 in fp32, 40 in fp64). 0..100.
   int bisections = 0;
-  /// Active-set rounds after FISTA (fp64, no gradient): solve the bordered system with ridge mu on
-  /// the current partition, then move margin tokens with alpha <= 0 to R and alpha >= u to E, and
-  /// reserve/error tokens whose KKT sign is violated to S; stops early when no problem changes.
-  /// 0 keeps the FISTA masks as they are. >= 0.
+  /// Repair of partitions FISTA has not settled. After the ridge solve on FISTA's masks, a problem
+  /// whose solution leaves the box or violates a KKT sign (R: g >= 0, E: g <= 0, for the ridge
+  /// problem, in the compute dtype) is re-solved on the exact problem (ridge mu, fp64, no
+  /// gradient): ipm_iterations interior-point iterations on the tokens FISTA left above 0, then up
+  /// to active_set_rounds monotone active-set rounds (projected-gradient step, face solve, KKT
+  /// check, feasible step); problems whose partition changed get a new ridge solve. 0 disables the
+  /// repair (FISTA's masks as they are: the pre-repair behaviour). >= 0.
   int active_set_rounds = 8;
-  /// Interior-point iterations on FISTA's working set before the active-set rounds (0: none).
+  /// Interior-point iterations of the repair (0: straight to the active-set rounds). >= 0.
   int ipm_iterations = 12;
   /// Chunked variant only: evict the reserve set at every chunk boundary (see ExactSettings::bounded).
   bool bounded = false;
@@ -84,6 +87,10 @@ torch::Tensor rbf_kernel(const torch::Tensor& a, const torch::Tensor& b, const t
 /// result is exact whenever no breakpoint y_i or y_i - u_i lies between the bisection's tau and the
 /// root (the bracket is 2^-bisections of the initial one), and within that bracket otherwise.
 torch::Tensor project_capped_simplex(const torch::Tensor& y, const torch::Tensor& upper, int bisections = 0);
+
+/// The step-size bound FISTA uses for every problem: L [G] with L >= 2 lambda_max(P (K + mu I) P) on
+/// the valid tokens (LipschitzBound; K [G, N, N], valid bool [G, N] or undefined).
+torch::Tensor lipschitz_bound(const torch::Tensor& K, const torch::Tensor& valid, const BatchedSettings& settings);
 
 /// The bound u of every token: max(C, 1/n_valid) on valid tokens (warm-up when n_valid * C <= 1),
 /// 0 on padding. valid: bool [G, N].
