@@ -44,26 +44,40 @@ Tensor rbf_kernel(const Tensor& a, const Tensor& b, const Tensor& sigma) {
 namespace {
 
 int resolve_bisections(int b, torch::ScalarType t) { return b > 0 ? b : (t == torch::kFloat64 ? 40 : 20); }
+// Inside FISTA the bracket starts from the previous iteration's threshold (a few multiples of its
+// last change wide), so fewer halvings reach the same resolution.
+int resolve_warm_bisections(int b, torch::ScalarType t) { return b > 0 ? b : (t == torch::kFloat64 ? 16 : 8); }
 
 // A value added to padding tokens (u = 0) so that they never set the bisection bracket.
 constexpr double kPadShift = 1e30;
 
 // Threshold tau [..., 1] of the projection of y [..., N] onto {sum a = 1, 0 <= a <= u}, i.e. the root
 // of h(tau) = sum_i clip(y_i - tau, 0, u_i) = 1 (h is continuous, piecewise linear, nonincreasing).
-// `pad` is kPadShift on padding tokens and 0 elsewhere (undefined: no padding).
-Tensor capped_simplex_tau(const Tensor& y, const Tensor& u, const Tensor& pad, int bisections) {
+// `pad` is kPadShift on padding tokens and 0 elsewhere (undefined: no padding). Optional warm start:
+// a guess tau0 [..., 1] and half-width delta [..., 1]; each end of [tau0 - delta, tau0 + delta] that
+// h confirms (h >= 1 below the root, h <= 1 above it) tightens the cold bracket, per problem.
+Tensor capped_simplex_tau(const Tensor& y, const Tensor& u, const Tensor& pad, int bisections,
+                          const Tensor& tau0 = Tensor(), const Tensor& delta = Tensor()) {
+  Tensor d = torch::empty_like(y);
+  auto h = [&](const Tensor& tau) {
+    at::sub_out(d, y, tau);
+    d.clamp_min_(0);
+    at::minimum_out(d, d, u);
+    return d.sum(-1, true);
+  };
   // Bracket: h(min(y - u)) = sum u >= 1 and h(max y) = 0 (over the real tokens).
   Tensor lo = (pad.defined() ? (y - u) + pad : y - u).amin(-1, true);
   Tensor hi = (pad.defined() ? y - pad : y).amax(-1, true);
+  if (tau0.defined()) {
+    Tensor lw = tau0 - delta, hw = tau0 + delta;
+    lo = torch::where(h(lw) >= 1, torch::maximum(lo, lw), lo);
+    hi = torch::where(h(hw) <= 1, torch::minimum(hi, hw), hi);
+  }
   Tensor tau = (lo + hi).mul_(0.5);
   Tensor w = (hi - lo).mul_(0.25);  // invariant: the root lies in [tau - 2w, tau + 2w]
-  const Tensor zero = torch::zeros({}, y.options());
-  Tensor d = torch::empty_like(y);
   for (int k = 0; k < bisections; ++k) {
-    at::sub_out(d, y, tau);
-    at::clamp_(d, zero, u);
     // h > 1: the root is above tau; h < 1: below; h == 1: tau is the root (sign 0).
-    tau.addcmul_(d.sum(-1, true).sub_(1).sign_(), w);
+    tau.addcmul_(h(tau).sub_(1).sign_(), w);
     w.mul_(0.5);
   }
   // Closed-form finish. On the free set F = {0 < y - tau < u} h is linear with slope -|F|, so one
@@ -71,11 +85,10 @@ Tensor capped_simplex_tau(const Tensor& y, const Tensor& u, const Tensor& pad, i
   // and the root; a second step repairs the rare case where one does. Both stay in the bracket.
   Tensor blo = tau - 2 * w, bhi = tau + 2 * w;
   for (int r = 0; r < 2; ++r) {
-    at::sub_out(d, y, tau);
+    Tensor hr = h(tau);  // d = clip(y - tau, 0, u)
     Tensor nf = ((d > 0) & (d < u)).sum(-1, true).to(y.scalar_type());
-    Tensor h = at::clamp(d, zero, u).sum(-1, true);
     // No free token: h is flat at tau, and tau is as good as the bracket allows.
-    Tensor step = (h - 1).div_(nf.clamp_min(1)).mul_(nf.clamp_max(1));
+    Tensor step = hr.sub_(1).div_(nf.clamp_min(1)).mul_(nf.clamp_max(1));
     tau = at::clamp(tau + step, blo, bhi);
   }
   return tau;
@@ -156,7 +169,6 @@ FistaResult fista(const Tensor& Kd, const Tensor& vm, const Tensor& upper, const
                   const BatchedSettings& s, const Tensor& warm) {
   torch::NoGradGuard ng;
   const int bis = resolve_bisections(s.bisections, Kd.scalar_type());
-  const Tensor zero = torch::zeros({}, Kd.options());
   Tensor pad = pad_shift(upper);
   // Shifted operator A - c 11': on {sum a = 1} it changes the gradient by the constant 2c, which no
   // projection sees, and it keeps the iterates' magnitudes small for learned keys (K ~ c 11').
@@ -167,10 +179,23 @@ FistaResult fista(const Tensor& Kd, const Tensor& vm, const Tensor& upper, const
   auto step = [&](const Tensor& y) {  // y - grad F(y) / L, 0 outside the problem
     return torch::addcmul(dKL, torch::bmm(y, As), twoL, -1).add_(y).mul_(vm);
   };
+  // Projections warm-started from the previous threshold: bracket half-width 2 |last change|, at
+  // least 1e-4 of the largest bound.
+  const int warm_bis = resolve_warm_bisections(s.bisections, Kd.scalar_type());
+  Tensor delta_min = upper.amax(-1, true) * 1e-4;
+  Tensor tau, delta;
   auto project = [&](const Tensor& z) {
-    return at::clamp(z - capped_simplex_tau(z, upper, pad, bis), zero, upper);
+    Tensor tn = tau.defined() ? capped_simplex_tau(z, upper, pad, warm_bis, tau, delta)
+                              : capped_simplex_tau(z, upper, pad, bis);
+    if (tau.defined()) delta = torch::maximum((tn - tau).abs_().mul_(2), delta_min);
+    else delta = delta_min.clone();
+    tau = tn;
+    Tensor x = z - tn;
+    x.clamp_min_(0);
+    return at::minimum_out(x, x, upper);
   };
   Tensor x = project(warm.defined() ? warm.to(Kd.scalar_type()) * vm : torch::zeros_like(upper));
+  tau = Tensor();  // the start's threshold says nothing about the first step's
   Tensor y = x;
   Tensor t = torch::ones_like(L);
   for (int it = 0; it < s.iterations; ++it) {
@@ -187,6 +212,7 @@ FistaResult fista(const Tensor& Kd, const Tensor& vm, const Tensor& upper, const
   }
   FistaResult r;
   r.x = x;
+  tau = Tensor();
   r.residual = (x - project(step(x))).abs().amax(-1);
   return r;
 }
@@ -291,6 +317,7 @@ constexpr double kKktTol = 1e-9;
 struct FaceCheck {
   Tensor alpha;  // face minimiser [F, N]
   Tensor ok;     // bool [F]: the partition is optimal (alpha in the box on S, KKT signs on R and E)
+  Tensor enter;  // bool [F, N]: reserve tokens whose gradient says they belong to the support
 };
 
 // Exact problem (ridge mu), fp64: the face minimiser of each partition and whether it is optimal.
@@ -307,12 +334,15 @@ FaceCheck check_partition(const Tensor& K64, const ProblemList& pl, const Tensor
   b = torch::where(isS.any(-1), b, torch::where(torch::isfinite(b_free), b_free, torch::zeros_like(b)));
   Tensor g = q + b.unsqueeze(-1);
   Tensor bad = (isS & ((af <= 0) | (af >= u))) | (isR & (g < -kKktTol)) | (isE & (g > kKktTol));
-  return {af, ~bad.any(-1)};
+  return {af, ~bad.any(-1), isR & (g < -kKktTol)};
 }
 
 struct ActiveSet {
   Tensor role;  // [F, N]
   long unconverged = 0;
+  Tensor open;   // rows (into the input list) still not optimal
+  Tensor x;      // their last iterate [open, N]
+  Tensor enter;  // their reserve tokens with a negative gradient [open, N]
 };
 
 // Active-set rounds (fp64, no gradient) on the exact problem (ridge mu). Each round is monotone in F,
@@ -352,7 +382,11 @@ ActiveSet refine_active_set(const Tensor& K64, const ProblemList& pl_in, const T
     out.role.index_copy_(0, rows, role);  // optimal rows are final; the others are overwritten below
     Tensor open = (~fc.ok).nonzero().view({-1});
     out.unconverged = open.numel();
-    if (open.numel() == 0) return out;
+    if (open.numel() == 0) {
+      out.open = open;
+      return out;
+    }
+    out.enter = fc.enter.index_select(0, open);
     // The feasible step toward a_f (ratio test over S) and the projected a_f; keep the best.
     Tensor d = fc.alpha - x;
     Tensor big = torch::full({}, 2.0, u.options());
@@ -372,6 +406,8 @@ ActiveSet refine_active_set(const Tensor& K64, const ProblemList& pl_in, const T
     L64 = L64.index_select(0, open);
   }
   out.role.index_copy_(0, rows, masks(x, u, valid, mask_tol));
+  out.open = rows;
+  out.x = x;
   return out;
 }
 
@@ -383,10 +419,10 @@ ActiveSet refine_active_set(const Tensor& K64, const ProblemList& pl_in, const T
 // conditioning of K_WW, which is what makes FISTA slow on trained keys (docs/layers.md §2). A
 // problem stops moving once its residuals and complementarity are below 1e-14. Returns [F, N].
 Tensor interior_point(const Tensor& K64, const ProblemList& pl, const Tensor& x, const Tensor& valid,
-                      const Tensor& upper, double mu, int iterations) {
+                      const Tensor& upper, double mu, int iterations, const Tensor& extra = Tensor()) {
   torch::NoGradGuard ng;
   const auto F = x.size(0), N = pl.N;
-  auto [idx, real] = compact((x > 0) & valid);
+  auto [idx, real] = compact(((x > 0) | (extra.defined() ? extra : torch::zeros_like(valid))) & valid);
   const auto m = idx.size(-1);
   Tensor wm = real.to(torch::kFloat64);  // [F, m]
   Tensor pair = wm.unsqueeze(-1) * wm.unsqueeze(-2);
@@ -501,9 +537,21 @@ SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettin
       ProblemList pl = make_list(G, R, N, bad, K.device());
       Tensor xb = out.iterate.view({P, N}).index_select(0, bad);
       Tensor vb = valid_p.index_select(0, bad), ub = upper_p.to(torch::kFloat64).index_select(0, bad);
+      Tensor Lb = L.view({P, 1}).index_select(0, bad);
       Tensor start = s.ipm_iterations > 0 ? interior_point(K64, pl, xb, vb, ub, s.mu, s.ipm_iterations) : xb;
-      ActiveSet as = refine_active_set(K64, pl, start, ub, vb, L.view({P, 1}).index_select(0, bad), s.mu,
-                                       s.mask_tol, s.active_set_rounds);
+      ActiveSet as = refine_active_set(K64, pl, start, ub, vb, Lb, s.mu, s.mask_tol, s.active_set_rounds);
+      if (as.open.numel() > 0 && s.ipm_iterations > 0) {
+        // Still open: typically a token FISTA had left at 0 belongs to the support. One more
+        // interior-point pass on those problems with it in the working set.
+        const Tensor& o = as.open;
+        ProblemList po = make_list(G, R, N, pl.pidx.index_select(0, o), K.device());
+        Tensor vo = vb.index_select(0, o), uo = ub.index_select(0, o);
+        Tensor st2 = interior_point(K64, po, as.x, vo, uo, s.mu, s.ipm_iterations, as.enter);
+        ActiveSet as2 = refine_active_set(K64, po, st2, uo, vo, Lb.index_select(0, o), s.mu, s.mask_tol,
+                                          s.active_set_rounds);
+        as.role.index_copy_(0, o, as2.role);
+        as.unconverged = as2.unconverged;
+      }
       out.unconverged = as.unconverged;
       Tensor moved_rows = (as.role != role.index_select(0, bad)).any(-1);
       out.changes = (as.role != role.index_select(0, bad)).sum().item<std::int64_t>();

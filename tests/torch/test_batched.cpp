@@ -286,7 +286,7 @@ TEST(BatchedPath, AgreesWithExactOnLearnedLikeKeys) {
   bs.mu = es.ridge;
   bs.iterations = 100;
   for (auto dt : {torch::kFloat64, torch::kFloat32}) {
-    for (int rounds : {0, 8}) {
+    for (int rounds : {0, BatchedSettings{}.active_set_rounds}) {
       bs.active_set_rounds = rounds;
       BatchedInfo bi;
       Tensor ob = sv_batched_chunked_attention(keys.to(dt), values.to(dt), keys.to(dt), Tensor(), L, bs, &bi);
@@ -310,7 +310,7 @@ TEST(BatchedPath, AgreesWithExactOnLearnedLikeKeys) {
     }
   }
   // Without the ridge the coefficients on agreeing partitions are the exact path's.
-  bs.active_set_rounds = 8;
+  bs.active_set_rounds = BatchedSettings{}.active_set_rounds;
   bs.ridge = 0;
   bs.fp64 = true;
   BatchedInfo bi;

@@ -52,7 +52,7 @@ struct BatchedSettings {
   /// to active_set_rounds monotone active-set rounds (projected-gradient step, face solve, KKT
   /// check, feasible step); problems whose partition changed get a new ridge solve. 0 disables the
   /// repair (FISTA's masks as they are: the pre-repair behaviour). >= 0.
-  int active_set_rounds = 8;
+  int active_set_rounds = 3;
   /// Interior-point iterations of the repair (0: straight to the active-set rounds). >= 0.
   int ipm_iterations = 12;
   /// Chunked variant only: evict the reserve set at every chunk boundary (see ExactSettings::bounded).
