@@ -108,9 +108,15 @@ Preset make_preset(const std::string& name, double matched_support) {
       p.model.attention.type = AttentionType::kHybrid;
       p.description = "test model: d 32, 2 layers, 2 heads, hybrid SV attention (chunk 32, 30 FISTA iterations)";
     } else {
+      // State-matched like swa-*: the tiny hybrid's chunk plus its average support (measured, or
+      // given by --matched-support / --match-run).
+      const double tiny_support = matched_support < 0 ? kDefaultTinyMatchedSupport : matched_support;
       p.model.attention.type = AttentionType::kSlidingWindow;
-      p.model.attention.window = layers::state_matched_window(32, 1.0 / p.model.attention.hybrid.C);
-      p.description = "test model: d 32, 2 layers, 2 heads, sliding window 32 + 16";
+      p.model.attention.window = layers::state_matched_window(32, tiny_support);
+      std::ostringstream os;
+      os << "test model: d 32, 2 layers, 2 heads, state-matched sliding window " << p.model.attention.window
+         << " = chunk 32 + average support " << tiny_support;
+      p.description = os.str();
     }
     return p;
   }
