@@ -431,6 +431,7 @@ Tensor interior_point(const Tensor& K64, const ProblemList& pl, const Tensor& x,
   Tensor c = -gather_diag(K64, pl, idx) * wm;
   Tensor u = upper.to(torch::kFloat64).gather(-1, idx) * wm + (1 - wm);
   const Tensor& a = wm;
+  const Tensor eye = torch::eye(m, wm.options());
   const double n2 = 2.0 * static_cast<double>(m);
   auto matvec = [&](const Tensor& v) { return torch::bmm(Q, v.unsqueeze(-1)).squeeze(-1); };
   // Start: FISTA's point pulled into the interior, multipliers from the reduced gradient.
@@ -457,7 +458,12 @@ Tensor interior_point(const Tensor& K64, const ProblemList& pl, const Tensor& x,
     if (!live_b.any().item<bool>()) break;
     Tensor live = live_b.to(alpha.scalar_type());
     Tensor D = z / alpha + w / sl;
-    Tensor Lc = std::get<0>(torch::linalg_cholesky_ex(Q + torch::diag_embed(D)));
+    auto [Lc, info] = torch::linalg_cholesky_ex(Q + torch::diag_embed(D));
+    // A factorisation that failed (K_WW singular to working precision, e.g. duplicate keys with
+    // mu = 0) stops that problem where it is; the identity keeps its (unused) step finite.
+    Tensor fact_ok = (info == 0).unsqueeze(-1);
+    Lc = torch::where(fact_ok.unsqueeze(-1), Lc, eye);
+    live = live * fact_ok.to(live.scalar_type());
     auto solve = [&](const Tensor& r1) {  // [[Q + D, a], [a', 0]] [da; dy] = [r1; -rp]
       Tensor sol = torch::cholesky_solve(torch::stack({r1, a}, -1), Lc);  // [F, m, 2]
       Tensor h1 = sol.select(-1, 0), ha = sol.select(-1, 1);
@@ -538,16 +544,19 @@ SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettin
       Tensor xb = out.iterate.view({P, N}).index_select(0, bad);
       Tensor vb = valid_p.index_select(0, bad), ub = upper_p.to(torch::kFloat64).index_select(0, bad);
       Tensor Lb = L.view({P, 1}).index_select(0, bad);
-      Tensor start = s.ipm_iterations > 0 ? interior_point(K64, pl, xb, vb, ub, s.mu, s.ipm_iterations) : xb;
-      ActiveSet as = refine_active_set(K64, pl, start, ub, vb, Lb, s.mu, s.mask_tol, s.active_set_rounds);
+      // The exact problem; a floor on its ridge keeps the fp64 face solves nonsingular when mu = 0
+      // and keys repeat exactly (the optimum is then not unique anyway).
+      const double mu = std::max(s.mu, 1e-12);
+      Tensor start = s.ipm_iterations > 0 ? interior_point(K64, pl, xb, vb, ub, mu, s.ipm_iterations) : xb;
+      ActiveSet as = refine_active_set(K64, pl, start, ub, vb, Lb, mu, s.mask_tol, s.active_set_rounds);
       if (as.open.numel() > 0 && s.ipm_iterations > 0) {
         // Still open: typically a token FISTA had left at 0 belongs to the support. One more
         // interior-point pass on those problems with it in the working set.
         const Tensor& o = as.open;
         ProblemList po = make_list(G, R, N, pl.pidx.index_select(0, o), K.device());
         Tensor vo = vb.index_select(0, o), uo = ub.index_select(0, o);
-        Tensor st2 = interior_point(K64, po, as.x, vo, uo, s.mu, s.ipm_iterations, as.enter);
-        ActiveSet as2 = refine_active_set(K64, po, st2, uo, vo, Lb.index_select(0, o), s.mu, s.mask_tol,
+        Tensor st2 = interior_point(K64, po, as.x, vo, uo, mu, s.ipm_iterations, as.enter);
+        ActiveSet as2 = refine_active_set(K64, po, st2, uo, vo, Lb.index_select(0, o), mu, s.mask_tol,
                                           s.active_set_rounds);
         as.role.index_copy_(0, o, as2.role);
         as.unconverged = as2.unconverged;

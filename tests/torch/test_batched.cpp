@@ -350,6 +350,27 @@ TEST(BatchedPath, JointChunkSolveEqualsPerChunkSolves) {
   EXPECT_LE(worst, 1e-9);
 }
 
+// Exact duplicates with mu = 0: the optimum is not unique and K_SS is singular; the repair must
+// neither throw nor produce non-finite coefficients.
+TEST(BatchedPath, ExactDuplicatesWithZeroMuStayFinite) {
+  testing::set_threads();
+  torch::manual_seed(30);
+  Tensor base = learned_like_keys(1, 2, 40, 8).reshape({2, 40, 8});
+  Tensor x = torch::cat({base, base}, 1);  // every key twice
+  Tensor K = rbf_kernel(x, x, torch::ones({2}, f64()));
+  BatchedSettings bs;
+  bs.C = 0.05;
+  bs.mu = 0;
+  bs.iterations = 5;  // far from converged: the repair (interior point + face solves) runs
+  BatchedSolution sol = batched_svdd(K, Tensor(), bs);
+  std::printf("[exact duplicates, mu = 0] repaired role changes %ld, unconverged %ld\n", sol.active_set_changes,
+              sol.unconverged);
+  EXPECT_GT(sol.active_set_changes, 0);
+  EXPECT_TRUE(torch::isfinite(sol.alpha).all().item<bool>());
+  EXPECT_LE((sol.alpha.sum(-1) - 1).abs().max().item<double>(), 0.05);
+  EXPECT_TRUE((sol.alpha >= 0).all().item<bool>() && (sol.alpha <= bs.C * (1 + 1e-9)).all().item<bool>());
+}
+
 TEST(BatchedPath, Float32RunsAndSettingsValidate) {
   testing::set_threads();
   torch::manual_seed(25);
