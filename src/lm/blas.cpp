@@ -38,6 +38,12 @@ std::string blas_core_name() {
   return name == nullptr ? "" : name;
 }
 
+void set_blas_threads(int threads) {
+  using Fn = void (*)(int);
+  auto fn = reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (fn != nullptr) fn(threads);
+}
+
 void reexec_with_fast_blas_if_misdetected() {
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr || std::getenv("SVATTN_NO_BLAS_FIX") != nullptr) return;
   const std::string core = blas_core_name();

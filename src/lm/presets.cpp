@@ -108,9 +108,15 @@ Preset make_preset(const std::string& name, double matched_support) {
       p.model.attention.type = AttentionType::kHybrid;
       p.description = "test model: d 32, 2 layers, 2 heads, hybrid SV attention (chunk 32, 30 FISTA iterations)";
     } else {
+      // State-matched like swa-*: the tiny hybrid's chunk plus its average support (measured, or
+      // given by --matched-support / --match-run).
+      const double tiny_support = matched_support < 0 ? kDefaultTinyMatchedSupport : matched_support;
       p.model.attention.type = AttentionType::kSlidingWindow;
-      p.model.attention.window = layers::state_matched_window(32, 1.0 / p.model.attention.hybrid.C);
-      p.description = "test model: d 32, 2 layers, 2 heads, sliding window 32 + 16";
+      p.model.attention.window = layers::state_matched_window(32, tiny_support);
+      std::ostringstream os;
+      os << "test model: d 32, 2 layers, 2 heads, state-matched sliding window " << p.model.attention.window
+         << " = chunk 32 + average support " << tiny_support;
+      p.description = os.str();
     }
     return p;
   }
@@ -192,6 +198,26 @@ double average_support_from_run(const std::string& run_dir) {
 
 // ------------------------------------------------------------------ JSON
 
+namespace {
+
+const char* lipschitz_name(layers::LipschitzBound b) {
+  switch (b) {
+    case layers::LipschitzBound::kTangent: return "tangent";
+    case layers::LipschitzBound::kPowerIteration: return "power";
+    case layers::LipschitzBound::kGershgorin: return "gershgorin";
+  }
+  return "?";
+}
+
+layers::LipschitzBound lipschitz_from_name(const std::string& s) {
+  if (s == "tangent") return layers::LipschitzBound::kTangent;
+  if (s == "power") return layers::LipschitzBound::kPowerIteration;
+  if (s == "gershgorin") return layers::LipschitzBound::kGershgorin;
+  throw InvalidArgument("lipschitz '" + s + "': expected tangent|power|gershgorin");
+}
+
+}  // namespace
+
 json to_json(const LmConfig& c) {
   const auto& a = c.attention;
   const auto& h = a.hybrid;
@@ -210,8 +236,11 @@ json to_json(const LmConfig& c) {
               {{"iterations", h.batched.iterations},
                {"ridge", h.batched.ridge},
                {"mask_tol", h.batched.mask_tol},
-               {"lipschitz", h.batched.lipschitz == layers::LipschitzBound::kPowerIteration ? "power" : "gershgorin"},
+               {"lipschitz", lipschitz_name(h.batched.lipschitz)},
                {"power_iterations", h.batched.power_iterations},
+               {"bisections", h.batched.bisections},
+               {"active_set_rounds", h.batched.active_set_rounds},
+               {"ipm_iterations", h.batched.ipm_iterations},
                {"fp64", h.batched.fp64}}}};
   hj["gate_override"] = h.gate_override ? json(*h.gate_override) : json(nullptr);
   return {{"vocab", c.vocab},
@@ -266,11 +295,12 @@ LmConfig lm_config_from_json(const json& j) {
     hc.batched.iterations = b.at("iterations").get<int>();
     hc.batched.ridge = b.at("ridge").get<double>();
     hc.batched.mask_tol = b.at("mask_tol").get<double>();
-    const std::string lip = b.at("lipschitz").get<std::string>();
-    if (lip != "power" && lip != "gershgorin") throw InvalidArgument("lipschitz must be power|gershgorin");
-    hc.batched.lipschitz =
-        lip == "power" ? layers::LipschitzBound::kPowerIteration : layers::LipschitzBound::kGershgorin;
+    hc.batched.lipschitz = lipschitz_from_name(b.at("lipschitz").get<std::string>());
     hc.batched.power_iterations = b.at("power_iterations").get<int>();
+    // Absent in checkpoints written before the batched path's repair stage: the current defaults.
+    hc.batched.bisections = b.value("bisections", hc.batched.bisections);
+    hc.batched.active_set_rounds = b.value("active_set_rounds", hc.batched.active_set_rounds);
+    hc.batched.ipm_iterations = b.value("ipm_iterations", hc.batched.ipm_iterations);
     hc.batched.fp64 = b.at("fp64").get<bool>();
     c.validate();
     return c;

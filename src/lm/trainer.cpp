@@ -18,6 +18,7 @@
 
 #include "svattn/errors.h"
 #include "svattn/hash.h"
+#include "svattn/lm/blas.h"
 
 namespace svattn::lm {
 
@@ -260,6 +261,7 @@ void torch_load(T& value, const std::string& path) {
 void set_threads(int threads) {
   if (threads < 1) throw InvalidArgument("--threads must be >= 1 (got " + std::to_string(threads) + ")");
   at::set_num_threads(threads);
+  set_blas_threads(threads);
   static std::once_flag once;
   std::call_once(once, [] {
     try {

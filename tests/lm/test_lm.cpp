@@ -162,6 +162,9 @@ TEST(LmPresets, ParameterCountsAndStateMatchedWindow) {
   Preset swa = make_preset("swa-3m");
   EXPECT_EQ(swa.model.attention.window, 64 + std::llround(kDefaultMatchedSupport));
   EXPECT_EQ(make_preset("swa-3m", 20.4).model.attention.window, 84);
+  // tiny-swa is state-matched the same way (chunk 32), not fixed.
+  EXPECT_EQ(make_preset("tiny-swa").model.attention.window, 32 + std::llround(kDefaultTinyMatchedSupport));
+  EXPECT_EQ(make_preset("tiny-swa", 10.4).model.attention.window, 42);
   Preset h10 = make_preset("hybrid-10m");
   layers::CharLm big(h10.model);
   const auto n10 = layers::count_parameters(*big);

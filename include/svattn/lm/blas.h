@@ -11,6 +11,12 @@ namespace svattn::lm {
 /// OpenBLAS's kernel name ("Prescott", "SkylakeX", ...) or "" when OpenBLAS is not loaded.
 std::string blas_core_name();
 
+/// Sets OpenBLAS's own thread pool to `threads` (no-op when OpenBLAS is not loaded). LibTorch's
+/// at::set_num_threads does not reach it: OpenBLAS then runs LAPACK factorizations above ~64 x 64
+/// (the hybrid's bordered and interior-point solves) on all cores, and on a shared machine those
+/// threads contend -- measured 60-100x slower Cholesky/LU batches (docs/lm.md, Throughput).
+void set_blas_threads(int threads);
+
 /// When OpenBLAS runs its Prescott kernels on a CPU with AVX2 (AVX-512), OPENBLAS_CORETYPE is
 /// unset and SVATTN_NO_BLAS_FIX is unset: prints one note on stderr and re-executes the current
 /// process (same pid, same arguments) with OPENBLAS_CORETYPE=Haswell (SkylakeX). Returns only when

@@ -42,12 +42,18 @@ struct Preset {
 std::vector<std::string> preset_names();
 
 /// Average |S ∪ E| per head that the state-matched sliding window uses when no hybrid
-/// measurement is given: hybrid-3m on the enwik8 prefix, seed 1234, mean over steps 40-50 of a
-/// 50-step run = 39.8 (docs/lm.md). E5 should pass its own hybrid run (--match-run).
-inline constexpr double kDefaultMatchedSupport = 40.0;
+/// measurement is given: hybrid-3m on the enwik8 prefix, seed 1234, 50 steps (warm-up 10), mean of
+/// the per-layer support over the last quarter of the log (steps 45-50) = 35.9 (docs/lm.md). E5
+/// should pass its own hybrid run (--match-run).
+inline constexpr double kDefaultMatchedSupport = 36.0;
+
+/// The same for tiny-swa: the tiny hybrid on tiny-shakespeare, seed 1234, 100 steps, last quarter
+/// (steps 76-100) = 17.9 (docs/lm.md).
+inline constexpr double kDefaultTinyMatchedSupport = 18.0;
 
 /// Builds a preset. For swa-* the window is chunk + matched_support (SPEC §9), where
-/// matched_support < 0 means kDefaultMatchedSupport. Throws InvalidArgument listing the names.
+/// matched_support < 0 means kDefaultMatchedSupport; tiny-swa likewise with chunk 32 and
+/// kDefaultTinyMatchedSupport. Throws InvalidArgument listing the names.
 Preset make_preset(const std::string& name, double matched_support = -1);
 
 /// Mean of the hybrid layers' support sizes over the train records of a run's metrics.jsonl

@@ -9,13 +9,19 @@
 
 namespace svattn::layers {
 
-/// How FISTA bounds the Lipschitz constant of grad F = 2(K + mu I) a - diag(K).
+/// How FISTA bounds the Lipschitz constant of grad F = 2(K + mu I) a - diag(K) on the problem's
+/// affine hull {sum a = 1}. Every iterate and every extrapolation lies in that hull, so the descent
+/// lemma only needs lambda_max(P A P), P = I - 11'/n the centring on the valid tokens. For keys that
+/// sit in a cone (learned keys), lambda_max(A) ~ n is set by the all-ones direction, which the
+/// constraint removes: the tangent bound is 2-4x smaller on trained hybrid-3m keys (docs/layers.md).
 enum class LipschitzBound {
-  /// Collatz–Wielandt bound max_i (A v)_i / v_i of a power-iteration vector v > 0 (A = K + mu I is
-  /// entrywise nonnegative for RBF, so this is a rigorous upper bound of lambda_max), capped by
-  /// the Gershgorin bound.
+  /// min(Gershgorin of A, ||P A P||_F): both rigorous, no iterations (default).
+  kTangent,
+  /// kTangent, further capped by the Collatz–Wielandt bound max_i (A v)_i / v_i of a
+  /// power-iteration vector v > 0 (A = K + mu I is entrywise nonnegative for RBF, so this is a
+  /// rigorous upper bound of lambda_max(A) >= lambda_max(P A P)). Costs power_iterations mat-vecs.
   kPowerIteration,
-  /// Gershgorin bound max_i sum_j |A_ij| (rigorous, looser).
+  /// Gershgorin bound max_i sum_j |A_ij| alone (rigorous, loosest; the pre-tangent behaviour).
   kGershgorin,
 };
 
@@ -33,9 +39,22 @@ struct BatchedSettings {
   double bandwidth = 1.0;
   /// Problem ridge mu (the same problem as the exact path: FISTA minimises a'(K + mu I)a - diag(K)'a).
   double mu = 1e-6;
-  LipschitzBound lipschitz = LipschitzBound::kPowerIteration;
+  LipschitzBound lipschitz = LipschitzBound::kTangent;
   /// Power iterations for kPowerIteration. >= 1.
   int power_iterations = 20;
+  /// Bisection halvings of the projection's threshold before its closed-form finish (see
+  /// project_capped_simplex); 0 picks the dtype's default (20 in fp32, 40 in fp64). 0..100.
+  int bisections = 0;
+  /// Repair of partitions FISTA has not settled. After the ridge solve on FISTA's masks, a problem
+  /// whose solution leaves the box or violates a KKT sign (R: g >= 0, E: g <= 0, for the ridge
+  /// problem, in the compute dtype) is re-solved on the exact problem (ridge mu, fp64, no
+  /// gradient): ipm_iterations interior-point iterations on the tokens FISTA left above 0, then up
+  /// to active_set_rounds monotone active-set rounds (projected-gradient step, face solve, KKT
+  /// check, feasible step); problems whose partition changed get a new ridge solve. 0 disables the
+  /// repair (FISTA's masks as they are: the pre-repair behaviour). >= 0.
+  int active_set_rounds = 3;
+  /// Interior-point iterations of the repair (0: straight to the active-set rounds). >= 0.
+  int ipm_iterations = 12;
   /// Chunked variant only: evict the reserve set at every chunk boundary (see ExactSettings::bounded).
   bool bounded = false;
   /// Solve and read out in fp64 (else in the inputs' dtype).
@@ -47,26 +66,39 @@ struct BatchedSettings {
 
 /// Solution of G independent problems of size N (padded tokens excluded by `valid`).
 struct BatchedSolution {
-  torch::Tensor alpha;     ///< [G, N], differentiable w.r.t. K (0 on reserve and padding)
+  torch::Tensor alpha;     ///< [G, N], differentiable w.r.t. K (0 on reserve and padding), in [0, u]
   torch::Tensor b;         ///< [G], multiplier of the bordered solve (0 when S is empty)
-  torch::Tensor role;      ///< int8 [G, N]: 0 reserve/padding, 1 margin, 2 error
+  torch::Tensor role;      ///< int8 [G, N]: 0 reserve/padding, 1 margin, 2 error (after the active-set rounds)
   torch::Tensor iterate;   ///< [G, N], final FISTA iterate (no gradient)
   torch::Tensor residual;  ///< [G], fixed-point residual max_i |a - P(a - grad F(a) / L)|_i
+  long active_set_changes = 0;  ///< role changes made by the active-set rounds (all problems)
+  long unconverged = 0;         ///< problems whose partition still changed in the last round
+  long out_of_box = 0;          ///< margin coefficients of the ridge solve outside [0, u] (clamped)
 };
 
 /// RBF kernel exp(-||a_i - b_j||^2 / sigma^2): a [G, N, d], b [G, M, d], sigma [G] -> [G, N, M].
 torch::Tensor rbf_kernel(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& sigma);
 
-/// Euclidean projection of each row of y [G, N] onto {sum a = 1, 0 <= a <= upper} (upper [G, N],
-/// >= 0, with sum(upper) >= 1 per row), exact, by sorting the 2N breakpoints of the threshold.
-torch::Tensor project_capped_simplex(const torch::Tensor& y, const torch::Tensor& upper);
+/// Euclidean projection of each row of y [..., N] onto {sum a = 1, 0 <= a <= upper} (upper of the
+/// same shape, >= 0, with sum(upper) >= 1 per row; tokens with upper = 0 are padding), sort-free:
+/// `bisections` halvings of the threshold tau of clip(y - tau, 0, u) (0: 20 in fp32, 40 in fp64),
+/// then a closed-form finish: on the free set F = {0 < y - tau < u} the sum is linear in tau, so
+/// tau = (sum_F y + sum_{y - u >= tau} u - 1) / |F| (twice, kept inside the bisection bracket). The
+/// result is exact whenever no breakpoint y_i or y_i - u_i lies between the bisection's tau and the
+/// root (the bracket is 2^-bisections of the initial one), and within that bracket otherwise.
+torch::Tensor project_capped_simplex(const torch::Tensor& y, const torch::Tensor& upper, int bisections = 0);
+
+/// The step-size bound FISTA uses for every problem: L [G] with L >= 2 lambda_max(P (K + mu I) P) on
+/// the valid tokens (LipschitzBound; K [G, N, N], valid bool [G, N] or undefined).
+torch::Tensor lipschitz_bound(const torch::Tensor& K, const torch::Tensor& valid, const BatchedSettings& settings);
 
 /// The bound u of every token: max(C, 1/n_valid) on valid tokens (warm-up when n_valid * C <= 1),
 /// 0 on padding. valid: bool [G, N].
 torch::Tensor box_upper(const torch::Tensor& valid, double C, torch::ScalarType dtype);
 
 /// Fits G problems: K [G, N, N] (RBF Gram, any dtype), valid bool [G, N] (undefined = all valid),
-/// warm_start [G, N] (undefined = uniform). FISTA runs without gradient; alpha is differentiable.
+/// warm_start [G, N] (undefined = uniform). FISTA and the active-set rounds run without gradient;
+/// alpha (the ridge solve on the final partition, clamped to [0, u]) is differentiable.
 BatchedSolution batched_svdd(const torch::Tensor& K, const torch::Tensor& valid,
                              const BatchedSettings& settings,
                              const torch::Tensor& warm_start = torch::Tensor());
@@ -94,7 +126,10 @@ struct BatchedInfo {
   torch::Tensor alpha;     ///< same shape, detached, in the compute dtype
   torch::Tensor support;   ///< int64 [B, H] or [B, H, nC]
   double residual = 0;     ///< max FISTA fixed-point residual over all problems
-  long negative_coefficients = 0;  ///< margin coefficients <= 0 after the ridge solve
+  long negative_coefficients = 0;  ///< margin coefficients <= 0 after the ridge solve (before clamping)
+  long out_of_box = 0;             ///< margin coefficients outside [0, u] after the ridge solve (clamped)
+  long active_set_changes = 0;     ///< role changes made by the active-set rounds
+  long unconverged = 0;            ///< problems still changing in the last active-set round
   double seconds = 0;
 };
 
@@ -104,7 +139,10 @@ torch::Tensor sv_batched_attention(const torch::Tensor& keys, const torch::Tenso
                                    const BatchedSettings& settings, BatchedInfo* info = nullptr);
 
 /// Causal chunked memory (same contract as sv_exact_chunked_attention): queries of chunk c read
-/// the memory of chunks 0..c-1; chunk 0 reads 0. FISTA of chunk c is warm-started from chunk c-1.
+/// the memory of chunks 0..c-1; chunk 0 reads 0. Full mode solves the memories of all chunks as one
+/// batch of problems on the leading blocks of one Gram matrix (one batched product per FISTA
+/// iteration for all chunks). Bounded mode is sequential (chunk c's memory depends on chunk c-1's
+/// support); FISTA of chunk c is warm-started from chunk c-1 there.
 torch::Tensor sv_batched_chunked_attention(const torch::Tensor& keys, const torch::Tensor& values,
                                            const torch::Tensor& queries,
                                            const torch::Tensor& log_sigma, std::int64_t chunk,
