@@ -36,6 +36,7 @@ struct E3Preset {
   bool learn_sigma = true;
   bool bounded = false;
   bool eval_exact = false;        // also evaluate the trained hybrid through the exact path
+  std::string path = "batched";   // SV path used for training (and the main evaluation)
   int steps = 300;
   int batch = 32;
   double lr = 3e-3;
@@ -143,6 +144,7 @@ void apply_overrides(E3Preset& p, const std::string& spec) {
     else if (k == "learn_sigma") p.learn_sigma = boolean(k, v);
     else if (k == "bounded") p.bounded = boolean(k, v);
     else if (k == "eval_exact") p.eval_exact = boolean(k, v);
+    else if (k == "path") p.path = v;
     else if (k == "steps") p.steps = static_cast<int>(num(k, v));
     else if (k == "batch") p.batch = static_cast<int>(num(k, v));
     else if (k == "lr") p.lr = num(k, v);
@@ -186,6 +188,7 @@ void validate_preset(const E3Preset& p) {
   if (p.steps < 1 || p.batch < 1 || p.eval_sequences < 1 || p.factors.empty())
     throw InvalidArgument("E3: steps, batch, eval_sequences must be >= 1 and factors non-empty");
   if (p.gate != "token" && p.gate != "chunk") throw InvalidArgument("E3: gate must be token|chunk");
+  layers::global_path_from_string(p.path);
   if (p.methods.empty()) throw InvalidArgument("E3: no methods");
   for (const auto& m : p.methods) method_named(m);
   const bool has_swa = std::find(p.methods.begin(), p.methods.end(), "swa") != p.methods.end();
@@ -211,7 +214,7 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
   a.rope = true;
   auto& h = a.hybrid;
   h.chunk = p.chunk;
-  h.path = layers::GlobalPath::kBatched;
+  h.path = layers::global_path_from_string(p.path);
   h.gate = layers::gate_type_from_string(p.gate);
   h.C = p.C;
   h.bandwidth = p.sigma;
@@ -234,6 +237,7 @@ struct EvalPoint {
   int length = 0;
   double recall = 0;
   long outputs = 0;
+  std::vector<double> recall_per_output;     // accuracy of output j (the j-th symbol), j = 0..k-1
   std::vector<std::vector<double>> support;  // [layer][head], hybrid only
   std::vector<double> gate_per_layer;        // hybrid only: memory share over tokens of chunks >= 1
   double gate_mean = std::nan("");
@@ -253,6 +257,7 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
   std::mt19937_64 rng(seed * 1000003ULL + static_cast<std::uint64_t>(factor));
   const int per = static_cast<int>(std::max<long>(1, p.eval_tokens_per_forward / t.length()));
   long correct = 0;
+  torch::Tensor per_out = torch::zeros({t.k}, torch::kInt64);
   std::vector<std::vector<double>> support_sum;
   std::vector<double> gate_sum;
   double agree_sum = 0, coef_err = 0;
@@ -267,7 +272,9 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
     const auto y = to_tensor(batch.targets, b, batch.length);
     const auto pred = model->forward(x).argmax(-1);
     const auto mask = y.ne(-100);
-    correct += pred.eq(y).logical_and(mask).sum().item<long>();
+    const auto hit = pred.eq(y).logical_and(mask);
+    correct += hit.sum().item<long>();
+    per_out += hit.narrow(1, t.prefix, t.k).sum(0);
     e.outputs += mask.sum().item<long>();
     const auto diags = model->diagnostics();
     if (model->config().attention.type == layers::AttentionType::kHybrid) {
@@ -288,6 +295,8 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
     }
   }
   e.recall = e.outputs > 0 ? static_cast<double>(correct) / static_cast<double>(e.outputs) : 0;
+  for (int j = 0; j < t.k; ++j)
+    e.recall_per_output.push_back(static_cast<double>(per_out[j].item<std::int64_t>()) / sequences);
   if (diag_count > 0) {
     for (auto& s : support_sum)
       for (auto& v : s) v /= diag_count;
@@ -310,10 +319,12 @@ struct MethodResult {
   std::int64_t parameters = 0;
   double train_seconds = 0;
   std::vector<std::pair<int, double>> loss_curve;  // (step, mean loss over the logging period)
+  std::vector<double> grad_norm_curve;             // mean pre-clip gradient norm, same periods
   double final_train_loss = 0;
   std::vector<EvalPoint> eval;
-  std::vector<EvalPoint> eval_exact;  // hybrid with eval_exact: the same weights through the exact path
+  std::vector<EvalPoint> eval_exact;  // hybrid with eval_exact: the same weights through the other path
   double eval_exact_seconds = 0;
+  std::vector<std::vector<double>> sigma;  // hybrid: learned RBF bandwidth per layer and head
   double state_per_layer = 0;  // floats of state one layer carries (all heads)
 };
 
@@ -349,7 +360,7 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
   const Stopwatch sw;
   Progress prog("E3 train " + m.name, p.steps, "steps", o.progress);
   const int log_every = std::max(1, p.steps / 30);
-  double acc = 0;
+  double acc = 0, gacc = 0;
   int acc_n = 0;
   model->train();
   for (int step = 1; step <= p.steps; ++step) {
@@ -367,7 +378,7 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
         logits.reshape({-1, logits.size(-1)}), y.reshape({-1}),
         torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
     loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+    gacc += torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
     opt.step();
     const double lv = loss.item<double>();
     if (!std::isfinite(lv)) throw Error("E3 " + m.name + ": loss is not finite at step " + std::to_string(step));
@@ -375,25 +386,42 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
     ++acc_n;
     if (step % log_every == 0 || step == p.steps) {
       r.loss_curve.emplace_back(step, acc / acc_n);
+      r.grad_norm_curve.push_back(gacc / acc_n);
       r.final_train_loss = acc / acc_n;
       acc = 0;
+      gacc = 0;
       acc_n = 0;
     }
     prog.tick();
   }
   prog.finish();
   r.train_seconds = sw.seconds();
+  if (m.type == layers::AttentionType::kHybrid) {
+    auto collect = [&](const torch::OrderedDict<std::string, torch::Tensor>& d) {
+      for (const auto& kv : d) {
+        const std::string& key = kv.key();
+        if (key.size() < 9 || key.compare(key.size() - 9, 9, "log_sigma") != 0) continue;
+        torch::Tensor sg = kv.value().detach().exp().to(torch::kFloat64).contiguous();
+        r.sigma.emplace_back(sg.data_ptr<double>(), sg.data_ptr<double>() + sg.numel());
+      }
+    };
+    collect(model->named_parameters(true));
+    collect(model->named_buffers(true));
+  }
   const std::uint64_t eval_seed = seed ^ 0x5e1ec7ULL;
   for (int f : p.factors) r.eval.push_back(evaluate_recall(model, p, f, eval_seed, p.eval_sequences));
   if (m.type == layers::AttentionType::kHybrid && p.eval_exact) {
-    // The same weights with the certified exact path (fp64 Memory per batch, head and chunk), and
-    // the batched path's partition agreement with it on the keys of the first factor.
+    // The same weights through the other SV path (the certified exact path, fp64 Memory per batch,
+    // head and chunk, when trained with the batched path; else the batched path), and the batched
+    // path's partition agreement with the exact path on the keys of the first factor.
     const Stopwatch se;
+    const bool trained_batched = r.config.attention.hybrid.path == layers::GlobalPath::kBatched;
     layers::LmConfig ec = r.config;
-    ec.attention.hybrid.path = layers::GlobalPath::kExact;
-    layers::CharLm exact = clone_with_config(model, ec);
-    for (int f : p.factors) r.eval_exact.push_back(evaluate_recall(exact, p, f, eval_seed, p.eval_sequences));
+    ec.attention.hybrid.path = trained_batched ? layers::GlobalPath::kExact : layers::GlobalPath::kBatched;
+    layers::CharLm other = clone_with_config(model, ec);
+    for (int f : p.factors) r.eval_exact.push_back(evaluate_recall(other, p, f, eval_seed, p.eval_sequences));
     layers::LmConfig ac = r.config;
+    ac.attention.hybrid.path = layers::GlobalPath::kBatched;
     ac.attention.hybrid.check_agreement = true;
     layers::CharLm check = clone_with_config(model, ac);
     const EvalPoint a = evaluate_recall(check, p, p.factors.front(), eval_seed, std::min(p.eval_sequences, 16));
@@ -475,7 +503,7 @@ json run_e3(const ExperimentOptions& o) {
                {"train_length", p.task.length()}, {"chance_recall", chance}};
   j["settings"] = {{"d_model", p.d_model}, {"layers", p.n_layers}, {"heads", p.n_heads},
                    {"recurrent_heads", p.recurrent_heads}, {"chunk", p.chunk}, {"C", p.C},
-                   {"fista_iterations", p.fista_iterations}, {"mask_tol", p.mask_tol}, {"gate", p.gate},
+                   {"path", p.path}, {"fista_iterations", p.fista_iterations}, {"mask_tol", p.mask_tol}, {"gate", p.gate},
                    {"gate_bias_init", p.gate_bias}, {"sigma_init", p.sigma}, {"learn_sigma", p.learn_sigma},
                    {"bounded", p.bounded}, {"steps", p.steps}, {"batch", p.batch}, {"lr", p.lr},
                    {"weight_decay", p.weight_decay}, {"warmup", p.warmup},
@@ -487,7 +515,8 @@ json run_e3(const ExperimentOptions& o) {
   auto eval_json = [](const std::vector<EvalPoint>& evs) {
     json ev = json::array();
     for (const auto& e : evs) {
-      json ej = {{"factor", e.factor}, {"length", e.length}, {"recall", e.recall}, {"outputs", e.outputs}};
+      json ej = {{"factor", e.factor}, {"length", e.length}, {"recall", e.recall}, {"outputs", e.outputs},
+                 {"recall_per_output", e.recall_per_output}};
       if (!e.support.empty()) {
         ej["support_per_layer_head"] = e.support;
         ej["support_mean"] = mean_support(e);
@@ -513,12 +542,16 @@ json run_e3(const ExperimentOptions& o) {
     mj["state_floats_per_layer"] = r.state_per_layer;
     if (r.method.type == layers::AttentionType::kSlidingWindow) mj["window"] = r.config.attention.window;
     json curve = json::array();
-    for (const auto& [s, l] : r.loss_curve) curve.push_back({{"step", s}, {"loss", l}});
+    for (std::size_t i = 0; i < r.loss_curve.size(); ++i)
+      curve.push_back({{"step", r.loss_curve[i].first}, {"loss", r.loss_curve[i].second},
+                       {"grad_norm", r.grad_norm_curve[i]}});
     mj["loss_curve"] = curve;
     mj["eval"] = eval_json(r.eval);
+    if (!r.sigma.empty()) mj["sigma_per_layer_head"] = r.sigma;
     if (!r.eval_exact.empty()) {
-      mj["eval_exact_path"] = eval_json(r.eval_exact);
-      mj["eval_exact_seconds"] = r.eval_exact_seconds;
+      mj["eval_other_path"] = eval_json(r.eval_exact);
+      mj["eval_other_path_name"] = r.config.attention.hybrid.path == layers::GlobalPath::kBatched ? "exact" : "batched";
+      mj["eval_other_path_seconds"] = r.eval_exact_seconds;
     }
     methods[r.method.name] = mj;
   }
@@ -536,7 +569,10 @@ json run_e3(const ExperimentOptions& o) {
     for (const auto& e : r.eval) row.push_back(fmt_fixed(e.recall, 3));
     recall.add_row(row);
     if (!r.eval_exact.empty()) {
-      std::vector<std::string> xr = {r.method.label + ", evaluated by the exact path", row[1], row[2], row[3]};
+      const bool trained_batched = r.config.attention.hybrid.path == layers::GlobalPath::kBatched;
+      std::vector<std::string> xr = {r.method.label + (trained_batched ? ", evaluated by the exact path"
+                                                                        : ", evaluated by the batched path"),
+                                     row[1], row[2], row[3]};
       for (const auto& e : r.eval_exact) xr.push_back(fmt_fixed(e.recall, 3));
       recall.add_row(xr);
     }
@@ -636,8 +672,9 @@ json run_e3(const ExperimentOptions& o) {
      << p.task.k << " + f·" << (p.task.prefix - p.task.k) << " positions.\n\n";
   md << "Hybrid: chunk " << p.chunk << ", C = " << fmt_fixed(p.C, 4) << ", " << p.gate
      << " gate (bias init " << fmt_fixed(p.gate_bias, 2) << "), σ init " << fmt_fixed(p.sigma, 3)
-     << (p.learn_sigma ? " (learned)" : " (fixed)") << ", batched FISTA path with " << p.fista_iterations
-     << " iterations" << (p.bounded ? ", bounded memory" : "") << ".\n\n";
+     << (p.learn_sigma ? " (learned)" : " (fixed)") << ", "
+     << (p.path == "exact" ? std::string("exact (certified fp64) path")
+                           : "batched FISTA path with " + std::to_string(p.fista_iterations) + " iterations") << (p.bounded ? ", bounded memory" : "") << ".\n\n";
   if (hyb != nullptr) {
     md << "State matching: the hybrid measured an average support of " << fmt_fixed(support, 2)
        << " tokens per head at the training length";
@@ -662,7 +699,7 @@ json run_e3(const ExperimentOptions& o) {
     if (!std::isnan(f.partition_agreement))
       md << "Batched vs exact path on the trained keys (" << f.factor << "x, 16 sequences): partition agreement "
          << fmt_fixed(f.partition_agreement, 3) << ", max |Δα| " << fmt_sci(f.coefficient_error, 1)
-         << "; exact-path evaluation took " << lmx::duration(hyb->eval_exact_seconds) << ".\n\n";
+         << "; the evaluation by the other path took " << lmx::duration(hyb->eval_exact_seconds) << ".\n\n";
   }
   md << "## Training\n\n| method | train time | final loss |\n| --- | ---: | ---: |\n";
   for (const auto& r : results)
