@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -23,17 +24,29 @@ struct E3Preset {
   SelectiveCopyTask task;
   std::int64_t d_model = 64;
   std::int64_t n_layers = 2;
-  std::int64_t n_heads = 2;       // hybrid and sliding window; linear / DeltaNet use 1 (more state)
+  std::int64_t n_heads = 2;       // hybrid, sliding window, softmax; linear / DeltaNet: recurrent_heads
+  std::int64_t recurrent_heads = 1;
   std::int64_t chunk = 16;
   double C = 1.0 / 8;
   int fista_iterations = 60;
+  double mask_tol = 1e-3;
+  std::string gate = "token";     // "token" | "chunk"
+  double gate_bias = 0.0;         // initial a_h
+  double sigma = 1.0;             // initial RBF bandwidth
+  bool learn_sigma = true;
+  bool bounded = false;
+  bool eval_exact = false;        // also evaluate the trained hybrid through the exact path
+  std::string path = "batched";   // SV path used for training (and the main evaluation)
   int steps = 300;
   int batch = 32;
   double lr = 3e-3;
+  double weight_decay = 0.01;
   int warmup = 20;
   int eval_sequences = 64;
   std::vector<int> factors = {1, 2, 4, 8, 16};
   long eval_tokens_per_forward = 4096;  // eval batch = max(1, this / length)
+  std::vector<std::string> methods = {"hybrid", "swa", "linear", "deltanet"};
+  std::int64_t window = 0;        // > 0: fixed sliding window (else chunk + the hybrid's support)
 };
 
 E3Preset e3_preset(const std::string& name) {
@@ -73,18 +86,116 @@ E3Preset e3_preset(const std::string& name) {
   return p;
 }
 
+// Investigation overrides (docs/experiments.md, E3 trials): SVATTN_E3_SET="key=value,key=value",
+// lists separated by '/', e.g. "C=0.25,steps=600,methods=hybrid/softmax,factors=1/4/16".
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == sep) {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+void apply_overrides(E3Preset& p, const std::string& spec) {
+  auto num = [](const std::string& k, const std::string& v) {
+    std::size_t used = 0;
+    double x = 0;
+    try {
+      // "1/8" is accepted as a fraction.
+      const auto slash = v.find('/');
+      if (slash != std::string::npos) return std::stod(v.substr(0, slash)) / std::stod(v.substr(slash + 1));
+      x = std::stod(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != v.size()) throw InvalidArgument("SVATTN_E3_SET: " + k + " = '" + v + "' is not a number");
+    return x;
+  };
+  auto boolean = [](const std::string& k, const std::string& v) {
+    if (v == "1" || v == "true") return true;
+    if (v == "0" || v == "false") return false;
+    throw InvalidArgument("SVATTN_E3_SET: " + k + " = '" + v + "' is not a boolean");
+  };
+  for (const auto& kv : split(spec, ',')) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos) throw InvalidArgument("SVATTN_E3_SET: '" + kv + "' is not key=value");
+    const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+    if (k == "symbols") p.task.symbols = static_cast<int>(num(k, v));
+    else if (k == "k") p.task.k = static_cast<int>(num(k, v));
+    else if (k == "prefix") p.task.prefix = static_cast<int>(num(k, v));
+    else if (k == "d_model") p.d_model = static_cast<std::int64_t>(num(k, v));
+    else if (k == "layers") p.n_layers = static_cast<std::int64_t>(num(k, v));
+    else if (k == "heads") p.n_heads = static_cast<std::int64_t>(num(k, v));
+    else if (k == "recurrent_heads") p.recurrent_heads = static_cast<std::int64_t>(num(k, v));
+    else if (k == "chunk") p.chunk = static_cast<std::int64_t>(num(k, v));
+    else if (k == "C") p.C = num(k, v);
+    else if (k == "iters") p.fista_iterations = static_cast<int>(num(k, v));
+    else if (k == "mask_tol") p.mask_tol = num(k, v);
+    else if (k == "gate") p.gate = v;
+    else if (k == "gate_bias") p.gate_bias = num(k, v);
+    else if (k == "sigma") p.sigma = num(k, v);
+    else if (k == "learn_sigma") p.learn_sigma = boolean(k, v);
+    else if (k == "bounded") p.bounded = boolean(k, v);
+    else if (k == "eval_exact") p.eval_exact = boolean(k, v);
+    else if (k == "path") p.path = v;
+    else if (k == "steps") p.steps = static_cast<int>(num(k, v));
+    else if (k == "batch") p.batch = static_cast<int>(num(k, v));
+    else if (k == "lr") p.lr = num(k, v);
+    else if (k == "wd") p.weight_decay = num(k, v);
+    else if (k == "warmup") p.warmup = static_cast<int>(num(k, v));
+    else if (k == "eval_sequences") p.eval_sequences = static_cast<int>(num(k, v));
+    else if (k == "window") p.window = static_cast<std::int64_t>(num(k, v));
+    else if (k == "factors") {
+      p.factors.clear();
+      for (const auto& f : split(v, '/')) p.factors.push_back(static_cast<int>(num(k, f)));
+    } else if (k == "methods") {
+      p.methods = split(v, '/');
+    } else {
+      throw InvalidArgument("SVATTN_E3_SET: unknown key '" + k + "'");
+    }
+  }
+}
+
 struct Method {
-  std::string name;   // hybrid | swa | linear | deltanet
+  std::string name;   // hybrid | swa | linear | deltanet | softmax
   std::string label;
   layers::AttentionType type;
 };
 
 const std::vector<Method> kMethods = {
-    {"hybrid", "hybrid SV (per-token gate)", layers::AttentionType::kHybrid},
+    {"hybrid", "hybrid SV", layers::AttentionType::kHybrid},
     {"swa", "sliding window (state-matched)", layers::AttentionType::kSlidingWindow},
     {"linear", "linear attention", layers::AttentionType::kLinear},
     {"deltanet", "DeltaNet", layers::AttentionType::kDeltaNet},
+    {"softmax", "full causal softmax (reference, unbounded state)", layers::AttentionType::kSoftmax},
 };
+
+const Method& method_named(const std::string& name) {
+  for (const auto& m : kMethods)
+    if (m.name == name) return m;
+  throw InvalidArgument("E3: unknown method '" + name + "' (hybrid|swa|linear|deltanet|softmax)");
+}
+
+void validate_preset(const E3Preset& p) {
+  p.task.validate();
+  if (p.steps < 1 || p.batch < 1 || p.eval_sequences < 1 || p.factors.empty())
+    throw InvalidArgument("E3: steps, batch, eval_sequences must be >= 1 and factors non-empty");
+  if (p.gate != "token" && p.gate != "chunk") throw InvalidArgument("E3: gate must be token|chunk");
+  layers::global_path_from_string(p.path);
+  if (p.methods.empty()) throw InvalidArgument("E3: no methods");
+  for (const auto& m : p.methods) method_named(m);
+  const bool has_swa = std::find(p.methods.begin(), p.methods.end(), "swa") != p.methods.end();
+  const bool has_hybrid = !p.methods.empty() && p.methods.front() == "hybrid";
+  if (has_swa && !has_hybrid && p.window < 1)
+    throw InvalidArgument("E3: the state-matched window needs the hybrid first (or window=W)");
+}
 
 layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std::int64_t window) {
   layers::LmConfig m;
@@ -97,19 +208,22 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
   a.type = type;
   a.d_model = p.d_model;
   const bool recurrent = type == layers::AttentionType::kLinear || type == layers::AttentionType::kDeltaNet;
-  a.n_heads = recurrent ? 1 : p.n_heads;
+  a.n_heads = recurrent ? p.recurrent_heads : p.n_heads;
   a.window = std::max<std::int64_t>(1, window);
   a.scan_chunk = p.chunk;
   a.rope = true;
   auto& h = a.hybrid;
   h.chunk = p.chunk;
-  h.path = layers::GlobalPath::kBatched;
-  h.gate = layers::GateType::kPerToken;
+  h.path = layers::global_path_from_string(p.path);
+  h.gate = layers::gate_type_from_string(p.gate);
   h.C = p.C;
-  h.bandwidth = 1.0;
-  h.learn_bandwidth = true;
+  h.bandwidth = p.sigma;
+  h.learn_bandwidth = p.learn_sigma;
   h.normalize_keys = true;
+  h.bounded = p.bounded;
+  h.gate_bias_init = p.gate_bias;
   h.batched.iterations = p.fista_iterations;
+  h.batched.mask_tol = p.mask_tol;
   m.validate();
   return m;
 }
@@ -123,11 +237,18 @@ struct EvalPoint {
   int length = 0;
   double recall = 0;
   long outputs = 0;
+  std::vector<double> recall_per_output;     // accuracy of output j (the j-th symbol), j = 0..k-1
   std::vector<std::vector<double>> support;  // [layer][head], hybrid only
+  std::vector<double> gate_per_layer;        // hybrid only: memory share over tokens of chunks >= 1
   double gate_mean = std::nan("");
+  double partition_agreement = std::nan("");  // hybrid, batched vs exact on the same keys (optional)
+  double coefficient_error = std::nan("");
 };
 
-EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, std::uint64_t seed) {
+// Recall on `eval_sequences` fresh sequences at padding factor `factor`. The sequences are a pure
+// function of (seed, factor), so every method and path sees the same ones.
+EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, std::uint64_t seed,
+                          int sequences) {
   SelectiveCopyTask t = p.task;
   t.prefix = p.task.k + (p.task.prefix - p.task.k) * factor;
   EvalPoint e;
@@ -136,38 +257,58 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
   std::mt19937_64 rng(seed * 1000003ULL + static_cast<std::uint64_t>(factor));
   const int per = static_cast<int>(std::max<long>(1, p.eval_tokens_per_forward / t.length()));
   long correct = 0;
+  torch::Tensor per_out = torch::zeros({t.k}, torch::kInt64);
   std::vector<std::vector<double>> support_sum;
-  double gate_sum = 0;
+  std::vector<double> gate_sum;
+  double agree_sum = 0, coef_err = 0;
+  long agree_units = 0;
   int diag_count = 0;
   torch::NoGradGuard ng;
   model->eval();
-  for (int done = 0; done < p.eval_sequences; done += per) {
-    const int b = std::min(per, p.eval_sequences - done);
+  for (int done = 0; done < sequences; done += per) {
+    const int b = std::min(per, sequences - done);
     const auto batch = make_selective_copy_batch(t, b, rng);
     const auto x = to_tensor(batch.inputs, b, batch.length);
     const auto y = to_tensor(batch.targets, b, batch.length);
     const auto pred = model->forward(x).argmax(-1);
     const auto mask = y.ne(-100);
-    correct += pred.eq(y).logical_and(mask).sum().item<long>();
+    const auto hit = pred.eq(y).logical_and(mask);
+    correct += hit.sum().item<long>();
+    per_out += hit.narrow(1, t.prefix, t.k).sum(0);
     e.outputs += mask.sum().item<long>();
     const auto diags = model->diagnostics();
     if (model->config().attention.type == layers::AttentionType::kHybrid) {
       if (support_sum.empty()) support_sum.assign(diags.size(), std::vector<double>());
+      if (gate_sum.empty()) gate_sum.assign(diags.size(), 0.0);
       for (std::size_t l = 0; l < diags.size(); ++l) {
         auto& s = support_sum[l];
         if (s.empty()) s.assign(diags[l].support_per_head.size(), 0.0);
         for (std::size_t h = 0; h < s.size(); ++h) s[h] += diags[l].support_per_head[h] * b;
-        gate_sum += diags[l].gate_mean * b / static_cast<double>(diags.size());
+        gate_sum[l] += diags[l].gate_mean * b;
+        if (diags[l].agreement_units > 0) {
+          agree_sum += diags[l].partition_agreement * static_cast<double>(diags[l].agreement_units);
+          agree_units += diags[l].agreement_units;
+          coef_err = std::max(coef_err, diags[l].coefficient_error);
+        }
       }
       diag_count += b;
     }
   }
   e.recall = e.outputs > 0 ? static_cast<double>(correct) / static_cast<double>(e.outputs) : 0;
+  for (int j = 0; j < t.k; ++j)
+    e.recall_per_output.push_back(static_cast<double>(per_out[j].item<std::int64_t>()) / sequences);
   if (diag_count > 0) {
     for (auto& s : support_sum)
       for (auto& v : s) v /= diag_count;
     e.support = support_sum;
-    e.gate_mean = gate_sum / diag_count;
+    double g = 0;
+    for (auto& v : gate_sum) v /= diag_count, g += v;
+    e.gate_per_layer = gate_sum;
+    e.gate_mean = g / static_cast<double>(gate_sum.size());
+  }
+  if (agree_units > 0) {
+    e.partition_agreement = agree_sum / static_cast<double>(agree_units);
+    e.coefficient_error = coef_err;
   }
   return e;
 }
@@ -178,10 +319,26 @@ struct MethodResult {
   std::int64_t parameters = 0;
   double train_seconds = 0;
   std::vector<std::pair<int, double>> loss_curve;  // (step, mean loss over the logging period)
+  std::vector<double> grad_norm_curve;             // mean pre-clip gradient norm, same periods
   double final_train_loss = 0;
   std::vector<EvalPoint> eval;
+  std::vector<EvalPoint> eval_exact;  // hybrid with eval_exact: the same weights through the other path
+  double eval_exact_seconds = 0;
+  std::vector<std::vector<double>> sigma;  // hybrid: learned RBF bandwidth per layer and head
   double state_per_layer = 0;  // floats of state one layer carries (all heads)
 };
+
+// A model with `config` and the parameters and buffers of `src` (same names: the SV path and the
+// diagnostics switches do not change the parameters).
+layers::CharLm clone_with_config(layers::CharLm& src, const layers::LmConfig& config) {
+  layers::CharLm dst(config);
+  torch::NoGradGuard ng;
+  auto sp = src->named_parameters(true);
+  for (auto& kv : dst->named_parameters(true)) kv.value().copy_(sp[kv.key()]);
+  auto sb = src->named_buffers(true);
+  for (auto& kv : dst->named_buffers(true)) kv.value().copy_(sb[kv.key()]);
+  return dst;
+}
 
 MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t window, std::uint64_t seed,
                           const ExperimentOptions& o) {
@@ -195,7 +352,7 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
   for (auto& q : model->parameters()) (q.dim() >= 2 ? decay : no_decay).push_back(q);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                 torch::optim::AdamWOptions(p.lr).weight_decay(0.01)));
+                                 torch::optim::AdamWOptions(p.lr).weight_decay(p.weight_decay)));
   groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
                                     torch::optim::AdamWOptions(p.lr).weight_decay(0.0)));
   torch::optim::AdamW opt(std::move(groups));
@@ -203,7 +360,7 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
   const Stopwatch sw;
   Progress prog("E3 train " + m.name, p.steps, "steps", o.progress);
   const int log_every = std::max(1, p.steps / 30);
-  double acc = 0;
+  double acc = 0, gacc = 0;
   int acc_n = 0;
   model->train();
   for (int step = 1; step <= p.steps; ++step) {
@@ -221,7 +378,7 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
         logits.reshape({-1, logits.size(-1)}), y.reshape({-1}),
         torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
     loss.backward();
-    torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
+    gacc += torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
     opt.step();
     const double lv = loss.item<double>();
     if (!std::isfinite(lv)) throw Error("E3 " + m.name + ": loss is not finite at step " + std::to_string(step));
@@ -229,15 +386,49 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
     ++acc_n;
     if (step % log_every == 0 || step == p.steps) {
       r.loss_curve.emplace_back(step, acc / acc_n);
+      r.grad_norm_curve.push_back(gacc / acc_n);
       r.final_train_loss = acc / acc_n;
       acc = 0;
+      gacc = 0;
       acc_n = 0;
     }
     prog.tick();
   }
   prog.finish();
   r.train_seconds = sw.seconds();
-  for (int f : p.factors) r.eval.push_back(evaluate_recall(model, p, f, seed ^ 0x5e1ec7ULL));
+  if (m.type == layers::AttentionType::kHybrid) {
+    auto collect = [&](const torch::OrderedDict<std::string, torch::Tensor>& d) {
+      for (const auto& kv : d) {
+        const std::string& key = kv.key();
+        if (key.size() < 9 || key.compare(key.size() - 9, 9, "log_sigma") != 0) continue;
+        torch::Tensor sg = kv.value().detach().exp().to(torch::kFloat64).contiguous();
+        r.sigma.emplace_back(sg.data_ptr<double>(), sg.data_ptr<double>() + sg.numel());
+      }
+    };
+    collect(model->named_parameters(true));
+    collect(model->named_buffers(true));
+  }
+  const std::uint64_t eval_seed = seed ^ 0x5e1ec7ULL;
+  for (int f : p.factors) r.eval.push_back(evaluate_recall(model, p, f, eval_seed, p.eval_sequences));
+  if (m.type == layers::AttentionType::kHybrid && p.eval_exact) {
+    // The same weights through the other SV path (the certified exact path, fp64 Memory per batch,
+    // head and chunk, when trained with the batched path; else the batched path), and the batched
+    // path's partition agreement with the exact path on the keys of the first factor.
+    const Stopwatch se;
+    const bool trained_batched = r.config.attention.hybrid.path == layers::GlobalPath::kBatched;
+    layers::LmConfig ec = r.config;
+    ec.attention.hybrid.path = trained_batched ? layers::GlobalPath::kExact : layers::GlobalPath::kBatched;
+    layers::CharLm other = clone_with_config(model, ec);
+    for (int f : p.factors) r.eval_exact.push_back(evaluate_recall(other, p, f, eval_seed, p.eval_sequences));
+    layers::LmConfig ac = r.config;
+    ac.attention.hybrid.path = layers::GlobalPath::kBatched;
+    ac.attention.hybrid.check_agreement = true;
+    layers::CharLm check = clone_with_config(model, ac);
+    const EvalPoint a = evaluate_recall(check, p, p.factors.front(), eval_seed, std::min(p.eval_sequences, 16));
+    r.eval.front().partition_agreement = a.partition_agreement;
+    r.eval.front().coefficient_error = a.coefficient_error;
+    r.eval_exact_seconds = se.seconds();
+  }
   return r;
 }
 
@@ -254,25 +445,42 @@ double mean_support(const EvalPoint& e) {
 json run_e3(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;
-  const E3Preset p = e3_preset(o.preset);
+  E3Preset p = e3_preset(o.preset);
+  const char* env = std::getenv("SVATTN_E3_SET");
+  const std::string overrides = env != nullptr ? env : "";
+  apply_overrides(p, overrides);
+  validate_preset(p);
   lm::set_threads(1);
   ensure_dir(o.out_dir);
 
-  // 1. the hybrid; its measured support at the training length sets the sliding window.
+  // 1. the hybrid first; its measured support at the training length sets the sliding window.
   std::vector<MethodResult> results;
-  results.push_back(train_method(kMethods[0], p, 1, o.seed, o));
-  const double support = mean_support(results[0].eval.front());
-  const std::int64_t window = layers::state_matched_window(p.chunk, support);
-  for (std::size_t i = 1; i < kMethods.size(); ++i)
-    results.push_back(train_method(kMethods[i], p, window, o.seed, o));
+  double support = std::nan("");
+  std::int64_t window = p.window;
+  for (const auto& name : p.methods) {
+    const Method& m = method_named(name);
+    results.push_back(train_method(m, p, window > 0 ? window : 1, o.seed, o));
+    if (m.type == layers::AttentionType::kHybrid && std::isnan(support)) {
+      support = mean_support(results.back().eval.front());
+      if (p.window < 1) window = layers::state_matched_window(p.chunk, support);
+    }
+  }
+  auto find = [&](const std::string& name) -> const MethodResult* {
+    for (const auto& r : results)
+      if (r.method.name == name) return &r;
+    return nullptr;
+  };
+  const MethodResult* hyb = find("hybrid");
   // State carried at the longest evaluation length (the window is then shorter than the context).
-  const std::int64_t longest = results[0].eval.back().length;
+  const std::int64_t longest = results.front().eval.back().length;
   for (auto& r : results) {
     r.state_per_layer = static_cast<double>(r.config.attention.n_heads) *
-                        state_floats_per_head(r.config.attention, support, longest);
+                        state_floats_per_head(r.config.attention, std::isnan(support) ? 0.0 : support, longest);
   }
-  const bool recurrent_covers = std::min(results[2].state_per_layer, results[3].state_per_layer) >=
-                                results[0].state_per_layer;
+  const MethodResult* lin = find("linear");
+  const MethodResult* dn = find("deltanet");
+  const bool recurrent_covers = hyb != nullptr && lin != nullptr && dn != nullptr &&
+                                std::min(lin->state_per_layer, dn->state_per_layer) >= hyb->state_per_layer;
 
   const double chance = 1.0 / p.task.symbols;
   // ------------------------------------------------------------------ JSON
@@ -284,6 +492,7 @@ json run_e3(const ExperimentOptions& o) {
   j["machine"] = lmx::machine();
   j["created"] = lmx::utc_now();
   j["data"] = "synthetic selective copy (generated in-process)";
+  j["overrides"] = overrides;
   std::ostringstream scale;
   scale << "synthetic selective copy: " << p.task.k << " of " << p.task.symbols << " symbols among "
         << p.task.prefix << " training positions, padding up to " << p.factors.back()
@@ -292,10 +501,36 @@ json run_e3(const ExperimentOptions& o) {
   j["scale"] = scale.str();
   j["task"] = {{"symbols", p.task.symbols}, {"k", p.task.k}, {"train_prefix", p.task.prefix},
                {"train_length", p.task.length()}, {"chance_recall", chance}};
-  j["hybrid_average_support"] = support;
+  j["settings"] = {{"d_model", p.d_model}, {"layers", p.n_layers}, {"heads", p.n_heads},
+                   {"recurrent_heads", p.recurrent_heads}, {"chunk", p.chunk}, {"C", p.C},
+                   {"path", p.path}, {"fista_iterations", p.fista_iterations}, {"mask_tol", p.mask_tol}, {"gate", p.gate},
+                   {"gate_bias_init", p.gate_bias}, {"sigma_init", p.sigma}, {"learn_sigma", p.learn_sigma},
+                   {"bounded", p.bounded}, {"steps", p.steps}, {"batch", p.batch}, {"lr", p.lr},
+                   {"weight_decay", p.weight_decay}, {"warmup", p.warmup},
+                   {"eval_sequences", p.eval_sequences}, {"factors", p.factors}, {"methods", p.methods}};
+  j["hybrid_average_support"] = std::isnan(support) ? json(nullptr) : json(support);
   j["matched_window"] = window;
   j["state_context"] = longest;
   j["recurrent_state_covers_hybrid"] = recurrent_covers;
+  auto eval_json = [](const std::vector<EvalPoint>& evs) {
+    json ev = json::array();
+    for (const auto& e : evs) {
+      json ej = {{"factor", e.factor}, {"length", e.length}, {"recall", e.recall}, {"outputs", e.outputs},
+                 {"recall_per_output", e.recall_per_output}};
+      if (!e.support.empty()) {
+        ej["support_per_layer_head"] = e.support;
+        ej["support_mean"] = mean_support(e);
+        ej["gate_memory_share"] = e.gate_mean;
+        ej["gate_memory_share_per_layer"] = e.gate_per_layer;
+      }
+      if (!std::isnan(e.partition_agreement)) {
+        ej["partition_agreement_vs_exact"] = e.partition_agreement;
+        ej["coefficient_error_vs_exact"] = e.coefficient_error;
+      }
+      ev.push_back(ej);
+    }
+    return ev;
+  };
   json methods = json::object();
   for (const auto& r : results) {
     json mj;
@@ -307,19 +542,17 @@ json run_e3(const ExperimentOptions& o) {
     mj["state_floats_per_layer"] = r.state_per_layer;
     if (r.method.type == layers::AttentionType::kSlidingWindow) mj["window"] = r.config.attention.window;
     json curve = json::array();
-    for (const auto& [s, l] : r.loss_curve) curve.push_back({{"step", s}, {"loss", l}});
+    for (std::size_t i = 0; i < r.loss_curve.size(); ++i)
+      curve.push_back({{"step", r.loss_curve[i].first}, {"loss", r.loss_curve[i].second},
+                       {"grad_norm", r.grad_norm_curve[i]}});
     mj["loss_curve"] = curve;
-    json ev = json::array();
-    for (const auto& e : r.eval) {
-      json ej = {{"factor", e.factor}, {"length", e.length}, {"recall", e.recall}, {"outputs", e.outputs}};
-      if (!e.support.empty()) {
-        ej["support_per_layer_head"] = e.support;
-        ej["support_mean"] = mean_support(e);
-        ej["gate_memory_share"] = e.gate_mean;
-      }
-      ev.push_back(ej);
+    mj["eval"] = eval_json(r.eval);
+    if (!r.sigma.empty()) mj["sigma_per_layer_head"] = r.sigma;
+    if (!r.eval_exact.empty()) {
+      mj["eval_other_path"] = eval_json(r.eval_exact);
+      mj["eval_other_path_name"] = r.config.attention.hybrid.path == layers::GlobalPath::kBatched ? "exact" : "batched";
+      mj["eval_other_path_seconds"] = r.eval_exact_seconds;
     }
-    mj["eval"] = ev;
     methods[r.method.name] = mj;
   }
   j["methods"] = methods;
@@ -330,50 +563,66 @@ json run_e3(const ExperimentOptions& o) {
   Table recall(cols);
   for (const auto& r : results) {
     std::vector<std::string> row = {r.method.label, std::to_string(r.config.attention.n_heads),
-                                    fmt_fixed(r.state_per_layer, 0), std::to_string(r.parameters)};
+                                    r.method.type == layers::AttentionType::kSoftmax
+                                        ? "context·(d_k+d_v)" : fmt_fixed(r.state_per_layer, 0),
+                                    std::to_string(r.parameters)};
     for (const auto& e : r.eval) row.push_back(fmt_fixed(e.recall, 3));
     recall.add_row(row);
+    if (!r.eval_exact.empty()) {
+      const bool trained_batched = r.config.attention.hybrid.path == layers::GlobalPath::kBatched;
+      std::vector<std::string> xr = {r.method.label + (trained_batched ? ", evaluated by the exact path"
+                                                                        : ", evaluated by the batched path"),
+                                     row[1], row[2], row[3]};
+      for (const auto& e : r.eval_exact) xr.push_back(fmt_fixed(e.recall, 3));
+      recall.add_row(xr);
+    }
   }
   std::vector<std::string> scols = {"padding", "length"};
   for (std::int64_t l = 0; l < p.n_layers; ++l)
     for (std::int64_t h = 0; h < p.n_heads; ++h) scols.push_back("L" + std::to_string(l) + "H" + std::to_string(h));
   scols.push_back("mean");
-  scols.push_back("gate (memory share)");
+  for (std::int64_t l = 0; l < p.n_layers; ++l) scols.push_back("gate L" + std::to_string(l));
   Table supp(scols);
-  for (const auto& e : results[0].eval) {
-    std::vector<std::string> row = {std::to_string(e.factor) + "x", std::to_string(e.length)};
-    for (const auto& l : e.support)
-      for (double v : l) row.push_back(fmt_fixed(v, 1));
-    row.push_back(fmt_fixed(mean_support(e), 1));
-    row.push_back(fmt_fixed(e.gate_mean, 3));
-    supp.add_row(row);
+  if (hyb != nullptr) {
+    for (const auto& e : hyb->eval) {
+      std::vector<std::string> row = {std::to_string(e.factor) + "x", std::to_string(e.length)};
+      for (const auto& l : e.support)
+        for (double v : l) row.push_back(fmt_fixed(v, 1));
+      row.push_back(fmt_fixed(mean_support(e), 1));
+      for (double g : e.gate_per_layer) row.push_back(fmt_fixed(g, 3));
+      supp.add_row(row);
+    }
   }
   j["tables"] = {{"recall", recall.json()}, {"support", supp.json()}};
 
   // ------------------------------------------------------------------ summary
   auto recall_at_max = [&](const std::string& name) {
-    for (const auto& r : results)
-      if (r.method.name == name) return r.eval.back().recall;
-    return std::nan("");
+    const MethodResult* r = find(name);
+    return r != nullptr ? fmt_fixed(r->eval.back().recall, 3) : std::string("not run");
   };
-  double smin = 1e300, smax = 0;
-  for (const auto& e : results[0].eval)
-    for (const auto& l : e.support)
-      for (double v : l) smin = std::min(smin, v), smax = std::max(smax, v);
+  const std::string chance_note = " (chance " + fmt_fixed(chance, 3) + ")";
   const std::string at = " at " + std::to_string(p.factors.back()) + "x training padding";
   json summary = json::array();
-  summary.push_back({{"metric", "SV hybrid recall" + at}, {"paper", "≈ 0.99"},
-                     {"ours", fmt_fixed(recall_at_max("hybrid"), 3)}});
-  summary.push_back({{"metric", "SV support per head (all paddings)"}, {"paper", "11–14 tokens"},
-                     {"ours", fmt_fixed(smin, 1) + "–" + fmt_fixed(smax, 1) + " tokens (C = " +
-                                  fmt_fixed(p.C, 4) + ", so ≥ " + fmt_fixed(1.0 / p.C, 0) + ")"}});
-  summary.push_back({{"metric", "DeltaNet recall" + at}, {"paper", "chance"},
-                     {"ours", fmt_fixed(recall_at_max("deltanet"), 3) + " (chance " + fmt_fixed(chance, 3) + ")"}});
+  summary.push_back({{"metric", "SV hybrid recall" + at}, {"paper", "≈ 0.99"}, {"ours", recall_at_max("hybrid")}});
+  if (hyb != nullptr) {
+    double smin = 1e300, smax = 0;
+    for (const auto& e : hyb->eval)
+      for (const auto& l : e.support)
+        for (double v : l) smin = std::min(smin, v), smax = std::max(smax, v);
+    summary.push_back({{"metric", "SV support per head (all paddings)"}, {"paper", "11–14 tokens"},
+                       {"ours", fmt_fixed(smin, 1) + "–" + fmt_fixed(smax, 1) + " tokens (C = " +
+                                    fmt_fixed(p.C, 4) + ", so ≥ " + fmt_fixed(1.0 / p.C, 0) + ")"}});
+  } else {
+    summary.push_back({{"metric", "SV support per head (all paddings)"}, {"paper", "11–14 tokens"}, {"ours", "not run"}});
+  }
+  summary.push_back({{"metric", "DeltaNet recall" + at}, {"paper", "chance"}, {"ours", recall_at_max("deltanet") + chance_note}});
   summary.push_back({{"metric", "linear attention recall" + at}, {"paper", "chance"},
-                     {"ours", fmt_fixed(recall_at_max("linear"), 3) + " (chance " + fmt_fixed(chance, 3) + ")"}});
+                     {"ours", recall_at_max("linear") + chance_note}});
   summary.push_back({{"metric", "state-matched sliding window (W = " + std::to_string(window) + ") recall" + at},
-                     {"paper", "not reported"},
-                     {"ours", fmt_fixed(recall_at_max("swa"), 3)}});
+                     {"paper", "not reported"}, {"ours", recall_at_max("swa")}});
+  if (find("softmax") != nullptr)
+    summary.push_back({{"metric", "full causal softmax (unbounded state) recall" + at},
+                       {"paper", "not reported"}, {"ours", recall_at_max("softmax")}});
   j["summary"] = summary;
 
   // ------------------------------------------------------------------ plots
@@ -413,6 +662,7 @@ json run_e3(const ExperimentOptions& o) {
   md << "# E3 — selective copy with growing padding\n\n";
   md << "Preset `" << o.preset << "`, seed " << o.seed << ", run time " << lmx::duration(total.seconds())
      << " on " << j["machine"]["cpu"].get<std::string>() << " (1 thread).\n\n";
+  if (!overrides.empty()) md << "Overrides (SVATTN_E3_SET): `" << overrides << "`.\n\n";
   md << "Scale: " << scale.str() << ".\n\n";
   md << "Task: the input holds " << p.task.k << " data symbols (alphabet " << p.task.symbols
      << ", chance recall " << fmt_fixed(chance, 3) << ") at random positions among padding, then a go "
@@ -420,20 +670,37 @@ json run_e3(const ExperimentOptions& o) {
      << "Recall = token accuracy on the " << p.task.k << " outputs over " << p.eval_sequences
      << " fresh sequences per padding; padding factor f keeps " << p.task.k << " symbols among "
      << p.task.k << " + f·" << (p.task.prefix - p.task.k) << " positions.\n\n";
-  md << "State matching: the hybrid (chunk " << p.chunk << ", C = " << fmt_fixed(p.C, 4)
-     << ") measured an average support of " << fmt_fixed(support, 2)
-     << " tokens per head at the training length, so the sliding window is W = chunk + support = "
-     << window << " (" << p.n_heads << " heads, W·(d_k + d_v) floats per head). Linear attention and "
-     << "DeltaNet use one head of d_k = d_v = " << p.d_model << " (d_k·d_v floats, the most a layer of "
-     << "this width can hold); that is " << (recurrent_covers ? "at least" : "LESS than")
-     << " the hybrid's (chunk + support)·(d_k + d_v) + support per layer (state floats per layer "
-     << "at the longest length " << longest << " in the recall table).\n\n";
+  md << "Hybrid: chunk " << p.chunk << ", C = " << fmt_fixed(p.C, 4) << ", " << p.gate
+     << " gate (bias init " << fmt_fixed(p.gate_bias, 2) << "), σ init " << fmt_fixed(p.sigma, 3)
+     << (p.learn_sigma ? " (learned)" : " (fixed)") << ", "
+     << (p.path == "exact" ? std::string("exact (certified fp64) path")
+                           : "batched FISTA path with " + std::to_string(p.fista_iterations) + " iterations") << (p.bounded ? ", bounded memory" : "") << ".\n\n";
+  if (hyb != nullptr) {
+    md << "State matching: the hybrid measured an average support of " << fmt_fixed(support, 2)
+       << " tokens per head at the training length";
+    if (p.window < 1)
+      md << ", so the sliding window is W = chunk + support = " << window;
+    else
+      md << "; the sliding window was fixed at W = " << window << " by override";
+    md << " (" << p.n_heads << " heads, W·(d_k + d_v) floats per head). Linear attention and "
+       << "DeltaNet use " << p.recurrent_heads << " head(s) of d_k = d_v = " << p.d_model / p.recurrent_heads
+       << " (d_k·d_v floats each); that is " << (recurrent_covers ? "at least" : "LESS than")
+       << " the hybrid's (chunk + support)·(d_k + d_v) + support per layer (state floats per layer "
+       << "at the longest length " << longest << " in the recall table).\n\n";
+  }
   md << "## Summary (ours beside the paper)\n\n| metric | paper | ours |\n| --- | --- | --- |\n";
   for (const auto& s : summary)
     md << "| " << s["metric"].get<std::string>() << " | " << s["paper"].get<std::string>() << " | "
        << s["ours"].get<std::string>() << " |\n";
   md << "\n## Recall vs padding factor\n\n" << recall.markdown() << "\n";
-  md << "## SV support |S ∪ E| per layer and head (hybrid)\n\n" << supp.markdown() << "\n";
+  if (hyb != nullptr) {
+    md << "## SV support |S ∪ E| per layer and head, and the gate's memory share (hybrid)\n\n" << supp.markdown() << "\n";
+    const auto& f = hyb->eval.front();
+    if (!std::isnan(f.partition_agreement))
+      md << "Batched vs exact path on the trained keys (" << f.factor << "x, 16 sequences): partition agreement "
+         << fmt_fixed(f.partition_agreement, 3) << ", max |Δα| " << fmt_sci(f.coefficient_error, 1)
+         << "; the evaluation by the other path took " << lmx::duration(hyb->eval_exact_seconds) << ".\n\n";
+  }
   md << "## Training\n\n| method | train time | final loss |\n| --- | ---: | ---: |\n";
   for (const auto& r : results)
     md << "| " << r.method.label << " | " << lmx::duration(r.train_seconds) << " | "
