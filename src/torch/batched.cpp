@@ -411,6 +411,9 @@ ActiveSet refine_active_set(const Tensor& K64, const ProblemList& pl_in, const T
   return out;
 }
 
+// Largest working set of the interior point (tokens per problem).
+constexpr std::int64_t kMaxWorkingSet = 256;
+
 // Primal-dual interior-point method (Mehrotra predictor-corrector, fp64, no gradient) on the
 // working set W = the tokens FISTA left above 0; the tokens outside W stay at 0 (the active-set
 // rounds afterwards check them). Per problem:
@@ -422,7 +425,19 @@ Tensor interior_point(const Tensor& K64, const ProblemList& pl, const Tensor& x,
                       const Tensor& upper, double mu, int iterations, const Tensor& extra = Tensor()) {
   torch::NoGradGuard ng;
   const auto F = x.size(0), N = pl.N;
-  auto [idx, real] = compact(((x > 0) | (extra.defined() ? extra : torch::zeros_like(valid))) & valid);
+  Tensor take = ((x > 0) | (extra.defined() ? extra : torch::zeros_like(valid))) & valid;
+  Tensor idx, real;
+  if (take.sum(-1).max().item<std::int64_t>() <= kMaxWorkingSet) {
+    std::tie(idx, real) = compact(take);
+  } else {
+    // Long memories far from converged: the kMaxWorkingSet largest coefficients (the others stay
+    // at 0; the active-set rounds check them). Bounds the Newton systems' memory and time.
+    Tensor score = torch::where(take, x.to(torch::kFloat64) + (extra.defined() ? extra.to(torch::kFloat64) : torch::zeros_like(x, torch::kFloat64)),
+                                torch::full({}, -1.0, x.options().dtype(torch::kFloat64)));
+    auto top = score.topk(kMaxWorkingSet, -1);
+    idx = std::get<1>(top);
+    real = std::get<0>(top) >= 0;
+  }
   const auto m = idx.size(-1);
   Tensor wm = real.to(torch::kFloat64);  // [F, m]
   Tensor pair = wm.unsqueeze(-1) * wm.unsqueeze(-2);
@@ -498,83 +513,66 @@ struct SolvedSet {
   long changes = 0, unconverged = 0, out_of_box = 0, negative = 0;
 };
 
-// FISTA -> masks -> (problems whose partition is not optimal: interior point on the working set +
-// active-set rounds) -> differentiable ridge solve, for R problems per Gram matrix.
-SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettings& s, const Tensor& warm) {
+// FISTA -> masks -> (problems whose partition is not optimal for the exact problem: interior point
+// on the working set + active-set rounds) -> differentiable ridge solve, for R problems per Gram
+// matrix. K64: the same Gram matrix in fp64 computed from the keys (undefined: K in fp64). The
+// partition decisions are made on it: near-duplicate keys split their mass on differences that an
+// fp32 Gram matrix rounds away.
+SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettings& s, const Tensor& warm,
+                    const Tensor& K64_in = Tensor()) {
   Tensor K = K_in.contiguous();
   const auto dt = K.scalar_type();
   const auto G = K.size(0), N = K.size(1), R = valid.size(1), P = G * R;
-  const double ridge = s.mu + s.ridge;
   Tensor upper = box_upper(valid, s.C, dt);
   Tensor upper_p = upper.view({P, N}), valid_p = valid.reshape({P, N});
-  ProblemList all = make_list(G, R, N, Tensor(), K.device());
   SolvedSet out;
-  Tensor role, K64, L;
+  Tensor role;
   {
     torch::NoGradGuard ng;
-    K64 = K.detach().to(torch::kFloat64);
-    L = lipschitz(K64, valid.to(torch::kFloat64), s);
+    Tensor K64 = K64_in.defined() ? K64_in.contiguous() : K.detach().to(torch::kFloat64);
+    Tensor L = lipschitz(K64, valid.to(torch::kFloat64), s);
     FistaResult fr = fista(K.detach(), valid.to(dt), upper, L.to(dt), s, warm);
     out.iterate = fr.x;
     out.residual = fr.residual;
     role = masks(fr.x, upper, valid, s.mask_tol).view({P, N});
-  }
-  // The ridge solve on FISTA's partition (differentiable; needed anyway).
-  auto ab = bordered_solve(K, all, role, upper_p, ridge);
-  Tensor alpha = ab.first, b = ab.second;
-  if (s.active_set_rounds > 0) {
-    torch::NoGradGuard ng;
-    // A partition whose ridge solution is in the box and satisfies the KKT signs (the ridge
-    // problem's optimality, in the compute dtype) is kept. Any other problem -- FISTA's fixed budget
-    // has not settled it -- is solved on the exact problem (ridge mu, fp64): interior point on the
-    // working set, then active-set rounds.
-    Tensor a = alpha.detach();
-    Tensor q = kmv(all, K.detach(), a) + ridge * a - 0.5 * torch::diagonal(K.detach(), 0, -2, -1).repeat_interleave(R, 0);
-    Tensor isS = role == 1, isE = role == 2, isR = (role == 0) & valid_p;
-    Tensor inf = torch::full({}, std::numeric_limits<double>::infinity(), q.options());
-    Tensor b_free = torch::where(isE, -q, inf).amin(-1);
-    Tensor bb = torch::where(isS.any(-1), b.detach(), torch::where(torch::isfinite(b_free), b_free, torch::zeros_like(b_free)));
-    Tensor g = q + bb.unsqueeze(-1);
-    const double gtol = dt == torch::kFloat64 ? 1e-9 : 1e-5;
-    Tensor atol = (dt == torch::kFloat64 ? 1e-9 : 1e-4) * upper_p;
-    Tensor viol = (isS & ((a < -atol) | (a > upper_p + atol))) | (isR & (g < -gtol)) | (isE & (g > gtol));
-    Tensor bad = viol.any(-1).nonzero().view({-1});
-    if (bad.numel() > 0) {
-      ProblemList pl = make_list(G, R, N, bad, K.device());
-      Tensor xb = out.iterate.view({P, N}).index_select(0, bad);
-      Tensor vb = valid_p.index_select(0, bad), ub = upper_p.to(torch::kFloat64).index_select(0, bad);
-      Tensor Lb = L.view({P, 1}).index_select(0, bad);
-      // The exact problem; a floor on its ridge keeps the fp64 face solves nonsingular when mu = 0
-      // and keys repeat exactly (the optimum is then not unique anyway).
+    if (s.active_set_rounds > 0) {
+      // FISTA's partition is kept where it is optimal for the exact problem (face solve in fp64, KKT
+      // signs); any other problem -- FISTA's fixed budget has not settled it -- is re-solved. A floor
+      // on the ridge keeps the fp64 face solves nonsingular when mu = 0 and keys repeat exactly (the
+      // optimum is then not unique anyway).
       const double mu = std::max(s.mu, 1e-12);
-      Tensor start = s.ipm_iterations > 0 ? interior_point(K64, pl, xb, vb, ub, mu, s.ipm_iterations) : xb;
-      ActiveSet as = refine_active_set(K64, pl, start, ub, vb, Lb, mu, s.mask_tol, s.active_set_rounds);
-      if (as.open.numel() > 0 && s.ipm_iterations > 0) {
-        // Still open: typically a token FISTA had left at 0 belongs to the support. One more
-        // interior-point pass on those problems with it in the working set.
-        const Tensor& o = as.open;
-        ProblemList po = make_list(G, R, N, pl.pidx.index_select(0, o), K.device());
-        Tensor vo = vb.index_select(0, o), uo = ub.index_select(0, o);
-        Tensor st2 = interior_point(K64, po, as.x, vo, uo, mu, s.ipm_iterations, as.enter);
-        ActiveSet as2 = refine_active_set(K64, po, st2, uo, vo, Lb.index_select(0, o), mu, s.mask_tol,
-                                          s.active_set_rounds);
-        as.role.index_copy_(0, o, as2.role);
-        as.unconverged = as2.unconverged;
-      }
-      out.unconverged = as.unconverged;
-      Tensor moved_rows = (as.role != role.index_select(0, bad)).any(-1);
-      out.changes = (as.role != role.index_select(0, bad)).sum().item<std::int64_t>();
-      role.index_copy_(0, bad, as.role);
-      Tensor moved = bad.index_select(0, moved_rows.nonzero().view({-1}));
-      if (moved.numel() > 0) {
-        torch::AutoGradMode on(true);
-        auto ab2 = bordered_solve(K, make_list(G, R, N, moved, K.device()), role.index_select(0, moved),
-                                  upper_p.index_select(0, moved), ridge);
-        alpha = alpha.index_copy(0, moved, ab2.first);
-        b = b.index_copy(0, moved, ab2.second);
+      ProblemList all = make_list(G, R, N, Tensor(), K.device());
+      Tensor u64 = upper_p.to(torch::kFloat64);
+      FaceCheck fc = check_partition(K64, all, role, u64, valid_p, mu);
+      Tensor bad = (~fc.ok).nonzero().view({-1});
+      if (bad.numel() > 0) {
+        ProblemList pl = make_list(G, R, N, bad, K.device());
+        Tensor xb = fr.x.view({P, N}).index_select(0, bad);
+        Tensor vb = valid_p.index_select(0, bad), ub = u64.index_select(0, bad);
+        Tensor Lb = L.view({P, 1}).index_select(0, bad);
+        Tensor start = s.ipm_iterations > 0 ? interior_point(K64, pl, xb, vb, ub, mu, s.ipm_iterations) : xb;
+        ActiveSet as = refine_active_set(K64, pl, start, ub, vb, Lb, mu, s.mask_tol, s.active_set_rounds);
+        if (as.open.numel() > 0 && s.ipm_iterations > 0) {
+          // Still open: typically a token FISTA had left at 0 belongs to the support. One more
+          // interior-point pass on those problems with it in the working set.
+          const Tensor& o = as.open;
+          ProblemList po = make_list(G, R, N, pl.pidx.index_select(0, o), K.device());
+          Tensor vo = vb.index_select(0, o), uo = ub.index_select(0, o);
+          Tensor st2 = interior_point(K64, po, as.x, vo, uo, mu, s.ipm_iterations, as.enter);
+          ActiveSet as2 = refine_active_set(K64, po, st2, uo, vo, Lb.index_select(0, o), mu, s.mask_tol,
+                                            s.active_set_rounds);
+          as.role.index_copy_(0, o, as2.role);
+          as.unconverged = as2.unconverged;
+        }
+        out.unconverged = as.unconverged;
+        out.changes = (as.role != role.index_select(0, bad)).sum().item<std::int64_t>();
+        role.index_copy_(0, bad, as.role);
       }
     }
   }
+  // The coefficients: the ridge solve on the final partition (differentiable).
+  auto ab = bordered_solve(K, make_list(G, R, N, Tensor(), K.device()), role, upper_p, s.mu + s.ridge);
+  Tensor alpha = ab.first, b = ab.second;
   {
     torch::NoGradGuard ng;
     Tensor a = alpha.detach();
@@ -706,6 +704,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The Gram matrix in fp64 from the keys, for the partition decisions (no gradient).
+Tensor gram64(const Tensor& x, const Tensor& sigma, const Tensor& K) {
+  torch::NoGradGuard ng;
+  if (K.scalar_type() == torch::kFloat64) return K.detach();
+  return rbf_kernel(x.detach().to(torch::kFloat64), x.detach().to(torch::kFloat64), sigma.detach().to(torch::kFloat64));
+}
+
+// Chunk memories solved together in full mode (the LM presets have 3 per sequence).
+constexpr std::int64_t kJointChunks = 4;
+
 void record(BatchedInfo* info, const SolvedSet& sol) {
   info->residual = std::max(info->residual, sol.residual.max().item<double>());
   info->negative_coefficients += sol.negative;
@@ -723,7 +731,7 @@ Tensor sv_batched_attention(const Tensor& keys, const Tensor& values, const Tens
   const auto G = p.B * p.H;
   Tensor K = rbf_kernel(p.x, p.x, p.sigma);
   Tensor valid = torch::ones({G, 1, p.N}, p.x.options().dtype(torch::kBool));
-  SolvedSet sol = solve_set(K, valid, s, Tensor());
+  SolvedSet sol = solve_set(K, valid, s, Tensor(), gram64(p.x, p.sigma, K));
   Tensor o = readout_set(p.q.unsqueeze(1), p.x, p.v, sol.alpha, sol.role > 0, p.sigma).squeeze(1);
   if (info != nullptr) {
     *info = BatchedInfo{};
@@ -756,24 +764,33 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
   if (n_chunks == 1) {
     o = torch::zeros({G, T, p.dv}, p.x.options());
   } else if (!s.bounded) {
-    // Full mode: the memory of chunk c = r + 1 is the leading cL x cL block of one Gram matrix; all
-    // R = n_chunks - 1 memories are solved together (one batched product per FISTA iteration).
+    // Full mode: the memory of chunk c = r + 1 is the leading cL x cL block of one Gram matrix. The
+    // memories are solved together, up to kJointChunks at a time (one batched product per FISTA
+    // iteration for the group; the group bounds the memory of long sequences).
     const std::int64_t R = n_chunks - 1, N = R * L;
     Tensor xm = p.x.narrow(1, 0, N), vmem = p.v.narrow(1, 0, N);
-    Tensor K = rbf_kernel(xm, xm, p.sigma);
-    Tensor limit = (torch::arange(1, R + 1, i64) * L).view({1, R, 1});
-    Tensor valid = (torch::arange(N, i64).view({1, 1, N}) < limit).expand({G, R, N});
-    SolvedSet sol = solve_set(K, valid, s, Tensor());
+    Tensor Kfull = rbf_kernel(xm, xm, p.sigma);
+    Tensor Kfull64 = gram64(xm, p.sigma, Kfull);
     // Queries of chunks 1..R, padded to R * L rows.
     Tensor qm = p.q.narrow(1, L, T - L);
     if (T - L < R * L) qm = torch::cat({qm, torch::zeros({G, R * L - (T - L), p.d}, qm.options())}, 1);
-    Tensor og = readout_set(qm.view({G, R, L, p.d}), xm, vmem, sol.alpha, sol.role > 0, p.sigma);
-    o = torch::cat({torch::zeros({G, L, p.dv}, p.x.options()), og.reshape({G, R * L, p.dv}).narrow(1, 0, T - L)}, 1);
-    if (info != nullptr) {
-      role_all.narrow(1, 1, R).narrow(2, 0, N).copy_(sol.role);
-      alpha_all.narrow(1, 1, R).narrow(2, 0, N).copy_(sol.alpha.detach());
-      record(info, sol);
+    std::vector<Tensor> outs = {torch::zeros({G, L, p.dv}, p.x.options())};
+    for (std::int64_t r0 = 0; r0 < R; r0 += kJointChunks) {
+      const std::int64_t r1 = std::min(R, r0 + kJointChunks), Rg = r1 - r0, n = r1 * L;
+      Tensor limit = (torch::arange(r0 + 1, r1 + 1, i64) * L).view({1, Rg, 1});
+      Tensor valid = (torch::arange(n, i64).view({1, 1, n}) < limit).expand({G, Rg, n});
+      SolvedSet sol = solve_set(Kfull.narrow(1, 0, n).narrow(2, 0, n), valid, s, Tensor(),
+                                Kfull64.narrow(1, 0, n).narrow(2, 0, n));
+      Tensor og = readout_set(qm.narrow(1, r0 * L, Rg * L).view({G, Rg, L, p.d}), xm.narrow(1, 0, n),
+                              vmem.narrow(1, 0, n), sol.alpha, sol.role > 0, p.sigma);
+      outs.push_back(og.reshape({G, Rg * L, p.dv}));
+      if (info != nullptr) {
+        role_all.narrow(1, r0 + 1, Rg).narrow(2, 0, n).copy_(sol.role);
+        alpha_all.narrow(1, r0 + 1, Rg).narrow(2, 0, n).copy_(sol.alpha.detach());
+        record(info, sol);
+      }
     }
+    o = torch::cat(outs, 1).narrow(1, 0, T);
   } else {
     // Bounded mode: chunk c's memory is the support of chunk c-1's memory plus chunk c-1's tokens.
     std::vector<Tensor> outs;
@@ -792,7 +809,7 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
       Tensor K = rbf_kernel(xk, xk, p.sigma);
       Tensor ws;
       if (warm.defined()) ws = torch::cat({warm, torch::zeros({G, n - warm.size(1)}, warm.options())}, 1).unsqueeze(1);
-      SolvedSet sol = solve_set(K, valid.unsqueeze(1), s, ws);
+      SolvedSet sol = solve_set(K, valid.unsqueeze(1), s, ws, gram64(xk, p.sigma, K));
       outs.push_back(readout_set(p.q.narrow(1, qb, qe - qb).unsqueeze(1), xk, vk, sol.alpha, sol.role > 0, p.sigma)
                          .squeeze(1));
       Tensor role = sol.role.squeeze(1);
