@@ -45,13 +45,14 @@ struct BatchedSettings {
   /// Bisection halvings of the projection's threshold before its closed-form finish (see
   /// project_capped_simplex); 0 picks the dtype's default (20 in fp32, 40 in fp64). 0..100.
   int bisections = 0;
-  /// Repair of partitions FISTA has not settled. After the ridge solve on FISTA's masks, a problem
-  /// whose solution leaves the box or violates a KKT sign (R: g >= 0, E: g <= 0, for the ridge
-  /// problem, in the compute dtype) is re-solved on the exact problem (ridge mu, fp64, no
-  /// gradient): ipm_iterations interior-point iterations on the tokens FISTA left above 0, then up
-  /// to active_set_rounds monotone active-set rounds (projected-gradient step, face solve, KKT
-  /// check, feasible step); problems whose partition changed get a new ridge solve. 0 disables the
-  /// repair (FISTA's masks as they are: the pre-repair behaviour). >= 0.
+  /// Check and repair of partitions FISTA has not settled. FISTA's partition of every problem is
+  /// checked on the exact problem (face solve with ridge mu in fp64, on a Gram matrix computed from
+  /// the keys in fp64; margin coefficients inside the box, KKT signs g >= 0 on R and g <= 0 on E).
+  /// A rejected problem is re-solved on the exact problem (fp64, no gradient): ipm_iterations
+  /// interior-point iterations on the tokens FISTA left above 0, then up to active_set_rounds
+  /// monotone active-set rounds (projected-gradient step, face solve, check, feasible step), and a
+  /// second interior-point pass with the entering reserve tokens if still open. 0 disables check
+  /// and repair (FISTA's masks as they are: the pre-repair behaviour). >= 0.
   int active_set_rounds = 3;
   /// Interior-point iterations of the repair (0: straight to the active-set rounds). >= 0.
   int ipm_iterations = 12;
