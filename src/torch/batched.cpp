@@ -259,8 +259,9 @@ Tensor kmv(const ProblemList& pl, const Tensor& K, const Tensor& a) {
 // K[g_f][idx_f, idx_f] -> [F, m, m] and diag(K)[g_f][idx_f] -> [F, m] (K contiguous).
 Tensor gather_block(const Tensor& K, const ProblemList& pl, const Tensor& idx) {
   const auto F = idx.size(0), m = idx.size(1), N = pl.N;
-  Tensor flat = pl.gidx.view({F, 1, 1}) * (N * N) + idx.unsqueeze(-1) * N + idx.unsqueeze(-2);
-  return K.reshape({-1}).index_select(0, flat.reshape({-1})).view({F, m, m});
+  // Rows first (a small [F, m] index into [G N, N]), then the columns of each row.
+  Tensor rows = K.reshape({-1, N}).index_select(0, (pl.gidx.unsqueeze(-1) * N + idx).reshape({-1})).view({F, m, N});
+  return rows.gather(2, idx.unsqueeze(1).expand({F, m, m}));
 }
 Tensor gather_diag(const Tensor& K, const ProblemList& pl, const Tensor& idx) {
   const auto N = pl.N;
@@ -284,10 +285,34 @@ std::pair<Tensor, Tensor> compact(const Tensor& take) {
 // The bordered solve of every listed problem (module comment of bordered_coefficients),
 // differentiable w.r.t. K: role int8 [F, N], upper [F, N] -> {alpha [F, N], b [F]}.
 std::pair<Tensor, Tensor> bordered_solve(const Tensor& K, const ProblemList& pl, const Tensor& role,
-                                         const Tensor& upper, double ridge) {
+                                         const Tensor& upper, double ridge, bool bucket = true) {
   const auto F = role.size(0), N = pl.N;
   const auto dt = K.scalar_type();
   Tensor mS = role == 1;
+  if (bucket && F >= 16) {
+    // Margin sets of very different sizes (e.g. the 64-, 128- and 192-token memories of one batch
+    // at initialisation, when every token is margin): solve the problems in three groups by size,
+    // each padded to its own largest set, instead of padding all to the largest (~2x less work).
+    Tensor count = mS.sum(-1);
+    Tensor order = std::get<1>(count.sort());
+    Tensor sorted = count.index_select(0, order);
+    const std::int64_t cmax = sorted[F - 1].item<std::int64_t>();
+    const std::int64_t c1 = sorted[F / 3].item<std::int64_t>(), c2 = sorted[2 * F / 3].item<std::int64_t>();
+    if (cmax >= 48 && (c1 * 10 < cmax * 7 || c2 * 10 < cmax * 7)) {
+      Tensor alpha = torch::zeros({F, N}, K.options()), b = torch::zeros({F}, K.options());
+      const std::int64_t cuts[4] = {0, F / 3, 2 * F / 3, F};
+      for (int k = 0; k < 3; ++k) {
+        const std::int64_t lo = cuts[k], hi = cuts[k + 1];
+        if (hi <= lo) continue;
+        Tensor rows = order.narrow(0, lo, hi - lo);
+        ProblemList sub = make_list(pl.G, pl.R, N, pl.pidx.index_select(0, rows), pl.pidx.device());
+        auto ab = bordered_solve(K, sub, role.index_select(0, rows), upper.index_select(0, rows), ridge, false);
+        alpha = alpha.index_copy(0, rows, ab.first);
+        b = b.index_copy(0, rows, ab.second);
+      }
+      return {alpha, b};
+    }
+  }
   Tensor uE = upper.to(dt) * (role == 2).to(dt);
   auto [idx, real] = compact(mS);  // margin tokens to the front; other slots become identity rows
   const auto smax = idx.size(1);
@@ -295,18 +320,36 @@ std::pair<Tensor, Tensor> bordered_solve(const Tensor& K, const ProblemList& pl,
   Tensor Kss = gather_block(K, pl, idx);
   Tensor dS = gather_diag(K, pl, idx);
   Tensor KuE = kmv(pl, K, uE).gather(-1, idx);  // (K u_E) on the margin slots (K symmetric)
-  Tensor pair = ms.unsqueeze(-1) * ms.unsqueeze(-2);
-  Tensor Abody = Kss * pair + torch::diag_embed(ms * ridge + (1 - ms));
-  Tensor has_s = (ms.sum(-1, true) > 0).to(dt);                              // [F, 1]
-  Tensor top = torch::cat({(1 - has_s).unsqueeze(-1), ms.unsqueeze(-2)}, -1);  // [F, 1, smax+1]
-  Tensor body = torch::cat({ms.unsqueeze(-1), Abody}, -1);                     // [F, smax, smax+1]
-  Tensor A = torch::cat({top, body}, -2);
+  // K_SS + ridge I with identity rows/columns on the padding slots (in place: at init every token of
+  // a 192-token memory can be margin, and each pass over [F, 192, 192] costs tens of ms).
+  Tensor H = Kss;
+  if (!real.all().item<bool>()) H = H.mul(ms.unsqueeze(-1) * ms.unsqueeze(-2));
+  H.diagonal(0, -2, -1).add_(ms * ridge + (1 - ms));
+  Tensor has_s = (ms.sum(-1, true) > 0).to(dt);                       // [F, 1]
   Tensor rhs_b = (1 - uE.sum(-1, true)) * has_s;
   Tensor rhs_s = ms * (dS / 2 - KuE);
-  Tensor rhs = torch::cat({rhs_b, rhs_s}, -1).unsqueeze(-1);
-  Tensor z = torch::linalg_solve(A, rhs, /*left=*/true).squeeze(-1);
-  Tensor b = z.select(-1, 0);
-  Tensor aS = z.narrow(-1, 1, smax) * ms;
+  Tensor b, aS;
+  // H is symmetric positive definite for ridge > 0: eliminate the border (Schur complement) and use
+  // Cholesky, half the work of an LU of the bordered system. LU when a factorisation fails.
+  Tensor Lc, info;
+  std::tie(Lc, info) = torch::linalg_cholesky_ex(H);
+  if (ridge > 0 && (info == 0).all().item<bool>()) {
+    Tensor sol = torch::cholesky_solve(torch::stack({rhs_s, ms}, -1), Lc);  // H^-1 [r_S, 1_S]
+    Tensor h1 = sol.select(-1, 0), hm = sol.select(-1, 1);
+    // 1'a = r_b with a = H^-1 (r_S - b 1): b = (1'H^-1 r_S - r_b) / (1'H^-1 1); 0 when S is empty.
+    Tensor den = (ms * hm).sum(-1, true) + (1 - has_s);
+    b = ((ms * h1).sum(-1, true) - rhs_b) / den;
+    aS = (h1 - b * hm) * ms;
+    b = b.squeeze(-1);
+  } else {
+    Tensor top = torch::cat({(1 - has_s).unsqueeze(-1), ms.unsqueeze(-2)}, -1);  // [F, 1, smax+1]
+    Tensor body = torch::cat({ms.unsqueeze(-1), H}, -1);                        // [F, smax, smax+1]
+    Tensor A = torch::cat({top, body}, -2);
+    Tensor rhs = torch::cat({rhs_b, rhs_s}, -1).unsqueeze(-1);
+    Tensor z = torch::linalg_solve(A, rhs, /*left=*/true).squeeze(-1);
+    b = z.select(-1, 0);
+    aS = z.narrow(-1, 1, smax) * ms;
+  }
   // scatter_add: the padding slots (token 0, value 0) may repeat.
   Tensor alpha = torch::zeros({F, N}, K.options()).scatter_add(-1, idx, aS) + uE;
   return {alpha, b};
@@ -422,10 +465,32 @@ constexpr std::int64_t kMaxWorkingSet = 256;
 // conditioning of K_WW, which is what makes FISTA slow on trained keys (docs/layers.md §2). A
 // problem stops moving once its residuals and complementarity are below 1e-14. Returns [F, N].
 Tensor interior_point(const Tensor& K64, const ProblemList& pl, const Tensor& x, const Tensor& valid,
-                      const Tensor& upper, double mu, int iterations, const Tensor& extra = Tensor()) {
+                      const Tensor& upper, double mu, int iterations, const Tensor& extra = Tensor(),
+                      bool bucket = true) {
   torch::NoGradGuard ng;
   const auto F = x.size(0), N = pl.N;
   Tensor take = ((x > 0) | (extra.defined() ? extra : torch::zeros_like(valid))) & valid;
+  if (bucket && F >= 16) {
+    // Working sets of very different sizes: three groups by size (as in bordered_solve).
+    Tensor count = take.sum(-1);
+    Tensor order = std::get<1>(count.sort());
+    Tensor sorted = count.index_select(0, order);
+    const std::int64_t cmax = sorted[F - 1].item<std::int64_t>();
+    const std::int64_t c1 = sorted[F / 3].item<std::int64_t>(), c2 = sorted[2 * F / 3].item<std::int64_t>();
+    if (cmax >= 32 && (c1 * 10 < cmax * 7 || c2 * 10 < cmax * 7)) {
+      Tensor out = torch::zeros({F, N}, x.options().dtype(torch::kFloat64));
+      const std::int64_t cuts[4] = {0, F / 3, 2 * F / 3, F};
+      for (int k = 0; k < 3; ++k) {
+        if (cuts[k + 1] <= cuts[k]) continue;
+        Tensor rows = order.narrow(0, cuts[k], cuts[k + 1] - cuts[k]);
+        ProblemList sub = make_list(pl.G, pl.R, N, pl.pidx.index_select(0, rows), pl.pidx.device());
+        out.index_copy_(0, rows, interior_point(K64, sub, x.index_select(0, rows), valid.index_select(0, rows),
+                                                upper.index_select(0, rows), mu, iterations,
+                                                extra.defined() ? extra.index_select(0, rows) : Tensor(), false));
+      }
+      return out;
+    }
+  }
   Tensor idx, real;
   if (take.sum(-1).max().item<std::int64_t>() <= kMaxWorkingSet) {
     std::tie(idx, real) = compact(take);
@@ -708,7 +773,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 Tensor gram64(const Tensor& x, const Tensor& sigma, const Tensor& K) {
   torch::NoGradGuard ng;
   if (K.scalar_type() == torch::kFloat64) return K.detach();
-  return rbf_kernel(x.detach().to(torch::kFloat64), x.detach().to(torch::kFloat64), sigma.detach().to(torch::kFloat64));
+  Tensor a = x.detach().to(torch::kFloat64);
+  Tensor sq = a.pow(2).sum(-1);
+  // exp(-(|a|^2 + |b|^2 - 2 a.b) / sigma^2), in place after one fused product.
+  Tensor d2 = torch::baddbmm(sq.unsqueeze(-1) + sq.unsqueeze(-2), a, a.transpose(1, 2), /*beta=*/1, /*alpha=*/-2);
+  d2.clamp_min_(0).mul_((-1 / sigma.detach().to(torch::kFloat64).pow(2)).view({-1, 1, 1}));
+  return d2.exp_();
 }
 
 // Chunk memories solved together in full mode (the LM presets have 3 per sequence).
