@@ -36,6 +36,7 @@ struct E3Preset {
   double sigma = 1.0;             // initial RBF bandwidth
   bool learn_sigma = true;
   bool bounded = false;
+  double mu = 1e-6;               // problem ridge (both SV paths)
   bool eval_exact = false;        // also evaluate the trained hybrid through the exact path
   std::string path = "batched";   // SV path used for training
   std::string eval_path;          // SV path of the main evaluation ("" = the training path)
@@ -147,6 +148,7 @@ void apply_overrides(E3Preset& p, const std::string& spec) {
     else if (k == "sigma") p.sigma = num(k, v);
     else if (k == "learn_sigma") p.learn_sigma = boolean(k, v);
     else if (k == "bounded") p.bounded = boolean(k, v);
+    else if (k == "mu") p.mu = num(k, v);
     else if (k == "eval_exact") p.eval_exact = boolean(k, v);
     else if (k == "path") p.path = v;
     else if (k == "eval_path") p.eval_path = v;
@@ -230,6 +232,7 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
   h.learn_bandwidth = p.learn_sigma;
   h.normalize_keys = true;
   h.bounded = p.bounded;
+  h.mu = p.mu;
   h.gate_bias_init = p.gate_bias;
   h.batched.iterations = p.fista_iterations;
   h.batched.mask_tol = p.mask_tol;
@@ -551,7 +554,7 @@ json run_e3(const ExperimentOptions& o) {
                    {"path", p.path}, {"eval_path", p.eval_path.empty() ? p.path : p.eval_path},
                    {"fista_iterations", p.fista_iterations}, {"mask_tol", p.mask_tol}, {"gate", p.gate},
                    {"gate_bias_init", p.gate_bias}, {"sigma_init", p.sigma}, {"learn_sigma", p.learn_sigma},
-                   {"bounded", p.bounded}, {"steps", p.steps}, {"batch", p.batch}, {"lr", p.lr},
+                   {"bounded", p.bounded}, {"mu", p.mu}, {"steps", p.steps}, {"batch", p.batch}, {"lr", p.lr},
                    {"weight_decay", p.weight_decay}, {"warmup", p.warmup},
                    {"eval_sequences", p.eval_sequences}, {"factors", p.factors}, {"methods", p.methods}};
   j["hybrid_average_support"] = std::isnan(support) ? json(nullptr) : json(support);
