@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -25,7 +26,7 @@ struct E3Preset {
   std::int64_t d_model = 64;
   std::int64_t n_layers = 2;
   std::int64_t n_heads = 2;       // hybrid, sliding window, softmax; linear / DeltaNet: recurrent_heads
-  std::int64_t recurrent_heads = 1;
+  std::int64_t recurrent_heads = 0;  // 0: state-matched to the hybrid (see matched_recurrent_heads)
   std::int64_t chunk = 16;
   double C = 1.0 / 8;
   int fista_iterations = 60;
@@ -35,8 +36,12 @@ struct E3Preset {
   double sigma = 1.0;             // initial RBF bandwidth
   bool learn_sigma = true;
   bool bounded = false;
+  double mu = 1e-6;               // problem ridge (both SV paths)
   bool eval_exact = false;        // also evaluate the trained hybrid through the exact path
-  std::string path = "batched";   // SV path used for training (and the main evaluation)
+  std::string path = "batched";   // SV path used for training
+  std::string eval_path;          // SV path of the main evaluation ("" = the training path)
+  bool save_models = false;       // write <out>/E3-<method>.pt after training
+  bool reuse_models = false;      // load <out>/E3-<method>.pt when present instead of training
   int steps = 300;
   int batch = 32;
   double lr = 3e-3;
@@ -143,8 +148,12 @@ void apply_overrides(E3Preset& p, const std::string& spec) {
     else if (k == "sigma") p.sigma = num(k, v);
     else if (k == "learn_sigma") p.learn_sigma = boolean(k, v);
     else if (k == "bounded") p.bounded = boolean(k, v);
+    else if (k == "mu") p.mu = num(k, v);
     else if (k == "eval_exact") p.eval_exact = boolean(k, v);
     else if (k == "path") p.path = v;
+    else if (k == "eval_path") p.eval_path = v;
+    else if (k == "save") p.save_models = boolean(k, v);
+    else if (k == "reuse") p.reuse_models = boolean(k, v);
     else if (k == "steps") p.steps = static_cast<int>(num(k, v));
     else if (k == "batch") p.batch = static_cast<int>(num(k, v));
     else if (k == "lr") p.lr = num(k, v);
@@ -189,6 +198,7 @@ void validate_preset(const E3Preset& p) {
     throw InvalidArgument("E3: steps, batch, eval_sequences must be >= 1 and factors non-empty");
   if (p.gate != "token" && p.gate != "chunk") throw InvalidArgument("E3: gate must be token|chunk");
   layers::global_path_from_string(p.path);
+  if (!p.eval_path.empty()) layers::global_path_from_string(p.eval_path);
   if (p.methods.empty()) throw InvalidArgument("E3: no methods");
   for (const auto& m : p.methods) method_named(m);
   const bool has_swa = std::find(p.methods.begin(), p.methods.end(), "swa") != p.methods.end();
@@ -197,7 +207,8 @@ void validate_preset(const E3Preset& p) {
     throw InvalidArgument("E3: the state-matched window needs the hybrid first (or window=W)");
 }
 
-layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std::int64_t window) {
+layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std::int64_t window,
+                              std::int64_t recurrent_heads = 1) {
   layers::LmConfig m;
   m.vocab = p.task.vocab();
   m.n_layers = p.n_layers;
@@ -208,7 +219,7 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
   a.type = type;
   a.d_model = p.d_model;
   const bool recurrent = type == layers::AttentionType::kLinear || type == layers::AttentionType::kDeltaNet;
-  a.n_heads = recurrent ? p.recurrent_heads : p.n_heads;
+  a.n_heads = recurrent ? recurrent_heads : p.n_heads;
   a.window = std::max<std::int64_t>(1, window);
   a.scan_chunk = p.chunk;
   a.rope = true;
@@ -221,6 +232,7 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
   h.learn_bandwidth = p.learn_sigma;
   h.normalize_keys = true;
   h.bounded = p.bounded;
+  h.mu = p.mu;
   h.gate_bias_init = p.gate_bias;
   h.batched.iterations = p.fista_iterations;
   h.batched.mask_tol = p.mask_tol;
@@ -326,6 +338,7 @@ struct MethodResult {
   double eval_exact_seconds = 0;
   std::vector<std::vector<double>> sigma;  // hybrid: learned RBF bandwidth per layer and head
   double state_per_layer = 0;  // floats of state one layer carries (all heads)
+  bool reused = false;         // loaded from a saved model instead of trained (investigation only)
 };
 
 // A model with `config` and the parameters and buffers of `src` (same names: the SV path and the
@@ -340,11 +353,11 @@ layers::CharLm clone_with_config(layers::CharLm& src, const layers::LmConfig& co
   return dst;
 }
 
-MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t window, std::uint64_t seed,
-                          const ExperimentOptions& o) {
+MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t window, std::int64_t recurrent_heads,
+                          std::uint64_t seed, const ExperimentOptions& o) {
   MethodResult r;
   r.method = m;
-  r.config = model_config(p, m.type, window);
+  r.config = model_config(p, m.type, window, recurrent_heads);
   torch::manual_seed(seed);
   layers::CharLm model(r.config);
   r.parameters = layers::count_parameters(*model);
@@ -357,13 +370,19 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
                                     torch::optim::AdamWOptions(p.lr).weight_decay(0.0)));
   torch::optim::AdamW opt(std::move(groups));
   std::mt19937_64 rng(seed);  // the same training sequences for every method
+  const std::string model_file = o.out_dir + "/E3-" + m.name + ".pt";
+  if (p.reuse_models && std::filesystem::exists(model_file)) {
+    torch::load(model, model_file);
+    r.reused = true;
+  }
+  const int steps = r.reused ? 0 : p.steps;
   const Stopwatch sw;
-  Progress prog("E3 train " + m.name, p.steps, "steps", o.progress);
+  Progress prog("E3 train " + m.name, steps, "steps", o.progress);
   const int log_every = std::max(1, p.steps / 30);
   double acc = 0, gacc = 0;
   int acc_n = 0;
   model->train();
-  for (int step = 1; step <= p.steps; ++step) {
+  for (int step = 1; step <= steps; ++step) {
     const double lr = step <= p.warmup
                           ? p.lr * step / std::max(1, p.warmup)
                           : p.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * (step - p.warmup) /
@@ -384,7 +403,7 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
     if (!std::isfinite(lv)) throw Error("E3 " + m.name + ": loss is not finite at step " + std::to_string(step));
     acc += lv;
     ++acc_n;
-    if (step % log_every == 0 || step == p.steps) {
+    if (step % log_every == 0 || step == steps) {
       r.loss_curve.emplace_back(step, acc / acc_n);
       r.grad_norm_curve.push_back(gacc / acc_n);
       r.final_train_loss = acc / acc_n;
@@ -396,6 +415,7 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
   }
   prog.finish();
   r.train_seconds = sw.seconds();
+  if (p.save_models && !r.reused) torch::save(model, model_file);
   if (m.type == layers::AttentionType::kHybrid) {
     auto collect = [&](const torch::OrderedDict<std::string, torch::Tensor>& d) {
       for (const auto& kv : d) {
@@ -409,7 +429,14 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
     collect(model->named_buffers(true));
   }
   const std::uint64_t eval_seed = seed ^ 0x5e1ec7ULL;
-  for (int f : p.factors) r.eval.push_back(evaluate_recall(model, p, f, eval_seed, p.eval_sequences));
+  if (m.type == layers::AttentionType::kHybrid && !p.eval_path.empty() && p.eval_path != p.path) {
+    layers::LmConfig ec = r.config;
+    ec.attention.hybrid.path = layers::global_path_from_string(p.eval_path);
+    layers::CharLm em = clone_with_config(model, ec);
+    for (int f : p.factors) r.eval.push_back(evaluate_recall(em, p, f, eval_seed, p.eval_sequences));
+  } else {
+    for (int f : p.factors) r.eval.push_back(evaluate_recall(model, p, f, eval_seed, p.eval_sequences));
+  }
   if (m.type == layers::AttentionType::kHybrid && p.eval_exact) {
     // The same weights through the other SV path (the certified exact path, fp64 Memory per batch,
     // head and chunk, when trained with the batched path; else the batched path), and the batched
@@ -440,6 +467,22 @@ double mean_support(const EvalPoint& e) {
   return n > 0 ? s / n : std::nan("");
 }
 
+// Heads of a linear-attention / DeltaNet layer whose fixed state (H * d_k * d_v floats, plus H * d_k
+// for linear attention's normaliser) is closest, in ratio, to `target` floats per layer; H divides
+// d_model with an even head dimension. Ties go to fewer heads (more state for the baseline).
+std::int64_t matched_recurrent_heads(const E3Preset& p, layers::AttentionType type, double target) {
+  std::int64_t best = 1;
+  double best_gap = 1e300;
+  for (std::int64_t h = 1; h <= p.d_model; ++h) {
+    if (p.d_model % h != 0 || (p.d_model / h) % 2 != 0) continue;
+    layers::LmConfig c = model_config(p, type, 1, h);
+    const double st = static_cast<double>(h) * state_floats_per_head(c.attention, 0.0, 1);
+    const double gap = std::fabs(std::log(st / target));
+    if (gap < best_gap - 1e-12) best_gap = gap, best = h;
+  }
+  return best;
+}
+
 }  // namespace
 
 json run_e3(const ExperimentOptions& o) {
@@ -456,13 +499,18 @@ json run_e3(const ExperimentOptions& o) {
   // 1. the hybrid first; its measured support at the training length sets the sliding window.
   std::vector<MethodResult> results;
   double support = std::nan("");
+  double hybrid_state = std::nan("");  // floats per layer at the training length
   std::int64_t window = p.window;
   for (const auto& name : p.methods) {
     const Method& m = method_named(name);
-    results.push_back(train_method(m, p, window > 0 ? window : 1, o.seed, o));
+    std::int64_t rh = p.recurrent_heads > 0 ? p.recurrent_heads : 1;
+    if (p.recurrent_heads < 1 && !std::isnan(hybrid_state)) rh = matched_recurrent_heads(p, m.type, hybrid_state);
+    results.push_back(train_method(m, p, window > 0 ? window : 1, rh, o.seed, o));
     if (m.type == layers::AttentionType::kHybrid && std::isnan(support)) {
       support = mean_support(results.back().eval.front());
       if (p.window < 1) window = layers::state_matched_window(p.chunk, support);
+      hybrid_state = static_cast<double>(p.n_heads) *
+                     state_floats_per_head(results.back().config.attention, support, p.task.length());
     }
   }
   auto find = [&](const std::string& name) -> const MethodResult* {
@@ -503,12 +551,14 @@ json run_e3(const ExperimentOptions& o) {
                {"train_length", p.task.length()}, {"chance_recall", chance}};
   j["settings"] = {{"d_model", p.d_model}, {"layers", p.n_layers}, {"heads", p.n_heads},
                    {"recurrent_heads", p.recurrent_heads}, {"chunk", p.chunk}, {"C", p.C},
-                   {"path", p.path}, {"fista_iterations", p.fista_iterations}, {"mask_tol", p.mask_tol}, {"gate", p.gate},
+                   {"path", p.path}, {"eval_path", p.eval_path.empty() ? p.path : p.eval_path},
+                   {"fista_iterations", p.fista_iterations}, {"mask_tol", p.mask_tol}, {"gate", p.gate},
                    {"gate_bias_init", p.gate_bias}, {"sigma_init", p.sigma}, {"learn_sigma", p.learn_sigma},
-                   {"bounded", p.bounded}, {"steps", p.steps}, {"batch", p.batch}, {"lr", p.lr},
+                   {"bounded", p.bounded}, {"mu", p.mu}, {"steps", p.steps}, {"batch", p.batch}, {"lr", p.lr},
                    {"weight_decay", p.weight_decay}, {"warmup", p.warmup},
                    {"eval_sequences", p.eval_sequences}, {"factors", p.factors}, {"methods", p.methods}};
   j["hybrid_average_support"] = std::isnan(support) ? json(nullptr) : json(support);
+  j["hybrid_state_floats_per_layer_at_training_length"] = std::isnan(hybrid_state) ? json(nullptr) : json(hybrid_state);
   j["matched_window"] = window;
   j["state_context"] = longest;
   j["recurrent_state_covers_hybrid"] = recurrent_covers;
@@ -539,6 +589,7 @@ json run_e3(const ExperimentOptions& o) {
     mj["parameters"] = r.parameters;
     mj["train_seconds"] = r.train_seconds;
     mj["final_train_loss"] = r.final_train_loss;
+    if (r.reused) mj["reused_saved_model"] = true;
     mj["state_floats_per_layer"] = r.state_per_layer;
     if (r.method.type == layers::AttentionType::kSlidingWindow) mj["window"] = r.config.attention.window;
     json curve = json::array();
@@ -682,11 +733,19 @@ json run_e3(const ExperimentOptions& o) {
       md << ", so the sliding window is W = chunk + support = " << window;
     else
       md << "; the sliding window was fixed at W = " << window << " by override";
-    md << " (" << p.n_heads << " heads, W·(d_k + d_v) floats per head). Linear attention and "
-       << "DeltaNet use " << p.recurrent_heads << " head(s) of d_k = d_v = " << p.d_model / p.recurrent_heads
-       << " (d_k·d_v floats each); that is " << (recurrent_covers ? "at least" : "LESS than")
-       << " the hybrid's (chunk + support)·(d_k + d_v) + support per layer (state floats per layer "
-       << "at the longest length " << longest << " in the recall table).\n\n";
+    md << " (" << p.n_heads << " heads, W·(d_k + d_v) floats per head). The hybrid then carries "
+       << fmt_fixed(hybrid_state, 0) << " floats per layer ((chunk + support)·(d_k + d_v) + support per head). ";
+    for (const MethodResult* r : {lin, dn}) {
+      if (r == nullptr) continue;
+      const auto h = r->config.attention.n_heads;
+      md << r->method.label << ": " << h << " head(s) of d_k = d_v = " << p.d_model / h << ", a fixed "
+         << fmt_fixed(r->state_per_layer, 0) << " floats per layer"
+         << (p.recurrent_heads < 1 ? " (the head split whose state is closest to the hybrid's)" : " (fixed by override)")
+         << ". ";
+    }
+    md << "Recurrent state " << (recurrent_covers ? "≥" : "<") << " the hybrid's at the training length. "
+       << "The hybrid's support, and so its state, is measured per padding in the support table below; "
+       << "it is not fixed.\n\n";
   }
   md << "## Summary (ours beside the paper)\n\n| metric | paper | ours |\n| --- | --- | --- |\n";
   for (const auto& s : summary)

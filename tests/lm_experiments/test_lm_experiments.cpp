@@ -169,6 +169,7 @@ TEST(StateMatching, MatchedWindowCarriesTheHybridsState) {
 // ------------------------------------------------------------------ E3 tiny
 
 TEST(E3Tiny, StateMatchedAndSeedReproducible) {
+  ::unsetenv("SVATTN_E3_SET");  // the investigation overrides must not leak into the preset
   TempDir a("e3a"), b("e3b");
   const json ja = run_e3(tiny_options(a.path));
   const json jb = run_e3(tiny_options(b.path));
@@ -202,17 +203,62 @@ TEST(E3Tiny, StateMatchedAndSeedReproducible) {
   const double sw = m["swa"]["state_floats_per_layer"].get<double>();
   EXPECT_EQ(sw, 2.0 * 16 * ja["matched_window"].get<double>());
   EXPECT_LE(std::fabs(sv - sw), 2 * (0.5 * 16 + support) + 1e-9);
-  // The recurrent baselines: one head of d_k = d_v = d_model (16).
+  // The recurrent baselines: the head split (H | 16, even d_k) whose fixed state H·d_k·d_v (+ H·d_k
+  // for linear attention) is closest in ratio to the hybrid's state at the training length.
+  const double target = ja["hybrid_state_floats_per_layer_at_training_length"].get<double>();
+  EXPECT_DOUBLE_EQ(target, sv);
+  auto closest = [&](bool linear) {
+    double best = 0, gap = 1e300;
+    for (int h : {1, 2, 4, 8}) {
+      const double dk = 16.0 / h, st = h * (dk * dk + (linear ? dk : 0.0));
+      if (std::fabs(std::log(st / target)) < gap - 1e-12) gap = std::fabs(std::log(st / target)), best = st;
+    }
+    return best;
+  };
   const double lin = m["linear"]["state_floats_per_layer"].get<double>();
   const double dn = m["deltanet"]["state_floats_per_layer"].get<double>();
-  EXPECT_EQ(lin, 16.0 * 16 + 16);
-  EXPECT_EQ(dn, 16.0 * 16);
+  EXPECT_EQ(lin, closest(true));
+  EXPECT_EQ(dn, closest(false));
   EXPECT_EQ(ja["recurrent_state_covers_hybrid"].get<bool>(), std::min(lin, dn) >= sv);
+  // Recall is the mean of the per-output accuracies; the support and gate are reported per layer.
+  for (const char* name : {"hybrid", "swa", "linear", "deltanet"}) {
+    for (const auto& e : m[name]["eval"]) {
+      const auto& per = e["recall_per_output"];
+      ASSERT_EQ(per.size(), 2u);  // k = 2
+      EXPECT_NEAR(e["recall"].get<double>(), (per[0].get<double>() + per[1].get<double>()) / 2, 1e-12);
+      EXPECT_EQ(e["outputs"].get<long>(), 2L * 8);  // k outputs x 8 sequences
+    }
+  }
+  for (const auto& e : m["hybrid"]["eval"]) {
+    EXPECT_EQ(e["support_per_layer_head"].size(), 1u);
+    EXPECT_EQ(e["support_per_layer_head"][0].size(), 2u);
+    EXPECT_EQ(e["gate_memory_share_per_layer"].size(), 1u);
+  }
+  EXPECT_EQ(m["hybrid"]["sigma_per_layer_head"].size(), 1u);
   // Same model everywhere except the attention: softmax-type and linear attention have the same
   // projections; the hybrid adds its gate and bandwidth parameters, DeltaNet its beta projection.
   EXPECT_EQ(m["swa"]["parameters"].get<long>(), m["linear"]["parameters"].get<long>());
   EXPECT_GT(m["hybrid"]["parameters"].get<long>(), m["swa"]["parameters"].get<long>());
   EXPECT_GT(m["deltanet"]["parameters"].get<long>(), m["swa"]["parameters"].get<long>());
+}
+
+TEST(E3Tiny, InvestigationOverridesApplyAndBadOnesAreRejected) {
+  TempDir a("e3o");
+  ::setenv("SVATTN_E3_SET", "methods=hybrid/softmax,steps=3,factors=1/2,C=0.3,chunk=4", 1);
+  const json j = run_e3(tiny_options(a.path));
+  EXPECT_EQ(j["overrides"].get<std::string>(), "methods=hybrid/softmax,steps=3,factors=1/2,C=0.3,chunk=4");
+  EXPECT_EQ(j["settings"]["C"].get<double>(), 0.3);
+  EXPECT_EQ(j["settings"]["chunk"].get<long>(), 4);
+  EXPECT_EQ(j["methods"].size(), 2u);
+  EXPECT_EQ(j["methods"]["softmax"]["eval"].size(), 2u);
+  EXPECT_EQ(j["matched_window"].get<long>(), 4 + std::lround(j["hybrid_average_support"].get<double>()));
+  ::setenv("SVATTN_E3_SET", "steps=3,no_such_key=1", 1);
+  EXPECT_THROW(run_e3(tiny_options(a.path)), svattn::InvalidArgument);
+  ::setenv("SVATTN_E3_SET", "steps=three", 1);
+  EXPECT_THROW(run_e3(tiny_options(a.path)), svattn::InvalidArgument);
+  ::setenv("SVATTN_E3_SET", "methods=swa", 1);  // the window needs the hybrid first (or window=W)
+  EXPECT_THROW(run_e3(tiny_options(a.path)), svattn::InvalidArgument);
+  ::unsetenv("SVATTN_E3_SET");
 }
 
 // ------------------------------------------------------------------ E5 / E6 tiny
@@ -259,6 +305,7 @@ TEST(E6Tiny, ReportsEveryPresetAndTheRatio) {
 
 #ifdef SVATTN_CLI
 TEST(Cli, ExperimentE3RunsThroughTheExperimentSubcommand) {
+  ::unsetenv("SVATTN_E3_SET");
   TempDir a("cli");
   const std::string cmd = std::string(SVATTN_CLI) + " experiment E3 --preset tiny --seed 3 --quiet --no-plots --out " +
                           a.path.string() + " > " + (a.path / "stdout.txt").string() + " 2>&1";
