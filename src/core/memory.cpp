@@ -27,6 +27,76 @@ double seconds_since(Clock::time_point t0) {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 }  // namespace
 
+// The bordered inverse R = [[0, 1'], [1, Q_SS]]^-1 kept in a buffer with spare capacity: a margin
+// entrant (rank-one expansion) and a leaver (Schur contraction) update it in place in O(|S|^2)
+// without allocating. (A fresh (|S| + 2)^2 matrix per event cost an mmap, page faults and two full
+// copies: half a millisecond at |S| = 240.)
+class BorderedInverse {
+ public:
+  int dim() const { return dim_; }
+  bool empty() const { return dim_ == 0; }
+  Eigen::Block<Eigen::MatrixXd> m() { return buf_.topLeftCorner(dim_, dim_); }
+  Eigen::Block<const Eigen::MatrixXd> m() const { return buf_.topLeftCorner(dim_, dim_); }
+  double operator()(int r, int c) const { return buf_(r, c); }
+  void clear() { dim_ = 0; }
+  void assign(const Eigen::MatrixXd& r) {
+    reserve(static_cast<int>(r.rows()));
+    dim_ = static_cast<int>(r.rows());
+    m() = r;
+  }
+  /// R <- [[R, 0], [0, 0]] + u u' / kappa, u of size dim() + 1.
+  void expand(const Eigen::VectorXd& u, double kappa) {
+    reserve(dim_ + 1);
+    buf_.row(dim_).head(dim_ + 1).setZero();
+    buf_.col(dim_).head(dim_ + 1).setZero();
+    ++dim_;
+    m().noalias() += (u * u.transpose()) / kappa;
+  }
+  /// Schur contraction that removes row and column p: R_ac - R_ap R_pc / R_pp, then deletes p.
+  void contract(int p) {
+    const int n = dim_;
+    const double rpp = buf_(p, p);
+    col_ = buf_.col(p).head(n);
+    row_ = buf_.row(p).head(n).transpose();
+    // Column-major walk in increasing source order: every destination (r', c') with r' <= r and
+    // c' <= c lies at or before the source, so no unread entry is overwritten.
+    for (int c = 0, cd = 0; c < n; ++c) {
+      if (c == p) continue;
+      for (int r = 0, rd = 0; r < n; ++r) {
+        if (r == p) continue;
+        buf_(rd, cd) = buf_(r, c) - col_(r) * row_(c) / rpp;
+        ++rd;
+      }
+      ++cd;
+    }
+    --dim_;
+  }
+  /// A plain matrix copy for the public accessor (rebuilt on demand).
+  const Eigen::MatrixXd& view() const {
+    if (!view_valid_) {
+      view_ = m();
+      view_valid_ = true;
+    }
+    return view_;
+  }
+  void touch() { view_valid_ = false; }
+
+ private:
+  void reserve(int need) {
+    if (need <= buf_.rows()) return;
+    int cap = std::max<int>(16, static_cast<int>(buf_.rows()));
+    while (cap < need) cap *= 2;
+    Eigen::MatrixXd nb(cap, cap);
+    nb.topLeftCorner(dim_, dim_) = m();
+    buf_.swap(nb);
+  }
+  Eigen::MatrixXd buf_;
+  int dim_ = 0;
+  Eigen::VectorXd col_, row_;
+  mutable Eigen::MatrixXd view_;
+  mutable bool view_valid_ = false;
+};
+
 struct Memory::Impl final : detail::KernelAccess {
   MemorySettings st;
   int d = 0, dv = 0;
@@ -47,8 +117,8 @@ struct Memory::Impl final : detail::KernelAccess {
   detail::SupportColumns kc;
 
   // Path state.
-  std::vector<int> S;     // margin slots in the order of Rinv (index k -> row k + 1)
-  Eigen::MatrixXd Rinv;   // inverse of [[0, 1'], [1, Q_SS]]; empty when S is empty
+  std::vector<int> S;    // margin slots in the order of Rinv (index k -> row k + 1)
+  BorderedInverse Rinv;  // inverse of [[0, 1'], [1, Q_SS]]; empty when S is empty
   double b = 0;
   Status status = Status::kEmpty;
   bool warmup = false;
@@ -87,7 +157,9 @@ struct Memory::Impl final : detail::KernelAccess {
   const double* key(int s) const { return keys.data() + static_cast<size_t>(s) * d; }
   const double* value(int s) const { return values.data() + static_cast<size_t>(s) * dv; }
   double kern(int a, int bslot) const { return kernel(st.problem.kernel, key(a), key(bslot), d); }
-  double Q(int a, int bslot) const { return kern(a, bslot) + (a == bslot ? st.problem.ridge : 0.0); }
+  double Q(int a, int bslot) const {
+    return kern(a, bslot) + (a == bslot ? st.problem.ridge : 0.0);
+  }
 
   void invalidate_views() {
     support_valid = false;
@@ -157,8 +229,9 @@ struct Memory::Impl final : detail::KernelAccess {
   // ---------------------------------------------------------------- bordered inverse
   void refactor() {
     const int m = static_cast<int>(S.size());
+    Rinv.touch();
     if (m == 0) {
-      Rinv.resize(0, 0);
+      Rinv.clear();
       return;
     }
     Eigen::MatrixXd B(m + 1, m + 1);
@@ -167,9 +240,10 @@ struct Memory::Impl final : detail::KernelAccess {
     for (int k = 0; k < m; ++k) {
       B(0, k + 1) = B(k + 1, 0) = 1;
       const double* rk = row_ready(S[k]);
-      for (int l = 0; l < m; ++l) B(k + 1, l + 1) = rk[kc.pos(S[l])] + (l == k ? st.problem.ridge : 0.0);
+      for (int l = 0; l < m; ++l)
+        B(k + 1, l + 1) = rk[kc.pos(S[l])] + (l == k ? st.problem.ridge : 0.0);
     }
-    Rinv = B.partialPivLu().inverse();
+    Rinv.assign(B.partialPivLu().inverse());
   }
 
   // Sensitivities beta = -Rinv [1; Q_Sc] of (b, a_S) to a unit increase of a_c.
@@ -179,7 +253,7 @@ struct Memory::Impl final : detail::KernelAccess {
     v(0) = 1;
     const double* rc = row_ready(c);
     for (int k = 0; k < m; ++k) v(k + 1) = rc[kc.pos(S[k])];
-    return -(Rinv * v);
+    return -(Rinv.m() * v);
   }
 
   // Schur complement of entrant i and its sensitivity vector (for expansion).
@@ -190,7 +264,7 @@ struct Memory::Impl final : detail::KernelAccess {
     v(0) = 1;
     const double* ri = row_ready(i);
     for (int k = 0; k < m; ++k) v(k + 1) = ri[kc.pos(S[k])];
-    Eigen::VectorXd bi = -(Rinv * v);
+    Eigen::VectorXd bi = -(Rinv.m() * v);
     if (beta_i) *beta_i = bi;
     return Q(i, i) + v.dot(bi);
   }
@@ -198,42 +272,33 @@ struct Memory::Impl final : detail::KernelAccess {
   void expand(int i) {
     ensure_column(i);
     const int m = static_cast<int>(S.size());
+    Rinv.touch();
     if (m == 0) {
       const double qii = Q(i, i);
-      Rinv.resize(2, 2);
-      Rinv << -qii, 1, 1, 0;
+      Eigen::MatrixXd r2(2, 2);
+      r2 << -qii, 1, 1, 0;
+      Rinv.assign(r2);
       S.push_back(i);
       return;
     }
     Eigen::VectorXd bi;
     const double kappa = schur(i, &bi);
-    Eigen::MatrixXd Rn = Eigen::MatrixXd::Zero(m + 2, m + 2);
-    Rn.topLeftCorner(m + 1, m + 1) = Rinv;
     Eigen::VectorXd u(m + 2);
     u.head(m + 1) = bi;
     u(m + 1) = 1;
-    Rn.noalias() += (u * u.transpose()) / kappa;
-    Rinv.swap(Rn);
+    Rinv.expand(u, kappa);
     S.push_back(i);
   }
 
   void contract(int k) {  // remove S[k]
     const int m = static_cast<int>(S.size());
+    Rinv.touch();
     if (m == 1) {
       S.clear();
-      Rinv.resize(0, 0);
+      Rinv.clear();
       return;
     }
-    const int p = k + 1;
-    std::vector<int> keep;
-    for (int r = 0; r <= m; ++r)
-      if (r != p) keep.push_back(r);
-    Eigen::MatrixXd Rn(m, m);
-    const double rpp = Rinv(p, p);
-    for (int a = 0; a < m; ++a)
-      for (int c = 0; c < m; ++c)
-        Rn(a, c) = Rinv(keep[a], keep[c]) - Rinv(keep[a], p) * Rinv(p, keep[c]) / rpp;
-    Rinv.swap(Rn);
+    Rinv.contract(k + 1);
     S.erase(S.begin() + k);
   }
 
@@ -259,8 +324,7 @@ struct Memory::Impl final : detail::KernelAccess {
     warmup = res.warmup;
     support_sorted.clear();
     std::merge(res.margin.begin(), res.margin.end(), res.error.begin(), res.error.end(),
-               std::back_inserter(support_sorted),
-               [&](int x, int y) { return ids[x] < ids[y]; });
+               std::back_inserter(support_sorted), [&](int x, int y) { return ids[x] < ids[y]; });
   }
 
   // Runs the canonical refinement from the current coefficients; rebuilds R when the partition
@@ -319,7 +383,7 @@ struct Memory::Impl final : detail::KernelAccess {
     std::vector<int> a = S, c2 = canon;
     std::sort(a.begin(), a.end());
     std::sort(c2.begin(), c2.end());
-    if (force || a != c2 || (S.size() > 0 && Rinv.rows() != static_cast<int>(S.size()) + 1)) {
+    if (force || a != c2 || (S.size() > 0 && Rinv.dim() != static_cast<int>(S.size()) + 1)) {
       S = canon;
       refactor();
       ++dg.refactorizations;
@@ -339,8 +403,10 @@ struct Memory::Impl final : detail::KernelAccess {
   }
 
   void batch_rebuild(OpDiagnostics& dg, bool boundary = false) {
-    if (boundary) ++dg.boundary_solves;
-    else ++dg.batch_fallbacks;
+    if (boundary)
+      ++dg.boundary_solves;
+    else
+      ++dg.batch_fallbacks;
     TokenSet t = tokens_sorted();
     BatchSettings bs;
     bs.problem = st.problem;
@@ -349,10 +415,12 @@ struct Memory::Impl final : detail::KernelAccess {
     std::vector<double> guess(used, 0.0);
     for (size_t r = 0; r < t.ids.size(); ++r) guess[slot_of.at(t.ids[r])] = br.state.alpha[r];
     chol.clear();
-    detail::CanonicalResult res = detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol);
+    detail::CanonicalResult res =
+        detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol);
     ++dg.canonical_solves;
     set_from_canonical(res, nullptr);
-    if (res.status != Status::kOptimal && res.status != Status::kWarmup && res.status != Status::kEmpty)
+    if (res.status != Status::kOptimal && res.status != Status::kWarmup &&
+        res.status != Status::kEmpty)
       dg.status = res.status;
     rebuild_margin(true, dg);
   }
@@ -401,16 +469,21 @@ struct Memory::Impl final : detail::KernelAccess {
               [&](int x, int y) { return ids[x] < ids[y]; });
   }
 
-  // Exact gradient of token i from the current path state: support = S ∪ elist ∪ {c}.
-  // The current support as (position, coefficient) pairs, for exact gradient recomputation.
-  std::vector<int> upos;
-  std::vector<double> ualpha;
+  // The current support (S ∪ elist ∪ {c}) as a dense weight vector over the column positions:
+  // wdense[pos(j)] = a_j, 0 elsewhere, up to the last used position whi. A path-side gradient is
+  // then one contiguous dot product with the token's row instead of a gather, which streams the
+  // row through the cache (positions that hold no support column add exact zeros: every stored
+  // entry is a finite kernel value). Path-side sums only decide events; the canonical refinement
+  // recomputes every checked gradient in ascending-id order, so this order never reaches a state.
+  std::vector<double> wdense, bdense;
+  int whi = 0;
   void load_support(int c, const std::vector<int>& elist) {
-    upos.clear();
-    ualpha.clear();
+    wdense.assign(static_cast<size_t>(kc.capacity()), 0.0);
+    whi = 0;
     auto push = [&](int j) {
-      upos.push_back(kc.pos(j));
-      ualpha.push_back(alpha[j]);
+      const int p = kc.pos(j);
+      wdense[p] = alpha[j];
+      whi = std::max(whi, p + 1);
     };
     for (int j : S) push(j);
     for (int j : elist) push(j);
@@ -421,7 +494,7 @@ struct Memory::Impl final : detail::KernelAccess {
   // event detection); the canonical refinement recomputes checked gradients in id order.
   double exact_g(int i) {
     const double* ri = row_ready(i);
-    return detail::gather_dot_fixed(ri, upos.data(), ualpha.data(), upos.size()) +
+    return detail::dot_fixed(ri, wdense.data(), static_cast<size_t>(whi)) +
            st.problem.ridge * alpha[i] - kdiag[i] / 2 + b;
   }
 
@@ -442,7 +515,9 @@ struct Memory::Impl final : detail::KernelAccess {
         ensure_column(j);
         elist.push_back(j);
       }
-    auto elist_erase = [&](int j) { elist.erase(std::remove(elist.begin(), elist.end(), j), elist.end()); };
+    auto elist_erase = [&](int j) {
+      elist.erase(std::remove(elist.begin(), elist.end(), j), elist.end());
+    };
     std::vector<double> gam(used, 0.0);
     std::vector<int> near;  // reserve tokens whose bound fails within the tentative step
     std::vector<int> prev_near;
@@ -515,13 +590,20 @@ struct Memory::Impl final : detail::KernelAccess {
         ++dg.refactorizations;
         beta = beta_of(c);
       }
-      // gamma_i = Q_ic + Q_iS beta_S + beta_b, read from row i of the support columns.
-      std::vector<int> posS(m);
-      for (int k = 0; k < m; ++k) posS[k] = kc.pos(S[k]);
+      // gamma_i = Q_ic + Q_iS beta_S + beta_b, read from row i of the support columns as one
+      // contiguous dot product with the dense vector of beta_S over the positions (as wdense).
       const int posc = kc.pos(c);
+      bdense.assign(static_cast<size_t>(kc.capacity()), 0.0);
+      int bhi = 0;
+      for (int k = 0; k < m; ++k) {
+        const int p = kc.pos(S[k]);
+        bdense[p] = beta(k + 1);
+        bhi = std::max(bhi, p + 1);
+      }
       auto gamma_of = [&](int i) {
         const double* ri = row_ready(i);
-        double v = (ri[posc] + beta(0)) + detail::gather_dot_fixed(ri, posS.data(), beta.data() + 1, m);
+        double v =
+            (ri[posc] + beta(0)) + detail::dot_fixed(ri, bdense.data(), static_cast<size_t>(bhi));
         if (i == c) v += st.problem.ridge;
         return v;
       };
@@ -560,8 +642,10 @@ struct Memory::Impl final : detail::KernelAccess {
       for (int k = 0; k < m; ++k) {
         const int j = S[k];
         const double rate = beta(k + 1) * s;
-        if (rate < 0) offer(alpha[j] / -rate, 1, j, Set::kReserve);
-        else if (rate > 0) offer((C - alpha[j]) / rate, 1, j, Set::kError);
+        if (rate < 0)
+          offer(alpha[j] / -rate, 1, j, Set::kReserve);
+        else if (rate > 0)
+          offer((C - alpha[j]) / rate, 1, j, Set::kError);
       }
       for (int i : elist) {
         const double rate = gam[i] * s;
@@ -744,7 +828,8 @@ struct Memory::Impl final : detail::KernelAccess {
     const bool warm_now = n == 0 || detail::is_warmup(n, st.problem.C);
     if (n == 0) {
       S.clear();
-      Rinv.resize(0, 0);
+      Rinv.clear();
+      Rinv.touch();
       support_sorted.clear();
       status = Status::kEmpty;
       warmup = false;
@@ -797,7 +882,8 @@ struct Memory::Impl final : detail::KernelAccess {
 Memory::Memory(const MemorySettings& settings, int dim, int value_dim) : impl_(new Impl) {
   settings.validate();
   if (dim < 1) throw InvalidArgument("dim must be >= 1, got " + std::to_string(dim));
-  if (value_dim < 1) throw InvalidArgument("value_dim must be >= 1, got " + std::to_string(value_dim));
+  if (value_dim < 1)
+    throw InvalidArgument("value_dim must be >= 1, got " + std::to_string(value_dim));
   impl_->st = settings;
   impl_->d = dim;
   impl_->dv = value_dim;
@@ -855,12 +941,14 @@ OpDiagnostics Memory::add_batch(const TokenSet& tokens) {
                           std::to_string(m.dv));
   tokens.validate();
   for (TokenId id : tokens.ids)
-    if (contains(id)) throw AlreadyExists("add_batch: token id " + std::to_string(id) + " already present");
+    if (contains(id))
+      throw AlreadyExists("add_batch: token id " + std::to_string(id) + " already present");
   const auto t0 = Clock::now();
   OpDiagnostics dg;
   bool pending = false;
   for (int r = 0; r < tokens.size(); ++r) {
-    const bool changed = m.add_one(tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data(), dg);
+    const bool changed =
+        m.add_one(tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data(), dg);
     if (changed) {
       // The path needs an exact KKT point to continue; a warm-up boundary needs the canonical
       // warm-up point. Finish eagerly only where the next step depends on it.
@@ -884,7 +972,8 @@ OpDiagnostics Memory::remove_batch(const std::vector<TokenId>& ids_in) {
   std::vector<TokenId> ids = ids_in;
   std::sort(ids.begin(), ids.end());
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (!contains(ids[i])) throw NotFound("remove: token id " + std::to_string(ids[i]) + " not present");
+    if (!contains(ids[i]))
+      throw NotFound("remove: token id " + std::to_string(ids[i]) + " not present");
     if (i > 0 && ids[i] == ids[i - 1])
       throw InvalidArgument("remove: token id " + std::to_string(ids[i]) + " listed twice");
   }
@@ -956,11 +1045,12 @@ TokenSet Memory::tokens() const { return impl_->tokens_sorted(); }
 
 double Memory::alpha(TokenId id) const {
   auto it = impl_->slot_of.find(id);
-  if (it == impl_->slot_of.end()) throw NotFound("alpha: token id " + std::to_string(id) + " not present");
+  if (it == impl_->slot_of.end())
+    throw NotFound("alpha: token id " + std::to_string(id) + " not present");
   return impl_->alpha[it->second];
 }
 
-const Eigen::MatrixXd& Memory::bordered_inverse() const { return impl_->Rinv; }
+const Eigen::MatrixXd& Memory::bordered_inverse() const { return impl_->Rinv.view(); }
 
 std::vector<TokenId> Memory::margin_order() const {
   std::vector<TokenId> out;
@@ -972,7 +1062,8 @@ Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, c
                        OpDiagnostics* diag) {
   settings.validate();
   tokens.validate();
-  if (tokens.size() > 0 && (tokens.keys.cols() != state.dim || tokens.values.cols() != state.value_dim))
+  if (tokens.size() > 0 &&
+      (tokens.keys.cols() != state.dim || tokens.values.cols() != state.value_dim))
     throw InvalidArgument("restore: token dimensions do not match the state");
   Memory mem(settings, state.dim > 0 ? state.dim : static_cast<int>(tokens.keys.cols()),
              state.value_dim > 0 ? state.value_dim : static_cast<int>(tokens.values.cols()));
@@ -981,7 +1072,8 @@ Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, c
   std::unordered_map<TokenId, double> a;
   for (size_t t = 0; t < state.ids.size(); ++t) a[state.ids[t]] = state.alpha[t];
   for (int r = 0; r < tokens.size(); ++r) {
-    const int s = m.insert_token(tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data());
+    const int s =
+        m.insert_token(tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data());
     auto it = a.find(tokens.ids[r]);
     m.alpha[s] = it == a.end() ? 0.0 : it->second;
   }
@@ -1009,13 +1101,15 @@ void Memory::check_invariants() const {
     if (p >= 0)
       for (int j = 0; j < m.used; ++j)
         if (m.act[j] && m.kc.valid(j, p))
-          SVATTN_ASSERT(m.kc.row(j)[p] == m.kern(j, i), "cached kernel column differs from a fresh value");
+          SVATTN_ASSERT(m.kc.row(j)[p] == m.kern(j, i),
+                        "cached kernel column differs from a fresh value");
   }
   SVATTN_ASSERT(count == m.n, "token count out of sync");
   const int ms = static_cast<int>(m.S.size());
-  for (int s : m.S) SVATTN_ASSERT(m.set[s] == Set::kMargin, "path margin list holds a non-margin token");
+  for (int s : m.S)
+    SVATTN_ASSERT(m.set[s] == Set::kMargin, "path margin list holds a non-margin token");
   if (ms > 0 && !m.warmup) {
-    SVATTN_ASSERT(m.Rinv.rows() == ms + 1, "bordered inverse has the wrong size");
+    SVATTN_ASSERT(m.Rinv.dim() == ms + 1, "bordered inverse has the wrong size");
     Eigen::MatrixXd B(ms + 1, ms + 1);
     B(0, 0) = 0;
     for (int k = 0; k < ms; ++k) {
@@ -1026,8 +1120,10 @@ void Memory::check_invariants() const {
       SVATTN_ASSERT(m.kc.pos(m.S[k]) >= 0, "margin token without a kernel column");
     // Relative residual: |R B - I| / (|R| |B|) in the max norm, which rank-one updates keep near
     // machine precision times the growth since the last refactorisation.
-    const double err = (m.Rinv * B - Eigen::MatrixXd::Identity(ms + 1, ms + 1)).cwiseAbs().maxCoeff();
-    const double rel = err / (m.Rinv.cwiseAbs().maxCoeff() * B.cwiseAbs().maxCoeff() * (ms + 1));
+    const double err =
+        (m.Rinv.m() * B - Eigen::MatrixXd::Identity(ms + 1, ms + 1)).cwiseAbs().maxCoeff();
+    const double rel =
+        err / (m.Rinv.m().cwiseAbs().maxCoeff() * B.cwiseAbs().maxCoeff() * (ms + 1));
     SVATTN_ASSERT(rel < 1e-8, "bordered inverse drifted: |R B - I| = " + std::to_string(err) +
                                   " (relative " + std::to_string(rel) + ")");
   }
