@@ -29,6 +29,41 @@ struct RemoveRow {
   int random_restore_mismatches = 0;
   double random_mean = 0, random_max = 0, random_mean_reserve = 0, random_mean_support = 0;
   double serialized_per_token = 0, heap_per_token = 0;
+  // Margin removals in three regimes (where a removal's time goes).
+  struct Regime {
+    const char* name = "";
+    int removals = 0;
+    double mean_seconds = 0, median_seconds = 0;
+    double tracked = 0, kernel_values = 0, canonical_seconds = 0;  // per removal
+  };
+  std::vector<Regime> regimes;
+};
+
+// Accumulates the diagnostics of margin removals into a regime row.
+struct RegimeAcc {
+  std::vector<double> seconds;
+  double tracked = 0, kernel_values = 0, canonical = 0;
+  void add(const OpDiagnostics& d) {
+    seconds.push_back(d.seconds);
+    tracked += static_cast<double>(d.tracked);
+    kernel_values += static_cast<double>(d.kernel_evaluations);
+    canonical += d.canonical_seconds;
+  }
+  RemoveRow::Regime row(const char* name) const {
+    RemoveRow::Regime r;
+    r.name = name;
+    r.removals = static_cast<int>(seconds.size());
+    if (seconds.empty()) return r;
+    double sum = 0;
+    for (double t : seconds) sum += t;
+    const double k = static_cast<double>(seconds.size());
+    r.mean_seconds = sum / k;
+    r.median_seconds = bench::median(seconds);
+    r.tracked = tracked / k;
+    r.kernel_values = kernel_values / k;
+    r.canonical_seconds = canonical / k;
+    return r;
+  }
 };
 
 RemoveRow bench_remove(int n, const bench::BenchProblem& p, int max_tokens, int random_tokens,
@@ -60,11 +95,13 @@ RemoveRow bench_remove(int n, const bench::BenchProblem& p, int max_tokens, int 
   const auto& margin = state.partition.margin;
   const int count = std::min<int>(max_tokens, static_cast<int>(margin.size()));
   std::vector<double> removes, readds, events;
+  RegimeAcc loop;
   for (int k = 0; k < count; ++k) {
     const TokenId id = margin[static_cast<std::size_t>(k) * margin.size() / count];
     OpDiagnostics diag;
     removes.push_back(bench::time_once([&] { diag = memory.remove(id); }));
     events.push_back(static_cast<double>(diag.events));
+    loop.add(diag);
     readds.push_back(bench::time_once(
         [&] { memory.add(id, keys.row(id).transpose(), keys.row(id).transpose()); }));
     if (memory.state_sha256() != sha) ++row.restore_mismatches;
@@ -74,6 +111,24 @@ RemoveRow bench_remove(int n, const bench::BenchProblem& p, int max_tokens, int 
   row.remove_max = removes.empty() ? 0 : *std::max_element(removes.begin(), removes.end());
   row.readd_median = bench::median(readds);
   row.events_median = bench::median(events);
+
+  // Regimes: the first removal from a freshly restored memory (no screening drift accumulated yet;
+  // a few restores), the remove/re-add loop above, and `count` different margin tokens removed one
+  // after another from a copy (a sustained erasure workload: the drift accumulates).
+  {
+    RegimeAcc fresh, sequence;
+    const int fresh_count = std::min(count, 5);
+    for (int k = 0; k < fresh_count; ++k) {
+      Memory m = Memory::restore(ms, tokens, state);
+      fresh.add(m.remove(margin[static_cast<std::size_t>(k) * margin.size() / count]));
+    }
+    Memory m = memory;
+    for (int k = 0; k < count; ++k)
+      sequence.add(m.remove(margin[static_cast<std::size_t>(k) * margin.size() / count]));
+    row.regimes = {fresh.row("first removal after Memory::restore"),
+                   loop.row("remove / re-add loop (table above)"),
+                   sequence.row("different margin tokens removed in a row")};
+  }
 
   // Uniformly random tokens (seeded), each removed (timed) and re-added.
   {
@@ -252,6 +307,28 @@ int main(int argc, char** argv) {
                 1e3 * r.random_mean_support, r.random_tokens - r.random_restore_mismatches,
                 r.random_tokens, r.random_mean > 0 ? r.ours_retrain / r.random_mean : 0.0);
   }
+  std::fflush(stdout);
+
+  std::printf("\n### Where a margin removal's time goes\n\n");
+  std::printf(
+      "Same memories. Per removal, from Memory::remove's diagnostics (OpDiagnostics): wall time, "
+      "reserve gradients recomputed because their screening bound failed (`tracked`), kernel "
+      "values computed for the support columns of the rows read (`kernel_evaluations`) and the "
+      "time in the canonical refinement (`canonical_seconds`, which includes the Cholesky rows "
+      "after the removed position). Regimes: the first removal from a freshly restored memory "
+      "(up to 5 restores), the remove/re-add loop of the first table, and the same margin tokens "
+      "removed one after another without re-adding (drift accumulates). Ratio: ours retrain / "
+      "mean remove.\n\n");
+  std::printf(
+      "| n | regime | removals | mean remove (ms) | median remove (ms) | gradients recomputed | "
+      "kernel values | canonical refinement (ms) | ours retrain / mean remove |\n");
+  std::printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& r : rows)
+    for (const auto& g : r.regimes)
+      std::printf("| %d | %s | %d | %.3f | %.3f | %.0f | %.0f | %.3f | %.0fx |\n", r.n, g.name,
+                  g.removals, 1e3 * g.mean_seconds, 1e3 * g.median_seconds, g.tracked,
+                  g.kernel_values, 1e3 * g.canonical_seconds,
+                  g.mean_seconds > 0 ? r.ours_retrain / g.mean_seconds : 0.0);
   std::fflush(stdout);
 
   std::printf("\n### Bytes of memory per token (d = dv = %d)\n\n", p.d);

@@ -48,10 +48,14 @@ struct OpDiagnostics {
   long canonical_solves = 0; ///< canonical refinements run
   long repairs = 0;          ///< canonical refinements that changed the path's partition
   long batch_fallbacks = 0;  ///< operations finished by a batch re-solve after the path failed
-  long boundary_solves = 0;
-  long tracked = 0;          ///< reserve tokens whose screening bound failed: gradient recomputed  ///< small batch solves on leaving warm-up (n*C crossing 1, SPEC §4)
+  long boundary_solves = 0;  ///< small batch solves on leaving warm-up (n*C crossing 1, SPEC §4)
+  long tracked = 0;          ///< reserve tokens whose screening bound failed: gradient recomputed
+  /// Kernel values K(i, j) computed by the exact path's column cache during the operation (lazily
+  /// filled support columns of the rows that were read); the main cost driver of a removal at large n.
+  long kernel_evaluations = 0;
   Status status = Status::kOptimal;
-  double seconds = 0;
+  double seconds = 0;             ///< wall time of the operation
+  double canonical_seconds = 0;   ///< part of `seconds` spent in the canonical refinement
 
   OpDiagnostics& operator+=(const OpDiagnostics& o);
 };

@@ -169,7 +169,28 @@ struct Memory::Impl final : detail::KernelAccess {
   void ensure_column(int s) { kc.add_lazy(s); }
   // K(i, .) over the support columns, computing entries of columns added since row i was read.
   const double* row_ready(int i) {
-    return kc.ready_row(i, [&](int p) { return kern(i, kc.slot_at(p)); });
+    return kc.ready_row(i, [&](int p) {
+      ++kernel_evaluations;
+      return kern(i, kc.slot_at(p));
+    });
+  }
+  // Kernel values filled by row_ready (diagnostics: OpDiagnostics::kernel_evaluations).
+  long kernel_evaluations = 0;
+  long kernel_evaluations_mark = 0;
+  // Starts a public operation: its clock and the diagnostics counters' marks.
+  Clock::time_point begin_op() {
+    kernel_evaluations_mark = kernel_evaluations;
+    return Clock::now();
+  }
+  // One canonical refinement, counted and timed into dg.
+  detail::CanonicalResult timed_canonicalize(const std::vector<double>& guess,
+                                             const std::vector<char>* skip, OpDiagnostics& dg) {
+    const auto t0 = Clock::now();
+    detail::CanonicalResult res =
+        detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol, skip);
+    dg.canonical_seconds += seconds_since(t0);
+    ++dg.canonical_solves;
+    return res;
   }
   void drop_column(int s) { kc.release(s); }
 
@@ -343,9 +364,7 @@ struct Memory::Impl final : detail::KernelAccess {
       guess[i] = alpha[i];
       skip[i] = set[i] == Set::kReserve && alpha[i] == 0 && reserve_safe(i, 0.0);
     }
-    detail::CanonicalResult res =
-        detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol, &skip);
-    ++dg.canonical_solves;
+    detail::CanonicalResult res = timed_canonicalize(guess, &skip, dg);
     if (res.screened) {
       // The canonical adjustment (and any repair) moved (a, b): re-check the screened bounds.
       double da = 0;
@@ -356,8 +375,7 @@ struct Memory::Impl final : detail::KernelAccess {
       for (int i = 0; i < used && ok; ++i)
         if (act[i] && skip[i] && !reserve_safe(i, extra)) ok = false;
       if (!ok) {
-        res = detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol, nullptr);
-        ++dg.canonical_solves;
+        res = timed_canonicalize(guess, nullptr, dg);
       }
     }
     if (res.status != Status::kOptimal && res.status != Status::kWarmup &&
@@ -415,9 +433,7 @@ struct Memory::Impl final : detail::KernelAccess {
     std::vector<double> guess(used, 0.0);
     for (size_t r = 0; r < t.ids.size(); ++r) guess[slot_of.at(t.ids[r])] = br.state.alpha[r];
     chol.clear();
-    detail::CanonicalResult res =
-        detail::canonicalize(*this, guess, st.problem, st.tolerances, &chol);
-    ++dg.canonical_solves;
+    detail::CanonicalResult res = timed_canonicalize(guess, nullptr, dg);
     set_from_canonical(res, nullptr);
     if (res.status != Status::kOptimal && res.status != Status::kWarmup &&
         res.status != Status::kEmpty)
@@ -746,6 +762,7 @@ struct Memory::Impl final : detail::KernelAccess {
     evict_if_bounded(dg, nullptr);
     if (dg.status == Status::kOptimal) dg.status = status;
     dg.seconds = seconds_since(t0);
+    dg.kernel_evaluations = kernel_evaluations - kernel_evaluations_mark;
     totals += dg;
     return dg;
   }
@@ -923,7 +940,7 @@ OpDiagnostics Memory::add(TokenId id, const Eigen::Ref<const Eigen::VectorXd>& k
   if (contains(id)) throw AlreadyExists("add: token id " + std::to_string(id) + " already present");
   check_vec(key, m.d, "key", id);
   check_vec(value, m.dv, "value", id);
-  const auto t0 = Clock::now();
+  const auto t0 = m.begin_op();
   OpDiagnostics dg;
   const bool changed = m.add_one(id, key.data(), value.data(), dg);
   m.finalize(changed, dg);
@@ -943,7 +960,7 @@ OpDiagnostics Memory::add_batch(const TokenSet& tokens) {
   for (TokenId id : tokens.ids)
     if (contains(id))
       throw AlreadyExists("add_batch: token id " + std::to_string(id) + " already present");
-  const auto t0 = Clock::now();
+  const auto t0 = m.begin_op();
   OpDiagnostics dg;
   bool pending = false;
   for (int r = 0; r < tokens.size(); ++r) {
@@ -977,7 +994,7 @@ OpDiagnostics Memory::remove_batch(const std::vector<TokenId>& ids_in) {
     if (i > 0 && ids[i] == ids[i - 1])
       throw InvalidArgument("remove: token id " + std::to_string(ids[i]) + " listed twice");
   }
-  const auto t0 = Clock::now();
+  const auto t0 = m.begin_op();
   OpDiagnostics dg;
   bool changed = false;
   for (TokenId id : ids) {
@@ -1085,6 +1102,7 @@ Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, c
       m.batch_rebuild(dg);
     }
   }
+  dg.kernel_evaluations = m.kernel_evaluations;
   if (diag) *diag = dg;
   m.totals += dg;
   return mem;

@@ -79,11 +79,13 @@ OpDiagnostics& OpDiagnostics::operator+=(const OpDiagnostics& o) {
   batch_fallbacks += o.batch_fallbacks;
   boundary_solves += o.boundary_solves;
   tracked += o.tracked;
+  kernel_evaluations += o.kernel_evaluations;
   if (o.status != Status::kOptimal && o.status != Status::kWarmup && o.status != Status::kEmpty)
     status = o.status;
   else if (status == Status::kOptimal || status == Status::kWarmup || status == Status::kEmpty)
     status = o.status;
   seconds += o.seconds;
+  canonical_seconds += o.canonical_seconds;
   return *this;
 }
 

@@ -295,6 +295,34 @@ TEST(Memory, RemoveThenReaddRestoresTheHash) {
   }
 }
 
+TEST(Memory, DiagnosticsCountKernelValuesAndCanonicalTime) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 300, 4, 17);
+  Memory m(msettings(0.02, 1.5), 4, 4);
+  const OpDiagnostics b = m.add_batch(TokenSet::from_rows(x));
+  const State s = m.state();
+  ASSERT_FALSE(s.partition.margin.empty());
+  ASSERT_FALSE(s.partition.reserve.empty());
+  // A margin token's removal moves coefficients: at least one canonical refinement, timed inside
+  // the operation's own wall time.
+  const TokenId v = s.partition.margin[s.partition.margin.size() / 2];
+  const OpDiagnostics d = m.remove(v);
+  EXPECT_GE(d.canonical_solves, 1);
+  EXPECT_GT(d.canonical_seconds, 0.0);
+  EXPECT_LE(d.canonical_seconds, d.seconds);
+  // A reserve token's removal moves nothing: no refinement and no kernel value.
+  const OpDiagnostics e = m.remove(s.partition.reserve.front());
+  EXPECT_EQ(e.canonical_solves, 0);
+  EXPECT_EQ(e.canonical_seconds, 0.0);
+  EXPECT_EQ(e.kernel_evaluations, 0);
+  // A new token's gradient reads its row over every support column: one kernel value each.
+  const OpDiagnostics a = m.add(v, x.row(v).transpose(), x.row(v).transpose());
+  EXPECT_GE(a.kernel_evaluations, static_cast<long>(s.partition.margin.size()) - 1);
+  EXPECT_EQ(m.totals().kernel_evaluations,
+            b.kernel_evaluations + d.kernel_evaluations + e.kernel_evaluations + a.kernel_evaluations);
+  EXPECT_DOUBLE_EQ(m.totals().canonical_seconds,
+                   b.canonical_seconds + d.canonical_seconds + e.canonical_seconds + a.canonical_seconds);
+}
+
 TEST(Memory, BatchOpsEqualSingleOps) {
   const RowMatrix x = make_keys(Stream::kGaussian, 250, 5, 16);
   Memory a(msettings(0.02, 2.0), 5, 5), b(msettings(0.02, 2.0), 5, 5);
