@@ -23,8 +23,8 @@ void write_csv(const std::string& path, const RowMatrix& m);
 /// naming the bad item.
 std::vector<TokenId> parse_rows(const std::string& spec, int n);
 
-/// The `svattn solve --json` object: n, dim, settings, status, ids, alpha, b, partition, kkt,
-/// state_sha256.
+/// The `svattn solve --json` object: n, dim, settings, status, warmup, ids, alpha, b, partition,
+/// kkt, state_sha256 (no value_dim: values do not enter the state).
 nlohmann::json state_to_json(const State& s);
 nlohmann::json settings_to_json(const ProblemSettings& s);
 

@@ -40,22 +40,23 @@ struct MemorySettings {
 
 /// Diagnostics of one operation (or of a batch of them, summed).
 struct OpDiagnostics {
-  long ops = 0;              ///< tokens added/removed/evicted
-  long events = 0;           ///< partition events taken by the path (S<->E, S<->R, entrant settles)
-  long zero_steps = 0;       ///< events taken with a step of length 0 (ties, degenerate tokens)
-  long refused_entrants = 0; ///< Schur-guard refusals
-  long refactorizations = 0; ///< rebuilds of R from scratch (periodic or on invariant failure)
-  long canonical_solves = 0; ///< canonical refinements run
-  long repairs = 0;          ///< canonical refinements that changed the path's partition
-  long batch_fallbacks = 0;  ///< operations finished by a batch re-solve after the path failed
-  long boundary_solves = 0;  ///< small batch solves on leaving warm-up (n*C crossing 1, SPEC §4)
-  long tracked = 0;          ///< reserve tokens whose screening bound failed: gradient recomputed
+  long ops = 0;         ///< tokens added/removed/evicted
+  long events = 0;      ///< partition events taken by the path (S<->E, S<->R, entrant settles)
+  long zero_steps = 0;  ///< events taken with a step of length 0 (ties, degenerate tokens)
+  long refused_entrants = 0;  ///< Schur-guard refusals
+  long refactorizations = 0;  ///< rebuilds of R from scratch (periodic or on invariant failure)
+  long canonical_solves = 0;  ///< canonical refinements run
+  long repairs = 0;           ///< canonical refinements that changed the path's partition
+  long batch_fallbacks = 0;   ///< operations finished by a batch re-solve after the path failed
+  long boundary_solves = 0;   ///< small batch solves on leaving warm-up (n*C crossing 1, SPEC §4)
+  long tracked = 0;           ///< reserve tokens whose screening bound failed: gradient recomputed
   /// Kernel values K(i, j) computed by the exact path's column cache during the operation (lazily
-  /// filled support columns of the rows that were read); the main cost driver of a removal at large n.
+  /// filled support columns of the rows that were read); the main cost driver of a removal at large
+  /// n.
   long kernel_evaluations = 0;
   Status status = Status::kOptimal;
-  double seconds = 0;             ///< wall time of the operation
-  double canonical_seconds = 0;   ///< part of `seconds` spent in the canonical refinement
+  double seconds = 0;            ///< wall time of the operation
+  double canonical_seconds = 0;  ///< part of `seconds` spent in the canonical refinement
 
   OpDiagnostics& operator+=(const OpDiagnostics& o);
 };
@@ -79,14 +80,22 @@ class Memory {
   OpDiagnostics add(TokenId id, const Eigen::Ref<const Eigen::VectorXd>& key,
                     const Eigen::Ref<const Eigen::VectorXd>& value);
   /// Adds all tokens in the set's order (ids must all be new; checked before anything changes).
+  /// Throws AlreadyExists, InvalidArgument on a dimension mismatch, and FormatError (from
+  /// TokenSet::validate) on NaN/Inf entries or repeated ids.
   OpDiagnostics add_batch(const TokenSet& tokens);
   /// Removes one token (throws NotFound).
   OpDiagnostics remove(TokenId id);
   /// Removes all ids (all must be present; checked before anything changes).
   OpDiagnostics remove_batch(const std::vector<TokenId>& ids);
-  /// Drops every reserve token (bounded mode does this after each add). Readouts stay bit-identical.
-  /// Returns the evicted ids, ascending.
+  /// Drops every reserve token (bounded mode does this after every operation: add, add_batch,
+  /// remove, remove_batch). Readouts stay bit-identical. Returns the evicted ids, ascending; in
+  /// warm-up (every token carries weight) nothing is evicted and `diag` is reset to zeros. Counted
+  /// in evictions(): an audit-mode memory that was evicted from no longer certifies exactness
+  /// relative to every token it ever saw (removal certificates say so).
   std::vector<TokenId> evict_reserve(OpDiagnostics* diag = nullptr);
+  /// Tokens evicted over the life of the memory (evict_reserve and bounded mode), carried through
+  /// serialize/deserialize (format version 2; a version-1 file reads as 0).
+  std::uint64_t evictions() const;
 
   /// o(q) of SPEC §2 (support-weighted log-sum-exp for RBF). Size value_dim.
   Eigen::VectorXd readout(const Eigen::Ref<const Eigen::VectorXd>& q) const;
@@ -103,8 +112,8 @@ class Memory {
   /// Diagnostics summed over the life of the memory.
   const OpDiagnostics& totals() const;
 
-  /// Inverse of the bordered matrix [[0, 1'], [1, K_SS + mu I]] over the margin set, in the order of
-  /// margin_order() (index 0 is the border). Reused by the layers' backward (SPEC §7).
+  /// Inverse of the bordered matrix [[0, 1'], [1, K_SS + mu I]] over the margin set, in the order
+  /// of margin_order() (index 0 is the border). Reused by the layers' backward (SPEC §7).
   const Eigen::MatrixXd& bordered_inverse() const;
   std::vector<TokenId> margin_order() const;
 
@@ -112,7 +121,9 @@ class Memory {
   /// problem settings (e.g. loaded from a store) without re-running the path: caches and R are
   /// rebuilt from the partition (O(n |S u E| d + |S|^3)). The state is checked (ids, KKT on every
   /// token, hash); if it does not check, the memory is re-solved from scratch and `diag` (if given)
-  /// records a batch fallback. Throws InvalidArgument if settings or dimensions disagree.
+  /// records a batch fallback. Throws InvalidArgument if dimensions disagree or if the state was
+  /// solved under other problem settings (state.settings != settings.problem: kernel, bandwidth,
+  /// degree, coef0, C, ridge; the message names the field).
   static Memory restore(const MemorySettings& settings, const TokenSet& tokens, const State& state,
                         OpDiagnostics* diag = nullptr);
 
@@ -128,6 +139,8 @@ class Memory {
 
  private:
   struct Impl;
+  // deserialize: the eviction count read from the file.
+  void set_evictions(std::uint64_t count);
   std::unique_ptr<Impl> impl_;
 };
 

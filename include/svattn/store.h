@@ -195,7 +195,8 @@ class Store {
 
   /// Adds record `record` with keys (n x dim) and values (n x value_dim; pass nullptr for values =
   /// keys); token positions are the row indices. Throws NotFound, AlreadyExists (record present,
-  /// active or suspended), InvalidArgument (dimension mismatch, NaN/Inf, > 2^23 rows, bad id).
+  /// active or suspended), InvalidArgument (dimension mismatch, > 2^23 rows, bad id), FormatError
+  /// (NaN/Inf entries, from TokenSet::validate).
   OpResult add_record(const std::string& name, std::int64_t record, const RowMatrix& keys,
                       const RowMatrix* values = nullptr);
   /// Erases the record: decremental removal of its tokens, certificate, rows deleted with

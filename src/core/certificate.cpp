@@ -25,19 +25,20 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
   std::unordered_map<TokenId, int> row;
   for (int r = 0; r < n; ++r) row[tokens.ids[r]] = r;
   if (static_cast<int>(state.ids.size()) != n || state.alpha.size() != state.ids.size()) {
-    rep.uniqueness_reason = "state and token set have different sizes";
+    rep.error = "state and token set have different sizes";
     return rep;
   }
   std::vector<int> order(n);
   for (int t = 0; t < n; ++t) {
     auto it = row.find(state.ids[t]);
     if (it == row.end() || (t > 0 && state.ids[t] <= state.ids[t - 1])) {
-      rep.uniqueness_reason = "state ids are not the token ids in ascending order";
+      rep.error = "state ids are not the token ids in ascending order";
       return rep;
     }
     order[t] = it->second;
   }
-  rep.hash_ok = sha256_hex(canonical_bytes(p, tokens, order, state.alpha, state.b)) == state.state_sha256;
+  rep.hash_ok =
+      sha256_hex(canonical_bytes(p, tokens, order, state.alpha, state.b)) == state.state_sha256;
 
   // Feasibility.
   const double C = p.C;
@@ -52,10 +53,14 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
     const double cap = warm ? 1.0 / n : C;
     box = std::max({box, -a, a - cap});
     const TokenId id = state.ids[t];
-    if (warm) sets_ok = sets_ok && a == 1.0 / n;
-    else if (a == 0) sets_ok = sets_ok && !margin.count(id) && !error.count(id);
-    else if (a == C) sets_ok = sets_ok && error.count(id);
-    else sets_ok = sets_ok && margin.count(id) && a > 0 && a < C;
+    if (warm)
+      sets_ok = sets_ok && a == 1.0 / n;
+    else if (a == 0)
+      sets_ok = sets_ok && !margin.count(id) && !error.count(id);
+    else if (a == C)
+      sets_ok = sets_ok && error.count(id);
+    else
+      sets_ok = sets_ok && margin.count(id) && a > 0 && a < C;
   }
   rep.kkt.sum_error = std::abs(sum - 1.0);
   rep.kkt.box_violation = std::max(0.0, box);
@@ -104,10 +109,14 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
     const double g = ka[t] + p.ridge * state.alpha[t] - kdiag[t] / 2 + state.b;
     const double a = state.alpha[t];
     double v;
-    if (warm) v = std::max(0.0, g);
-    else if (a == 0) v = std::max(0.0, -g);
-    else if (a == C) v = std::max(0.0, g);
-    else v = std::abs(g);
+    if (warm)
+      v = std::max(0.0, g);
+    else if (a == 0)
+      v = std::max(0.0, -g);
+    else if (a == C)
+      v = std::max(0.0, g);
+    else
+      v = std::abs(g);
     worst = std::max(worst, v);
   }
   rep.kkt.max_violation = worst;
@@ -171,8 +180,9 @@ nlohmann::json sizes(const State& s) {
 }  // namespace
 
 nlohmann::json removal_certificate(const State& before, const Memory& after_memory,
-                                   const std::vector<TokenId>& removed, const std::string& record_id,
-                                   const OpDiagnostics& diag, bool check, const RowMatrix& probes) {
+                                   const std::vector<TokenId>& removed,
+                                   const std::string& record_id, const OpDiagnostics& diag,
+                                   bool check, const RowMatrix& probes) {
   const State after = after_memory.state();
   const MemorySettings& ms = after_memory.settings();
   nlohmann::json j;
@@ -201,23 +211,25 @@ nlohmann::json removal_certificate(const State& before, const Memory& after_memo
                  {"repairs", diag.repairs},
                  {"batch_fallbacks", diag.batch_fallbacks},
                  {"boundary_solves", diag.boundary_solves},
+                 {"tracked", diag.tracked},
+                 {"kernel_evaluations", diag.kernel_evaluations},
                  {"status", to_string(diag.status)},
-                 {"seconds", diag.seconds}};
+                 {"seconds", diag.seconds},
+                 {"canonical_seconds", diag.canonical_seconds}};
+  j["evictions"] = after_memory.evictions();
   const TokenSet remaining = after_memory.tokens();
   if (check) {
     // Independent verification from the tokens alone (O(n |S u E| d)).
     const VerifyReport vr = verify_state(remaining, after, ms.tolerances, false);
-    j["verify"] = {{"performed", true},
-                   {"feasible", vr.feasible},
-                   {"kkt_ok", vr.kkt_ok},
-                   {"max_kkt_violation", vr.kkt.max_violation},
-                   {"unique", vr.unique},
-                   {"uniqueness_reason", vr.uniqueness_reason},
+    j["verify"] = {{"performed", true},    {"feasible", vr.feasible},
+                   {"kkt_ok", vr.kkt_ok},  {"max_kkt_violation", vr.kkt.max_violation},
+                   {"unique", vr.unique},  {"uniqueness_reason", vr.uniqueness_reason},
                    {"hash_ok", vr.hash_ok}};
   } else {
     j["verify"] = {{"performed", false},
-                   {"note", "run `svattn memory verify` or verify_state() to check this state "
-                            "independently"}};
+                   {"note",
+                    "run `svattn memory verify` or verify_state() to check this state "
+                    "independently"}};
   }
   nlohmann::json jc;
   jc["performed"] = check;
@@ -255,7 +267,14 @@ nlohmann::json removal_certificate(const State& before, const Memory& after_memo
     jc["retrain_seconds"] = br.diagnostics.smo_seconds + br.diagnostics.refine_seconds;
   }
   j["check"] = jc;
-  if (ms.mode == MemoryMode::kAudit) {
+  if (ms.mode == MemoryMode::kAudit && after_memory.evictions() > 0) {
+    j["scope"] =
+        "audit mode, but " + std::to_string(after_memory.evictions()) +
+        " reserve token(s) were evicted from this memory earlier (evict_reserve): the state equals "
+        "the optimum on the retained tokens minus the removed ones. An evicted token might have "
+        "re-entered the support after this removal, so exactness is relative to the retained "
+        "tokens only.";
+  } else if (ms.mode == MemoryMode::kAudit) {
     j["scope"] =
         "audit mode: the state after removal equals the optimum on every token ever ingested minus "
         "the removed ones (exact forgetting under the same fixed C, ridge and kernel).";

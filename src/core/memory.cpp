@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <unordered_map>
 
 #include "canonical.h"
@@ -137,6 +138,7 @@ struct Memory::Impl final : detail::KernelAccess {
   double kmax = 0;
   int ops_since_refactor = 0;
   OpDiagnostics totals;
+  std::uint64_t evicted = 0;  // tokens evicted over the memory's life (Memory::evictions)
 
   // Caches of the public views (invalidated on every change).
   mutable bool support_valid = false;
@@ -777,6 +779,7 @@ struct Memory::Impl final : detail::KernelAccess {
       if (st.token_budget > 0 && static_cast<std::size_t>(n) <= st.token_budget) break;
       if (out) out->push_back(ids[s]);
       erase_token(s);
+      ++evicted;
       ++dg.ops;
     }
     invalidate_views();
@@ -921,6 +924,8 @@ int Memory::size() const { return impl_->n; }
 bool Memory::contains(TokenId id) const { return impl_->slot_of.count(id) != 0; }
 Status Memory::status() const { return impl_->status; }
 const OpDiagnostics& Memory::totals() const { return impl_->totals; }
+std::uint64_t Memory::evictions() const { return impl_->evicted; }
+void Memory::set_evictions(std::uint64_t count) { impl_->evicted = count; }
 
 namespace {
 void check_vec(const Eigen::Ref<const Eigen::VectorXd>& v, int want, const char* what, TokenId id) {
@@ -1013,7 +1018,10 @@ std::vector<TokenId> Memory::evict_reserve(OpDiagnostics* diag) {
   Impl& m = *impl_;
   std::vector<TokenId> out;
   OpDiagnostics dg;
-  if (m.warmup) return out;  // in warm-up every token carries weight
+  if (m.warmup) {  // in warm-up every token carries weight
+    if (diag) *diag = dg;
+    return out;
+  }
   std::vector<int> r;
   for (int i = 0; i < m.used; ++i)
     if (m.act[i] && m.set[i] == Set::kReserve) r.push_back(i);
@@ -1021,6 +1029,7 @@ std::vector<TokenId> Memory::evict_reserve(OpDiagnostics* diag) {
   for (int s : r) {
     out.push_back(m.ids[s]);
     m.erase_token(s);
+    ++m.evicted;
     ++dg.ops;
   }
   m.state_valid = false;  // support (and so readouts) unchanged
@@ -1082,6 +1091,33 @@ Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, c
   if (tokens.size() > 0 &&
       (tokens.keys.cols() != state.dim || tokens.values.cols() != state.value_dim))
     throw InvalidArgument("restore: token dimensions do not match the state");
+  {
+    // The state must have been solved under these problem settings (they are part of its hash).
+    const ProblemSettings& a = state.settings;
+    const ProblemSettings& b = settings.problem;
+    auto differ = [](const char* field, const std::string& x, const std::string& y) {
+      throw InvalidArgument(std::string("restore: the state was solved with ") + field + " = " + x +
+                            ", the settings have " + field + " = " + y);
+    };
+    auto num = [](double v) {  // shortest decimal that reads back as v
+      for (int prec = 15;; ++prec) {
+        std::ostringstream os;
+        os.precision(prec);
+        os << v;
+        if (prec >= 17 || std::stod(os.str()) == v) return os.str();
+      }
+    };
+    if (a.kernel.type != b.kernel.type)
+      differ("kernel", to_string(a.kernel.type), to_string(b.kernel.type));
+    if (a.kernel.bandwidth != b.kernel.bandwidth)
+      differ("kernel.bandwidth", num(a.kernel.bandwidth), num(b.kernel.bandwidth));
+    if (a.kernel.degree != b.kernel.degree)
+      differ("kernel.degree", std::to_string(a.kernel.degree), std::to_string(b.kernel.degree));
+    if (a.kernel.coef0 != b.kernel.coef0)
+      differ("kernel.coef0", num(a.kernel.coef0), num(b.kernel.coef0));
+    if (a.C != b.C) differ("C", num(a.C), num(b.C));
+    if (a.ridge != b.ridge) differ("ridge", num(a.ridge), num(b.ridge));
+  }
   Memory mem(settings, state.dim > 0 ? state.dim : static_cast<int>(tokens.keys.cols()),
              state.value_dim > 0 ? state.value_dim : static_cast<int>(tokens.values.cols()));
   Impl& m = *mem.impl_;

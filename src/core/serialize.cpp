@@ -11,7 +11,8 @@ namespace svattn {
 namespace {
 
 constexpr char kMagic[16] = "SVATTN-MEMORY\0\0";
-constexpr std::uint32_t kVersion = 1;
+// Version 2 added the eviction count after schur_tol; version 1 files are still read (count 0).
+constexpr std::uint32_t kVersion = 2;
 
 bool host_little_endian() {
   const std::uint16_t one = 1;
@@ -95,6 +96,7 @@ std::vector<std::uint8_t> Memory::serialize() const {
   w.put<std::int32_t>(s.refactor_period);
   w.put<std::int32_t>(s.max_steps_per_op);
   w.put<double>(s.schur_tol);
+  w.put<std::uint64_t>(evictions());
   w.put<std::int32_t>(dim());
   w.put<std::int32_t>(value_dim());
   w.put<std::uint64_t>(t.ids.size());
@@ -122,9 +124,9 @@ Memory Memory::deserialize(const std::vector<std::uint8_t>& bytes) {
   Reader r(bytes, body);
   r.str(16, "magic");
   const auto version = r.get<std::uint32_t>("version");
-  if (version != kVersion)
+  if (version != 1 && version != kVersion)
     throw FormatError("memory file: unsupported version " + std::to_string(version) +
-                      " (this build reads version " + std::to_string(kVersion) + ")");
+                      " (this build reads versions 1 and " + std::to_string(kVersion) + ")");
   MemorySettings s;
   const auto kt = r.get<std::uint8_t>("kernel type");
   if (kt > 2) throw FormatError("memory file: bad kernel type " + std::to_string(kt));
@@ -144,6 +146,7 @@ Memory Memory::deserialize(const std::vector<std::uint8_t>& bytes) {
   s.refactor_period = r.get<std::int32_t>("refactor_period");
   s.max_steps_per_op = r.get<std::int32_t>("max_steps_per_op");
   s.schur_tol = r.get<double>("schur_tol");
+  const std::uint64_t evictions = version >= 2 ? r.get<std::uint64_t>("eviction count") : 0;
   try {
     s.validate();
   } catch (const InvalidArgument& e) {
@@ -173,7 +176,9 @@ Memory Memory::deserialize(const std::vector<std::uint8_t>& bytes) {
   st.b = r.get<double>("b");
   st.state_sha256 = r.str(64, "state hash");
   if (r.pos() != body) throw FormatError("memory file: trailing bytes before the checksum");
-  return restore(s, t, st);
+  Memory m = restore(s, t, st);
+  m.set_evictions(evictions);
+  return m;
 }
 
 void Memory::save(const std::string& path) const {
@@ -192,7 +197,8 @@ void Memory::save(const std::string& path) const {
 Memory Memory::load(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw IoError("load: cannot open '" + path + "'");
-  std::vector<std::uint8_t> b((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::uint8_t> b((std::istreambuf_iterator<char>(f)),
+                              std::istreambuf_iterator<char>());
   try {
     return deserialize(b);
   } catch (const FormatError& e) {

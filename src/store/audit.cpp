@@ -150,6 +150,7 @@ nlohmann::json verification_to_json(const StoreVerification& v) {
     mj["hash_ok"] = m.report.hash_ok;
     mj["unique"] = m.report.unique;
     mj["uniqueness_reason"] = m.report.uniqueness_reason;
+    if (!m.report.error.empty()) mj["error"] = m.report.error;
     mj["kkt_max_violation"] = m.report.kkt.max_violation;
     mj["sum_error"] = m.report.kkt.sum_error;
     mj["box_violation"] = m.report.kkt.box_violation;

@@ -719,7 +719,7 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
       throw InvalidArgument("memory name must not contain control characters");
     }
   }
-  if (dim < 1) throw InvalidArgument("--dim must be >= 1, got " + std::to_string(dim));
+  if (dim < 1) throw InvalidArgument("key dimension (dim) must be >= 1, got " + std::to_string(dim));
   if (value_dim < 1) {
     throw InvalidArgument("value dimension must be >= 1, got " + std::to_string(value_dim));
   }

@@ -34,8 +34,10 @@ TEST(Verifier, AcceptsTheOptimumAndRejectsTampering) {
   int a = -1, b = -1;
   for (size_t k = 0; k < moved.ids.size(); ++k) {
     if (moved.alpha[k] > 0 && moved.alpha[k] < s.settings.C) {
-      if (a < 0) a = static_cast<int>(k);
-      else if (b < 0) b = static_cast<int>(k);
+      if (a < 0)
+        a = static_cast<int>(k);
+      else if (b < 0)
+        b = static_cast<int>(k);
     }
   }
   const double eps = 1e-4 * std::min(moved.alpha[a], moved.alpha[b]);
@@ -97,6 +99,42 @@ TEST(Certificate, RemovalCertificateFields) {
   EXPECT_EQ(c["check"]["max_abs_dreadout"].get<double>(), 0.0);
   EXPECT_EQ(c["check"]["max_abs_ddecision"].get<double>(), 0.0);
   EXPECT_EQ(c["removed_ids"].size(), 3u);
+  EXPECT_EQ(c["evictions"], 0);
+  EXPECT_EQ(c["solver"]["tracked"], dg.tracked);
+  EXPECT_EQ(c["solver"]["kernel_evaluations"], dg.kernel_evaluations);
+  EXPECT_EQ(c["solver"]["canonical_seconds"], dg.canonical_seconds);
+  EXPECT_NE(c["scope"].get<std::string>().find("every token ever ingested"), std::string::npos);
+}
+
+TEST(Certificate, AuditModeAfterExplicitEvictionIsScopedToRetainedTokens) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 200, 4, 6);
+  MemorySettings ms;
+  ms.problem = settings().problem;
+  Memory m(ms, 4, 4);
+  m.add_batch(TokenSet::from_rows(x));
+  const std::vector<TokenId> evicted = m.evict_reserve();
+  ASSERT_FALSE(evicted.empty());
+  EXPECT_EQ(m.evictions(), evicted.size());
+  const State before = m.state();
+  const std::vector<TokenId> rm = {before.partition.margin[0]};
+  const OpDiagnostics dg = m.remove_batch(rm);
+  const nlohmann::json c = removal_certificate(before, m, rm, "", dg, false, RowMatrix(0, 4));
+  EXPECT_EQ(c["mode"], "audit");
+  EXPECT_EQ(c["evictions"], evicted.size());
+  const std::string scope = c["scope"].get<std::string>();
+  EXPECT_NE(scope.find("evicted"), std::string::npos);
+  EXPECT_NE(scope.find("retained"), std::string::npos);
+  EXPECT_EQ(scope.find("every token ever ingested"), std::string::npos);
+}
+
+TEST(Verifier, MismatchedTokensAreAnErrorNotAUniquenessReason) {
+  const TokenSet t = TokenSet::from_rows(make_keys(Stream::kGaussian, 50, 3, 8));
+  const State s = solve_batch(t, settings()).state;
+  const TokenSet fewer = t.without({3});
+  const VerifyReport r = verify_state(fewer, s, Tolerances{}, false);
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.error.find("sizes"), std::string::npos);
+  EXPECT_TRUE(r.uniqueness_reason.empty());
 }
 
 TEST(Certificate, BoundedModeSaysSo) {

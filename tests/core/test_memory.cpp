@@ -9,6 +9,7 @@
 #include "streams.h"
 #include "svattn/batch_solver.h"
 #include "svattn/errors.h"
+#include "svattn/hash.h"
 #include "svattn/memory.h"
 
 using namespace svattn;
@@ -25,7 +26,8 @@ MemorySettings msettings(double C, double sigma, double ridge = 1e-6) {
   return s;
 }
 
-std::string batch_hash(const RowMatrix& x, const std::set<TokenId>& present, const ProblemSettings& p) {
+std::string batch_hash(const RowMatrix& x, const std::set<TokenId>& present,
+                       const ProblemSettings& p) {
   TokenSet t;
   t.keys.resize(static_cast<int>(present.size()), x.cols());
   int r = 0;
@@ -43,7 +45,8 @@ std::string batch_hash(const RowMatrix& x, const std::set<TokenId>& present, con
 
 void expect_kkt(const Memory& m, const std::string& where) {
   const State s = m.state();
-  ASSERT_TRUE(s.status == Status::kOptimal || s.status == Status::kWarmup || s.status == Status::kEmpty)
+  ASSERT_TRUE(s.status == Status::kOptimal || s.status == Status::kWarmup ||
+              s.status == Status::kEmpty)
       << where << ": status " << to_string(s.status);
   EXPECT_LE(s.kkt.max_violation, 1e-9) << where;
   if (s.status != Status::kEmpty) EXPECT_LE(s.kkt.sum_error, 1e-11) << where;
@@ -99,8 +102,8 @@ void run_interleaved(const Case& c, int ops, std::uint64_t seed, int checkpoint_
 
 TEST(Memory, IngestThenDecrementEqualsRetrainOnEveryStream) {
   const std::vector<Case> cases = {
-      {Stream::kGaussian, 300, 2, 3.0, 1.0},     {Stream::kGaussian, 300, 16, 3.0, 4.0},
-      {Stream::kGaussian, 200, 64, 10.0, 8.0},   {Stream::kClustered, 300, 4, 3.0, 1.5},
+      {Stream::kGaussian, 300, 2, 3.0, 1.0},      {Stream::kGaussian, 300, 16, 3.0, 4.0},
+      {Stream::kGaussian, 200, 64, 10.0, 8.0},    {Stream::kClustered, 300, 4, 3.0, 1.5},
       {Stream::kNearDuplicate, 300, 4, 3.0, 1.0}, {Stream::kDuplicate, 300, 3, 3.0, 1.0},
       {Stream::kHeavyTailed, 300, 3, 3.0, 2.0}};
   std::uint64_t seed = 1;
@@ -112,7 +115,8 @@ TEST(Memory, IngestThenDecrementEqualsRetrainOnEveryStream) {
     m.check_invariants();
     std::set<TokenId> present;
     for (int i = 0; i < c.n; ++i) present.insert(i);
-    ASSERT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem)) << stream_name(c.stream);
+    ASSERT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem))
+        << stream_name(c.stream);
     // Remove margin, error and reserve tokens alike.
     const State s = m.state();
     std::vector<TokenId> victims;
@@ -135,7 +139,9 @@ TEST(Memory, IngestThenDecrementEqualsRetrainOnEveryStream) {
   }
 }
 
-TEST(Memory, InterleavedAddRemoveGaussian) { run_interleaved({Stream::kGaussian, 200, 5, 3, 2.0}, 600, 7, 50); }
+TEST(Memory, InterleavedAddRemoveGaussian) {
+  run_interleaved({Stream::kGaussian, 200, 5, 3, 2.0}, 600, 7, 50);
+}
 TEST(Memory, InterleavedAddRemoveNearDuplicates) {
   run_interleaved({Stream::kNearDuplicate, 200, 3, 3, 1.0}, 600, 8, 50);
 }
@@ -148,8 +154,8 @@ TEST(Memory, InterleavedAddRemoveHeavyTailed) {
 
 TEST(MemorySlow, TenThousandInterleavedOpsAcrossStreams) {
   std::uint64_t seed = 100;
-  for (Stream s : {Stream::kGaussian, Stream::kClustered, Stream::kNearDuplicate, Stream::kDuplicate,
-                   Stream::kHeavyTailed})
+  for (Stream s : {Stream::kGaussian, Stream::kClustered, Stream::kNearDuplicate,
+                   Stream::kDuplicate, Stream::kHeavyTailed})
     run_interleaved({s, 600, 8, 4, 3.0}, 2500, seed++, 250);
 }
 
@@ -208,7 +214,8 @@ TEST(Memory, WarmupTransitionsBothWays) {
       EXPECT_EQ(m.status(), Status::kEmpty);
     } else {
       EXPECT_EQ(m.state().warmup, static_cast<int>(present.size()) <= 10);
-      EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem)) << "n=" << present.size();
+      EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem))
+          << "n=" << present.size();
     }
   }
   // n = 1 and back.
@@ -228,7 +235,8 @@ TEST(Memory, SlidingWindow) {
       m.remove(i - w);
       present.erase(i - w);
     }
-    if (i % 50 == 49) EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem)) << i;
+    if (i % 50 == 49)
+      EXPECT_EQ(m.state_sha256(), batch_hash(x, present, m.settings().problem)) << i;
   }
 }
 
@@ -278,7 +286,7 @@ TEST(Memory, BoundedModeEvictsAsReserveAppears) {
   for (int i = 0; i < 400; ++i) mb.add(i, x.row(i).transpose(), x.row(i).transpose());
   EXPECT_GE(mb.size(), 250);
   EXPECT_LE(mb.size(), 250 + static_cast<int>(mb.state().partition.margin.size() +
-                                               mb.state().partition.error.size()));
+                                              mb.state().partition.error.size()));
 }
 
 TEST(Memory, RemoveThenReaddRestoresTheHash) {
@@ -287,7 +295,8 @@ TEST(Memory, RemoveThenReaddRestoresTheHash) {
   m.add_batch(TokenSet::from_rows(x));
   const std::string h0 = m.state_sha256();
   const State s = m.state();
-  for (TokenId v : {s.partition.margin.front(), s.partition.margin.back(), s.partition.reserve.front()}) {
+  for (TokenId v :
+       {s.partition.margin.front(), s.partition.margin.back(), s.partition.reserve.front()}) {
     m.remove(v);
     EXPECT_NE(m.state_sha256(), h0);
     m.add(v, x.row(v).transpose(), x.row(v).transpose());
@@ -317,10 +326,10 @@ TEST(Memory, DiagnosticsCountKernelValuesAndCanonicalTime) {
   // A new token's gradient reads its row over every support column: one kernel value each.
   const OpDiagnostics a = m.add(v, x.row(v).transpose(), x.row(v).transpose());
   EXPECT_GE(a.kernel_evaluations, static_cast<long>(s.partition.margin.size()) - 1);
-  EXPECT_EQ(m.totals().kernel_evaluations,
-            b.kernel_evaluations + d.kernel_evaluations + e.kernel_evaluations + a.kernel_evaluations);
-  EXPECT_DOUBLE_EQ(m.totals().canonical_seconds,
-                   b.canonical_seconds + d.canonical_seconds + e.canonical_seconds + a.canonical_seconds);
+  EXPECT_EQ(m.totals().kernel_evaluations, b.kernel_evaluations + d.kernel_evaluations +
+                                               e.kernel_evaluations + a.kernel_evaluations);
+  EXPECT_DOUBLE_EQ(m.totals().canonical_seconds, b.canonical_seconds + d.canonical_seconds +
+                                                     e.canonical_seconds + a.canonical_seconds);
 }
 
 TEST(Memory, BatchOpsEqualSingleOps) {
@@ -402,6 +411,35 @@ TEST(Memory, SerializeRoundTripAndCorruption) {
   std::vector<std::uint8_t> junk(100, 7);
   EXPECT_THROW(Memory::deserialize(junk), FormatError);
 
+  // Format version 1 (no eviction count) is still read; its count reads as 0. Built from the
+  // version-2 bytes: drop the 8-byte count after schur_tol (offset 102), set the version, re-sum.
+  {
+    Memory ev = m;
+    const std::size_t nev = ev.evict_reserve().size();
+    ASSERT_GT(nev, 0u);
+    const std::vector<std::uint8_t> v2 = ev.serialize();
+    EXPECT_EQ(Memory::deserialize(v2).evictions(), nev);
+    std::vector<std::uint8_t> v1(v2.begin(), v2.begin() + 102);
+    v1.insert(v1.end(), v2.begin() + 110, v2.end() - 64);
+    v1[16] = 1;
+    v1[17] = v1[18] = v1[19] = 0;
+    const std::string sum = sha256_hex(v1.data(), v1.size());
+    v1.insert(v1.end(), sum.begin(), sum.end());
+    const Memory old = Memory::deserialize(v1);
+    EXPECT_EQ(old.state_sha256(), ev.state_sha256());
+    EXPECT_EQ(old.evictions(), 0u);
+    std::vector<std::uint8_t> v9(v1.begin(), v1.end() - 64);
+    v9[16] = 9;
+    const std::string sum9 = sha256_hex(v9.data(), v9.size());
+    v9.insert(v9.end(), sum9.begin(), sum9.end());
+    try {
+      Memory::deserialize(v9);
+      FAIL() << "version 9 was accepted";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find("unsupported version 9"), std::string::npos) << e.what();
+    }
+  }
+
   const std::string path = ::testing::TempDir() + "svattn_mem_test.bin";
   m.save(path);
   EXPECT_EQ(Memory::load(path).state_sha256(), m.state_sha256());
@@ -425,6 +463,37 @@ TEST(Memory, RestoreFromForeignStateResolves) {
   s.state_sha256 = std::string(64, '0');
   const Memory fixed = Memory::restore(ms, t, s, &dg);
   EXPECT_EQ(fixed.state_sha256(), good.state_sha256());
+}
+
+TEST(Memory, RestoreRejectsAStateSolvedUnderOtherSettings) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 120, 3, 23);
+  Memory m(msettings(0.03, 1.0), 3, 3);
+  m.add_batch(TokenSet::from_rows(x));
+  const TokenSet t = m.tokens();
+  const State s = m.state();
+  MemorySettings other = msettings(0.05, 1.0);
+  try {
+    Memory::restore(other, t, s);
+    FAIL() << "restore accepted a state solved with another C";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("C = 0.03"), std::string::npos) << e.what();
+  }
+  other = msettings(0.03, 2.0);
+  EXPECT_THROW(Memory::restore(other, t, s), InvalidArgument);
+  other = msettings(0.03, 1.0, 1e-4);
+  EXPECT_THROW(Memory::restore(other, t, s), InvalidArgument);
+  EXPECT_EQ(Memory::restore(msettings(0.03, 1.0), t, s).state_sha256(), s.state_sha256);
+}
+
+TEST(Memory, EvictInWarmupEvictsNothingAndResetsTheDiagnostics) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 5, 2, 24);
+  Memory m(msettings(0.1, 1.0), 2, 2);  // 5 * 0.1 < 1: warm-up
+  m.add_batch(TokenSet::from_rows(x));
+  OpDiagnostics d;
+  d.ops = 42;
+  EXPECT_TRUE(m.evict_reserve(&d).empty());
+  EXPECT_EQ(d.ops, 0);
+  EXPECT_EQ(m.evictions(), 0u);
 }
 
 TEST(Memory, BorderedInverseIsExposedAndValid) {
