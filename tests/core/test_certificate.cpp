@@ -16,6 +16,16 @@ BatchSettings settings() {
   s.problem.kernel.bandwidth = 1.5;
   return s;
 }
+
+// A memory of n Gaussian keys in R^d under settings(), in the given mode.
+Memory filled(int n, int d, std::uint64_t seed, MemoryMode mode = MemoryMode::kAudit) {
+  MemorySettings ms;
+  ms.problem = settings().problem;
+  ms.mode = mode;
+  Memory m(ms, d, d);
+  m.add_batch(TokenSet::from_rows(make_keys(Stream::kGaussian, n, d, seed)));
+  return m;
+}
 }  // namespace
 
 TEST(Verifier, AcceptsTheOptimumAndRejectsTampering) {
@@ -76,11 +86,7 @@ TEST(Verifier, UniquenessArgument) {
 }
 
 TEST(Certificate, RemovalCertificateFields) {
-  const RowMatrix x = make_keys(Stream::kGaussian, 300, 4, 3);
-  MemorySettings ms;
-  ms.problem = settings().problem;
-  Memory m(ms, 4, 4);
-  m.add_batch(TokenSet::from_rows(x));
+  Memory m = filled(300, 4, 3);
   const State before = m.state();
   const std::vector<TokenId> rm = {before.partition.margin[0], before.partition.reserve[0], 7};
   const OpDiagnostics dg = m.remove_batch(rm);
@@ -107,11 +113,7 @@ TEST(Certificate, RemovalCertificateFields) {
 }
 
 TEST(Certificate, AuditModeAfterExplicitEvictionIsScopedToRetainedTokens) {
-  const RowMatrix x = make_keys(Stream::kGaussian, 200, 4, 6);
-  MemorySettings ms;
-  ms.problem = settings().problem;
-  Memory m(ms, 4, 4);
-  m.add_batch(TokenSet::from_rows(x));
+  Memory m = filled(200, 4, 6);
   const std::vector<TokenId> evicted = m.evict_reserve();
   ASSERT_FALSE(evicted.empty());
   EXPECT_EQ(m.evictions(), evicted.size());
@@ -138,12 +140,7 @@ TEST(Verifier, MismatchedTokensAreAnErrorNotAUniquenessReason) {
 }
 
 TEST(Certificate, BoundedModeSaysSo) {
-  const RowMatrix x = make_keys(Stream::kGaussian, 120, 3, 5);
-  MemorySettings ms;
-  ms.problem = settings().problem;
-  ms.mode = MemoryMode::kBounded;
-  Memory m(ms, 3, 3);
-  m.add_batch(TokenSet::from_rows(x));
+  Memory m = filled(120, 3, 5, MemoryMode::kBounded);
   const State before = m.state();
   const std::vector<TokenId> rm = {before.partition.margin[0]};
   const OpDiagnostics dg = m.remove_batch(rm);
