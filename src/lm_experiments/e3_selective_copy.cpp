@@ -315,6 +315,7 @@ struct EvalPoint {
   double partition_agreement =
       std::nan("");  // hybrid, batched vs exact on the same keys (optional)
   double coefficient_error = std::nan("");
+  double seconds = 0;  // wall time of this evaluation
 };
 
 int sequences_at(const E3Preset& p, int factor) {
@@ -328,6 +329,7 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
                           int sequences) {
   SelectiveCopyTask t = p.task;
   t.prefix = p.task.k + (p.task.prefix - p.task.k) * factor;
+  const Stopwatch sw;
   EvalPoint e;
   e.factor = factor;
   e.length = t.length();
@@ -387,6 +389,7 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
     e.partition_agreement = agree_sum / static_cast<double>(agree_units);
     e.coefficient_error = coef_err;
   }
+  e.seconds = sw.seconds();
   return e;
 }
 
@@ -663,17 +666,22 @@ json run_e3(const ExperimentOptions& o) {
   j["matched_window"] = window;
   j["state_context"] = longest;
   j["recurrent_state_covers_hybrid"] = recurrent_covers;
-  auto eval_json = [](const std::vector<EvalPoint>& evs) {
+  auto eval_json = [](const std::vector<EvalPoint>& evs, std::int64_t heads,
+                      const layers::AttentionConfig& attention) {
     json ev = json::array();
     for (const auto& e : evs) {
       json ej = {{"factor", e.factor},
                  {"length", e.length},
                  {"recall", e.recall},
                  {"outputs", e.outputs},
-                 {"recall_per_output", e.recall_per_output}};
+                 {"recall_per_output", e.recall_per_output},
+                 {"seconds", e.seconds}};
       if (!e.support.empty()) {
         ej["support_per_layer_head"] = e.support;
         ej["support_mean"] = mean_support(e);
+        ej["hybrid_state_floats_per_layer"] =
+            static_cast<double>(heads) *
+            state_floats_per_head(attention, mean_support(e), e.length);
         ej["gate_memory_share"] = e.gate_mean;
         ej["gate_memory_share_per_layer"] = e.gate_per_layer;
       }
@@ -703,10 +711,11 @@ json run_e3(const ExperimentOptions& o) {
                        {"loss", r.loss_curve[i].second},
                        {"grad_norm", r.grad_norm_curve[i]}});
     mj["loss_curve"] = curve;
-    mj["eval"] = eval_json(r.eval);
+    mj["eval"] = eval_json(r.eval, r.config.attention.n_heads, r.config.attention);
     if (!r.sigma.empty()) mj["sigma_per_layer_head"] = r.sigma;
     if (!r.eval_exact.empty()) {
-      mj["eval_other_path"] = eval_json(r.eval_exact);
+      mj["eval_other_path"] =
+          eval_json(r.eval_exact, r.config.attention.n_heads, r.config.attention);
       mj["eval_other_path_name"] =
           r.config.attention.hybrid.path == layers::GlobalPath::kBatched ? "exact" : "batched";
       mj["eval_other_path_seconds"] = r.eval_exact_seconds;
@@ -742,6 +751,7 @@ json run_e3(const ExperimentOptions& o) {
     for (std::int64_t h = 0; h < p.n_heads; ++h)
       scols.push_back("L" + std::to_string(l) + "H" + std::to_string(h));
   scols.push_back("mean");
+  scols.push_back("state floats / layer");
   for (std::int64_t l = 0; l < p.n_layers; ++l) scols.push_back("gate L" + std::to_string(l));
   Table supp(scols);
   if (hyb != nullptr) {
@@ -750,6 +760,11 @@ json run_e3(const ExperimentOptions& o) {
       for (const auto& l : e.support)
         for (double v : l) row.push_back(fmt_fixed(v, 1));
       row.push_back(fmt_fixed(mean_support(e), 1));
+      // The hybrid's state at this padding, from the support measured at this padding.
+      row.push_back(
+          fmt_fixed(static_cast<double>(p.n_heads) *
+                        state_floats_per_head(hyb->config.attention, mean_support(e), e.length),
+                    0));
       for (double g : e.gate_per_layer) row.push_back(fmt_fixed(g, 3));
       supp.add_row(row);
     }

@@ -234,6 +234,10 @@ TEST(E3Tiny, StateMatchedAndSeedReproducible) {
     }
   }
   for (const auto& e : m["hybrid"]["eval"]) {
+    // The hybrid's state at each padding from the support measured there: 2 heads of
+    // (chunk 8 + support)·(d_k + d_v = 16) + support.
+    const double s = e["support_mean"].get<double>();
+    EXPECT_DOUBLE_EQ(e["hybrid_state_floats_per_layer"].get<double>(), 2 * ((8 + s) * 16 + s));
     EXPECT_EQ(e["support_per_layer_head"].size(), 1u);
     EXPECT_EQ(e["support_per_layer_head"][0].size(), 2u);
     EXPECT_EQ(e["gate_memory_share_per_layer"].size(), 1u);
