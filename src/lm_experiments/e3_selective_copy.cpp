@@ -25,33 +25,38 @@ struct E3Preset {
   SelectiveCopyTask task;
   std::int64_t d_model = 64;
   std::int64_t n_layers = 2;
-  std::int64_t n_heads = 2;       // hybrid, sliding window, softmax; linear / DeltaNet: recurrent_heads
+  std::int64_t n_heads = 2;  // hybrid, sliding window, softmax; linear / DeltaNet: recurrent_heads
   std::int64_t recurrent_heads = 0;  // 0: state-matched to the hybrid (see matched_recurrent_heads)
   std::int64_t chunk = 16;
   double C = 1.0 / 8;
   int fista_iterations = 60;
   double mask_tol = 1e-3;
-  std::string gate = "token";     // "token" | "chunk"
-  double gate_bias = 0.0;         // initial a_h
-  double sigma = 1.0;             // initial RBF bandwidth
+  std::string gate = "token";  // "token" | "chunk"
+  double gate_bias = 0.0;      // initial a_h
+  double sigma = 1.0;          // initial RBF bandwidth
   bool learn_sigma = true;
   bool bounded = false;
-  double mu = 1e-6;               // problem ridge (both SV paths)
-  bool eval_exact = false;        // also evaluate the trained hybrid through the exact path
-  std::string path = "batched";   // SV path used for training
-  std::string eval_path;          // SV path of the main evaluation ("" = the training path)
-  bool save_models = false;       // write <out>/E3-<method>.pt after training
-  bool reuse_models = false;      // load <out>/E3-<method>.pt when present instead of training
+  double mu = 1e-6;              // problem ridge (both SV paths)
+  bool eval_exact = false;       // also evaluate the trained hybrid through the exact path
+  std::string path = "batched";  // SV path used for training
+  std::string eval_path;         // SV path of the main evaluation ("" = the training path)
+  bool save_models = false;      // write <out>/E3-<method>.pt after training
+  bool reuse_models = false;     // load <out>/E3-<method>.pt when present instead of training
   int steps = 300;
   int batch = 32;
   double lr = 3e-3;
   double weight_decay = 0.01;
   int warmup = 20;
   int eval_sequences = 64;
+  // Factors >= long_factor are evaluated on long_eval_sequences sequences (0: eval_sequences), the
+  // same ones for every method: the exact path's cost grows steeply with the support (16x, quick
+  // preset: ~14 s per sequence on one thread).
+  int long_factor = 16;
+  int long_eval_sequences = 0;
   std::vector<int> factors = {1, 2, 4, 8, 16};
   long eval_tokens_per_forward = 4096;  // eval batch = max(1, this / length)
   std::vector<std::string> methods = {"hybrid", "swa", "linear", "deltanet"};
-  std::int64_t window = 0;        // > 0: fixed sliding window (else chunk + the hybrid's support)
+  std::int64_t window = 0;  // > 0: fixed sliding window (else chunk + the hybrid's support)
 };
 
 E3Preset e3_preset(const std::string& name) {
@@ -77,17 +82,31 @@ E3Preset e3_preset(const std::string& name) {
     p.d_model = 128;
     p.n_layers = 2;
     p.n_heads = 4;
-    p.chunk = 32;
-    p.C = 1.0 / 12;
+    // The quick preset's working hybrid (chunk 1, exact path, C = 0.26) at the paper's scale: not
+    // runnable on a 2-core CPU (docs/experiments.md, E3: measured per-step time, extrapolated
+    // total).
+    p.chunk = 1;
+    p.path = "exact";
+    p.C = 0.26;
     p.fista_iterations = 100;
     p.steps = 3000;
     p.batch = 32;
     p.lr = 2e-3;
     p.warmup = 100;
     p.eval_sequences = 256;
+    p.long_eval_sequences = 32;
     return p;
   }
+  // quick: the configuration that solved the task in the investigation (docs/experiments.md, E3
+  // trials t21 and mu*): a memory per token (chunk 1), the exact path, C = 0.26 (support >= 1/C ~
+  // 4).
   p.task = {8, 4, 32};
+  p.chunk = 1;
+  p.path = "exact";
+  p.C = 0.26;
+  p.steps = 800;
+  p.eval_sequences = 64;
+  p.long_eval_sequences = 8;
   return p;
 }
 
@@ -115,12 +134,14 @@ void apply_overrides(E3Preset& p, const std::string& spec) {
     try {
       // "1/8" is accepted as a fraction.
       const auto slash = v.find('/');
-      if (slash != std::string::npos) return std::stod(v.substr(0, slash)) / std::stod(v.substr(slash + 1));
+      if (slash != std::string::npos)
+        return std::stod(v.substr(0, slash)) / std::stod(v.substr(slash + 1));
       x = std::stod(v, &used);
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != v.size()) throw InvalidArgument("SVATTN_E3_SET: " + k + " = '" + v + "' is not a number");
+    if (used != v.size())
+      throw InvalidArgument("SVATTN_E3_SET: " + k + " = '" + v + "' is not a number");
     return x;
   };
   auto boolean = [](const std::string& k, const std::string& v) {
@@ -130,37 +151,71 @@ void apply_overrides(E3Preset& p, const std::string& spec) {
   };
   for (const auto& kv : split(spec, ',')) {
     const auto eq = kv.find('=');
-    if (eq == std::string::npos) throw InvalidArgument("SVATTN_E3_SET: '" + kv + "' is not key=value");
+    if (eq == std::string::npos)
+      throw InvalidArgument("SVATTN_E3_SET: '" + kv + "' is not key=value");
     const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
-    if (k == "symbols") p.task.symbols = static_cast<int>(num(k, v));
-    else if (k == "k") p.task.k = static_cast<int>(num(k, v));
-    else if (k == "prefix") p.task.prefix = static_cast<int>(num(k, v));
-    else if (k == "d_model") p.d_model = static_cast<std::int64_t>(num(k, v));
-    else if (k == "layers") p.n_layers = static_cast<std::int64_t>(num(k, v));
-    else if (k == "heads") p.n_heads = static_cast<std::int64_t>(num(k, v));
-    else if (k == "recurrent_heads") p.recurrent_heads = static_cast<std::int64_t>(num(k, v));
-    else if (k == "chunk") p.chunk = static_cast<std::int64_t>(num(k, v));
-    else if (k == "C") p.C = num(k, v);
-    else if (k == "iters") p.fista_iterations = static_cast<int>(num(k, v));
-    else if (k == "mask_tol") p.mask_tol = num(k, v);
-    else if (k == "gate") p.gate = v;
-    else if (k == "gate_bias") p.gate_bias = num(k, v);
-    else if (k == "sigma") p.sigma = num(k, v);
-    else if (k == "learn_sigma") p.learn_sigma = boolean(k, v);
-    else if (k == "bounded") p.bounded = boolean(k, v);
-    else if (k == "mu") p.mu = num(k, v);
-    else if (k == "eval_exact") p.eval_exact = boolean(k, v);
-    else if (k == "path") p.path = v;
-    else if (k == "eval_path") p.eval_path = v;
-    else if (k == "save") p.save_models = boolean(k, v);
-    else if (k == "reuse") p.reuse_models = boolean(k, v);
-    else if (k == "steps") p.steps = static_cast<int>(num(k, v));
-    else if (k == "batch") p.batch = static_cast<int>(num(k, v));
-    else if (k == "lr") p.lr = num(k, v);
-    else if (k == "wd") p.weight_decay = num(k, v);
-    else if (k == "warmup") p.warmup = static_cast<int>(num(k, v));
-    else if (k == "eval_sequences") p.eval_sequences = static_cast<int>(num(k, v));
-    else if (k == "window") p.window = static_cast<std::int64_t>(num(k, v));
+    if (k == "symbols")
+      p.task.symbols = static_cast<int>(num(k, v));
+    else if (k == "k")
+      p.task.k = static_cast<int>(num(k, v));
+    else if (k == "prefix")
+      p.task.prefix = static_cast<int>(num(k, v));
+    else if (k == "d_model")
+      p.d_model = static_cast<std::int64_t>(num(k, v));
+    else if (k == "layers")
+      p.n_layers = static_cast<std::int64_t>(num(k, v));
+    else if (k == "heads")
+      p.n_heads = static_cast<std::int64_t>(num(k, v));
+    else if (k == "recurrent_heads")
+      p.recurrent_heads = static_cast<std::int64_t>(num(k, v));
+    else if (k == "chunk")
+      p.chunk = static_cast<std::int64_t>(num(k, v));
+    else if (k == "C")
+      p.C = num(k, v);
+    else if (k == "iters")
+      p.fista_iterations = static_cast<int>(num(k, v));
+    else if (k == "mask_tol")
+      p.mask_tol = num(k, v);
+    else if (k == "gate")
+      p.gate = v;
+    else if (k == "gate_bias")
+      p.gate_bias = num(k, v);
+    else if (k == "sigma")
+      p.sigma = num(k, v);
+    else if (k == "learn_sigma")
+      p.learn_sigma = boolean(k, v);
+    else if (k == "bounded")
+      p.bounded = boolean(k, v);
+    else if (k == "mu")
+      p.mu = num(k, v);
+    else if (k == "eval_exact")
+      p.eval_exact = boolean(k, v);
+    else if (k == "path")
+      p.path = v;
+    else if (k == "eval_path")
+      p.eval_path = v;
+    else if (k == "save")
+      p.save_models = boolean(k, v);
+    else if (k == "reuse")
+      p.reuse_models = boolean(k, v);
+    else if (k == "steps")
+      p.steps = static_cast<int>(num(k, v));
+    else if (k == "batch")
+      p.batch = static_cast<int>(num(k, v));
+    else if (k == "lr")
+      p.lr = num(k, v);
+    else if (k == "wd")
+      p.weight_decay = num(k, v);
+    else if (k == "warmup")
+      p.warmup = static_cast<int>(num(k, v));
+    else if (k == "eval_sequences")
+      p.eval_sequences = static_cast<int>(num(k, v));
+    else if (k == "long_factor")
+      p.long_factor = static_cast<int>(num(k, v));
+    else if (k == "long_eval_sequences")
+      p.long_eval_sequences = static_cast<int>(num(k, v));
+    else if (k == "window")
+      p.window = static_cast<std::int64_t>(num(k, v));
     else if (k == "factors") {
       p.factors.clear();
       for (const auto& f : split(v, '/')) p.factors.push_back(static_cast<int>(num(k, f)));
@@ -173,7 +228,7 @@ void apply_overrides(E3Preset& p, const std::string& spec) {
 }
 
 struct Method {
-  std::string name;   // hybrid | swa | linear | deltanet | softmax
+  std::string name;  // hybrid | swa | linear | deltanet | softmax
   std::string label;
   layers::AttentionType type;
 };
@@ -183,7 +238,8 @@ const std::vector<Method> kMethods = {
     {"swa", "sliding window (state-matched)", layers::AttentionType::kSlidingWindow},
     {"linear", "linear attention", layers::AttentionType::kLinear},
     {"deltanet", "DeltaNet", layers::AttentionType::kDeltaNet},
-    {"softmax", "full causal softmax (reference, unbounded state)", layers::AttentionType::kSoftmax},
+    {"softmax", "full causal softmax (reference, unbounded state)",
+     layers::AttentionType::kSoftmax},
 };
 
 const Method& method_named(const std::string& name) {
@@ -194,7 +250,8 @@ const Method& method_named(const std::string& name) {
 
 void validate_preset(const E3Preset& p) {
   p.task.validate();
-  if (p.steps < 1 || p.batch < 1 || p.eval_sequences < 1 || p.factors.empty())
+  if (p.steps < 1 || p.batch < 1 || p.eval_sequences < 1 || p.factors.empty() ||
+      p.long_eval_sequences < 0)
     throw InvalidArgument("E3: steps, batch, eval_sequences must be >= 1 and factors non-empty");
   if (p.gate != "token" && p.gate != "chunk") throw InvalidArgument("E3: gate must be token|chunk");
   layers::global_path_from_string(p.path);
@@ -218,7 +275,8 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
   auto& a = m.attention;
   a.type = type;
   a.d_model = p.d_model;
-  const bool recurrent = type == layers::AttentionType::kLinear || type == layers::AttentionType::kDeltaNet;
+  const bool recurrent =
+      type == layers::AttentionType::kLinear || type == layers::AttentionType::kDeltaNet;
   a.n_heads = recurrent ? recurrent_heads : p.n_heads;
   a.window = std::max<std::int64_t>(1, window);
   a.scan_chunk = p.chunk;
@@ -241,7 +299,8 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
 }
 
 torch::Tensor to_tensor(const std::vector<std::int64_t>& v, int batch, int length) {
-  return torch::from_blob(const_cast<std::int64_t*>(v.data()), {batch, length}, torch::kInt64).clone();
+  return torch::from_blob(const_cast<std::int64_t*>(v.data()), {batch, length}, torch::kInt64)
+      .clone();
 }
 
 struct EvalPoint {
@@ -253,9 +312,16 @@ struct EvalPoint {
   std::vector<std::vector<double>> support;  // [layer][head], hybrid only
   std::vector<double> gate_per_layer;        // hybrid only: memory share over tokens of chunks >= 1
   double gate_mean = std::nan("");
-  double partition_agreement = std::nan("");  // hybrid, batched vs exact on the same keys (optional)
+  double partition_agreement =
+      std::nan("");  // hybrid, batched vs exact on the same keys (optional)
   double coefficient_error = std::nan("");
+  double seconds = 0;  // wall time of this evaluation
 };
+
+int sequences_at(const E3Preset& p, int factor) {
+  return factor >= p.long_factor && p.long_eval_sequences > 0 ? p.long_eval_sequences
+                                                              : p.eval_sequences;
+}
 
 // Recall on `eval_sequences` fresh sequences at padding factor `factor`. The sequences are a pure
 // function of (seed, factor), so every method and path sees the same ones.
@@ -263,6 +329,7 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
                           int sequences) {
   SelectiveCopyTask t = p.task;
   t.prefix = p.task.k + (p.task.prefix - p.task.k) * factor;
+  const Stopwatch sw;
   EvalPoint e;
   e.factor = factor;
   e.length = t.length();
@@ -322,6 +389,7 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
     e.partition_agreement = agree_sum / static_cast<double>(agree_units);
     e.coefficient_error = coef_err;
   }
+  e.seconds = sw.seconds();
   return e;
 }
 
@@ -334,11 +402,12 @@ struct MethodResult {
   std::vector<double> grad_norm_curve;             // mean pre-clip gradient norm, same periods
   double final_train_loss = 0;
   std::vector<EvalPoint> eval;
-  std::vector<EvalPoint> eval_exact;  // hybrid with eval_exact: the same weights through the other path
+  std::vector<EvalPoint>
+      eval_exact;  // hybrid with eval_exact: the same weights through the other path
   double eval_exact_seconds = 0;
   std::vector<std::vector<double>> sigma;  // hybrid: learned RBF bandwidth per layer and head
-  double state_per_layer = 0;  // floats of state one layer carries (all heads)
-  bool reused = false;         // loaded from a saved model instead of trained (investigation only)
+  double state_per_layer = 0;              // floats of state one layer carries (all heads)
+  bool reused = false;  // loaded from a saved model instead of trained (investigation only)
 };
 
 // A model with `config` and the parameters and buffers of `src` (same names: the SV path and the
@@ -353,8 +422,9 @@ layers::CharLm clone_with_config(layers::CharLm& src, const layers::LmConfig& co
   return dst;
 }
 
-MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t window, std::int64_t recurrent_heads,
-                          std::uint64_t seed, const ExperimentOptions& o) {
+MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t window,
+                          std::int64_t recurrent_heads, std::uint64_t seed,
+                          const ExperimentOptions& o) {
   MethodResult r;
   r.method = m;
   r.config = model_config(p, m.type, window, recurrent_heads);
@@ -385,8 +455,9 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
   for (int step = 1; step <= steps; ++step) {
     const double lr = step <= p.warmup
                           ? p.lr * step / std::max(1, p.warmup)
-                          : p.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * (step - p.warmup) /
-                                                                     std::max(1, p.steps - p.warmup))));
+                          : p.lr * (0.1 + 0.9 * 0.5 *
+                                              (1 + std::cos(M_PI * (step - p.warmup) /
+                                                            std::max(1, p.steps - p.warmup))));
     for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
     const auto batch = make_selective_copy_batch(p.task, p.batch, rng);
     const auto x = to_tensor(batch.inputs, p.batch, batch.length);
@@ -400,7 +471,8 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
     gacc += torch::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
     opt.step();
     const double lv = loss.item<double>();
-    if (!std::isfinite(lv)) throw Error("E3 " + m.name + ": loss is not finite at step " + std::to_string(step));
+    if (!std::isfinite(lv))
+      throw Error("E3 " + m.name + ": loss is not finite at step " + std::to_string(step));
     acc += lv;
     ++acc_n;
     if (step % log_every == 0 || step == steps) {
@@ -433,9 +505,11 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
     layers::LmConfig ec = r.config;
     ec.attention.hybrid.path = layers::global_path_from_string(p.eval_path);
     layers::CharLm em = clone_with_config(model, ec);
-    for (int f : p.factors) r.eval.push_back(evaluate_recall(em, p, f, eval_seed, p.eval_sequences));
+    for (int f : p.factors)
+      r.eval.push_back(evaluate_recall(em, p, f, eval_seed, sequences_at(p, f)));
   } else {
-    for (int f : p.factors) r.eval.push_back(evaluate_recall(model, p, f, eval_seed, p.eval_sequences));
+    for (int f : p.factors)
+      r.eval.push_back(evaluate_recall(model, p, f, eval_seed, sequences_at(p, f)));
   }
   if (m.type == layers::AttentionType::kHybrid && p.eval_exact) {
     // The same weights through the other SV path (the certified exact path, fp64 Memory per batch,
@@ -444,14 +518,17 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
     const Stopwatch se;
     const bool trained_batched = r.config.attention.hybrid.path == layers::GlobalPath::kBatched;
     layers::LmConfig ec = r.config;
-    ec.attention.hybrid.path = trained_batched ? layers::GlobalPath::kExact : layers::GlobalPath::kBatched;
+    ec.attention.hybrid.path =
+        trained_batched ? layers::GlobalPath::kExact : layers::GlobalPath::kBatched;
     layers::CharLm other = clone_with_config(model, ec);
-    for (int f : p.factors) r.eval_exact.push_back(evaluate_recall(other, p, f, eval_seed, p.eval_sequences));
+    for (int f : p.factors)
+      r.eval_exact.push_back(evaluate_recall(other, p, f, eval_seed, sequences_at(p, f)));
     layers::LmConfig ac = r.config;
     ac.attention.hybrid.path = layers::GlobalPath::kBatched;
     ac.attention.hybrid.check_agreement = true;
     layers::CharLm check = clone_with_config(model, ac);
-    const EvalPoint a = evaluate_recall(check, p, p.factors.front(), eval_seed, std::min(p.eval_sequences, 16));
+    const EvalPoint a =
+        evaluate_recall(check, p, p.factors.front(), eval_seed, std::min(p.eval_sequences, 16));
     r.eval.front().partition_agreement = a.partition_agreement;
     r.eval.front().coefficient_error = a.coefficient_error;
     r.eval_exact_seconds = se.seconds();
@@ -467,9 +544,10 @@ double mean_support(const EvalPoint& e) {
   return n > 0 ? s / n : std::nan("");
 }
 
-// Heads of a linear-attention / DeltaNet layer whose fixed state (H * d_k * d_v floats, plus H * d_k
-// for linear attention's normaliser) is closest, in ratio, to `target` floats per layer; H divides
-// d_model with an even head dimension. Ties go to fewer heads (more state for the baseline).
+// Heads of a linear-attention / DeltaNet layer whose fixed state (H * d_k * d_v floats, plus H *
+// d_k for linear attention's normaliser) is closest, in ratio, to `target` floats per layer; H
+// divides d_model with an even head dimension. Ties go to fewer heads (more state for the
+// baseline).
 std::int64_t matched_recurrent_heads(const E3Preset& p, layers::AttentionType type, double target) {
   std::int64_t best = 1;
   double best_gap = 1e300;
@@ -504,13 +582,15 @@ json run_e3(const ExperimentOptions& o) {
   for (const auto& name : p.methods) {
     const Method& m = method_named(name);
     std::int64_t rh = p.recurrent_heads > 0 ? p.recurrent_heads : 1;
-    if (p.recurrent_heads < 1 && !std::isnan(hybrid_state)) rh = matched_recurrent_heads(p, m.type, hybrid_state);
+    if (p.recurrent_heads < 1 && !std::isnan(hybrid_state))
+      rh = matched_recurrent_heads(p, m.type, hybrid_state);
     results.push_back(train_method(m, p, window > 0 ? window : 1, rh, o.seed, o));
     if (m.type == layers::AttentionType::kHybrid && std::isnan(support)) {
       support = mean_support(results.back().eval.front());
       if (p.window < 1) window = layers::state_matched_window(p.chunk, support);
-      hybrid_state = static_cast<double>(p.n_heads) *
-                     state_floats_per_head(results.back().config.attention, support, p.task.length());
+      hybrid_state =
+          static_cast<double>(p.n_heads) *
+          state_floats_per_head(results.back().config.attention, support, p.task.length());
     }
   }
   auto find = [&](const std::string& name) -> const MethodResult* {
@@ -522,13 +602,15 @@ json run_e3(const ExperimentOptions& o) {
   // State carried at the longest evaluation length (the window is then shorter than the context).
   const std::int64_t longest = results.front().eval.back().length;
   for (auto& r : results) {
-    r.state_per_layer = static_cast<double>(r.config.attention.n_heads) *
-                        state_floats_per_head(r.config.attention, std::isnan(support) ? 0.0 : support, longest);
+    r.state_per_layer =
+        static_cast<double>(r.config.attention.n_heads) *
+        state_floats_per_head(r.config.attention, std::isnan(support) ? 0.0 : support, longest);
   }
   const MethodResult* lin = find("linear");
   const MethodResult* dn = find("deltanet");
-  const bool recurrent_covers = hyb != nullptr && lin != nullptr && dn != nullptr &&
-                                std::min(lin->state_per_layer, dn->state_per_layer) >= hyb->state_per_layer;
+  const bool recurrent_covers =
+      hyb != nullptr && lin != nullptr && dn != nullptr &&
+      std::min(lin->state_per_layer, dn->state_per_layer) >= hyb->state_per_layer;
 
   const double chance = 1.0 / p.task.symbols;
   // ------------------------------------------------------------------ JSON
@@ -544,32 +626,62 @@ json run_e3(const ExperimentOptions& o) {
   std::ostringstream scale;
   scale << "synthetic selective copy: " << p.task.k << " of " << p.task.symbols << " symbols among "
         << p.task.prefix << " training positions, padding up to " << p.factors.back()
-        << "x; CharLm d " << p.d_model << ", " << p.n_layers << " layers, " << p.steps << " steps of "
-        << p.batch << " sequences; CPU, 1 thread";
+        << "x; CharLm d " << p.d_model << ", " << p.n_layers << " layers, " << p.steps
+        << " steps of " << p.batch << " sequences; CPU, 1 thread";
   j["scale"] = scale.str();
-  j["task"] = {{"symbols", p.task.symbols}, {"k", p.task.k}, {"train_prefix", p.task.prefix},
-               {"train_length", p.task.length()}, {"chance_recall", chance}};
-  j["settings"] = {{"d_model", p.d_model}, {"layers", p.n_layers}, {"heads", p.n_heads},
-                   {"recurrent_heads", p.recurrent_heads}, {"chunk", p.chunk}, {"C", p.C},
-                   {"path", p.path}, {"eval_path", p.eval_path.empty() ? p.path : p.eval_path},
-                   {"fista_iterations", p.fista_iterations}, {"mask_tol", p.mask_tol}, {"gate", p.gate},
-                   {"gate_bias_init", p.gate_bias}, {"sigma_init", p.sigma}, {"learn_sigma", p.learn_sigma},
-                   {"bounded", p.bounded}, {"mu", p.mu}, {"steps", p.steps}, {"batch", p.batch}, {"lr", p.lr},
-                   {"weight_decay", p.weight_decay}, {"warmup", p.warmup},
-                   {"eval_sequences", p.eval_sequences}, {"factors", p.factors}, {"methods", p.methods}};
+  j["task"] = {{"symbols", p.task.symbols},
+               {"k", p.task.k},
+               {"train_prefix", p.task.prefix},
+               {"train_length", p.task.length()},
+               {"chance_recall", chance}};
+  j["settings"] = {{"d_model", p.d_model},
+                   {"layers", p.n_layers},
+                   {"heads", p.n_heads},
+                   {"recurrent_heads", p.recurrent_heads},
+                   {"chunk", p.chunk},
+                   {"C", p.C},
+                   {"path", p.path},
+                   {"eval_path", p.eval_path.empty() ? p.path : p.eval_path},
+                   {"fista_iterations", p.fista_iterations},
+                   {"mask_tol", p.mask_tol},
+                   {"gate", p.gate},
+                   {"gate_bias_init", p.gate_bias},
+                   {"sigma_init", p.sigma},
+                   {"learn_sigma", p.learn_sigma},
+                   {"bounded", p.bounded},
+                   {"mu", p.mu},
+                   {"steps", p.steps},
+                   {"batch", p.batch},
+                   {"lr", p.lr},
+                   {"weight_decay", p.weight_decay},
+                   {"warmup", p.warmup},
+                   {"eval_sequences", p.eval_sequences},
+                   {"long_factor", p.long_factor},
+                   {"long_eval_sequences", p.long_eval_sequences},
+                   {"factors", p.factors},
+                   {"methods", p.methods}};
   j["hybrid_average_support"] = std::isnan(support) ? json(nullptr) : json(support);
-  j["hybrid_state_floats_per_layer_at_training_length"] = std::isnan(hybrid_state) ? json(nullptr) : json(hybrid_state);
+  j["hybrid_state_floats_per_layer_at_training_length"] =
+      std::isnan(hybrid_state) ? json(nullptr) : json(hybrid_state);
   j["matched_window"] = window;
   j["state_context"] = longest;
   j["recurrent_state_covers_hybrid"] = recurrent_covers;
-  auto eval_json = [](const std::vector<EvalPoint>& evs) {
+  auto eval_json = [](const std::vector<EvalPoint>& evs, std::int64_t heads,
+                      const layers::AttentionConfig& attention) {
     json ev = json::array();
     for (const auto& e : evs) {
-      json ej = {{"factor", e.factor}, {"length", e.length}, {"recall", e.recall}, {"outputs", e.outputs},
-                 {"recall_per_output", e.recall_per_output}};
+      json ej = {{"factor", e.factor},
+                 {"length", e.length},
+                 {"recall", e.recall},
+                 {"outputs", e.outputs},
+                 {"recall_per_output", e.recall_per_output},
+                 {"seconds", e.seconds}};
       if (!e.support.empty()) {
         ej["support_per_layer_head"] = e.support;
         ej["support_mean"] = mean_support(e);
+        ej["hybrid_state_floats_per_layer"] =
+            static_cast<double>(heads) *
+            state_floats_per_head(attention, mean_support(e), e.length);
         ej["gate_memory_share"] = e.gate_mean;
         ej["gate_memory_share_per_layer"] = e.gate_per_layer;
       }
@@ -591,17 +703,21 @@ json run_e3(const ExperimentOptions& o) {
     mj["final_train_loss"] = r.final_train_loss;
     if (r.reused) mj["reused_saved_model"] = true;
     mj["state_floats_per_layer"] = r.state_per_layer;
-    if (r.method.type == layers::AttentionType::kSlidingWindow) mj["window"] = r.config.attention.window;
+    if (r.method.type == layers::AttentionType::kSlidingWindow)
+      mj["window"] = r.config.attention.window;
     json curve = json::array();
     for (std::size_t i = 0; i < r.loss_curve.size(); ++i)
-      curve.push_back({{"step", r.loss_curve[i].first}, {"loss", r.loss_curve[i].second},
+      curve.push_back({{"step", r.loss_curve[i].first},
+                       {"loss", r.loss_curve[i].second},
                        {"grad_norm", r.grad_norm_curve[i]}});
     mj["loss_curve"] = curve;
-    mj["eval"] = eval_json(r.eval);
+    mj["eval"] = eval_json(r.eval, r.config.attention.n_heads, r.config.attention);
     if (!r.sigma.empty()) mj["sigma_per_layer_head"] = r.sigma;
     if (!r.eval_exact.empty()) {
-      mj["eval_other_path"] = eval_json(r.eval_exact);
-      mj["eval_other_path_name"] = r.config.attention.hybrid.path == layers::GlobalPath::kBatched ? "exact" : "batched";
+      mj["eval_other_path"] =
+          eval_json(r.eval_exact, r.config.attention.n_heads, r.config.attention);
+      mj["eval_other_path_name"] =
+          r.config.attention.hybrid.path == layers::GlobalPath::kBatched ? "exact" : "batched";
       mj["eval_other_path_seconds"] = r.eval_exact_seconds;
     }
     methods[r.method.name] = mj;
@@ -615,23 +731,27 @@ json run_e3(const ExperimentOptions& o) {
   for (const auto& r : results) {
     std::vector<std::string> row = {r.method.label, std::to_string(r.config.attention.n_heads),
                                     r.method.type == layers::AttentionType::kSoftmax
-                                        ? "context·(d_k+d_v)" : fmt_fixed(r.state_per_layer, 0),
+                                        ? "context·(d_k+d_v)"
+                                        : fmt_fixed(r.state_per_layer, 0),
                                     std::to_string(r.parameters)};
     for (const auto& e : r.eval) row.push_back(fmt_fixed(e.recall, 3));
     recall.add_row(row);
     if (!r.eval_exact.empty()) {
       const bool trained_batched = r.config.attention.hybrid.path == layers::GlobalPath::kBatched;
-      std::vector<std::string> xr = {r.method.label + (trained_batched ? ", evaluated by the exact path"
-                                                                        : ", evaluated by the batched path"),
-                                     row[1], row[2], row[3]};
+      std::vector<std::string> xr = {
+          r.method.label + (trained_batched ? ", evaluated by the exact path"
+                                            : ", evaluated by the batched path"),
+          row[1], row[2], row[3]};
       for (const auto& e : r.eval_exact) xr.push_back(fmt_fixed(e.recall, 3));
       recall.add_row(xr);
     }
   }
   std::vector<std::string> scols = {"padding", "length"};
   for (std::int64_t l = 0; l < p.n_layers; ++l)
-    for (std::int64_t h = 0; h < p.n_heads; ++h) scols.push_back("L" + std::to_string(l) + "H" + std::to_string(h));
+    for (std::int64_t h = 0; h < p.n_heads; ++h)
+      scols.push_back("L" + std::to_string(l) + "H" + std::to_string(h));
   scols.push_back("mean");
+  scols.push_back("state floats / layer");
   for (std::int64_t l = 0; l < p.n_layers; ++l) scols.push_back("gate L" + std::to_string(l));
   Table supp(scols);
   if (hyb != nullptr) {
@@ -640,6 +760,11 @@ json run_e3(const ExperimentOptions& o) {
       for (const auto& l : e.support)
         for (double v : l) row.push_back(fmt_fixed(v, 1));
       row.push_back(fmt_fixed(mean_support(e), 1));
+      // The hybrid's state at this padding, from the support measured at this padding.
+      row.push_back(
+          fmt_fixed(static_cast<double>(p.n_heads) *
+                        state_floats_per_head(hyb->config.attention, mean_support(e), e.length),
+                    0));
       for (double g : e.gate_per_layer) row.push_back(fmt_fixed(g, 3));
       supp.add_row(row);
     }
@@ -654,26 +779,38 @@ json run_e3(const ExperimentOptions& o) {
   const std::string chance_note = " (chance " + fmt_fixed(chance, 3) + ")";
   const std::string at = " at " + std::to_string(p.factors.back()) + "x training padding";
   json summary = json::array();
-  summary.push_back({{"metric", "SV hybrid recall" + at}, {"paper", "≈ 0.99"}, {"ours", recall_at_max("hybrid")}});
+  summary.push_back({{"metric", "SV hybrid recall" + at},
+                     {"paper", "≈ 0.99"},
+                     {"ours", recall_at_max("hybrid")}});
   if (hyb != nullptr) {
     double smin = 1e300, smax = 0;
     for (const auto& e : hyb->eval)
       for (const auto& l : e.support)
         for (double v : l) smin = std::min(smin, v), smax = std::max(smax, v);
-    summary.push_back({{"metric", "SV support per head (all paddings)"}, {"paper", "11–14 tokens"},
-                       {"ours", fmt_fixed(smin, 1) + "–" + fmt_fixed(smax, 1) + " tokens (C = " +
-                                    fmt_fixed(p.C, 4) + ", so ≥ " + fmt_fixed(1.0 / p.C, 0) + ")"}});
+    summary.push_back({{"metric", "SV support per head (all paddings)"},
+                       {"paper", "11–14 tokens"},
+                       {"ours", fmt_fixed(smin, 1) + "–" + fmt_fixed(smax, 1) +
+                                    " tokens (C = " + fmt_fixed(p.C, 4) + ", so ≥ " +
+                                    fmt_fixed(1.0 / p.C, 0) + ")"}});
   } else {
-    summary.push_back({{"metric", "SV support per head (all paddings)"}, {"paper", "11–14 tokens"}, {"ours", "not run"}});
+    summary.push_back({{"metric", "SV support per head (all paddings)"},
+                       {"paper", "11–14 tokens"},
+                       {"ours", "not run"}});
   }
-  summary.push_back({{"metric", "DeltaNet recall" + at}, {"paper", "chance"}, {"ours", recall_at_max("deltanet") + chance_note}});
-  summary.push_back({{"metric", "linear attention recall" + at}, {"paper", "chance"},
+  summary.push_back({{"metric", "DeltaNet recall" + at},
+                     {"paper", "chance"},
+                     {"ours", recall_at_max("deltanet") + chance_note}});
+  summary.push_back({{"metric", "linear attention recall" + at},
+                     {"paper", "chance"},
                      {"ours", recall_at_max("linear") + chance_note}});
-  summary.push_back({{"metric", "state-matched sliding window (W = " + std::to_string(window) + ") recall" + at},
-                     {"paper", "not reported"}, {"ours", recall_at_max("swa")}});
+  summary.push_back(
+      {{"metric", "state-matched sliding window (W = " + std::to_string(window) + ") recall" + at},
+       {"paper", "not reported"},
+       {"ours", recall_at_max("swa")}});
   if (find("softmax") != nullptr)
     summary.push_back({{"metric", "full causal softmax (unbounded state) recall" + at},
-                       {"paper", "not reported"}, {"ours", recall_at_max("softmax")}});
+                       {"paper", "not reported"},
+                       {"ours", recall_at_max("softmax")}});
   j["summary"] = summary;
 
   // ------------------------------------------------------------------ plots
@@ -704,19 +841,22 @@ json run_e3(const ExperimentOptions& o) {
     for (const auto& [st, l] : r.loss_curve) s.x.push_back(st), s.y.push_back(l);
     lc.series.push_back(s);
   }
-  std::vector<PlotResult> plots = {lmx::line_plot(o, "E3_recall", lp), lmx::line_plot(o, "E3_loss", lc)};
+  std::vector<PlotResult> plots = {lmx::line_plot(o, "E3_recall", lp),
+                                   lmx::line_plot(o, "E3_loss", lc)};
   j["plots"] = lmx::plots_json(plots);
   j["runtime_seconds"] = total.seconds();
 
   // ------------------------------------------------------------------ markdown
   std::ostringstream md;
   md << "# E3 — selective copy with growing padding\n\n";
-  md << "Preset `" << o.preset << "`, seed " << o.seed << ", run time " << lmx::duration(total.seconds())
-     << " on " << j["machine"]["cpu"].get<std::string>() << " (1 thread).\n\n";
+  md << "Preset `" << o.preset << "`, seed " << o.seed << ", run time "
+     << lmx::duration(total.seconds()) << " on " << j["machine"]["cpu"].get<std::string>()
+     << " (1 thread).\n\n";
   if (!overrides.empty()) md << "Overrides (SVATTN_E3_SET): `" << overrides << "`.\n\n";
   md << "Scale: " << scale.str() << ".\n\n";
   md << "Task: the input holds " << p.task.k << " data symbols (alphabet " << p.task.symbols
-     << ", chance recall " << fmt_fixed(chance, 3) << ") at random positions among padding, then a go "
+     << ", chance recall " << fmt_fixed(chance, 3)
+     << ") at random positions among padding, then a go "
      << "marker and " << p.task.k - 1 << " query tokens; the model must emit the symbols in order. "
      << "Recall = token accuracy on the " << p.task.k << " outputs over " << p.eval_sequences
      << " fresh sequences per padding; padding factor f keeps " << p.task.k << " symbols among "
@@ -724,8 +864,10 @@ json run_e3(const ExperimentOptions& o) {
   md << "Hybrid: chunk " << p.chunk << ", C = " << fmt_fixed(p.C, 4) << ", " << p.gate
      << " gate (bias init " << fmt_fixed(p.gate_bias, 2) << "), σ init " << fmt_fixed(p.sigma, 3)
      << (p.learn_sigma ? " (learned)" : " (fixed)") << ", "
-     << (p.path == "exact" ? std::string("exact (certified fp64) path")
-                           : "batched FISTA path with " + std::to_string(p.fista_iterations) + " iterations") << (p.bounded ? ", bounded memory" : "") << ".\n\n";
+     << (p.path == "exact"
+             ? std::string("exact (certified fp64) path")
+             : "batched FISTA path with " + std::to_string(p.fista_iterations) + " iterations")
+     << (p.bounded ? ", bounded memory" : "") << ".\n\n";
   if (hyb != nullptr) {
     md << "State matching: the hybrid measured an average support of " << fmt_fixed(support, 2)
        << " tokens per head at the training length";
@@ -734,17 +876,21 @@ json run_e3(const ExperimentOptions& o) {
     else
       md << "; the sliding window was fixed at W = " << window << " by override";
     md << " (" << p.n_heads << " heads, W·(d_k + d_v) floats per head). The hybrid then carries "
-       << fmt_fixed(hybrid_state, 0) << " floats per layer ((chunk + support)·(d_k + d_v) + support per head). ";
+       << fmt_fixed(hybrid_state, 0)
+       << " floats per layer ((chunk + support)·(d_k + d_v) + support per head). ";
     for (const MethodResult* r : {lin, dn}) {
       if (r == nullptr) continue;
       const auto h = r->config.attention.n_heads;
-      md << r->method.label << ": " << h << " head(s) of d_k = d_v = " << p.d_model / h << ", a fixed "
-         << fmt_fixed(r->state_per_layer, 0) << " floats per layer"
-         << (p.recurrent_heads < 1 ? " (the head split whose state is closest to the hybrid's)" : " (fixed by override)")
+      md << r->method.label << ": " << h << " head(s) of d_k = d_v = " << p.d_model / h
+         << ", a fixed " << fmt_fixed(r->state_per_layer, 0) << " floats per layer"
+         << (p.recurrent_heads < 1 ? " (the head split whose state is closest to the hybrid's)"
+                                   : " (fixed by override)")
          << ". ";
     }
-    md << "Recurrent state " << (recurrent_covers ? "≥" : "<") << " the hybrid's at the training length. "
-       << "The hybrid's support, and so its state, is measured per padding in the support table below; "
+    md << "Recurrent state " << (recurrent_covers ? "≥" : "<")
+       << " the hybrid's at the training length. "
+       << "The hybrid's support, and so its state, is measured per padding in the support table "
+          "below; "
        << "it is not fixed.\n\n";
   }
   md << "## Summary (ours beside the paper)\n\n| metric | paper | ours |\n| --- | --- | --- |\n";
@@ -753,12 +899,15 @@ json run_e3(const ExperimentOptions& o) {
        << s["ours"].get<std::string>() << " |\n";
   md << "\n## Recall vs padding factor\n\n" << recall.markdown() << "\n";
   if (hyb != nullptr) {
-    md << "## SV support |S ∪ E| per layer and head, and the gate's memory share (hybrid)\n\n" << supp.markdown() << "\n";
+    md << "## SV support |S ∪ E| per layer and head, and the gate's memory share (hybrid)\n\n"
+       << supp.markdown() << "\n";
     const auto& f = hyb->eval.front();
     if (!std::isnan(f.partition_agreement))
-      md << "Batched vs exact path on the trained keys (" << f.factor << "x, 16 sequences): partition agreement "
-         << fmt_fixed(f.partition_agreement, 3) << ", max |Δα| " << fmt_sci(f.coefficient_error, 1)
-         << "; the evaluation by the other path took " << lmx::duration(hyb->eval_exact_seconds) << ".\n\n";
+      md << "Batched vs exact path on the trained keys (" << f.factor
+         << "x, 16 sequences): partition agreement " << fmt_fixed(f.partition_agreement, 3)
+         << ", max |Δα| " << fmt_sci(f.coefficient_error, 1)
+         << "; the evaluation by the other path took " << lmx::duration(hyb->eval_exact_seconds)
+         << ".\n\n";
   }
   md << "## Training\n\n| method | train time | final loss |\n| --- | ---: | ---: |\n";
   for (const auto& r : results)

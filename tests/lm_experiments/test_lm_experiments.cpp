@@ -1,6 +1,7 @@
 // E3 / E5 / E6 drivers at their tiny presets: the copy task's labels, state matching, the paired
 // t-test, seed reproducibility, and the CLI route `svattn experiment E3`.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -8,8 +9,6 @@
 #include <filesystem>
 #include <set>
 #include <string>
-
-#include <unistd.h>
 
 #include "svattn/errors.h"
 #include "svattn/lm/experiments.h"
@@ -111,7 +110,8 @@ TEST(SelectiveCopy, RejectsBadTasks) {
 // ------------------------------------------------------------------ statistics
 
 TEST(Statistics, IncompleteBetaAndTCdfMatchClosedForms) {
-  for (double x : {0.0, 0.1, 0.37, 0.9, 1.0}) EXPECT_NEAR(regularized_incomplete_beta(1, 1, x), x, 1e-13);
+  for (double x : {0.0, 0.1, 0.37, 0.9, 1.0})
+    EXPECT_NEAR(regularized_incomplete_beta(1, 1, x), x, 1e-13);
   EXPECT_NEAR(regularized_incomplete_beta(2.5, 2.5, 0.5), 0.5, 1e-13);
   // I_x(a, 1) = x^a
   EXPECT_NEAR(regularized_incomplete_beta(3.0, 1.0, 0.7), std::pow(0.7, 3), 1e-13);
@@ -154,7 +154,8 @@ TEST(StateMatching, MatchedWindowCarriesTheHybridsState) {
     w.window = svattn::layers::state_matched_window(h.hybrid.chunk, support);
     const double sv = state_floats_per_head(h, support, 1 << 20);
     const double sw = state_floats_per_head(w, support, 1 << 20);
-    // window = chunk + round(support): equal up to the rounding of the support and the alpha floats.
+    // window = chunk + round(support): equal up to the rounding of the support and the alpha
+    // floats.
     EXPECT_LE(std::fabs(sv - sw), 0.5 * 64 + support + 1e-9) << support;
     EXPECT_EQ(sw, static_cast<double>(16 + std::lround(support)) * 64);
   }
@@ -188,7 +189,8 @@ TEST(E3Tiny, StateMatchedAndSeedReproducible) {
       EXPECT_GE(r, 0.0);
       EXPECT_LE(r, 1.0);
     }
-    EXPECT_EQ(m[name]["final_train_loss"].get<double>(), jb["methods"][name]["final_train_loss"].get<double>());
+    EXPECT_EQ(m[name]["final_train_loss"].get<double>(),
+              jb["methods"][name]["final_train_loss"].get<double>());
     EXPECT_EQ(m[name]["loss_curve"], jb["methods"][name]["loss_curve"]);
   }
   // The support at the training length sets the window: W = chunk (8) + round(support).
@@ -211,7 +213,8 @@ TEST(E3Tiny, StateMatchedAndSeedReproducible) {
     double best = 0, gap = 1e300;
     for (int h : {1, 2, 4, 8}) {
       const double dk = 16.0 / h, st = h * (dk * dk + (linear ? dk : 0.0));
-      if (std::fabs(std::log(st / target)) < gap - 1e-12) gap = std::fabs(std::log(st / target)), best = st;
+      if (std::fabs(std::log(st / target)) < gap - 1e-12)
+        gap = std::fabs(std::log(st / target)), best = st;
     }
     return best;
   };
@@ -225,11 +228,16 @@ TEST(E3Tiny, StateMatchedAndSeedReproducible) {
     for (const auto& e : m[name]["eval"]) {
       const auto& per = e["recall_per_output"];
       ASSERT_EQ(per.size(), 2u);  // k = 2
-      EXPECT_NEAR(e["recall"].get<double>(), (per[0].get<double>() + per[1].get<double>()) / 2, 1e-12);
+      EXPECT_NEAR(e["recall"].get<double>(), (per[0].get<double>() + per[1].get<double>()) / 2,
+                  1e-12);
       EXPECT_EQ(e["outputs"].get<long>(), 2L * 8);  // k outputs x 8 sequences
     }
   }
   for (const auto& e : m["hybrid"]["eval"]) {
+    // The hybrid's state at each padding from the support measured there: 2 heads of
+    // (chunk 8 + support)·(d_k + d_v = 16) + support.
+    const double s = e["support_mean"].get<double>();
+    EXPECT_DOUBLE_EQ(e["hybrid_state_floats_per_layer"].get<double>(), 2 * ((8 + s) * 16 + s));
     EXPECT_EQ(e["support_per_layer_head"].size(), 1u);
     EXPECT_EQ(e["support_per_layer_head"][0].size(), 2u);
     EXPECT_EQ(e["gate_memory_share_per_layer"].size(), 1u);
@@ -244,14 +252,23 @@ TEST(E3Tiny, StateMatchedAndSeedReproducible) {
 
 TEST(E3Tiny, InvestigationOverridesApplyAndBadOnesAreRejected) {
   TempDir a("e3o");
-  ::setenv("SVATTN_E3_SET", "methods=hybrid/softmax,steps=3,factors=1/2,C=0.3,chunk=4", 1);
+  const std::string spec =
+      "methods=hybrid/softmax,steps=3,factors=1/"
+      "2,C=0.3,chunk=4,long_factor=2,long_eval_sequences=3";
+  ::setenv("SVATTN_E3_SET", spec.c_str(), 1);
   const json j = run_e3(tiny_options(a.path));
-  EXPECT_EQ(j["overrides"].get<std::string>(), "methods=hybrid/softmax,steps=3,factors=1/2,C=0.3,chunk=4");
+  EXPECT_EQ(j["overrides"].get<std::string>(), spec);
+  // Factors >= long_factor are evaluated on long_eval_sequences sequences, for every method.
+  for (const char* name : {"hybrid", "softmax"}) {
+    EXPECT_EQ(j["methods"][name]["eval"][0]["outputs"].get<long>(), 2L * 8) << name;
+    EXPECT_EQ(j["methods"][name]["eval"][1]["outputs"].get<long>(), 2L * 3) << name;
+  }
   EXPECT_EQ(j["settings"]["C"].get<double>(), 0.3);
   EXPECT_EQ(j["settings"]["chunk"].get<long>(), 4);
   EXPECT_EQ(j["methods"].size(), 2u);
   EXPECT_EQ(j["methods"]["softmax"]["eval"].size(), 2u);
-  EXPECT_EQ(j["matched_window"].get<long>(), 4 + std::lround(j["hybrid_average_support"].get<double>()));
+  EXPECT_EQ(j["matched_window"].get<long>(),
+            4 + std::lround(j["hybrid_average_support"].get<double>()));
   ::setenv("SVATTN_E3_SET", "steps=3,no_such_key=1", 1);
   EXPECT_THROW(run_e3(tiny_options(a.path)), svattn::InvalidArgument);
   ::setenv("SVATTN_E3_SET", "steps=three", 1);
@@ -280,7 +297,8 @@ TEST(E5Tiny, MatchedWindowAndSeedReproducible) {
     const double s = run["matched_support"].get<double>();
     EXPECT_GT(s, 0.0);
     EXPECT_EQ(run["chunk"].get<long>(), 16);
-    EXPECT_EQ(run["window"].get<long>(), 16 + std::lround(s)) << "chunk 16 + the hybrid's measured support";
+    EXPECT_EQ(run["window"].get<long>(), 16 + std::lround(s))
+        << "chunk 16 + the hybrid's measured support";
   }
   for (const auto& v : pa["hybrid_test_bpc"]) {
     EXPECT_GT(v.get<double>(), 0.0);
@@ -307,7 +325,8 @@ TEST(E6Tiny, ReportsEveryPresetAndTheRatio) {
 TEST(Cli, ExperimentE3RunsThroughTheExperimentSubcommand) {
   ::unsetenv("SVATTN_E3_SET");
   TempDir a("cli");
-  const std::string cmd = std::string(SVATTN_CLI) + " experiment E3 --preset tiny --seed 3 --quiet --no-plots --out " +
+  const std::string cmd = std::string(SVATTN_CLI) +
+                          " experiment E3 --preset tiny --seed 3 --quiet --no-plots --out " +
                           a.path.string() + " > " + (a.path / "stdout.txt").string() + " 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   EXPECT_TRUE(fs::exists(a.path / "E3.json"));
