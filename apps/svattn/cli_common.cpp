@@ -2,9 +2,12 @@
 
 #include <fmt/core.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <limits>
 
 #include "svattn/errors.h"
 #include "svattn/io.h"
@@ -56,6 +59,66 @@ TokenSet load_tokens(const std::string& keys_path, const std::string& values_pat
   return TokenSet::from_rows(keys, &values);
 }
 
+namespace {
+// CLI11 prefixes every validation message with the option's name ("--record: ...").
+void apply_to_option(CLI::Option& opt) {
+  const std::string type = opt.get_type_name();
+  auto starts = [&](const char* p) { return type.rfind(p, 0) == 0; };
+  if (starts("INT") || starts("UINT")) {
+    const bool is_unsigned = starts("UINT");
+    opt.transform(
+        [is_unsigned](std::string v) {
+          try {
+            if (is_unsigned && !v.empty() && v[0] == '-')
+              throw InvalidArgument("'" + v + "' must not be negative");
+            // Canonical decimal text: CLI11's own conversion then sees no base prefix or leading 0.
+            return std::to_string(parse_decimal(v, std::numeric_limits<std::int64_t>::min(),
+                                                std::numeric_limits<std::int64_t>::max(), ""));
+          } catch (const InvalidArgument& e) {
+            throw CLI::ValidationError(e.what());
+          }
+        },
+        "", "decimal");
+  } else if (starts("FLOAT")) {
+    opt.transform(
+        [](std::string v) {
+          const char* first = v.c_str();
+          char* end = nullptr;
+          errno = 0;
+          const double x = std::strtod(first, &end);
+          if (v.empty() || std::isspace(static_cast<unsigned char>(v[0])) ||
+              end != first + v.size())
+            throw CLI::ValidationError("'" + v + "' is not a number");
+          if (!std::isfinite(x) || errno == ERANGE)
+            throw CLI::ValidationError("'" + v +
+                                       "' is not a finite number in the range of a double");
+          return v;
+        },
+        "", "finite");
+  } else {
+    opt.transform(
+        [](std::string v) {
+          try {
+            check_utf8(v, "");
+          } catch (const InvalidArgument& e) {
+            throw CLI::ValidationError(e.what());
+          }
+          return v;
+        },
+        "", "utf8");
+  }
+}
+
+void apply_recursive(CLI::App& app) {
+  for (CLI::Option* opt :
+       app.get_options([](CLI::Option* o) { return o->get_items_expected_max() > 0; }))
+    apply_to_option(*opt);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) apply_recursive(*sub);
+}
+}  // namespace
+
+void apply_input_policy(CLI::App& app) { apply_recursive(app); }
+
 void add_json_flag(CLI::App* sub, bool& json) {
   sub->add_flag("--json", json, "print JSON on stdout");
 }
@@ -66,9 +129,22 @@ int exit_code_for(Status s) {
     case Status::kWarmup:
     case Status::kEmpty:
       return 0;
-    default:
+    case Status::kSingular:
+      std::fprintf(stderr,
+                   "svattn: status singular: the margin system is singular (e.g. duplicate keys "
+                   "with ridge 0), so the optimum is not unique and the state is not certified\n");
+      return 1;
+    case Status::kIterationLimit:
+      std::fprintf(stderr,
+                   "svattn: status iteration_limit: the solver stopped before optimality\n");
+      return 1;
+    case Status::kKktViolated:
+      std::fprintf(stderr,
+                   "svattn: status kkt_violated: the state violates the KKT conditions beyond "
+                   "tolerance\n");
       return 1;
   }
+  return 1;
 }
 
 void print_json(const nlohmann::json& j) {

@@ -41,10 +41,17 @@ void add_token_options(CLI::App* sub, TokenOptions& opts);
 TokenSet load_tokens(const TokenOptions& opts);
 TokenSet load_tokens(const std::string& keys_path, const std::string& values_path);
 
+/// The one input policy of every option of `app` and its subcommands, applied once in main():
+/// integer options are decimal only (core parse_decimal: "010" is ten, "0x10", "+5", " 5", "1e3"
+/// are exit 2 naming the option), floating-point options must be finite numbers (an empty string
+/// is not 0), and every text option must be valid UTF-8.
+void apply_input_policy(CLI::App& app);
+
 /// Adds --json (a flag) to `sub`.
 void add_json_flag(CLI::App* sub, bool& json);
 
-/// Exit code of a status: 0 for optimal, warm-up and empty, 1 for a numerical failure.
+/// Exit code of a status: 0 for optimal, warm-up and empty, 1 for a numerical failure (which is
+/// also named in one line on stderr).
 int exit_code_for(Status s);
 
 /// Prints `j` with a 2-space indent and a trailing newline on stdout.

@@ -1,5 +1,5 @@
 // `svattn demo`: the interim main job. Solves a Gaussian problem in batch, streams the same tokens
-// into an exact memory, forgets 20 tokens (margin and error tokens among them) and checks the
+// into an exact memory, forgets 20 tokens (at most n/2; margin and error tokens among them) and checks the
 // result against retraining from scratch.
 #include <fmt/core.h>
 
@@ -117,7 +117,9 @@ int run_demo(const DemoOptions& o) {
 
   // 3. Forget 20 tokens, margin and error tokens among them.
   Rng pick_rng(o.seed + 1);
-  const std::vector<TokenId> removed = pick_removals(streamed.partition, o.remove, pick_rng);
+  // At most half of the tokens, so the forgetting check always compares two non-empty memories.
+  const int remove_count = std::min(o.remove, o.n / 2);
+  const std::vector<TokenId> removed = pick_removals(streamed.partition, remove_count, pick_rng);
   const auto count_in = [](const std::vector<TokenId>& ids, const std::vector<TokenId>& set) {
     long c = 0;
     for (TokenId id : ids) c += std::binary_search(set.begin(), set.end(), id) ? 1 : 0;

@@ -16,17 +16,31 @@ struct EvalCliOptions {
   std::int64_t windows = 0, seq = 0, batch = 16;
   int threads = 2;
   bool check_agreement = false, json = false;
+  bool seq_given = false;  // --seq appeared on the command line
 };
 
 int run_eval(EvalCliOptions& o) {
   lm::set_threads(o.threads);
   const lm::Split split = lm::split_from_string(o.split);
   if (o.windows < 0) throw InvalidArgument("--windows must be >= 0");
+  if (o.seq_given && o.seq < 2)
+    throw InvalidArgument("--seq must be >= 2 (a window predicts seq bytes), got " +
+                          std::to_string(o.seq));
+  if (o.batch < 1) throw InvalidArgument("--batch must be >= 1, got " + std::to_string(o.batch));
   if (!o.global_path.empty()) layers::global_path_from_string(o.global_path);  // validates
   lm::LoadedCheckpoint ck = lm::load_checkpoint(o.checkpoint, [&](layers::LmConfig& c) {
-    if (!o.global_path.empty()) c.attention.hybrid.path = layers::global_path_from_string(o.global_path);
+    if (!o.global_path.empty())
+      c.attention.hybrid.path = layers::global_path_from_string(o.global_path);
     if (o.check_agreement) c.attention.hybrid.check_agreement = true;
   });
+  if (o.check_agreement && ck.model->config().attention.type != layers::AttentionType::kHybrid)
+    throw InvalidArgument("--check-agreement needs a hybrid model; checkpoint " + ck.directory +
+                          " holds a " + layers::to_string(ck.model->config().attention.type) +
+                          " model");
+  if (!o.global_path.empty() && ck.model->config().attention.type != layers::AttentionType::kHybrid)
+    throw InvalidArgument("--global-path needs a hybrid model; checkpoint " + ck.directory +
+                          " holds a " + layers::to_string(ck.model->config().attention.type) +
+                          " model");
   lm::DataSpec spec = o.data;
   spec.corpus = o.corpus;
   if (!o.corpus.empty() && o.corpus != "enwik8" && o.corpus != "shakespeare")
@@ -34,7 +48,7 @@ int run_eval(EvalCliOptions& o) {
   lm::Corpus corpus = lm::checkpoint_corpus(ck.config, spec);
   lm::EvalOptions eo;
   eo.split = split;
-  eo.seq = o.seq > 0 ? o.seq : ck.config.at("train").at("seq").get<std::int64_t>();
+  eo.seq = o.seq_given ? o.seq : ck.config.at("train").at("seq").get<std::int64_t>();
   eo.windows = o.windows;
   eo.batch = o.batch;
   lm::EvalResult r = lm::evaluate(ck.model, corpus, eo);
@@ -72,16 +86,20 @@ int run_eval(EvalCliOptions& o) {
   if (o.json) {
     print_json(j);
   } else {
-    fmt::print("{} BPC {:.4f} ({}, {} split: {} windows of {} bytes, {} targets; step {} of {}; {:.1f}s)\n",
-               lm::to_string(split), r.bpc, corpus.label(), lm::to_string(split), r.windows, r.seq, r.targets,
-               ck.step, ck.config.value("preset", "?"), r.seconds);
+    fmt::print(
+        "{} BPC {:.4f} ({}, {} split: {} windows of {} bytes, {} targets; step {} of {}; "
+        "{:.1f}s)\n",
+        lm::to_string(split), r.bpc, corpus.label(), lm::to_string(split), r.windows, r.seq,
+        r.targets, ck.step, ck.config.value("preset", "?"), r.seconds);
     if (hybrid)
       for (std::size_t l = 0; l < r.diagnostics.size(); ++l) {
         const auto& d = r.diagnostics[l];
-        fmt::print("  layer {}: support |S u E| {:.1f}, gate memory share {:.3f}", l, d.support_mean, d.gate_mean);
+        fmt::print("  layer {}: support |S u E| {:.1f}, gate memory share {:.3f}", l,
+                   d.support_mean, d.gate_mean);
         if (o.check_agreement)
-          fmt::print(", batched/exact partition agreement {:.4f} over {} units, max |dalpha| {:.2e}",
-                     d.partition_agreement, d.agreement_units, d.coefficient_error);
+          fmt::print(
+              ", batched/exact partition agreement {:.4f} over {} units, max |dalpha| {:.2e}",
+              d.partition_agreement, d.agreement_units, d.coefficient_error);
         fmt::print("\n");
       }
   }
@@ -91,22 +109,30 @@ int run_eval(EvalCliOptions& o) {
 Registrar reg("eval", [](CLI::App& app, int& exit_code) {
   static EvalCliOptions opts;
   EvalCliOptions* o = &opts;
-  auto* sub = app.add_subcommand("eval", "Bits per byte of a checkpoint on a split (fixed windows)");
-  sub->add_option("--checkpoint", o->checkpoint, "run directory (LATEST) or a ckpt-* directory")->required();
+  auto* sub =
+      app.add_subcommand("eval", "Bits per byte of a checkpoint on a split (fixed windows)");
+  sub->add_option("--checkpoint", o->checkpoint, "run directory (LATEST) or a ckpt-* directory")
+      ->required();
   sub->add_option("--split", o->split, "test | valid | train")->capture_default_str();
   sub->add_option("--corpus", o->corpus, "enwik8 | shakespeare (default: the checkpoint's)");
   sub->add_option("--data", o->data.path, "any file (default: the checkpoint's corpus)");
-  sub->add_option("--data-dir", o->data.data_dir, "data directory (default $SVATTN_DATA, ../shared/data)");
-  sub->add_option("--windows", o->windows, "evaluation windows, evenly spaced (0: every window of the split)")
+  sub->add_option("--data-dir", o->data.data_dir,
+                  "data directory (default $SVATTN_DATA, ../shared/data)");
+  sub->add_option("--windows", o->windows,
+                  "evaluation windows, evenly spaced (0: every window of the split)")
       ->capture_default_str();
-  sub->add_option("--seq", o->seq, "window length (default: the training seq)");
+  CLI::Option* seq =
+      sub->add_option("--seq", o->seq, "window length >= 2 (default: the training seq)");
   sub->add_option("--batch", o->batch, "windows per forward")->capture_default_str();
-  sub->add_option("--global-path", o->global_path, "hybrid: exact | batched (default: the checkpoint's)");
-  sub->add_flag("--check-agreement", o->check_agreement,
-                "hybrid batched path: also solve every memory exactly and report the partition agreement");
+  sub->add_option("--global-path", o->global_path,
+                  "hybrid: exact | batched (default: the checkpoint's)");
+  sub->add_flag(
+      "--check-agreement", o->check_agreement,
+      "hybrid batched path: also solve every memory exactly and report the partition agreement");
   sub->add_option("--threads", o->threads, "LibTorch intra-op threads")->capture_default_str();
   add_json_flag(sub, o->json);
-  sub->callback([o, &exit_code] {
+  sub->callback([o, seq, &exit_code] {
+    o->seq_given = seq->count() > 0;
     lm::reexec_with_fast_blas_if_misdetected();
     exit_code = run_eval(*o);
   });

@@ -24,6 +24,7 @@ struct CreateOptions {
   Common common;
   int dim = 0;
   int value_dim = 0;
+  bool value_dim_given = false;  // --value-dim appeared on the command line
   ProblemOptions problem;
   std::string mode = "audit";
   long long budget = 0;
@@ -70,6 +71,9 @@ void print_entry_line(const AuditEntry& e) {
 }
 
 int run_create(const CreateOptions& o) {
+  if (o.dim < 1) throw InvalidArgument("--dim must be >= 1, got " + std::to_string(o.dim));
+  if (o.value_dim_given && o.value_dim < 1)
+    throw InvalidArgument("--value-dim must be >= 1, got " + std::to_string(o.value_dim));
   MemorySettings s;
   s.problem = o.problem.build();
   s.mode = memory_mode_from_string(o.mode);
@@ -79,7 +83,7 @@ int run_create(const CreateOptions& o) {
   }
   s.token_budget = static_cast<std::size_t>(o.budget);
   s.validate();
-  const int value_dim = o.value_dim > 0 ? o.value_dim : o.dim;
+  const int value_dim = o.value_dim_given ? o.value_dim : o.dim;
   Store store(o.common.store, store_options(o.common, true));
   const OpResult r = store.create_memory(o.common.memory, s, o.dim, value_dim);
   if (o.common.json) {
@@ -302,16 +306,19 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   static CreateOptions create;
   auto* c = mem->add_subcommand("create", "Create a memory (and the store file if missing)");
   add_store_arg(c, create.common, true);
-  c->add_option("--dim", create.dim, "key dimension")->required()->check(CLI::PositiveNumber);
-  c->add_option("--value-dim", create.value_dim, "value dimension (default: --dim)")
-      ->check(CLI::PositiveNumber);
+  c->add_option("--dim", create.dim, "key dimension (>= 1)")->required();
+  CLI::Option* value_dim =
+      c->add_option("--value-dim", create.value_dim, "value dimension (>= 1; default: --dim)");
   add_problem_options(c, create.problem);
   c->add_option("--mode", create.mode, "audit (keep every token) | bounded (evict reserve tokens)")
       ->capture_default_str()
       ->check(CLI::IsMember({"audit", "bounded"}));
   c->add_option("--budget", create.budget,
                 "bounded mode: evict reserve tokens only while the memory holds more (0 = always)");
-  c->callback([&exit_code] { exit_code = run_create(create); });
+  c->callback([&exit_code, value_dim] {
+    create.value_dim_given = value_dim->count() > 0;
+    exit_code = run_create(create);
+  });
 
   static AddOptions add;
   auto* a = mem->add_subcommand("add", "Add a record's tokens (position = row index)");

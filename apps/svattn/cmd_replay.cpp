@@ -2,7 +2,7 @@
 // the final canonical state (the fields of `svattn solve --json`) plus operation diagnostics.
 #include <fmt/core.h>
 
-#include <fstream>
+#include <unordered_set>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -18,7 +18,8 @@ struct ReplayOptions {
   ProblemOptions problem;
   std::string ops;
   std::string mode = "audit";
-  long budget = -1;
+  long budget = 0;
+  bool budget_given = false;  // --budget appeared on the command line
   bool json = false;
 };
 
@@ -39,15 +40,19 @@ std::string trim(const std::string& s) {
 
 /// Reads the whole ops file before anything runs, so a bad line changes nothing.
 std::vector<Op> read_ops(const std::string& path, int n) {
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot open ops file '" + path + "'");
+  const std::vector<char> bytes = read_file(path);  // the readers' one input policy
   std::vector<Op> ops;
-  std::string raw;
   int line_no = 0;
-  while (std::getline(in, raw)) {
+  std::size_t pos = 0;
+  while (pos < bytes.size()) {
+    std::size_t end = pos;
+    while (end < bytes.size() && bytes[end] != '\n') ++end;
+    const std::string raw(bytes.data() + pos, end - pos);
+    pos = end + 1;
     ++line_no;
-    const std::string line = trim(raw);
-    if (line.empty() || line[0] == '#') continue;
+    // '#' starts a comment, on its own line or after an op.
+    const std::string line = trim(raw.substr(0, raw.find('#')));
+    if (line.empty()) continue;
     const auto space = line.find_first_of(" \t");
     const std::string verb = line.substr(0, space);
     const std::string arg = space == std::string::npos ? "" : trim(line.substr(space));
@@ -71,7 +76,6 @@ std::vector<Op> read_ops(const std::string& path, int n) {
     }
     ops.push_back(std::move(op));
   }
-  if (in.bad()) throw IoError("cannot read ops file '" + path + "'");
   return ops;
 }
 
@@ -97,7 +101,10 @@ int run_replay(const ReplayOptions& o) {
   MemorySettings settings;
   settings.problem = o.problem.build();
   settings.mode = memory_mode_from_string(o.mode);
-  if (o.budget >= 0) {
+  if (o.budget_given) {
+    if (o.budget < 0) {
+      throw InvalidArgument("--budget must be >= 0, got " + std::to_string(o.budget));
+    }
     if (settings.mode != MemoryMode::kBounded) {
       throw InvalidArgument("--budget applies to --mode bounded only");
     }
@@ -112,17 +119,25 @@ int run_replay(const ReplayOptions& o) {
   long adds = 0;
   long removes = 0;
   long explicit_evictions = 0;
+  std::unordered_set<TokenId> added;  // added and not removed (present, or evicted since)
   const Stopwatch watch;
   for (const Op& op : ops) {
     try {
       switch (op.kind) {
         case OpKind::kAdd:
           total += memory.add_batch(subset(all, op.ids));
+          added.insert(op.ids.begin(), op.ids.end());
           adds += static_cast<long>(op.ids.size());
           break;
         case OpKind::kRemove:
+          for (TokenId id : op.ids)
+            if (added.count(id) && !memory.contains(id))
+              throw NotFound("remove: token " + std::to_string(id) +
+                             " was evicted earlier (as a reserve token, by an 'evict' op or by " +
+                             "bounded mode), so it is no longer in the memory");
           total += memory.remove_batch(op.ids);
           removes += static_cast<long>(op.ids.size());
+          for (TokenId id : op.ids) added.erase(id);
           break;
         case OpKind::kEvict: {
           OpDiagnostics d;
@@ -191,10 +206,14 @@ Registrar reg("replay", [](CLI::App& app, int& exit_code) {
   add_problem_options(sub, o->problem);
   sub->add_option("--mode", o->mode, "audit (keep every token) | bounded (evict reserve tokens)")
       ->capture_default_str();
-  sub->add_option("--budget", o->budget,
-                  "bounded mode: evict reserve tokens only while the memory holds more than N");
+  CLI::Option* budget =
+      sub->add_option("--budget", o->budget,
+                      "bounded mode: evict reserve tokens only while the memory holds more than N");
   add_json_flag(sub, o->json);
-  sub->callback([o, &exit_code] { exit_code = run_replay(*o); });
+  sub->callback([o, budget, &exit_code] {
+    o->budget_given = budget->count() > 0;
+    exit_code = run_replay(*o);
+  });
 });
 
 }  // namespace

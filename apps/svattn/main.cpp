@@ -1,7 +1,11 @@
 // svattn command-line tool: parse, call the library, print. Subcommands live in cmd_*.cpp.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <ios>
+#include <new>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "svattn/errors.h"
 
@@ -10,14 +14,18 @@ std::vector<std::pair<std::string, Setup>>& registry() {
   static std::vector<std::pair<std::string, Setup>> r;
   return r;
 }
-Registrar::Registrar(const char* name, Setup setup) { registry().emplace_back(name, std::move(setup)); }
+Registrar::Registrar(const char* name, Setup setup) {
+  registry().emplace_back(name, std::move(setup));
+}
 }  // namespace svattn::cli
 
 int main(int argc, char** argv) {
-  CLI::App app{"svattn: support-vector attention memory with certified eviction and exact forgetting"};
+  CLI::App app{
+      "svattn: support-vector attention memory with certified eviction and exact forgetting"};
   app.require_subcommand(1);
   int exit_code = 0;
   for (auto& [name, setup] : svattn::cli::registry()) setup(app, exit_code);
+  svattn::cli::apply_input_policy(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -30,8 +38,19 @@ int main(int argc, char** argv) {
   } catch (const svattn::Error& e) {
     std::fprintf(stderr, "svattn: error: %s\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // The environment, not a bug: the input asked for more memory than the machine has.
+    std::fprintf(stderr, "svattn: error: out of memory\n");
+    return 2;
+  } catch (const std::ios_base::failure& e) {
+    std::fprintf(stderr, "svattn: error: I/O failure: %s\n", e.what());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    std::fprintf(stderr, "svattn: error: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "svattn: internal error: %s\n", e.what());
+    // Exit code 3 means a bug in svattn: every user or environment error is a typed svattn::Error.
+    std::fprintf(stderr, "svattn: internal error (a bug, please report): %s\n", e.what());
     return 3;
   }
   return exit_code;

@@ -13,12 +13,18 @@ std::string to_string(KernelType t);
 /// Parses "rbf" | "linear" | "poly"; throws InvalidArgument naming the bad string.
 KernelType kernel_type_from_string(const std::string& s);
 
+/// RBF bandwidths whose square is a normal fp64 number (KernelSettings::validate).
+inline constexpr double kMinBandwidth = 1.5e-154;
+inline constexpr double kMaxBandwidth = 1.3e154;
+/// Largest polynomial degree (the kernel is evaluated by `degree` multiplications).
+inline constexpr int kMaxDegree = 64;
+
 struct KernelSettings {
   /// RBF: exp(-||a-b||^2 / bandwidth^2). Linear: a.b. Poly: (a.b + coef0)^degree.
   KernelType type = KernelType::kRbf;
-  /// RBF bandwidth sigma. Must be finite and > 0.
+  /// RBF bandwidth sigma. Must be in [kMinBandwidth, kMaxBandwidth] (sigma^2 a normal number).
   double bandwidth = 1.0;
-  /// Polynomial degree. Must be >= 1.
+  /// Polynomial degree. Must be in [1, kMaxDegree].
   int degree = 2;
   /// Polynomial offset. Must be finite and >= 0 (keeps K positive semidefinite).
   double coef0 = 1.0;

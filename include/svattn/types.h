@@ -23,6 +23,12 @@ struct ProblemSettings {
   double ridge = 1e-6;
 
   void validate() const;
+  /// The one finite-kernel check every path runs on each key it accepts (memory adds, batch solve,
+  /// verifier): throws InvalidArgument naming the kernel setting when kappa(x, x) + ridge is not a
+  /// finite fp64 number (e.g. poly degree 1000, coef0 1e300, or a huge linear key). For the three
+  /// kernels |kappa(a, b)| <= max(kappa(a, a), kappa(b, b)) (Cauchy-Schwarz, coef0 >= 0), so finite
+  /// diagonals bound every kernel value (docs/math.md §1).
+  void check_key(const double* key, int dim, TokenId id) const;
 };
 
 /// Numerical tolerances of the canonical refinement (SPEC §4). Not part of the hash.
@@ -99,6 +105,8 @@ struct TokenSet {
   int size() const { return static_cast<int>(ids.size()); }
   /// Checks shapes, finiteness and id uniqueness; throws InvalidArgument / FormatError.
   void validate() const;
+  /// validate() plus ProblemSettings::check_key on every key.
+  void validate(const ProblemSettings& problem) const;
   /// Tokens with rows [0, n) and ids 0..n-1; values default to the keys.
   static TokenSet from_rows(const RowMatrix& keys, const RowMatrix* values = nullptr);
   /// Subset with the given ids removed (order of the rest kept).

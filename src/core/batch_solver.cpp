@@ -73,7 +73,7 @@ TokenSet sorted_by_id(const TokenSet& in) {
 
 BatchResult solve_batch(const TokenSet& input, const BatchSettings& settings) {
   settings.validate();
-  input.validate();
+  input.validate(settings.problem);
   const TokenSet t = sorted_by_id(input);
   const int n = t.size();
   const int d = static_cast<int>(t.keys.cols());

@@ -152,6 +152,31 @@ KktReport kkt_report(const Refiner& r, const CanonicalResult& res) {
   return k;
 }
 
+/// Ridge 0 only: true when two tokens have identical kernel columns (K_ij = K_ii = K_jj, i.e.
+/// duplicate keys, or keys the kernel cannot tell apart in fp64) and mass can move between them
+/// inside the box: one is margin, or one is error and the other reserve. Then every split of their
+/// mass is optimal, the optimum is not unique and which split a path reaches depends on the path
+/// (docs/math.md §1): the state is reported `singular`, never as a certified optimum.
+bool has_tradable_duplicate(KernelAccess& ka, const std::vector<int>& active,
+                            const CanonicalResult& res) {
+  std::vector<int> support;
+  for (int j : active)
+    if (res.set[j] != Set::kReserve) support.push_back(j);
+  for (int j : support) ka.require(j);
+  for (int i : active) {
+    const double* row = ka.row(i);
+    for (int j : support) {
+      if (j == i) continue;
+      const bool tradable = res.set[j] == Set::kMargin || res.set[i] == Set::kMargin ||
+                            res.set[i] == Set::kReserve;
+      if (!tradable) continue;  // both at the upper bound C
+      const double kij = row[ka.pos(j)];
+      if (kij == ka.diag(i) && kij == ka.diag(j)) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_guess,
@@ -403,6 +428,9 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
     for (int i : res.margin) bsum += -(acc[i] + mu * res.alpha[i] - ka.diag(i) / 2);
     res.b = res.margin.empty() ? 0.0 : bsum / static_cast<double>(res.margin.size());
     for (int i : r.active) res.g[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2 + res.b;
+  }
+  if (res.status == Status::kOptimal && mu == 0 && has_tradable_duplicate(ka, r.active, res)) {
+    res.status = Status::kSingular;
   }
   res.kkt = kkt_report(r, res);
   return res;

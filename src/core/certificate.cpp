@@ -28,6 +28,19 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
     rep.error = "state and token set have different sizes";
     return rep;
   }
+  try {  // the same settings and finite-kernel checks as every solving path
+    p.validate();
+    tokens.validate(p);
+  } catch (const Error& e) {
+    rep.error = std::string("state cannot be checked: ") + e.what();
+    return rep;
+  }
+  bool finite = std::isfinite(state.b);
+  for (double a : state.alpha) finite = finite && std::isfinite(a);
+  if (!finite) {
+    rep.error = "state has a non-finite coefficient (alpha or b)";
+    return rep;
+  }
   std::vector<int> order(n);
   for (int t = 0; t < n; ++t) {
     auto it = row.find(state.ids[t]);

@@ -12,9 +12,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <sys/stat.h>
 
 #include "svattn/errors.h"
 
@@ -28,8 +31,10 @@ std::string quoted(const std::string& s) {
   // Keeps messages on one line whatever the input holds.
   std::string out = "'";
   for (char c : s) {
-    if (c == '\n' || c == '\r') {
+    if (c == '\n') {
       out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
     } else if (static_cast<unsigned char>(c) < 0x20) {
       out += '?';
     } else {
@@ -56,19 +61,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return tail == suffix;
 }
 
-std::vector<char> read_all(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw IoError("cannot read '" + path + "': it is a directory");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw IoError("cannot open '" + path + "': " + std::strerror(errno));
-  }
-  std::vector<char> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw IoError("cannot read '" + path + "'");
-  return data;
-}
+std::vector<char> read_all(const std::string& path) { return read_file(path); }
 
 /// Parses one CSV cell as a finite double. Returns false with `why` set on failure.
 bool parse_double(const std::string& cell, double* out, std::string* why) {
@@ -105,10 +98,12 @@ RowMatrix read_csv(const std::string& path, const std::vector<char>& data) {
   long line_no = 0;
   std::size_t pos = 0;
   while (pos < data.size()) {
+    // Lines end at LF, CRLF or a lone CR (classic Mac files).
     std::size_t end = pos;
-    while (end < data.size() && data[end] != '\n') ++end;
+    while (end < data.size() && data[end] != '\n' && data[end] != '\r') ++end;
     std::string line(data.data() + pos, end - pos);
     pos = end + 1;
+    if (end < data.size() && data[end] == '\r' && pos < data.size() && data[pos] == '\n') ++pos;
     ++line_no;
     if (line_no == 1 && line.size() >= 3 && static_cast<unsigned char>(line[0]) == 0xEF &&
         static_cast<unsigned char>(line[1]) == 0xBB &&
@@ -407,6 +402,111 @@ void write_file(const std::string& path, const std::string& bytes) {
 
 }  // namespace
 
+std::vector<char> read_file(const std::string& path, std::uint64_t max_bytes) {
+  // One input policy for every reader: a regular file (no device, FIFO or directory, which can be
+  // endless or block), no larger than max_bytes, read with errors reported as IoError.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    throw IoError("cannot open '" + path + "': " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) throw IoError("cannot read '" + path + "': it is a directory");
+  if (!S_ISREG(st.st_mode)) {
+    throw IoError("cannot read '" + path +
+                  "': not a regular file (devices, FIFOs and sockets are not read)");
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    throw IoError("cannot read '" + path + "': " + std::to_string(st.st_size) +
+                  " bytes, more than the limit of " + std::to_string(max_bytes));
+  }
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw IoError("cannot open '" + path + "': " + std::strerror(errno));
+  std::vector<char> data;
+  // st_size is 0 for some kernel files: read in blocks, still bounded by max_bytes.
+  char block[1 << 16];
+  while (true) {
+    const std::size_t got = std::fread(block, 1, sizeof block, f);
+    if (got > 0) {
+      if (data.size() + got > max_bytes) {
+        std::fclose(f);
+        throw IoError("cannot read '" + path + "': more than the limit of " +
+                      std::to_string(max_bytes) + " bytes");
+      }
+      data.insert(data.end(), block, block + got);
+    }
+    if (got < sizeof block) break;
+  }
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) throw IoError("cannot read '" + path + "': " + std::strerror(err));
+  return data;
+}
+
+namespace {
+[[noreturn]] void bad_integer(const std::string& what, const std::string& text,
+                              const std::string& why) {
+  throw InvalidArgument((what.empty() ? "" : what + ": ") + quoted(text) + " " + why);
+}
+}  // namespace
+
+std::int64_t parse_decimal(const std::string& text, std::int64_t lo, std::int64_t hi,
+                           const std::string& what) {
+  // Decimal digits with an optional leading '-'; no sign '+', no blanks, no base prefix, no
+  // exponent. Leading zeros are decimal ("010" is ten), never octal.
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  if (first == last) bad_integer(what, text, "is empty (expected a decimal integer)");
+  const bool negative = *first == '-';
+  const char* digits = negative ? first + 1 : first;
+  if (digits == last) bad_integer(what, text, "is not a decimal integer");
+  for (const char* c = digits; c != last; ++c) {
+    if (*c < '0' || *c > '9') bad_integer(what, text, "is not a decimal integer (digits only)");
+  }
+  std::int64_t v = 0;
+  const auto res = std::from_chars(first, last, v, 10);
+  const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (res.ec == std::errc::result_out_of_range || res.ptr != last || v < lo || v > hi) {
+    bad_integer(what, text, "is out of range " + range);
+  }
+  return v;
+}
+
+void check_utf8(const std::string& text, const std::string& what) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  std::size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    std::size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // bounds of the second byte (overlongs and surrogates)
+    if (c < 0x80) {
+      len = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    }
+    bool ok = len > 0 && i + len <= n;
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      const unsigned char b = s[i + k];
+      ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
+    }
+    if (!ok) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c);
+      throw InvalidArgument((what.empty() ? "" : what + ": ") + "not valid UTF-8 (byte " + hex + " at offset " +
+                            std::to_string(i) + ")");
+    }
+    i += len;
+  }
+}
+
 RowMatrix read_matrix(const std::string& path) {
   const std::vector<char> data = read_all(path);
   const bool has_magic =
@@ -470,14 +570,7 @@ std::vector<TokenId> parse_rows(const std::string& spec, int n) {
       const std::string t = trim(text);
       if (t.empty()) throw InvalidArgument(where + ": empty range bound");
       if (t[0] == '-') throw InvalidArgument(where + ": negative row ids are not allowed");
-      TokenId v = 0;
-      const auto res = std::from_chars(t.data(), t.data() + t.size(), v);
-      if (res.ec == std::errc::result_out_of_range) {
-        throw InvalidArgument(where + ": row id out of range");
-      }
-      if (res.ec != std::errc() || res.ptr != t.data() + t.size()) {
-        throw InvalidArgument(where + ": not a row id or range (expected N or A-B)");
-      }
+      const TokenId v = parse_decimal(t, 0, std::numeric_limits<TokenId>::max(), where);
       if (v >= n) {
         throw InvalidArgument(where + ": row " + std::to_string(v) +
                               " is out of range (the file has " + std::to_string(n) + " rows)");

@@ -945,6 +945,7 @@ OpDiagnostics Memory::add(TokenId id, const Eigen::Ref<const Eigen::VectorXd>& k
   if (contains(id)) throw AlreadyExists("add: token id " + std::to_string(id) + " already present");
   check_vec(key, m.d, "key", id);
   check_vec(value, m.dv, "value", id);
+  m.st.problem.check_key(key.data(), m.d, id);
   const auto t0 = m.begin_op();
   OpDiagnostics dg;
   const bool changed = m.add_one(id, key.data(), value.data(), dg);
@@ -961,7 +962,7 @@ OpDiagnostics Memory::add_batch(const TokenSet& tokens) {
     throw InvalidArgument("add_batch: values have dimension " +
                           std::to_string(tokens.values.cols()) + ", memory has " +
                           std::to_string(m.dv));
-  tokens.validate();
+  tokens.validate(m.st.problem);
   for (TokenId id : tokens.ids)
     if (contains(id))
       throw AlreadyExists("add_batch: token id " + std::to_string(id) + " already present");
@@ -1087,7 +1088,7 @@ std::vector<TokenId> Memory::margin_order() const {
 Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, const State& state,
                        OpDiagnostics* diag) {
   settings.validate();
-  tokens.validate();
+  tokens.validate(settings.problem);
   if (tokens.size() > 0 &&
       (tokens.keys.cols() != state.dim || tokens.values.cols() != state.value_dim))
     throw InvalidArgument("restore: token dimensions do not match the state");

@@ -6,6 +6,7 @@
 
 #include "svattn/batch_solver.h"
 #include "svattn/errors.h"
+#include "svattn/kernel.h"
 #include "svattn/memory.h"
 #include "svattn/types.h"
 
@@ -23,6 +24,27 @@ void ProblemSettings::validate() const {
   kernel.validate();
   if (!(std::isfinite(C) && C > 0)) bad("C", "finite and > 0", C);
   if (!(std::isfinite(ridge) && ridge >= 0)) bad("ridge", "finite and >= 0", ridge);
+}
+
+void ProblemSettings::check_key(const double* key, int dim, TokenId id) const {
+  const double diag = svattn::kernel(kernel, key, key, dim) + ridge;
+  if (std::isfinite(diag)) return;
+  std::ostringstream os;
+  os << "kernel value kappa(x, x) + ridge of token " << id << " is " << diag
+     << ", not a finite fp64 number: ";
+  switch (kernel.type) {
+    case KernelType::kPoly:
+      os << "kernel.degree = " << kernel.degree << " with kernel.coef0 = " << kernel.coef0
+         << " overflows; lower the degree or coef0, or scale the keys";
+      break;
+    case KernelType::kLinear:
+      os << "the linear kernel's |x|^2 overflows; scale the keys";
+      break;
+    case KernelType::kRbf:
+      os << "ridge = " << ridge << " overflows";
+      break;
+  }
+  throw InvalidArgument(os.str());
 }
 
 void Tolerances::validate() const {
@@ -110,6 +132,12 @@ void TokenSet::validate() const {
   std::unordered_set<TokenId> seen;
   for (TokenId id : ids)
     if (!seen.insert(id).second) throw InvalidArgument("tokens: duplicate id " + std::to_string(id));
+}
+
+void TokenSet::validate(const ProblemSettings& problem) const {
+  validate();
+  const int d = static_cast<int>(keys.cols());
+  for (Eigen::Index i = 0; i < keys.rows(); ++i) problem.check_key(keys.row(i).data(), d, ids[i]);
 }
 
 TokenSet TokenSet::from_rows(const RowMatrix& keys, const RowMatrix* values) {

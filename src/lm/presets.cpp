@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "svattn/errors.h"
@@ -23,7 +24,9 @@ void TrainHyper::validate() const {
   };
   if (batch < 1) bad("batch", static_cast<double>(batch), "must be >= 1");
   if (seq < 2) bad("seq", static_cast<double>(seq), "must be >= 2");
-  if (!(std::isfinite(lr) && lr > 0)) bad("lr", lr, "must be finite and > 0");
+  // The optimiser holds lr in fp32 (LibTorch AdamW): larger values cannot be represented.
+  if (!(std::isfinite(lr) && lr > 0 && lr <= std::numeric_limits<float>::max()))
+    bad("lr", lr, "must be finite, > 0 and representable in fp32");
   if (!(min_lr_ratio >= 0 && min_lr_ratio <= 1)) bad("min_lr_ratio", min_lr_ratio, "must be in [0, 1]");
   if (warmup < 0) bad("warmup", static_cast<double>(warmup), "must be >= 0");
   if (!(std::isfinite(weight_decay) && weight_decay >= 0)) bad("weight_decay", weight_decay, "must be >= 0");

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <sstream>
 
@@ -256,6 +257,32 @@ void torch_load(T& value, const std::string& path) {
   }
 }
 
+/// Loads a model's parameters and checks every tensor's shape against the model built from the
+/// checkpoint's config (LibTorch would replace mismatched tensors and fail later, in a forward).
+void torch_load_model(layers::CharLm& model, const std::string& path) {
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> expected;
+  for (const auto& p : model->named_parameters(/*recurse=*/true))
+    expected.emplace_back(p.key(), p.value().sizes().vec());
+  for (const auto& b : model->named_buffers(/*recurse=*/true))
+    expected.emplace_back(b.key(), b.value().sizes().vec());
+  torch_load(model, path);
+  std::map<std::string, std::vector<std::int64_t>> got;
+  for (const auto& p : model->named_parameters(/*recurse=*/true)) got[p.key()] = p.value().sizes().vec();
+  for (const auto& b : model->named_buffers(/*recurse=*/true)) got[b.key()] = b.value().sizes().vec();
+  auto shape = [](const std::vector<std::int64_t>& v) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+    return out + "]";
+  };
+  for (const auto& [name, want] : expected) {
+    const auto it = got.find(name);
+    if (it == got.end() || it->second != want)
+      throw FormatError("checkpoint file " + path + ": tensor " + name + " has shape " +
+                        (it == got.end() ? std::string("(missing)") : shape(it->second)) +
+                        ", the checkpoint's config implies " + shape(want));
+  }
+}
+
 }  // namespace
 
 void set_threads(int threads) {
@@ -375,13 +402,8 @@ void Trainer::init(TrainOptions options) {
   if (o.steps < 1) throw InvalidArgument("--steps must be >= 1 (got " + std::to_string(o.steps) + ")");
   s.out = o.out;
   std::error_code ec;
-  fs::create_directories(s.out, ec);
-  if (ec || !fs::is_directory(s.out)) throw IoError("cannot create run directory " + o.out);
-  // Leftovers of a crash during a checkpoint write.
-  for (const auto& e : fs::directory_iterator(s.out)) {
-    const std::string n = e.path().filename().string();
-    if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) fs::remove_all(e.path());
-  }
+  if (fs::exists(s.out, ec) && !fs::is_directory(s.out, ec))
+    throw IoError("run directory " + o.out + " exists and is not a directory");
   const bool have_ckpt = fs::exists(s.out / kLatest);
   if (have_ckpt && !o.resume)
     throw InvalidArgument("run directory " + o.out + " already holds a checkpoint; pass --resume or another --out");
@@ -466,6 +488,22 @@ void Trainer::init(TrainOptions options) {
     throw InvalidArgument("data " + s.corpus.path() + " differs from the checkpoint's (SHA-256 " +
                           ck.config.at("data").at("sha256").get<std::string>() + ")");
 
+  // Every split the run reads must hold one window before the first step (nothing is written yet).
+  for (Split split : {Split::kTrain, Split::kValid, Split::kTest}) {
+    const auto [b, e] = s.corpus.range(split);
+    if (e - b < s.preset.train.seq + 1)
+      throw InvalidArgument("split " + to_string(split) + " of " + s.corpus.label() + " has " +
+                            std::to_string(e - b) + " bytes, fewer than seq + 1 = " +
+                            std::to_string(s.preset.train.seq + 1) + "; lower --seq or use more data");
+  }
+  fs::create_directories(s.out, ec);
+  if (ec || !fs::is_directory(s.out)) throw IoError("cannot create run directory " + o.out);
+  // Leftovers of a crash during a checkpoint write.
+  for (const auto& e : fs::directory_iterator(s.out)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) fs::remove_all(e.path());
+  }
+
   torch::manual_seed(s.seed);
   s.model = layers::CharLm(s.preset.model);
   s.params = layers::count_parameters(*s.model);
@@ -473,7 +511,7 @@ void Trainer::init(TrainOptions options) {
                                                       torch::optim::AdamWOptions(s.preset.train.lr));
   const fs::path metrics_path = s.out / "metrics.jsonl";
   if (have_ckpt) {
-    torch_load(s.model, (fs::path(ck_dir) / "model.pt").string());
+    torch_load_model(s.model, (fs::path(ck_dir) / "model.pt").string());
     torch_load(*s.optimizer, (fs::path(ck_dir) / "optim.pt").string());
     Tensor st;
     torch_load(st, (fs::path(ck_dir) / "rng.pt").string());
@@ -699,7 +737,7 @@ LoadedCheckpoint load_checkpoint_impl(const std::string& path,
   layers::LmConfig cfg = lm_config_from_json(f.config.at("model"));
   if (modify) modify(cfg);
   lc.model = layers::CharLm(cfg);
-  torch_load(lc.model, (fs::path(lc.directory) / "model.pt").string());
+  torch_load_model(lc.model, (fs::path(lc.directory) / "model.pt").string());
   lc.model->eval();
   return lc;
 }
@@ -759,7 +797,7 @@ LayerKeys learned_keys(layers::CharLm& model, const Tensor& tokens, std::int64_t
 }
 
 EvalResult evaluate(layers::CharLm& model, const Corpus& corpus, const EvalOptions& options) {
-  if (options.seq < 1) throw InvalidArgument("evaluate: seq must be >= 1");
+  if (options.seq < 2) throw InvalidArgument("evaluate: seq must be >= 2, got " + std::to_string(options.seq));
   if (options.batch < 1) throw InvalidArgument("evaluate: batch must be >= 1");
   const auto t0 = Clock::now();
   const auto offsets = eval_offsets(corpus, options.split, options.seq, options.windows);

@@ -78,10 +78,12 @@ Tensor sliding_window_attention(const Tensor& q, const Tensor& k, const Tensor& 
   return o.reshape({q.size(0), q.size(1), Tp, v.size(3)}).narrow(2, 0, T);
 }
 
-Tensor chunk_local_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t chunk) {
+Tensor chunk_local_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t chunk_arg) {
   check_qkv(q, k, v, "chunk_local_attention");
-  if (chunk < 1) throw InvalidArgument("chunk_local_attention: chunk must be >= 1");
+  if (chunk_arg < 1) throw InvalidArgument("chunk_local_attention: chunk must be >= 1");
   const auto B = q.size(0), H = q.size(1), T = q.size(2);
+  // A chunk longer than the sequence is one chunk of the whole sequence: cost follows min(chunk, T).
+  const std::int64_t chunk = std::min(chunk_arg, std::max<std::int64_t>(T, 1));
   Tensor qp = pad_time(q, chunk), kp = pad_time(k, chunk), vp = pad_time(v, chunk);
   const auto nc = qp.size(2) / chunk;
   auto blocks = [&](const Tensor& x) { return x.reshape({B, H, nc, chunk, x.size(3)}); };
@@ -89,10 +91,12 @@ Tensor chunk_local_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   return o.reshape({B, H, nc * chunk, v.size(3)}).narrow(2, 0, T);
 }
 
-Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t chunk) {
+Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t chunk_arg) {
   check_qkv(q, k, v, "linear_attention");
-  if (chunk < 1) throw InvalidArgument("linear_attention: chunk must be >= 1");
+  if (chunk_arg < 1) throw InvalidArgument("linear_attention: chunk must be >= 1");
   const auto B = q.size(0), H = q.size(1), T = q.size(2), dk = q.size(3), dv = v.size(3);
+  // A chunk longer than the sequence is one chunk of the whole sequence: cost follows min(chunk, T).
+  const std::int64_t chunk = std::min(chunk_arg, std::max<std::int64_t>(T, 1));
   // Zero padding at the end: phi(0) = 1 but padded keys come after every real query, and padded
   // values are 0 -- they only affect padded rows, which are cut.
   Tensor fq = F::elu(pad_time(q, chunk)) + 1, fk = F::elu(pad_time(k, chunk)) + 1;
@@ -112,10 +116,12 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::
   return o.reshape({B, H, nc * chunk, dv}).narrow(2, 0, T);
 }
 
-Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, std::int64_t chunk) {
+Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, std::int64_t chunk_arg) {
   check_qkv(q, k, v, "delta_rule");
-  if (chunk < 1) throw InvalidArgument("delta_rule: chunk must be >= 1");
+  if (chunk_arg < 1) throw InvalidArgument("delta_rule: chunk must be >= 1");
   const auto B = q.size(0), H = q.size(1), T = q.size(2), dk = q.size(3), dv = v.size(3);
+  // A chunk longer than the sequence is one chunk of the whole sequence: cost follows min(chunk, T).
+  const std::int64_t chunk = std::min(chunk_arg, std::max<std::int64_t>(T, 1));
   if (beta.dim() != 3 || beta.size(0) != B || beta.size(1) != H || beta.size(2) != T)
     throw InvalidArgument("delta_rule: beta must be [B, H, T]");
   // Zero-padded tail tokens have k = 0 and beta = 0: they leave the state unchanged.
