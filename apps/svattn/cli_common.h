@@ -26,6 +26,9 @@ struct ProblemOptions {
   ProblemSettings build() const;
 };
 
+/// Largest --probes of a certificate's readout check (memory grows with probes x dim).
+inline constexpr int kMaxProbes = 100000;
+
 /// Adds the problem options to `sub`; --C is required.
 void add_problem_options(CLI::App* sub, ProblemOptions& opts);
 

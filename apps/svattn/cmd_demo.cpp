@@ -54,8 +54,11 @@ std::vector<TokenId> pick_removals(const Partition& p, int count, Rng& rng) {
 }
 
 int run_demo(const DemoOptions& o) {
-  if (o.n < 2) throw InvalidArgument("--n must be >= 2 (got " + std::to_string(o.n) + ")");
-  if (o.dim < 1) throw InvalidArgument("--dim must be >= 1 (got " + std::to_string(o.dim) + ")");
+  // Bounds keep the demo's memory (n x dim keys, its kernel cache) within a workstation.
+  if (o.n < 2 || o.n > 1000000)
+    throw InvalidArgument("--n must be in [2, 1000000] (got " + std::to_string(o.n) + ")");
+  if (o.dim < 1 || o.dim > 4096)
+    throw InvalidArgument("--dim must be in [1, 4096] (got " + std::to_string(o.dim) + ")");
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
   if (ec) throw IoError("cannot create output directory '" + o.out + "': " + ec.message());

@@ -26,7 +26,8 @@ int run_eval(EvalCliOptions& o) {
   if (o.seq_given && o.seq < 2)
     throw InvalidArgument("--seq must be >= 2 (a window predicts seq bytes), got " +
                           std::to_string(o.seq));
-  if (o.batch < 1) throw InvalidArgument("--batch must be >= 1, got " + std::to_string(o.batch));
+  if (o.batch < 1 || o.batch > 4096)
+    throw InvalidArgument("--batch must be in [1, 4096], got " + std::to_string(o.batch));
   if (!o.global_path.empty()) layers::global_path_from_string(o.global_path);  // validates
   lm::LoadedCheckpoint ck = lm::load_checkpoint(o.checkpoint, [&](layers::LmConfig& c) {
     if (!o.global_path.empty())

@@ -30,8 +30,9 @@ const nlohmann::json& field(const nlohmann::json& j, const char* a, const char* 
 }
 
 int run_forget_check(const ForgetOptions& o) {
-  if (o.probes < 1)
-    throw InvalidArgument("--probes must be >= 1 (got " + std::to_string(o.probes) + ")");
+  if (o.probes < 1 || o.probes > kMaxProbes)
+    throw InvalidArgument("--probes must be in [1, " + std::to_string(kMaxProbes) + "] (got " +
+                          std::to_string(o.probes) + ")");
   MemorySettings settings;
   settings.problem = o.problem.build();
   settings.validate();
