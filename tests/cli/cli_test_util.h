@@ -1,5 +1,6 @@
 // Helpers of the CLI tests: a per-test temporary directory and running the svattn binary.
 #pragma once
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,6 +95,16 @@ inline RunResult run_binary(const std::string& binary, const std::vector<std::st
   r.out = read_text(out);
   r.err = read_text(err);
   return r;
+}
+
+/// Expects exit code 2 and exactly one stderr line containing every fragment (the CLI's bad-input
+/// contract).
+inline void expect_bad_input(const RunResult& r, const std::vector<std::string>& fragments) {
+  EXPECT_EQ(r.code, 2) << "stdout: " << r.out << "\nstderr: " << r.err;
+  const auto lines = r.err_lines();
+  ASSERT_EQ(lines.size(), 1u) << "stderr: " << r.err;
+  for (const auto& f : fragments)
+    EXPECT_NE(lines[0].find(f), std::string::npos) << "missing '" << f << "' in: " << lines[0];
 }
 
 }  // namespace svattn::test

@@ -17,6 +17,7 @@ namespace {
 
 using test::RunResult;
 using test::TempDir;
+using test::expect_bad_input;
 
 RunResult run(const std::vector<std::string>& args, const TempDir& dir) {
   return test::run_binary(SVATTN_CLI, args, dir);
@@ -42,15 +43,6 @@ std::string gaussian_keys(const TempDir& dir, const std::string& name, int n, in
   return p;
 }
 
-/// Expects exit code 2 and exactly one stderr line containing every fragment.
-void expect_bad_input(const RunResult& r, const std::vector<std::string>& fragments) {
-  EXPECT_EQ(r.code, 2) << "stdout: " << r.out << "\nstderr: " << r.err;
-  const auto lines = r.err_lines();
-  ASSERT_EQ(lines.size(), 1u) << "stderr: " << r.err;
-  for (const auto& f : fragments) {
-    EXPECT_NE(lines[0].find(f), std::string::npos) << "missing '" << f << "' in: " << lines[0];
-  }
-}
 
 const std::set<std::string> kSolveFields = {"n",         "dim", "settings",    "status",
                                             "warmup",    "ids", "alpha",       "b",

@@ -20,6 +20,7 @@ namespace {
 
 using test::RunResult;
 using test::TempDir;
+using test::expect_bad_input;
 
 /// Runs the CLI under a 60 s timeout (a hang is exit 124, never a stuck test).
 RunResult run(const std::vector<std::string>& args, const TempDir& dir) {
@@ -37,14 +38,6 @@ std::string keys_file(const TempDir& dir, const std::string& name, int n, int d,
   return p;
 }
 
-/// Exit 2 and exactly one stderr line holding every fragment.
-void expect_bad_input(const RunResult& r, const std::vector<std::string>& fragments) {
-  EXPECT_EQ(r.code, 2) << "stdout: " << r.out << "\nstderr: " << r.err;
-  const auto lines = r.err_lines();
-  ASSERT_EQ(lines.size(), 1u) << "stderr: " << r.err;
-  for (const auto& f : fragments)
-    EXPECT_NE(lines[0].find(f), std::string::npos) << "missing '" << f << "' in: " << lines[0];
-}
 
 nlohmann::json json_of(const RunResult& r) {
   EXPECT_EQ(r.code, 0) << r.err;

@@ -18,6 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using svattn::test::RunResult;
 using svattn::test::TempDir;
+using svattn::test::expect_bad_input;
 
 #ifdef SVATTN_CLI
 RunResult run(const std::vector<std::string>& args, const TempDir& dir, int timeout_s = 120) {
@@ -33,13 +34,6 @@ std::string bytes_file(const TempDir& dir, const std::string& name, std::size_t 
   return dir.write(name, b);
 }
 
-void expect_bad_input(const RunResult& r, const std::vector<std::string>& fragments) {
-  EXPECT_EQ(r.code, 2) << "stdout: " << r.out << "\nstderr: " << r.err;
-  const auto lines = r.err_lines();
-  ASSERT_EQ(lines.size(), 1u) << "stderr: " << r.err;
-  for (const auto& f : fragments)
-    EXPECT_NE(lines[0].find(f), std::string::npos) << "missing '" << f << "' in: " << lines[0];
-}
 
 std::vector<std::string> train_args(const std::string& data, const std::string& out,
                                     const std::string& preset = "tiny") {
