@@ -4,12 +4,16 @@
 //   bench_forget [--n 1000,5000,20000] [--stream-n 1000,5000,20000] [--d 64] [--sigma2-per-dim 1]
 //                [--C 0.01] [--tokens 20] [--random-tokens 200] [--reps 3]
 //                [--stream-budget-s 60] [--seed 42]
+//   bench_forget --scaling-n 1000,5000,20000,100000,200000 [--scaling-clustered-n 20000]
+//                [--margin-tokens 20] [--records 5] [--random-tokens 200] [--reps 1] ...
+//     prints only the scaling tables of issue 15 (forget_scaling.h).
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
 
 #include "bench_common.h"
+#include "forget_scaling.h"
 #include "svattn/batch_solver.h"
 #include "svattn/memory.h"
 
@@ -256,7 +260,41 @@ int main(int argc, char** argv) {
   const int random_tokens = static_cast<int>(args.num("random-tokens", 200));
   const int reps = static_cast<int>(args.num("reps", 3));
   const double budget = args.num("stream-budget-s", 60);
+  const std::vector<int> scaling = args.ints("scaling-n", "");
+  const std::vector<int> scaling_clustered = args.ints("scaling-clustered-n", "");
+  const int margin_tokens = static_cast<int>(args.num("margin-tokens", 20));
+  const int records = static_cast<int>(args.num("records", 5));
+  // Retrain repetitions from n = 100k on (a 200k retrain takes minutes).
+  const int large_reps = static_cast<int>(args.num("large-reps", 1));
   args.check();
+  if (!scaling.empty() || !scaling_clustered.empty()) {
+    std::printf("### Exact removal at scale (RBF, d = %d, sigma^2 = %g d, C = %g, ridge = %g)\n\n",
+                p.d, p.sigma2_per_dim, p.C, p.settings().ridge);
+    std::printf(
+        "Memory built by solve_batch + Memory::restore. Margin removal: Memory::remove of up to "
+        "%d margin tokens spread over the margin set, each re-added. Record: remove_batch of 24 "
+        "tokens (3 margin tokens + 21 uniform draws), re-added; %d records. Random: %d uniform "
+        "draws, each removed and re-added. Every re-add must restore the state hash. Retrain: "
+        "batch solve / LIBSVM one-class eps 1e-3 on the n - 1 tokens, median of %d runs (%d from n = 100k). Heap: "
+        "mallinfo2 uordblks + hblkhd added by Memory::restore, / n.\n\n",
+        margin_tokens, records, random_tokens, reps, large_reps);
+    std::vector<bench::ScalingRow> rows;
+    for (int n : scaling) {
+      rows.push_back(
+          bench::scaling_row("gaussian", n, p, false, margin_tokens, records, random_tokens, reps));
+      bench::print_scaling({rows.back()});
+    }
+    for (int n : scaling_clustered) {
+      rows.push_back(
+          bench::scaling_row("clustered", n, p, true, margin_tokens, records, random_tokens, reps));
+      bench::print_scaling({rows.back()});
+    }
+    std::printf("\nAll rows:\n\n");
+    bench::print_scaling(rows);
+    bench::print_exponents(rows, "gaussian");
+    bench::print_exponents(rows, "clustered");
+    return 0;
+  }
 
   std::printf("### Single-token removal vs retraining (RBF, Gaussian keys N(0, I_d), d = %d)\n\n",
               p.d);
