@@ -13,6 +13,7 @@
 #include <string>
 
 #include "bench_common.h"
+#include "core/fixed_sum.h"
 #include "forget_scaling.h"
 #include "svattn/batch_solver.h"
 #include "svattn/memory.h"
@@ -266,7 +267,12 @@ int main(int argc, char** argv) {
   const int records = static_cast<int>(args.num("records", 5));
   // Retrain repetitions from n = 100k on (a 200k retrain takes minutes).
   const int large_reps = static_cast<int>(args.num("large-reps", 1));
+  // 1: the fixed four-lane sums run on the scalar lanes (A/B of the AVX code; same bits).
+  const bool scalar_sums = args.num("scalar-sums", 0) != 0;
   args.check();
+  if (scalar_sums) detail::set_vector_sums(false);
+  std::printf("<!-- fixed-order sums: %s -->\n\n",
+              detail::g_vector_sums ? "AVX vector lanes" : "scalar lanes");
   if (!scaling.empty() || !scaling_clustered.empty()) {
     std::printf("### Exact removal at scale (RBF, d = %d, sigma^2 = %g d, C = %g, ridge = %g)\n\n",
                 p.d, p.sigma2_per_dim, p.C, p.settings().ridge);
