@@ -410,6 +410,25 @@ void Memory::check_invariants() const {
                         "cached kernel column differs from a fresh value");
   }
   SVATTN_ASSERT(count == m.num_tokens, "token count out of sync");
+  // Screening (docs/math.md §4): the bound kept for every reserve token is a lower bound of its
+  // exact gradient, and the exact gradient has the reserve sign, on every token (screened or not).
+  if (m.status == Status::kOptimal && !m.warmup) {
+    const double scale = std::max(1.0, m.kmax);
+    for (int i = 0; i < m.slots_used; ++i) {
+      if (!m.live[i] || m.set_of[i] != Set::kReserve) continue;
+      double acc = 0.0;
+      for (int j : m.support_by_id) acc += m.kernel_at(i, j) * m.alpha[j];
+      const double g = acc - m.kdiag[i] / 2 + m.b;
+      const double gain = detail::g_exact_offset_screening ? m.b - m.b_at_refresh[i] : 0.0;
+      const double lower = m.grad[i] + gain - (m.drift - m.drift_at_refresh[i]);
+      SVATTN_ASSERT(g >= -1e-9 * scale, "reserve token " + std::to_string(m.ids[i]) +
+                                            " violates KKT: g = " + std::to_string(g));
+      SVATTN_ASSERT(lower <= g + 1e-9 * scale,
+                    "screening bound of token " + std::to_string(m.ids[i]) +
+                        " exceeds its gradient: " + std::to_string(lower) + " > " +
+                        std::to_string(g));
+    }
+  }
   const int ms = static_cast<int>(m.margin.size());
   for (int s : m.margin)
     SVATTN_ASSERT(m.set_of[s] == Set::kMargin, "path margin list holds a non-margin token");

@@ -33,14 +33,15 @@ void Memory::Impl::set_from_canonical(const detail::CanonicalResult& res,
   double da = 0;
   for (int i = 0; i < slots_used; ++i)
     if (live[i]) da += std::abs(res.alpha[i] - alpha[i]);
-  drift += kmax * da + std::abs(res.b - b);
+  // |<phi_i, dw>| <= sqrt(kmax) |dw| <= kmax |da|_1; the offset enters every gradient exactly.
+  drift += kmax * da + offset_drift(res.b - b);
   for (int i = 0; i < slots_used; ++i) {
     if (!live[i]) continue;
     alpha[i] = res.alpha[i];
     set_of[i] = res.set[i];
     if (!(res.screened && skip && (*skip)[i])) {
       grad[i] = res.g[i];
-      drift_at_refresh[i] = drift;
+      mark_refreshed(i, res.b);
     }
   }
   kkt = res.kkt;
@@ -60,7 +61,7 @@ void Memory::Impl::finish(OpDiagnostics& dg) {
   for (int i = 0; i < slots_used; ++i) {
     if (!live[i]) continue;
     guess[i] = alpha[i];
-    skip[i] = set_of[i] == Set::kReserve && alpha[i] == 0 && reserve_safe(i, 0.0);
+    skip[i] = set_of[i] == Set::kReserve && alpha[i] == 0 && reserve_safe(i, 0.0, b);
   }
   detail::CanonicalResult res = timed_canonicalize(guess, &skip, dg);
   if (res.screened) {
@@ -68,10 +69,10 @@ void Memory::Impl::finish(OpDiagnostics& dg) {
     double da = 0;
     for (int i = 0; i < slots_used; ++i)
       if (live[i]) da += std::abs(res.alpha[i] - alpha[i]);
-    const double extra = kmax * da + std::abs(res.b - b);
+    const double extra = kmax * da + offset_drift(res.b - b);
     bool ok = true;
     for (int i = 0; i < slots_used && ok; ++i)
-      if (live[i] && skip[i] && !reserve_safe(i, extra)) ok = false;
+      if (live[i] && skip[i] && !reserve_safe(i, extra, res.b)) ok = false;
     if (!ok) {
       res = timed_canonicalize(guess, nullptr, dg);
     }

@@ -28,6 +28,12 @@ inline double seconds_since(Clock::time_point t0) {
 }
 }  // namespace detail
 
+namespace detail {
+/// Screening of reserve gradients: true (default) counts the offset b exactly (g_i moves by db);
+/// false is the earlier bound that added |db| to the drift. Bench A/B and tests only.
+extern bool g_exact_offset_screening;
+}  // namespace detail
+
 struct Memory::Impl final : detail::KernelAccess {
   using Set = detail::Set;
   using Clock = detail::Clock;
@@ -64,12 +70,14 @@ struct Memory::Impl final : detail::KernelAccess {
   int ops_since_refactor = 0;
 
   // ---------------------------------------------------------------- screening
-  // docs/math.md §4 "Screened KKT checks". Every change of (a, b) adds a bound on the change of any
-  // reserve gradient to `drift`; a reserve token whose gradient was grad_i when drift was
-  // drift_at_refresh_i still has g_i(now) >= grad_i - (drift - drift_at_refresh_i). Tokens whose
-  // bound stays positive need neither path updates nor canonical re-checks; only the others get
-  // their gradient recomputed.
+  // docs/math.md §4 "Screened KKT checks". Every move of w = sum_j a_j phi_j adds a bound on
+  // |<phi_i, dw>| to `drift`; the offset b moves every gradient by exactly db. A reserve token
+  // whose gradient was grad_i when drift and b were drift_at_refresh_i and b_at_refresh_i still has
+  // g_i(now) >= grad_i + (b - b_at_refresh_i) - (drift - drift_at_refresh_i). Tokens whose bound
+  // stays positive need neither path updates nor canonical re-checks; only the others get their
+  // gradient recomputed.
   std::vector<double> drift_at_refresh;
+  std::vector<double> b_at_refresh;  // the offset b when grad_i was last exact
   double drift = 0;
   double kmax = 0;  // max_i |K_ii| >= |K_ij|
   // The path's current support as dense weights over the column positions (load_support).
@@ -147,7 +155,9 @@ struct Memory::Impl final : detail::KernelAccess {
   bool contract_slot(int s);
 
   // ---------------------------------------------------------------- memory_screening.cpp
-  bool reserve_safe(int i, double extra) const;
+  bool reserve_safe(int i, double extra, double b_then) const;
+  double offset_drift(double db) const;
+  void mark_refreshed(int i, double b_now);
   void load_support(int c, const std::vector<int>& elist);
   double exact_g(int i);
   void refresh(int i, OpDiagnostics& dg);

@@ -133,14 +133,14 @@ struct Memory::Impl::PathWalk {
     if (t == 0) ++dg.zero_steps;
     const double db = dir > 0 ? t : -t;
     m.b += db;
-    m.drift += std::abs(db);
+    m.drift += m.offset_drift(db);  // w does not move
     m.grad[c] += db;
     for (int i : elist) m.grad[i] += db;
     if (dir < 0)
       for (int i = 0; i < m.slots_used; ++i)
         if (m.live[i] && i != c && m.set_of[i] == Set::kReserve) {
           m.grad[i] += db;
-          m.drift_at_refresh[i] = m.drift;
+          m.mark_refreshed(i, m.b);
         }
     ++dg.events;
     if (who == c) {  // c joins the margin set at its current coefficient
@@ -184,7 +184,10 @@ struct Memory::Impl::PathWalk {
     double bsq = 0;
     for (int k = 0; k < ms; ++k) bsq += beta(k + 1) * beta(k + 1);
     const double w2 = std::max(0.0, gam[c] - m.settings.problem.ridge * (1 + bsq));
-    drift_rate = std::sqrt(m.kmax * (w2 + 1e-12 * (1 + std::abs(gam[c])))) + std::abs(beta(0));
+    // The offset moves every gradient by exactly db: it is not drift (reserve_safe adds it), except
+    // under the path-length bound of the earlier sessions (offset_drift).
+    drift_rate =
+        std::sqrt(m.kmax * (w2 + 1e-12 * (1 + std::abs(gam[c])))) + m.offset_drift(beta(0));
   }
 
   // gamma_i = Q_ic + Q_iS beta_S + beta_b, read from row i of the support columns as one
@@ -242,7 +245,9 @@ struct Memory::Impl::PathWalk {
     bool loaded = false;
     for (int i = 0; i < m.slots_used; ++i) {
       if (!tracked_reserve(i)) continue;
-      if (m.reserve_safe(i, drift_rate * ev.t)) continue;
+      // The bound is linear along the step: positive at both ends means positive throughout.
+      const double b_end = m.b + beta(0) * (dir * ev.t);
+      if (m.reserve_safe(i, 0.0, m.b) && m.reserve_safe(i, drift_rate * ev.t, b_end)) continue;
       if (!exact[i]) {
         if (!loaded) {
           m.load_support(c, elist);
@@ -272,7 +277,7 @@ struct Memory::Impl::PathWalk {
     for (int i : prev_near) exact[i] = 0;
     for (int i : near) {
       m.grad[i] += gam[i] * dc;  // exact again after the step
-      m.drift_at_refresh[i] = m.drift;
+      m.mark_refreshed(i, m.b);
       exact[i] = 1;
     }
     ++dg.events;
@@ -290,7 +295,7 @@ struct Memory::Impl::PathWalk {
       m.set_of[who] = ev.target;
       m.grad[who] = 0;
       exact[who] = 0;
-      m.drift_at_refresh[who] = m.drift;  // bound 0: checked exactly at the next step
+      m.mark_refreshed(who, m.b);  // bound 0: checked exactly at the next step
       m.contract_slot(who);
       if (ev.target == Set::kError) elist.push_back(who);
       return Next::kContinue;

@@ -9,12 +9,27 @@
 
 namespace svattn {
 
-using detail::seconds_since;
+namespace detail {
+bool g_exact_offset_screening = true;
+}  // namespace detail
 
-// Lower bound of a screened reserve token's gradient given extra drift `extra`.
-bool Memory::Impl::reserve_safe(int i, double extra) const {
-  const double slack = grad[i] - (drift + extra - drift_at_refresh[i]);
-  return slack > 1e-12 * (1.0 + drift) * std::max(1.0, kmax);
+// Lower bound of reserve token i's gradient once the w-drift has grown by `extra` and the offset
+// is `b_then`: grad_i + (b_then - b_i) - (drift + extra - drift_i) (docs/math.md §4, "Screened KKT
+// checks"), compared with a round-off margin.
+bool Memory::Impl::reserve_safe(int i, double extra, double b_then) const {
+  const double gain = detail::g_exact_offset_screening ? b_then - b_at_refresh[i] : 0.0;
+  const double slack = (grad[i] + gain) - (drift + extra - drift_at_refresh[i]);
+  const double scale = 1.0 + drift + std::abs(b_then) + std::abs(b_at_refresh[i]);
+  return slack > 1e-12 * scale * std::max(1.0, kmax);
+}
+
+double Memory::Impl::offset_drift(double db) const {
+  return detail::g_exact_offset_screening ? 0.0 : std::abs(db);
+}
+
+void Memory::Impl::mark_refreshed(int i, double b_now) {
+  drift_at_refresh[i] = drift;
+  b_at_refresh[i] = b_now;
 }
 
 // The current support (S ∪ elist ∪ {c}) as a dense weight vector over the column positions:
@@ -48,7 +63,7 @@ double Memory::Impl::exact_g(int i) {
 // Recomputes a screened reserve token's gradient exactly (bound reset).
 void Memory::Impl::refresh(int i, OpDiagnostics& dg) {
   grad[i] = exact_g(i);
-  drift_at_refresh[i] = drift;
+  mark_refreshed(i, b);
   ++dg.tracked;
 }
 

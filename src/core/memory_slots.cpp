@@ -23,6 +23,7 @@ void Memory::Impl::grow(int need) {
   grad.resize(nc, 0.0);
   set_of.resize(nc, Set::kReserve);
   drift_at_refresh.resize(nc, 0.0);
+  b_at_refresh.resize(nc, 0.0);
   columns.resize_rows(nc);
   slot_capacity = nc;
 }
@@ -45,7 +46,7 @@ int Memory::Impl::insert_token(TokenId id_, const double* k, const double* v) {
   alpha[s] = 0;
   grad[s] = 0;
   set_of[s] = Set::kReserve;
-  drift_at_refresh[s] = drift;
+  mark_refreshed(s, b);
   slot_of[id_] = s;
   ++num_tokens;
   columns.invalidate_row(s);
