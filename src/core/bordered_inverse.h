@@ -28,7 +28,14 @@ class BorderedInverse {
     buf_.row(dim_).head(dim_ + 1).setZero();
     buf_.col(dim_).head(dim_ + 1).setZero();
     ++dim_;
-    m().noalias() += (u * u.transpose()) / kappa;
+    // In place, element by element: Eigen evaluated the outer product into a fresh (|S| + 2)^2
+    // temporary (zero-filled, often mmap'd: page faults on every entrant). Same arithmetic per
+    // entry, (u_r u_c) / kappa, so the same bits.
+    for (int c = 0; c < dim_; ++c) {
+      double* col = buf_.col(c).data();
+      const double uc = u[c];
+      for (int r = 0; r < dim_; ++r) col[r] += (u[r] * uc) / kappa;
+    }
   }
   /// Schur contraction that removes row and column p: R_ac - R_ap R_pc / R_pp, then deletes p.
   void contract(int p) {
