@@ -4,12 +4,18 @@
 //   bench_forget [--n 1000,5000,20000] [--stream-n 1000,5000,20000] [--d 64] [--sigma2-per-dim 1]
 //                [--C 0.01] [--tokens 20] [--random-tokens 200] [--reps 3]
 //                [--stream-budget-s 60] [--seed 42]
+//   bench_forget --scaling-n 1000,5000,20000,100000,200000 [--scaling-clustered-n 20000]
+//                [--margin-tokens 20] [--records 5] [--random-tokens 200] [--reps 1] ...
+//     prints only the scaling tables of issue 15 (forget_scaling.h).
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <string>
 
 #include "bench_common.h"
+#include "core/fixed_sum.h"
+#include "core/memory_impl.h"  // detail::g_exact_offset_screening
+#include "forget_scaling.h"
 #include "svattn/batch_solver.h"
 #include "svattn/memory.h"
 
@@ -256,7 +262,67 @@ int main(int argc, char** argv) {
   const int random_tokens = static_cast<int>(args.num("random-tokens", 200));
   const int reps = static_cast<int>(args.num("reps", 3));
   const double budget = args.num("stream-budget-s", 60);
+  const std::vector<int> scaling = args.ints("scaling-n", "");
+  const std::vector<int> scaling_clustered = args.ints("scaling-clustered-n", "");
+  const int margin_tokens = static_cast<int>(args.num("margin-tokens", 20));
+  const int records = static_cast<int>(args.num("records", 5));
+  // Retrain repetitions from n = 100k on (a 200k retrain takes minutes).
+  const int large_reps = static_cast<int>(args.num("large-reps", 1));
+  // 1: the fixed four-lane sums run on the scalar lanes (A/B of the AVX code; same bits).
+  const bool scalar_sums = args.num("scalar-sums", 0) != 0;
+  // Extra rows at these n with the earlier screening bound (|db| counted as drift): A/B of the
+  // gradients recomputed per removal in the same run.
+  const std::vector<int> old_bound = args.ints("old-bound-n", "");
+  // From n = 100k on: fewer margin tokens, records and random draws (each re-add hashes 200k
+  // tokens).
+  const int large_tokens = static_cast<int>(args.num("large-margin-tokens", 10));
+  const int large_records = static_cast<int>(args.num("large-records", 3));
+  const int large_random = static_cast<int>(args.num("large-random-tokens", 60));
   args.check();
+  if (scalar_sums) detail::set_vector_sums(false);
+  std::printf("<!-- fixed-order sums: %s -->\n\n",
+              detail::g_vector_sums ? "AVX vector lanes" : "scalar lanes");
+  if (!scaling.empty() || !scaling_clustered.empty() || !old_bound.empty()) {
+    std::printf("### Exact removal at scale (RBF, d = %d, sigma^2 = %g d, C = %g, ridge = %g)\n\n",
+                p.d, p.sigma2_per_dim, p.C, p.settings().ridge);
+    std::printf(
+        "Memory built by solve_batch + Memory::restore. Margin removal: Memory::remove of up to "
+        "%d margin tokens spread over the margin set, each re-added. Record: remove_batch of 24 "
+        "tokens (3 margin tokens + 21 uniform draws), re-added; %d records. Random: %d uniform "
+        "draws, each removed and re-added (from n = 100k: %d margin tokens, %d records, %d "
+        "draws). Every re-add must restore the state hash. Retrain: "
+        "batch solve / LIBSVM one-class eps 1e-3 on the n - 1 tokens, median of %d runs (%d from n "
+        "= 100k). Heap: "
+        "mallinfo2 uordblks + hblkhd added by Memory::restore, / n.\n\n",
+        margin_tokens, records, random_tokens, large_tokens, large_records, large_random, reps,
+        large_reps);
+    std::vector<bench::ScalingRow> rows;
+    for (int n : scaling) {
+      const bool large = n >= 100000;
+      rows.push_back(
+          bench::scaling_row("gaussian", n, p, false, large ? large_tokens : margin_tokens,
+                             large ? large_records : records, large ? large_random : random_tokens,
+                             large ? large_reps : reps));
+      bench::print_scaling({rows.back()});
+    }
+    for (int n : old_bound) {
+      detail::g_exact_offset_screening = false;
+      rows.push_back(bench::scaling_row("gaussian, earlier bound", n, p, false, margin_tokens,
+                                        records, random_tokens, reps));
+      detail::g_exact_offset_screening = true;
+      bench::print_scaling({rows.back()});
+    }
+    for (int n : scaling_clustered) {
+      rows.push_back(
+          bench::scaling_row("clustered", n, p, true, margin_tokens, records, random_tokens, reps));
+      bench::print_scaling({rows.back()});
+    }
+    std::printf("\nAll rows:\n\n");
+    bench::print_scaling(rows);
+    bench::print_exponents(rows, "gaussian");
+    bench::print_exponents(rows, "clustered");
+    return 0;
+  }
 
   std::printf("### Single-token removal vs retraining (RBF, Gaussian keys N(0, I_d), d = %d)\n\n",
               p.d);

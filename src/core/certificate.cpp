@@ -116,7 +116,8 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
       break;
   }
   const Eigen::VectorXd ka = KS * aS;
-  double scale = std::max(1.0, kdiag.maxCoeff());
+  // An empty token set (every token removed) has no K_ii: scale 1, and no violation below.
+  double scale = n > 0 ? std::max(1.0, kdiag.maxCoeff()) : 1.0;
   double worst = 0.0;
   for (int t = 0; t < n; ++t) {
     const double g = ka[t] + p.ridge * state.alpha[t] - kdiag[t] / 2 + state.b;

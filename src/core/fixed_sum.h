@@ -1,20 +1,37 @@
 // Fixed-order fp64 reductions for the exact path. Internal.
 //
 // Every sum here has one evaluation order, written out in the source: four lanes, lane l adds the
-// terms k = l, l + 4, l + 8, ... of the full blocks from left to right, the tail (n mod 4 terms) goes
-// into lane 0 from left to right, and the result is (lane0 + lane1) + (lane2 + lane3). The core is
-// compiled with -ffp-contract=off and without fast-math, so the compiler may vectorise the lanes
-// (they are independent) but may not reorder any addition: the same inputs give the same bits on
-// every build, and four lanes hide the add latency that made the old one-accumulator loops slow.
+// terms k = l, l + 4, l + 8, ... of the full blocks from left to right, the tail (n mod 4 terms)
+// goes into lane 0 from left to right, and the result is (lane0 + lane1) + (lane2 + lane3). The
+// core is compiled with -ffp-contract=off and without fast-math, so the compiler may vectorise the
+// lanes (they are independent) but may not reorder any addition: the same inputs give the same bits
+// on every build, and four lanes hide the add latency that made the old one-accumulator loops slow.
 // Every routine that feeds the canonical state (kernel values, Cholesky rows, gradient sums) uses
 // these, so any two paths that reach the same partition still compute identical bits.
+//
+// The four lanes map exactly onto one 256-bit vector of doubles: on x86-64 CPUs with AVX the sums
+// run as vector multiplies and adds (fixed_sum.cpp; no FMA, lane l of the vector is lane l above,
+// the tail and the final (lane0 + lane1) + (lane2 + lane3) stay scalar), which rounds every
+// operation exactly as the scalar lanes do: the same bits with or without the vector code
+// (docs/math.md §3). set_vector_sums(false) forces the scalar lanes (tests compare the two).
 #pragma once
 #include <cstddef>
 
 namespace svattn::detail {
 
-/// sum_k a[k] * b[k].
-inline double dot_fixed(const double* a, const double* b, std::size_t n) {
+/// Whether the sums below run on 256-bit vectors (AVX found at start-up and not switched off).
+extern bool g_vector_sums;
+/// True when the CPU and OS support AVX (the vector code can run at all).
+bool vector_sums_available();
+/// Turns the vector code on (if available) or off; returns the previous setting. For tests.
+bool set_vector_sums(bool on);
+
+double dot_fixed_avx(const double* a, const double* b, std::size_t n);
+double sq_dist_fixed_avx(const double* a, const double* b, std::size_t n);
+double gather_dot_fixed_avx(const double* r, const int* idx, const double* w, std::size_t n);
+
+/// sum_k a[k] * b[k], four scalar lanes.
+inline double dot_fixed_scalar(const double* a, const double* b, std::size_t n) {
   double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   std::size_t k = 0;
   for (; k + 4 <= n; k += 4) {
@@ -27,8 +44,8 @@ inline double dot_fixed(const double* a, const double* b, std::size_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-/// sum_k (a[k] - b[k])^2; symmetric in (a, b) bit for bit.
-inline double sq_dist_fixed(const double* a, const double* b, std::size_t n) {
+/// sum_k (a[k] - b[k])^2; symmetric in (a, b) bit for bit. Four scalar lanes.
+inline double sq_dist_fixed_scalar(const double* a, const double* b, std::size_t n) {
   double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   std::size_t k = 0;
   for (; k + 4 <= n; k += 4) {
@@ -46,8 +63,9 @@ inline double sq_dist_fixed(const double* a, const double* b, std::size_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-/// sum_k r[idx[k]] * w[k] (a gathered dot product).
-inline double gather_dot_fixed(const double* r, const int* idx, const double* w, std::size_t n) {
+/// sum_k r[idx[k]] * w[k] (a gathered dot product). Four scalar lanes.
+inline double gather_dot_fixed_scalar(const double* r, const int* idx, const double* w,
+                                      std::size_t n) {
   double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   std::size_t k = 0;
   for (; k + 4 <= n; k += 4) {
@@ -58,6 +76,18 @@ inline double gather_dot_fixed(const double* r, const int* idx, const double* w,
   }
   for (; k < n; ++k) s0 += r[idx[k]] * w[k];
   return (s0 + s1) + (s2 + s3);
+}
+
+// Short sums stay scalar (below one vector block the two codes are the same operations anyway).
+inline double dot_fixed(const double* a, const double* b, std::size_t n) {
+  return g_vector_sums && n >= 8 ? dot_fixed_avx(a, b, n) : dot_fixed_scalar(a, b, n);
+}
+inline double sq_dist_fixed(const double* a, const double* b, std::size_t n) {
+  return g_vector_sums && n >= 8 ? sq_dist_fixed_avx(a, b, n) : sq_dist_fixed_scalar(a, b, n);
+}
+inline double gather_dot_fixed(const double* r, const int* idx, const double* w, std::size_t n) {
+  return g_vector_sums && n >= 8 ? gather_dot_fixed_avx(r, idx, w, n)
+                                 : gather_dot_fixed_scalar(r, idx, w, n);
 }
 
 }  // namespace svattn::detail

@@ -1,0 +1,135 @@
+// The canonical finish of the exact memory (docs/math.md §3 "Canonical state"): after an
+// operation that changed the partition, the canonical refinement (canonical.cpp) re-derives the
+// partition and solves the KKT system in ascending-id order, so the state is a function of the
+// token set alone. Screened reserve tokens are skipped when their bound still holds after the
+// refinement's own adjustment. A repair of the path's partition rebuilds R; a failure falls back to
+// a batch re-solve.
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+#include "memory_impl.h"
+#include "svattn/batch_solver.h"
+
+namespace svattn {
+
+using detail::seconds_since;
+
+// One canonical refinement, counted and timed into dg.
+detail::CanonicalResult Memory::Impl::timed_canonicalize(const std::vector<double>& guess,
+                                                         const std::vector<char>* skip,
+                                                         OpDiagnostics& dg) {
+  const auto t0 = Clock::now();
+  detail::CanonicalResult res =
+      detail::canonicalize(*this, guess, settings.problem, settings.tolerances, &cholesky, skip);
+  dg.canonical_seconds += seconds_since(t0);
+  ++dg.canonical_solves;
+  return res;
+}
+
+void Memory::Impl::set_from_canonical(const detail::CanonicalResult& res,
+                                      const std::vector<char>* skip) {
+  // Drift of the canonical adjustment relative to the path's coefficients.
+  double da = 0;
+  for (int i = 0; i < slots_used; ++i)
+    if (live[i]) da += std::abs(res.alpha[i] - alpha[i]);
+  // |<phi_i, dw>| <= sqrt(kmax) |dw| <= kmax |da|_1; the offset enters every gradient exactly.
+  drift += kmax * da + offset_drift(res.b - b);
+  for (int i = 0; i < slots_used; ++i) {
+    if (!live[i]) continue;
+    alpha[i] = res.alpha[i];
+    set_of[i] = res.set[i];
+    if (!(res.screened && skip && (*skip)[i])) {
+      grad[i] = res.g[i];
+      mark_refreshed(i, res.b);
+    }
+  }
+  kkt = res.kkt;
+  b = res.b;
+  status = res.status;
+  warmup = res.warmup;
+  support_by_id.clear();
+  std::merge(res.margin.begin(), res.margin.end(), res.error.begin(), res.error.end(),
+             std::back_inserter(support_by_id), [&](int x, int y) { return ids[x] < ids[y]; });
+}
+
+// Runs the canonical refinement from the current coefficients; rebuilds R when the partition
+// differs from the path's (a repair) or when it is due.
+void Memory::Impl::finish(OpDiagnostics& dg) {
+  std::vector<double> guess(slots_used, 0.0);
+  std::vector<char> skip(slots_used, 0);
+  for (int i = 0; i < slots_used; ++i) {
+    if (!live[i]) continue;
+    guess[i] = alpha[i];
+    skip[i] = set_of[i] == Set::kReserve && alpha[i] == 0 && reserve_safe(i, 0.0, b);
+  }
+  detail::CanonicalResult res = timed_canonicalize(guess, &skip, dg);
+  if (res.screened) {
+    // The canonical adjustment (and any repair) moved (a, b): re-check the screened bounds.
+    double da = 0;
+    for (int i = 0; i < slots_used; ++i)
+      if (live[i]) da += std::abs(res.alpha[i] - alpha[i]);
+    const double extra = kmax * da + offset_drift(res.b - b);
+    bool ok = true;
+    for (int i = 0; i < slots_used && ok; ++i)
+      if (live[i] && skip[i] && !reserve_safe(i, extra, res.b)) ok = false;
+    if (!ok) {
+      res = timed_canonicalize(guess, nullptr, dg);
+    }
+  }
+  if (res.status != Status::kOptimal && res.status != Status::kWarmup &&
+      res.status != Status::kEmpty) {
+    // The path's partition could not be repaired: fall back to a batch re-solve.
+    batch_rebuild(dg);
+    return;
+  }
+  bool changed = false;
+  for (int i = 0; i < slots_used && !changed; ++i)
+    if (live[i] && set_of[i] != res.set[i] && !(warmup || res.warmup)) changed = true;
+  if (changed) ++dg.repairs;
+  set_from_canonical(res, &skip);
+  rebuild_margin(changed || ++ops_since_refactor >= settings.refactor_period, dg);
+}
+
+// Makes S (the path's margin list) equal the canonical margin set and refreshes R if asked.
+void Memory::Impl::rebuild_margin(bool force, OpDiagnostics& dg) {
+  std::vector<int> canon;
+  if (!warmup)
+    for (int s : support_by_id)
+      if (set_of[s] == Set::kMargin) canon.push_back(s);
+  std::vector<int> a = margin, c2 = canon;
+  std::sort(a.begin(), a.end());
+  std::sort(c2.begin(), c2.end());
+  if (force || a != c2 ||
+      (margin.size() > 0 && bordered.dim() != static_cast<int>(margin.size()) + 1)) {
+    margin = canon;
+    refactor();
+    ++dg.refactorizations;
+    ops_since_refactor = 0;
+  }
+  trim_columns();
+  invalidate_views();
+}
+
+void Memory::Impl::batch_rebuild(OpDiagnostics& dg, bool boundary) {
+  if (boundary)
+    ++dg.boundary_solves;
+  else
+    ++dg.batch_fallbacks;
+  TokenSet t = tokens_sorted();
+  BatchSettings bs;
+  bs.problem = settings.problem;
+  bs.tolerances = settings.tolerances;
+  BatchResult br = solve_batch(t, bs);
+  std::vector<double> guess(slots_used, 0.0);
+  for (size_t r = 0; r < t.ids.size(); ++r) guess[slot_of.at(t.ids[r])] = br.state.alpha[r];
+  cholesky.clear();
+  detail::CanonicalResult res = timed_canonicalize(guess, nullptr, dg);
+  set_from_canonical(res, nullptr);
+  if (res.status != Status::kOptimal && res.status != Status::kWarmup &&
+      res.status != Status::kEmpty)
+    dg.status = res.status;
+  rebuild_margin(true, dg);
+}
+
+}  // namespace svattn

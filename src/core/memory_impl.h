@@ -1,0 +1,179 @@
+// Memory::Impl, the state of the exact memory, shared by the files that implement it (internal):
+//   memory.cpp            public API, one add / remove and its finish (warm-up, fallbacks)
+//   memory_slots.cpp      token slots (keys, values, coefficients, gradients) and the column cache
+//   memory_bordered.cpp   margin-set changes on the bordered inverse R (docs/math.md §4)
+//   memory_screening.cpp  the rigorous screening bound of reserve gradients (docs/math.md §4,
+//                         "Screened KKT checks")
+//   memory_path.cpp       the Cauwenberghs–Poggio path, in named steps
+//   memory_canonical.cpp  the canonical refinement after a partition change and batch repairs
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "bordered_inverse.h"
+#include "canonical.h"
+#include "support_columns.h"
+#include "svattn/kernel.h"
+#include "svattn/memory.h"
+#include "svattn/readout.h"
+
+namespace svattn {
+
+namespace detail {
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+}  // namespace detail
+
+namespace detail {
+/// Screening of reserve gradients: true (default) counts the offset b exactly (g_i moves by db);
+/// false is the earlier bound that added |db| to the drift. Bench A/B and tests only.
+extern bool g_exact_offset_screening;
+}  // namespace detail
+
+struct Memory::Impl final : detail::KernelAccess {
+  using Set = detail::Set;
+  using Clock = detail::Clock;
+
+  MemorySettings settings;
+  int key_dim = 0, value_dim = 0;
+
+  // ---------------------------------------------------------------- token slots
+  int slot_capacity = 0;
+  int slots_used = 0;                // slots [0, slots_used) have been handed out
+  int num_tokens = 0;                // live tokens
+  std::vector<double> keys, values;  // slot s: key_dim (value_dim) entries from s * key_dim
+  std::vector<TokenId> ids;
+  std::vector<char> live;
+  std::vector<double> kdiag;  // K_ss (no ridge)
+  std::vector<double> alpha;  // a_s
+  std::vector<double> grad;   // g_s = ((K + mu I) a)_s - K_ss / 2 + b (exact or screened)
+  std::vector<Set> set_of;    // margin / error / reserve
+  std::vector<int> free_slots;
+  std::unordered_map<TokenId, int> slot_of;
+  // Kernel columns K(:, j) for the support and the moving token, stored row-major.
+  detail::SupportColumns columns;
+
+  // ---------------------------------------------------------------- path state
+  std::vector<int> margin;           // margin slots in the order of `bordered` (k -> row k + 1)
+  detail::BorderedInverse bordered;  // inverse of [[0, 1'], [1, Q_SS]]; empty when S is empty
+  double b = 0;
+  Status status = Status::kEmpty;
+  bool warmup = false;
+  bool needs_batch = false;  // the path gave up: finish by a batch re-solve
+  detail::CholeskyCache cholesky;
+  std::vector<int> support_by_id;  // S ∪ E slots, ascending id
+  KktReport kkt;                   // residuals of the last canonical refinement
+  int ops_since_refactor = 0;
+
+  // ---------------------------------------------------------------- screening
+  // docs/math.md §4 "Screened KKT checks". Every move of w = sum_j a_j phi_j adds a bound on
+  // |<phi_i, dw>| to `drift`; the offset b moves every gradient by exactly db. A reserve token
+  // whose gradient was grad_i when drift and b were drift_at_refresh_i and b_at_refresh_i still has
+  // g_i(now) >= grad_i + (b - b_at_refresh_i) - (drift - drift_at_refresh_i). Tokens whose bound
+  // stays positive need neither path updates nor canonical re-checks; only the others get their
+  // gradient recomputed.
+  std::vector<double> drift_at_refresh;
+  std::vector<double> b_at_refresh;  // the offset b when grad_i was last exact
+  double drift = 0;
+  double kmax = 0;  // max_i |K_ii| >= |K_ij|
+  // The path's current support as dense weights over the column positions (load_support).
+  std::vector<double> weights_dense, beta_dense;
+  int weights_end = 0;
+
+  // ---------------------------------------------------------------- life and diagnostics
+  OpDiagnostics totals;
+  std::uint64_t evicted = 0;    // tokens evicted over the memory's life (Memory::evictions)
+  long kernel_evaluations = 0;  // kernel values filled by row_ready
+  long kernel_evaluations_mark = 0;
+
+  // Caches of the public views (invalidated on every change).
+  mutable bool support_valid = false;
+  mutable Support support_cache;
+  mutable bool state_valid = false;
+  mutable State state_cache;
+
+  // ---------------------------------------------------------------- KernelAccess
+  int num_slots() const override { return slots_used; }
+  bool active(int s) const override { return live[s] != 0; }
+  TokenId id(int s) const override { return ids[s]; }
+  double diag(int s) const override { return kdiag[s]; }
+  void require(int j) override { ensure_column(j); }
+  int pos(int j) const override { return columns.pos(j); }
+  const double* row(int i) override { return row_ready(i); }
+  double kernel_value(int i, int j) const override { return kernel_at(i, j); }
+
+  const double* key(int s) const { return keys.data() + static_cast<size_t>(s) * key_dim; }
+  const double* value(int s) const { return values.data() + static_cast<size_t>(s) * value_dim; }
+  double kernel_at(int a, int c) const {
+    return kernel(settings.problem.kernel, key(a), key(c), key_dim);
+  }
+  double q_at(int a, int c) const {
+    return kernel_at(a, c) + (a == c ? settings.problem.ridge : 0.0);
+  }
+  void invalidate_views() {
+    support_valid = false;
+    state_valid = false;
+  }
+  void ensure_column(int s) { columns.add_lazy(s); }
+  void drop_column(int s) { columns.release(s); }
+  // K(i, .) over the support columns, computing entries of columns added since row i was read.
+  const double* row_ready(int i) {
+    return columns.ready_row(i, [&](int p) {
+      ++kernel_evaluations;
+      return kernel_at(i, columns.slot_at(p));
+    });
+  }
+
+  // ---------------------------------------------------------------- memory.cpp
+  Clock::time_point begin_op();
+  OpDiagnostics close_op(OpDiagnostics& dg, Clock::time_point t0);
+  void evict_if_bounded(OpDiagnostics& dg, std::vector<TokenId>* out);
+  bool add_one(TokenId id, const double* k, const double* v, OpDiagnostics& dg);
+  bool remove_one(int c, OpDiagnostics& dg);
+  void finalize(bool changed, OpDiagnostics& dg);
+  void reset_to_empty();
+
+  // ---------------------------------------------------------------- memory_slots.cpp
+  void grow(int need);
+  int insert_token(TokenId id, const double* k, const double* v);
+  void erase_token(int s);
+  TokenSet tokens_sorted() const;
+  void refresh_support();
+  void trim_columns();
+  const Support& support() const;
+
+  // ---------------------------------------------------------------- memory_bordered.cpp
+  void refactor();
+  Eigen::VectorXd beta_of(int c);
+  double schur(int i, Eigen::VectorXd* beta_i);
+  void expand(int i);
+  void contract(int k);
+  bool contract_slot(int s);
+
+  // ---------------------------------------------------------------- memory_screening.cpp
+  bool reserve_safe(int i, double extra, double b_then) const;
+  double offset_drift(double db) const;
+  void mark_refreshed(int i, double b_now);
+  void load_support(int c, const std::vector<int>& elist);
+  double exact_g(int i);
+  void refresh(int i, OpDiagnostics& dg);
+
+  // ---------------------------------------------------------------- memory_path.cpp
+  double gradient_of_new(int c);
+  bool path(int c, int dir, OpDiagnostics& dg);
+  struct PathWalk;
+
+  // ---------------------------------------------------------------- memory_canonical.cpp
+  detail::CanonicalResult timed_canonicalize(const std::vector<double>& guess,
+                                             const std::vector<char>* skip, OpDiagnostics& dg);
+  void set_from_canonical(const detail::CanonicalResult& res, const std::vector<char>* skip);
+  void finish(OpDiagnostics& dg);
+  void rebuild_margin(bool force, OpDiagnostics& dg);
+  void batch_rebuild(OpDiagnostics& dg, bool boundary = false);
+};
+
+}  // namespace svattn

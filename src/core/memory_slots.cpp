@@ -1,0 +1,124 @@
+// Token slots and the kernel-column cache of the exact memory: where a token's key, value,
+// coefficient and gradient live (slots are reused after a removal), the support in ascending-id
+// order, and the public Support view. Kernel columns K(:, j) are kept only for the support and the
+// moving token (support_columns.h); an erased token's slot and column are overwritten, never kept.
+#include <algorithm>
+
+#include "memory_impl.h"
+
+namespace svattn {
+
+using detail::seconds_since;
+
+void Memory::Impl::grow(int need) {
+  if (need <= slot_capacity) return;
+  int nc = std::max(16, slot_capacity);
+  while (nc < need) nc *= 2;
+  keys.resize(static_cast<size_t>(nc) * key_dim);
+  values.resize(static_cast<size_t>(nc) * value_dim);
+  ids.resize(nc);
+  live.resize(nc, 0);
+  kdiag.resize(nc);
+  alpha.resize(nc, 0.0);
+  grad.resize(nc, 0.0);
+  set_of.resize(nc, Set::kReserve);
+  drift_at_refresh.resize(nc, 0.0);
+  b_at_refresh.resize(nc, 0.0);
+  columns.resize_rows(nc);
+  slot_capacity = nc;
+}
+
+int Memory::Impl::insert_token(TokenId id_, const double* k, const double* v) {
+  int s;
+  if (!free_slots.empty()) {
+    s = free_slots.back();
+    free_slots.pop_back();
+  } else {
+    grow(slots_used + 1);
+    s = slots_used++;
+  }
+  std::copy(k, k + key_dim, keys.begin() + static_cast<size_t>(s) * key_dim);
+  std::copy(v, v + value_dim, values.begin() + static_cast<size_t>(s) * value_dim);
+  ids[s] = id_;
+  live[s] = 1;
+  kdiag[s] = kernel_at(s, s);
+  kmax = std::max(kmax, std::abs(kdiag[s]));
+  alpha[s] = 0;
+  grad[s] = 0;
+  set_of[s] = Set::kReserve;
+  mark_refreshed(s, b);
+  slot_of[id_] = s;
+  ++num_tokens;
+  columns.invalidate_row(s);
+  return s;
+}
+
+void Memory::Impl::erase_token(int s) {
+  live[s] = 0;
+  alpha[s] = 0;
+  grad[s] = 0;
+  set_of[s] = Set::kReserve;
+  drop_column(s);
+  slot_of.erase(ids[s]);
+  free_slots.push_back(s);
+  --num_tokens;
+}
+
+TokenSet Memory::Impl::tokens_sorted() const {
+  std::vector<int> sl;
+  for (int i = 0; i < slots_used; ++i)
+    if (live[i]) sl.push_back(i);
+  std::sort(sl.begin(), sl.end(), [&](int x, int y) { return ids[x] < ids[y]; });
+  TokenSet t;
+  t.ids.resize(sl.size());
+  t.keys.resize(static_cast<Eigen::Index>(sl.size()), key_dim);
+  t.values.resize(static_cast<Eigen::Index>(sl.size()), value_dim);
+  for (size_t r = 0; r < sl.size(); ++r) {
+    t.ids[r] = ids[sl[r]];
+    for (int k = 0; k < key_dim; ++k) t.keys(r, k) = key(sl[r])[k];
+    for (int k = 0; k < value_dim; ++k) t.values(r, k) = value(sl[r])[k];
+  }
+  return t;
+}
+
+// S ∪ E in ascending id order, from the current sets (the path changes them).
+void Memory::Impl::refresh_support() {
+  support_by_id.clear();
+  for (int i = 0; i < slots_used; ++i)
+    if (live[i] && set_of[i] != Set::kReserve) support_by_id.push_back(i);
+  std::sort(support_by_id.begin(), support_by_id.end(),
+            [&](int x, int y) { return ids[x] < ids[y]; });
+}
+
+void Memory::Impl::trim_columns() {
+  const int keep = 2 * static_cast<int>(support_by_id.size()) + 64;
+  if (columns.count() <= keep) return;
+  for (int p = 0; p < columns.capacity() && columns.count() > keep; ++p) {
+    const int j = columns.slot_at(p);
+    if (j >= 0 && (!live[j] || set_of[j] == Set::kReserve)) drop_column(j);
+  }
+}
+
+const Support& Memory::Impl::support() const {
+  if (!support_valid) {
+    const int m = static_cast<int>(support_by_id.size());
+    support_cache.keys.resize(m, key_dim);
+    support_cache.values.resize(m, value_dim);
+    support_cache.alpha.resize(m);
+    int r = 0;
+    for (int s : support_by_id) {
+      if (!(alpha[s] > 0)) continue;
+      for (int k = 0; k < key_dim; ++k) support_cache.keys(r, k) = key(s)[k];
+      for (int k = 0; k < value_dim; ++k) support_cache.values(r, k) = value(s)[k];
+      support_cache.alpha[r] = alpha[s];
+      ++r;
+    }
+    support_cache.keys.conservativeResize(r, key_dim);
+    support_cache.values.conservativeResize(r, value_dim);
+    support_cache.alpha.conservativeResize(r);
+    support_valid = true;
+  }
+  return support_cache;
+}
+
+}  // namespace svattn
