@@ -128,19 +128,11 @@ void def_mutations(py::class_<PyMemory>& c) {
 void def_queries(py::class_<PyMemory>& c) {
   c.def(
        "readout",
-       [](PyMemory& pm, py::handle q) {
-         const auto dims =
-             pm.exclusive([](Memory& m) { return std::make_pair(m.dim(), m.value_dim()); });
-         return readout(pm, dims.first, dims.second, q);
-       },
+       [](PyMemory& pm, py::handle q) { return readout(pm, pm.dim(), pm.value_dim(), q); },
        py::arg("queries"),
        "o(q) for a query (dim,) -> (value_dim,) or queries (m, dim) -> (m, value_dim).")
       .def(
-          "decision",
-          [](PyMemory& pm, py::handle q) {
-            const int dim = pm.exclusive([](Memory& m) { return m.dim(); });
-            return decision(pm, dim, q);
-          },
+          "decision", [](PyMemory& pm, py::handle q) { return decision(pm, pm.dim(), q); },
           py::arg("queries"), "f(q) >= 0 inside the description: float or (m,) array.")
       .def(
           "state", [](PyMemory& pm) { return pm.exclusive([](Memory& m) { return m.state(); }); },

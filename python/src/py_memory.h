@@ -17,7 +17,13 @@ namespace py = pybind11;
 
 class PyMemory {
  public:
-  explicit PyMemory(Memory m) : mem_(std::move(m)) {}
+  explicit PyMemory(Memory m)
+      : mem_(std::move(m)), dim_(mem_.dim()), value_dim_(mem_.value_dim()) {}
+
+  /// Fixed for the life of the memory: read without the lock (a readout must not wait for the
+  /// exclusive lock while another thread's readout holds it shared).
+  int dim() const { return dim_; }
+  int value_dim() const { return value_dim_; }
 
   /// Runs f(Memory&) with the GIL released and the lock held exclusively (the GIL is always
   /// released before the lock is taken, so a thread waiting for the lock never blocks one holding
@@ -49,6 +55,7 @@ class PyMemory {
   }
 
   Memory mem_;
+  const int dim_, value_dim_;
   std::shared_mutex mu_;
   std::atomic<bool> warm_{false};
 };

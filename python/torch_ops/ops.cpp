@@ -35,9 +35,9 @@ Tensor opt(const c10::optional<Tensor>& t) { return t.has_value() ? *t : Tensor(
 
 ExactSettings exact_settings(double bandwidth, double C, double ridge, bool bounded) {
   ExactSettings s;
-  s.bandwidth = bandwidth;
-  s.C = C;
-  s.ridge = ridge;
+  s.problem.kernel.bandwidth = bandwidth;
+  s.problem.C = C;
+  s.problem.ridge = ridge;
   s.bounded = bounded;
   return s;
 }
@@ -50,18 +50,19 @@ layers::LipschitzBound lipschitz_from_string(const std::string& s) {
                         "' (expected tangent, power or gershgorin)");
 }
 
-// The batched path's settings from the op's flat arguments (names as in BatchedSettings).
-BatchedSettings batched_settings(double bandwidth, double C, double mu, int64_t iterations,
+// The batched path's settings from the op's flat arguments: the problem (bandwidth, C, ridge = mu)
+// and the solver fields of BatchedSettings.
+BatchedSettings batched_settings(double bandwidth, double C, double ridge, int64_t iterations,
                                  double solve_ridge, double mask_tol, const std::string& lipschitz,
                                  int64_t power_iterations, int64_t bisections,
                                  int64_t active_set_rounds, int64_t ipm_iterations, bool bounded,
                                  bool fp64) {
   BatchedSettings s;
-  s.bandwidth = bandwidth;
-  s.C = C;
-  s.mu = mu;
+  s.problem.kernel.bandwidth = bandwidth;
+  s.problem.C = C;
+  s.problem.ridge = ridge;
   s.iterations = static_cast<int>(iterations);
-  s.ridge = solve_ridge;
+  s.solve_ridge = solve_ridge;
   s.mask_tol = mask_tol;
   s.lipschitz = lipschitz_from_string(lipschitz);
   s.power_iterations = static_cast<int>(power_iterations);
@@ -97,12 +98,12 @@ std::tuple<Tensor, Tensor> exact_chunked_attention(const Tensor& k, const Tensor
   });
 }
 
-#define SVATTN_BATCHED_PARAMS                                                                     \
-  double bandwidth, double C, double mu, int64_t iterations, double solve_ridge, double mask_tol, \
-      std::string lipschitz, int64_t power_iterations, int64_t bisections,                        \
+#define SVATTN_BATCHED_PARAMS                                                               \
+  double bandwidth, double C, double ridge, int64_t iterations, double solve_ridge,         \
+      double mask_tol, std::string lipschitz, int64_t power_iterations, int64_t bisections, \
       int64_t active_set_rounds, int64_t ipm_iterations, bool fp64
-#define SVATTN_BATCHED_ARGS(bounded)                                               \
-  batched_settings(bandwidth, C, mu, iterations, solve_ridge, mask_tol, lipschitz, \
+#define SVATTN_BATCHED_ARGS(bounded)                                                  \
+  batched_settings(bandwidth, C, ridge, iterations, solve_ridge, mask_tol, lipschitz, \
                    power_iterations, bisections, active_set_rounds, ipm_iterations, bounded, fp64)
 
 std::tuple<Tensor, Tensor, double, int64_t> batched_attention(
@@ -137,7 +138,7 @@ TORCH_LIBRARY(svattn, m) {
   using namespace svattn::python;
   using torch::Tensor;
   const std::string batched =
-      "float bandwidth, float C, float mu, int iterations, float solve_ridge, float mask_tol, "
+      "float bandwidth, float C, float ridge, int iterations, float solve_ridge, float mask_tol, "
       "str lipschitz, int power_iterations, int bisections, int active_set_rounds, "
       "int ipm_iterations, bool fp64) -> (Tensor, Tensor, float, int)";
   m.def(

@@ -19,7 +19,7 @@ def _bad(field_name: str, requirement: str, value: Any) -> None:
 
 def _check_problem(p: ProblemSettings, prefix: str) -> None:
     if p.kernel != "rbf":
-        _bad(prefix + "problem.kernel", "'rbf' on the torch paths", repr(p.kernel))
+        _bad(prefix + "problem.kernel.type", "rbf on the torch paths", p.kernel)
     try:
         p.validate()
     except ValueError as e:
@@ -78,7 +78,7 @@ class BatchedSettings:
         if self.power_iterations < 1:
             _bad(prefix + "power_iterations", ">= 1", self.power_iterations)
         if not (0 <= self.bisections <= 100):
-            _bad(prefix + "bisections", "in 0..100", self.bisections)
+            _bad(prefix + "bisections", "in [0, 100]", self.bisections)
         if self.active_set_rounds < 0:
             _bad(prefix + "active_set_rounds", ">= 0", self.active_set_rounds)
         if self.ipm_iterations < 0:
