@@ -19,10 +19,12 @@ pkgs=(
   libbenchmark-dev         # benchmarks
   libsvm-dev libsvm-tools  # external oracle (tests and comparisons only)
   gnuplot-nox              # plots
+  pybind11-dev python3-dev python3-numpy python3-pytest   # Python package (for /usr/bin/python3)
 )
 if [ -z "${SVATTN_NO_TORCH:-}" ]; then
   # libopenblas0-pthread: without it Debian's LibTorch falls back to reference BLAS (~20x slower).
-  pkgs+=(libtorch-dev libopenblas0-pthread)
+  # python3-torch: Debian's torch 1.13 (shares libtorch1.13 with libtorch-dev) for svattn.torch.
+  pkgs+=(libtorch-dev libopenblas0-pthread python3-torch)
 fi
 
 missing=()

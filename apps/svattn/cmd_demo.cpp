@@ -143,17 +143,17 @@ int run_demo(const DemoOptions& o) {
   std::fflush(stdout);
   const RowMatrix probes = probes_around(keys, 64, o.seed + 2);
   watch.restart();
-  const nlohmann::json cert =
+  const RemovalCertificate cert =
       removal_certificate(streamed, memory, removed, "", diag, true, probes);
   const double cert_seconds = watch.seconds();
-  const nlohmann::json& check = cert.at("check");
-  const bool partition_equal = check.at("partition_equal").get<bool>();
-  const bool hash_equal = check.at("hash_equal").get<bool>();
+  const ResolveCheck& check = cert.check;
+  const bool partition_equal = check.partition_equal;
+  const bool hash_equal = check.hash_equal;
   fmt::print(
       "      partition match {}, hashes equal {}, max |d alpha| {:.3e}, "
       "max |d readout| {:.3e}\n",
       partition_equal ? "yes" : "NO", hash_equal ? "yes" : "NO",
-      check.at("max_abs_dalpha").get<double>(), check.at("max_abs_dreadout").get<double>());
+      check.max_abs_dalpha, check.max_abs_dreadout);
   fmt::print("      remove {:.4f} s vs certificate with re-solve {:.3f} s\n", remove_seconds,
              cert_seconds);
 
@@ -182,7 +182,7 @@ int run_demo(const DemoOptions& o) {
                       {"seconds", stream_seconds},
                       {"tokens_per_second", stream_seconds > 0 ? o.n / stream_seconds : 0.0}};
   report["removal"] = {{"ids", removed}, {"seconds", remove_seconds}};
-  report["certificate"] = cert;
+  report["certificate"] = cert.to_json();
   const std::string path = (std::filesystem::path(o.out) / "demo.json").string();
   write_json(path, report);
   fmt::print("wrote {}\n", path);

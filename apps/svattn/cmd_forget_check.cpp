@@ -22,12 +22,6 @@ struct ForgetOptions {
   bool json = false;
 };
 
-const nlohmann::json& field(const nlohmann::json& j, const char* a, const char* b) {
-  if (!j.contains(a) || !j.at(a).contains(b)) {
-    throw std::runtime_error(std::string("removal certificate lacks the field ") + a + "." + b);
-  }
-  return j.at(a).at(b);
-}
 
 int run_forget_check(const ForgetOptions& o) {
   if (o.probes < 1 || o.probes > kMaxProbes)
@@ -59,14 +53,15 @@ int run_forget_check(const ForgetOptions& o) {
   const double retrain_seconds = retrain_watch.seconds();
 
   const RowMatrix probes = probes_around(all.keys, o.probes, o.seed);
-  nlohmann::json cert = removal_certificate(before, memory, removed, "", diag, true, probes);
-  const bool partition_match = field(cert, "check", "partition_equal").get<bool>();
-  const std::string sha_decremental = field(cert, "after", "state_sha256").get<std::string>();
-  const std::string sha_retrained = field(cert, "check", "retrained_sha256").get<std::string>();
+  const RemovalCertificate typed = removal_certificate(before, memory, removed, "", diag, true, probes);
+  const bool partition_match = typed.check.partition_equal;
+  const std::string sha_decremental = typed.after.state_sha256;
+  const std::string sha_retrained = typed.check.retrained_sha256;
+  nlohmann::json cert = typed.to_json();
   cert["partition_match"] = partition_match;
-  cert["max_abs_dalpha"] = field(cert, "check", "max_abs_dalpha");
-  cert["max_abs_ddecision"] = field(cert, "check", "max_abs_ddecision");
-  cert["max_abs_dreadout"] = field(cert, "check", "max_abs_dreadout");
+  cert["max_abs_dalpha"] = typed.check.max_abs_dalpha;
+  cert["max_abs_ddecision"] = typed.check.max_abs_ddecision;
+  cert["max_abs_dreadout"] = typed.check.max_abs_dreadout;
   cert["state_sha256_decremental"] = sha_decremental;
   cert["state_sha256_retrained"] = sha_retrained;
   cert["timing"] = {{"add_seconds", add_seconds},

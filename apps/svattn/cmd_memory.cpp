@@ -41,6 +41,7 @@ struct RecordOptions {
   Common common;
   long long record = -1;
   bool no_check = false;
+  bool resolve = false;
   int probes = 8;
 };
 
@@ -142,6 +143,7 @@ int run_add(const AddOptions& o) {
 int run_forget(const RecordOptions& o) {
   StoreOptions so = store_options(o.common);
   so.certificate_check = !o.no_check;
+  so.certificate_resolve = o.resolve;
   so.certificate_probes = o.probes;
   Store store(o.common.store, so);
   const ForgetResult r = store.forget_record(o.common.memory, o.record);
@@ -161,7 +163,7 @@ int run_forget(const RecordOptions& o) {
                  {{"memory", r.memory_seconds},
                   {"certificate", r.certificate_seconds},
                   {"total", r.total_seconds}}},
-                {"certificate", r.certificate},
+                {"certificate", r.certificate.to_json()},
                 {"audit", audit_entry_to_json(r.entry)}});
   } else {
     fmt::print("forgot      record {} of memory '{}': {} tokens erased\n", o.record,
@@ -170,7 +172,7 @@ int run_forget(const RecordOptions& o) {
     fmt::print("time        {:.4f} s decrement, {:.4f} s certificate, {:.4f} s total\n",
                r.memory_seconds, r.certificate_seconds, r.total_seconds);
     print_entry_line(r.entry);
-    fmt::print("certificate\n{}\n", r.certificate.dump(2));
+    fmt::print("certificate\n{}\n", r.certificate.to_json().dump(2));
   }
   return 0;
 }
@@ -333,8 +335,12 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   add_store_arg(f, forget.common, true);
   f->add_option("--record", forget.record, "record id")->required();
   f->add_flag("--no-check", forget.no_check,
-              "skip the certificate's batch re-solve on the remaining tokens");
-  f->add_option("--probes", forget.probes, "probe queries of the certificate's readout check")
+              "skip the certificate's independent optimality check of the state after removal");
+  f->add_flag("--resolve", forget.resolve,
+              "also compare with a from-scratch batch re-solve on the remaining tokens (one full "
+              "solve)");
+  f->add_option("--probes", forget.probes,
+                "probe queries of the --resolve readout comparison")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   f->callback([&exit_code] { exit_code = run_forget(forget); });

@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   base.n_heads = a.heads;
   base.scan_chunk = 64;
   base.hybrid.chunk = a.chunk;
-  base.hybrid.C = a.C;
+  base.hybrid.problem.C = a.C;
   base.hybrid.batched.iterations = a.iterations;
 
   std::vector<Row> rows;
@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
         torch::nn::functional::NormalizeFuncOptions().dim(-1));
     Tensor values = torch::randn({B, H, N, d}, f64), queries = keys.clone();
     ExactSettings es;
-    es.C = a.C;
+    es.problem.C = a.C;
     Tensor k1 = keys.clone().requires_grad_(true), v1 = values.clone().requires_grad_(true);
     Tensor q1 = queries.clone().requires_grad_(true);
     ExactInfo info;
@@ -187,11 +187,11 @@ int main(int argc, char** argv) {
     Tensor k2 = keys.clone().requires_grad_(true), v2 = values.clone().requires_grad_(true);
     Tensor q2 = queries.clone().requires_grad_(true);
     t0 = now();
-    Tensor sigma = torch::full({G}, es.bandwidth, f64);
+    Tensor sigma = torch::full({G}, es.problem.kernel.bandwidth, f64);
     Tensor x = k2.reshape({G, N, d});
     Tensor K = rbf_kernel(x, x, sigma);
     Tensor role = info.role.reshape({G, N});
-    auto ab = bordered_coefficients(K, role, torch::full({G, N}, es.C, f64), es.ridge);
+    auto ab = bordered_coefficients(K, role, torch::full({G, N}, es.problem.C, f64), es.problem.ridge);
     Tensor o2 = sv_readout(q2.reshape({G, N, d}), x, v2.reshape({G, N, d}), ab.first, role, sigma);
     const double solve_fwd = now() - t0;
     t0 = now();
@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
     std::printf("\n## Exact-path backward vs autograd through a second solve (fp64)\n\n");
     std::printf("%lld memories of %lld keys (d = %lld, C = %.4g), %lld queries each; mean |S| = %.1f, "
                 "mean |E| = %.1f (keys of intrinsic dimension 4); relative key-gradient difference %.1e.\n\n",
-                static_cast<long long>(G), static_cast<long long>(N), static_cast<long long>(d), es.C,
+                static_cast<long long>(G), static_cast<long long>(N), static_cast<long long>(d), es.problem.C,
                 static_cast<long long>(N), (info.role == 1).sum().item<double>() / G,
                 (info.role == 2).sum().item<double>() / G, dgrad);
     std::printf("| path | forward s | backward s |\n| --- | ---: | ---: |\n");

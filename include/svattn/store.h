@@ -77,9 +77,18 @@ struct StoreOptions {
   int busy_timeout_ms = 5000;
   /// Run PRAGMA quick_check when opening (detects truncated / corrupted files up front).
   bool check_on_open = true;
-  /// Forget: compare the decremented state with a batch re-solve on the remaining tokens inside the
-  /// certificate (SPEC §5). Costs one from-scratch solve per forget.
+  /// Forget: the certificate's independent optimality check of the state after removal
+  /// (feasibility, KKT signs on every remaining token, uniqueness, recomputed hash; O(n |S u E| d)),
+  /// or the O(n) reference argument when the removal moved no coefficient (see
+  /// certificate_reference). docs/store.md "Certificates".
   bool certificate_check = true;
+  /// Forget: a removal whose removed tokens all had alpha = 0 and that left every other coefficient
+  /// and b bit-identical is certified by reference to the previous state (whose hash the audit chain
+  /// holds) instead of the O(n |S u E| d) check. `memory verify` re-establishes the chain.
+  bool certificate_reference = true;
+  /// Forget: also compare with a from-scratch batch re-solve on the remaining tokens (`--resolve`).
+  /// Costs one full solve per forget.
+  bool certificate_resolve = false;
   /// Forget: number of probe queries (removed keys first, then retained support keys) on which the
   /// certificate compares readouts. Only the maximal deviation enters the certificate.
   int certificate_probes = 8;
@@ -135,7 +144,7 @@ struct OpResult {
 };
 
 struct ForgetResult : OpResult {
-  nlohmann::json certificate;
+  RemovalCertificate certificate;
   double certificate_seconds = 0;  ///< certificate (and its batch re-solve when enabled)
 };
 

@@ -1,8 +1,11 @@
-// Independent verifier and deletion certificates (SPEC §5).
+// Independent verifier and removal certificates (SPEC §5, docs/api.md "Certificates"). The JSON
+// form of a certificate lives in certificate_json.cpp.
 #include "svattn/certificate.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -12,54 +15,30 @@
 #include "svattn/readout.h"
 
 namespace svattn {
+namespace {
 
 // The verifier recomputes everything from the tokens with its own loops; it shares only the kernel
 // function and the documented byte layout with the solver.
-VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tolerances& tol,
-                          bool resolve) {
-  tol.validate();
-  VerifyReport rep;
-  const int n = tokens.size();
-  const int d = static_cast<int>(tokens.keys.cols());
-  const ProblemSettings& p = state.settings;
-  std::unordered_map<TokenId, int> row;
-  for (int r = 0; r < n; ++r) row[tokens.ids[r]] = r;
-  if (static_cast<int>(state.ids.size()) != n || state.alpha.size() != state.ids.size()) {
-    rep.error = "state and token set have different sizes";
-    return rep;
-  }
-  try {  // the same settings and finite-kernel checks as every solving path
-    p.validate();
-    tokens.validate(p);
-  } catch (const Error& e) {
-    rep.error = std::string("state cannot be checked: ") + e.what();
-    return rep;
-  }
-  bool finite = std::isfinite(state.b);
-  for (double a : state.alpha) finite = finite && std::isfinite(a);
-  if (!finite) {
-    rep.error = "state has a non-finite coefficient (alpha or b)";
-    return rep;
-  }
-  std::vector<int> order(n);
-  for (int t = 0; t < n; ++t) {
-    auto it = row.find(state.ids[t]);
-    if (it == row.end() || (t > 0 && state.ids[t] <= state.ids[t - 1])) {
-      rep.error = "state ids are not the token ids in ascending order";
-      return rep;
-    }
-    order[t] = it->second;
-  }
-  rep.hash_ok =
-      sha256_hex(canonical_bytes(p, tokens, order, state.alpha, state.b)) == state.state_sha256;
 
-  // Feasibility.
-  const double C = p.C;
-  const bool warm = static_cast<double>(n) * C <= 1.0 + 1e-9;
-  double sum = 0.0, box = 0.0;
-  bool sets_ok = true;
+bool is_warm(int n, double C) { return n > 0 && static_cast<double>(n) * C <= 1.0 + 1e-9; }
+
+// Sum, box and set membership of the stated coefficients. n = 0: the empty state (b = 0, no
+// support) is the only feasible one.
+void check_feasibility(const State& state, VerifyReport& rep) {
+  const int n = static_cast<int>(state.ids.size());
+  if (n == 0) {
+    rep.kkt.sum_error = 0;
+    rep.kkt.box_violation = 0;
+    rep.feasible = state.b == 0.0 && state.partition.margin.empty() &&
+                   state.partition.error.empty() && state.partition.reserve.empty();
+    return;
+  }
+  const double C = state.settings.C;
+  const bool warm = is_warm(n, C);
   std::unordered_set<TokenId> margin(state.partition.margin.begin(), state.partition.margin.end());
   std::unordered_set<TokenId> error(state.partition.error.begin(), state.partition.error.end());
+  double sum = 0.0, box = 0.0;
+  bool sets_ok = true;
   for (int t = 0; t < n; ++t) {
     const double a = state.alpha[t];
     sum += a;
@@ -77,31 +56,26 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
   }
   rep.kkt.sum_error = std::abs(sum - 1.0);
   rep.kkt.box_violation = std::max(0.0, box);
-  rep.feasible = sets_ok && rep.kkt.sum_error <= 1e-10 && rep.kkt.box_violation == 0.0 && n > 0;
+  rep.feasible = sets_ok && rep.kkt.sum_error <= 1e-10 && rep.kkt.box_violation == 0.0;
+}
 
-  // KKT signs: g_i = sum_j K_ij a_j + mu a_i - K_ii/2 + b. The verifier evaluates the kernel block
-  // K(all, support) with its own dense algebra (Eigen products, not the solver's scalar loops):
-  // it checks within a tolerance, so it needs no bit-for-bit agreement with the solver.
-  std::vector<int> sup;
-  for (int t = 0; t < n; ++t)
-    if (state.alpha[t] != 0) sup.push_back(t);
-  RowMatrix X(n, d), XS(static_cast<Eigen::Index>(sup.size()), d);
-  Eigen::VectorXd aS(static_cast<Eigen::Index>(sup.size()));
-  for (int t = 0; t < n; ++t) X.row(t) = tokens.keys.row(order[t]);
-  for (size_t k = 0; k < sup.size(); ++k) {
-    XS.row(k) = X.row(sup[k]);
-    aS[k] = state.alpha[sup[k]];
-  }
-  const Eigen::MatrixXd G = X * XS.transpose();  // inner products
-  Eigen::MatrixXd KS(n, static_cast<Eigen::Index>(sup.size()));
-  Eigen::VectorXd kdiag(n);
+// Kernel block K(all, support) and diag(K) with dense algebra (Eigen products, not the solver's
+// scalar loops): the check has a tolerance, so it needs no bit-for-bit agreement with the solver.
+void kernel_block(const KernelSettings& k, const RowMatrix& X, const std::vector<int>& sup,
+                  Eigen::MatrixXd& KS, Eigen::VectorXd& kdiag) {
+  const Eigen::Index n = X.rows();
+  RowMatrix XS(static_cast<Eigen::Index>(sup.size()), X.cols());
+  for (size_t c = 0; c < sup.size(); ++c) XS.row(c) = X.row(sup[c]);
+  const Eigen::MatrixXd G = X * XS.transpose();
   const Eigen::VectorXd sq = X.rowwise().squaredNorm();
-  switch (p.kernel.type) {
+  KS.resize(n, static_cast<Eigen::Index>(sup.size()));
+  kdiag.resize(n);
+  switch (k.type) {
     case KernelType::kRbf: {
-      const double s2 = p.kernel.bandwidth * p.kernel.bandwidth;
-      for (Eigen::Index k = 0; k < KS.cols(); ++k)
-        for (int t = 0; t < n; ++t)
-          KS(t, k) = std::exp(-std::max(0.0, sq[t] + sq[sup[k]] - 2 * G(t, k)) / s2);
+      const double s2 = k.bandwidth * k.bandwidth;
+      for (Eigen::Index c = 0; c < KS.cols(); ++c)
+        for (Eigen::Index t = 0; t < n; ++t)
+          KS(t, c) = std::exp(-std::max(0.0, sq[t] + sq[sup[c]] - 2 * G(t, c)) / s2);
       kdiag.setOnes();
       break;
     }
@@ -110,24 +84,46 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
       kdiag = sq;
       break;
     case KernelType::kPoly:
-      for (Eigen::Index k = 0; k < KS.cols(); ++k)
-        for (int t = 0; t < n; ++t) KS(t, k) = std::pow(G(t, k) + p.kernel.coef0, p.kernel.degree);
-      for (int t = 0; t < n; ++t) kdiag[t] = std::pow(sq[t] + p.kernel.coef0, p.kernel.degree);
+      for (Eigen::Index c = 0; c < KS.cols(); ++c)
+        for (Eigen::Index t = 0; t < n; ++t) KS(t, c) = std::pow(G(t, c) + k.coef0, k.degree);
+      for (Eigen::Index t = 0; t < n; ++t) kdiag[t] = std::pow(sq[t] + k.coef0, k.degree);
       break;
   }
+}
+
+// KKT signs: g_i = sum_j K_ij a_j + mu a_i - K_ii/2 + b on every token (vacuous for n = 0).
+void check_kkt(const TokenSet& tokens, const std::vector<int>& order, const State& state,
+               VerifyReport& rep) {
+  const int n = static_cast<int>(order.size());
+  if (n == 0) {
+    rep.kkt.max_violation = 0;
+    rep.kkt_ok = true;
+    return;
+  }
+  const ProblemSettings& p = state.settings;
+  RowMatrix X(n, tokens.keys.cols());
+  for (int t = 0; t < n; ++t) X.row(t) = tokens.keys.row(order[t]);
+  std::vector<int> sup;
+  for (int t = 0; t < n; ++t)
+    if (state.alpha[t] != 0) sup.push_back(t);
+  Eigen::VectorXd aS(static_cast<Eigen::Index>(sup.size()));
+  for (size_t c = 0; c < sup.size(); ++c) aS[c] = state.alpha[sup[c]];
+  Eigen::MatrixXd KS;
+  Eigen::VectorXd kdiag;
+  kernel_block(p.kernel, X, sup, KS, kdiag);
   const Eigen::VectorXd ka = KS * aS;
-  // An empty token set (every token removed) has no K_ii: scale 1, and no violation below.
-  double scale = n > 0 ? std::max(1.0, kdiag.maxCoeff()) : 1.0;
+  const bool warm = is_warm(n, p.C);
+  const double scale = std::max(1.0, kdiag.maxCoeff());
   double worst = 0.0;
   for (int t = 0; t < n; ++t) {
-    const double g = ka[t] + p.ridge * state.alpha[t] - kdiag[t] / 2 + state.b;
     const double a = state.alpha[t];
+    const double g = ka[t] + p.ridge * a - kdiag[t] / 2 + state.b;
     double v;
     if (warm)
       v = std::max(0.0, g);
     else if (a == 0)
       v = std::max(0.0, -g);
-    else if (a == C)
+    else if (a == p.C)
       v = std::max(0.0, g);
     else
       v = std::abs(g);
@@ -137,172 +133,276 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
   // Accept violations up to 1e-8 * scale: the canonical refinement's own acceptance is tighter
   // (docs/math.md); this bound proves the state is an eps-KKT point of the stated problem.
   rep.kkt_ok = worst <= 1e-8 * scale;
+}
 
-  if (warm) {
-    rep.unique = true;
+bool keys_distinct(const RowMatrix& keys) {
+  const Eigen::Index n = keys.rows();
+  const Eigen::Index d = keys.cols();
+  std::vector<Eigen::Index> idx(static_cast<size_t>(n));
+  for (Eigen::Index r = 0; r < n; ++r) idx[r] = r;
+  std::sort(idx.begin(), idx.end(), [&](Eigen::Index a, Eigen::Index b) {
+    return std::lexicographical_compare(keys.row(a).data(), keys.row(a).data() + d,
+                                        keys.row(b).data(), keys.row(b).data() + d);
+  });
+  for (size_t r = 1; r < idx.size(); ++r)
+    if (std::equal(keys.row(idx[r]).data(), keys.row(idx[r]).data() + d,
+                   keys.row(idx[r - 1]).data()))
+      return false;
+  return true;
+}
+
+void uniqueness(const TokenSet& tokens, const ProblemSettings& p, VerifyReport& rep) {
+  const int n = tokens.size();
+  rep.unique = true;
+  if (n == 0) {
+    rep.uniqueness_reason = "empty memory: the empty state is the only state";
+  } else if (is_warm(n, p.C)) {
     rep.uniqueness_reason = "warm-up: n*C <= 1 leaves a single feasible point";
   } else if (p.ridge > 0) {
-    rep.unique = true;
     rep.uniqueness_reason = "ridge > 0: the objective is strictly convex";
   } else if (p.kernel.type == KernelType::kRbf) {
-    std::vector<std::vector<double>> keys;
-    bool distinct = true;
-    std::vector<int> idx(n);
-    for (int r = 0; r < n; ++r) idx[r] = r;
-    std::sort(idx.begin(), idx.end(), [&](int a, int b) {
-      return std::lexicographical_compare(tokens.keys.row(a).data(), tokens.keys.row(a).data() + d,
-                                          tokens.keys.row(b).data(), tokens.keys.row(b).data() + d);
-    });
-    for (int r = 1; r < n && distinct; ++r)
-      distinct = !std::equal(tokens.keys.row(idx[r]).data(), tokens.keys.row(idx[r]).data() + d,
-                             tokens.keys.row(idx[r - 1]).data());
-    rep.unique = distinct;
-    rep.uniqueness_reason = distinct ? "RBF Gram matrix of distinct keys is positive definite"
-                                     : "duplicate keys with ridge = 0: optimum may not be unique";
+    rep.unique = keys_distinct(tokens.keys);
+    rep.uniqueness_reason = rep.unique ? "RBF Gram matrix of distinct keys is positive definite"
+                                       : "duplicate keys with ridge = 0: optimum may not be unique";
   } else {
     rep.unique = false;
     rep.uniqueness_reason = "ridge = 0 with a linear/poly kernel: uniqueness not established";
   }
+}
 
+double max_abs_dalpha(const State& a, const State& b) {
+  if (a.ids != b.ids) return std::numeric_limits<double>::infinity();
+  double da = 0.0;
+  for (size_t t = 0; t < a.alpha.size(); ++t) da = std::max(da, std::abs(a.alpha[t] - b.alpha[t]));
+  return da;
+}
+
+}  // namespace
+
+VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tolerances& tol,
+                          bool resolve) {
+  tol.validate();
+  VerifyReport rep;
+  const int n = tokens.size();
+  if (static_cast<int>(state.ids.size()) != n || state.alpha.size() != state.ids.size()) {
+    rep.error = "state and token set have different sizes";
+    return rep;
+  }
+  try {  // the same settings and finite-kernel checks as every solving path
+    state.settings.validate();
+    tokens.validate(state.settings);
+  } catch (const Error& e) {
+    rep.error = std::string("state cannot be checked: ") + e.what();
+    return rep;
+  }
+  bool finite = std::isfinite(state.b);
+  for (double a : state.alpha) finite = finite && std::isfinite(a);
+  if (!finite) {
+    rep.error = "state has a non-finite coefficient (alpha or b)";
+    return rep;
+  }
+  std::unordered_map<TokenId, int> row;
+  for (int r = 0; r < n; ++r) row[tokens.ids[r]] = r;
+  std::vector<int> order(n);
+  for (int t = 0; t < n; ++t) {
+    auto it = row.find(state.ids[t]);
+    if (it == row.end() || (t > 0 && state.ids[t] <= state.ids[t - 1])) {
+      rep.error = "state ids are not the token ids in ascending order";
+      return rep;
+    }
+    order[t] = it->second;
+  }
+  const ProblemSettings& p = state.settings;
+  rep.hash_ok =
+      sha256_hex(canonical_bytes(p, tokens, order, state.alpha, state.b)) == state.state_sha256;
+  check_feasibility(state, rep);
+  check_kkt(tokens, order, state, rep);
+  uniqueness(tokens, p, rep);
   if (resolve) {
     BatchSettings bs;
     bs.problem = p;
     bs.tolerances = tol;
-    BatchResult br = solve_batch(tokens, bs);
+    const BatchResult br = solve_batch(tokens, bs);
     rep.resolved = true;
     rep.resolve_sha256 = br.state.state_sha256;
     rep.resolve_hash_equal = br.state.state_sha256 == state.state_sha256;
     rep.resolve_partition_equal = br.state.partition == state.partition;
-    double da = 0.0;
-    if (br.state.ids == state.ids)
-      for (size_t t = 0; t < state.alpha.size(); ++t)
-        da = std::max(da, std::abs(br.state.alpha[t] - state.alpha[t]));
-    else
-      da = std::numeric_limits<double>::infinity();
-    rep.resolve_max_abs_dalpha = da;
+    rep.resolve_max_abs_dalpha = max_abs_dalpha(br.state, state);
   }
   return rep;
 }
 
-namespace {
-nlohmann::json sizes(const State& s) {
-  return {{"n", s.ids.size()},
-          {"margin", s.partition.margin.size()},
-          {"error", s.partition.error.size()},
-          {"reserve", s.partition.reserve.size()}};
+StateSummary summarize(const State& s) {
+  StateSummary m;
+  m.n = s.ids.size();
+  m.margin = s.partition.margin.size();
+  m.error = s.partition.error.size();
+  m.reserve = s.partition.reserve.size();
+  m.state_sha256 = s.state_sha256;
+  m.status = s.status;
+  m.kkt = s.kkt;
+  return m;
 }
+
+namespace {
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// The reference argument: every removed token had a = 0 in `before`, and `after` holds exactly the
+// remaining tokens with bit-identical coefficients, b and partition. Then every remaining g_i is
+// unchanged (it depends only on the unchanged support), so the remaining KKT conditions are those
+// of `before`. O(n) comparisons; no kernel value.
+bool unmoved(const State& before, const State& after, const std::vector<TokenId>& removed) {
+  if (!same_bits(before.b, after.b) || before.status != after.status) return false;
+  if (after.ids.size() + removed.size() != before.ids.size()) return false;
+  size_t r = 0, a = 0;
+  for (size_t t = 0; t < before.ids.size(); ++t) {
+    const TokenId id = before.ids[t];
+    if (r < removed.size() && removed[r] == id) {
+      if (before.alpha[t] != 0.0) return false;
+      ++r;
+      continue;
+    }
+    if (a >= after.ids.size() || after.ids[a] != id || !same_bits(after.alpha[a], before.alpha[t]))
+      return false;
+    ++a;
+  }
+  return r == removed.size() && a == after.ids.size() &&
+         after.partition.margin == before.partition.margin &&
+         after.partition.error == before.partition.error;
+}
+
+OptimalityCheck full_check(const TokenSet& remaining, const State& after, const Tolerances& tol) {
+  const VerifyReport vr = verify_state(remaining, after, tol, false);
+  OptimalityCheck v;
+  v.performed = true;
+  v.argument = CertificateArgument::kFull;
+  v.checks = {"feasibility", "kkt_signs_all_tokens", "uniqueness", "hash"};
+  v.feasible = vr.feasible;
+  v.kkt_ok = vr.kkt_ok;
+  v.max_kkt_violation = vr.kkt.max_violation;
+  v.unique = vr.unique;
+  v.uniqueness_reason = vr.uniqueness_reason.empty() ? vr.error : vr.uniqueness_reason;
+  v.hash_ok = vr.hash_ok;
+  return v;
+}
+
+OptimalityCheck reference_check(const TokenSet& remaining, const State& before,
+                                const State& after) {
+  VerifyReport vr;
+  std::vector<int> order(remaining.ids.size());
+  for (size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);  // ascending ids
+  vr.hash_ok = remaining.ids == after.ids &&
+               sha256_hex(canonical_bytes(after.settings, remaining, order, after.alpha,
+                                          after.b)) == after.state_sha256;
+  check_feasibility(after, vr);
+  uniqueness(remaining, after.settings, vr);
+  OptimalityCheck v;
+  v.performed = true;
+  v.argument = CertificateArgument::kReference;
+  v.checks = {"removed_alpha_zero", "coefficients_unchanged", "feasibility", "uniqueness", "hash"};
+  v.feasible = vr.feasible;
+  v.kkt_ok = true;  // by reference: the remaining g_i are those of `before` (see unmoved())
+  v.max_kkt_violation = before.kkt.max_violation;
+  v.unique = vr.unique;
+  v.uniqueness_reason = vr.uniqueness_reason;
+  v.hash_ok = vr.hash_ok;
+  v.reference_sha256 = before.state_sha256;
+  return v;
+}
+
+ResolveCheck resolve_check(const Memory& after_memory, const TokenSet& remaining,
+                           const State& after, const RowMatrix& probes) {
+  const MemorySettings& ms = after_memory.settings();
+  BatchSettings bs;
+  bs.problem = ms.problem;
+  bs.tolerances = ms.tolerances;
+  const BatchResult br = solve_batch(remaining, bs);
+  ResolveCheck c;
+  c.performed = true;
+  c.retrained_sha256 = br.state.state_sha256;
+  c.hash_equal = br.state.state_sha256 == after.state_sha256;
+  c.partition_equal = br.state.partition == after.partition;
+  c.max_abs_dalpha = max_abs_dalpha(br.state, after);
+  if (remaining.size() > 0 && probes.rows() > 0) {
+    const Support sup = support_of(br.state, remaining);
+    for (Eigen::Index q = 0; q < probes.rows(); ++q) {
+      const Eigen::VectorXd qv = probes.row(q).transpose();
+      c.max_abs_ddecision = std::max(
+          c.max_abs_ddecision, std::abs(after_memory.decision(qv) -
+                                        decision_function(ms.problem.kernel, sup, br.state.b, qv)));
+      const Eigen::VectorXd o1 = after_memory.readout(qv);
+      const Eigen::VectorXd o2 = readout(ms.problem.kernel, sup, qv);
+      c.max_abs_dreadout = std::max(c.max_abs_dreadout, (o1 - o2).cwiseAbs().maxCoeff());
+    }
+  }
+  c.probes = probes.rows();
+  c.retrain_seconds = br.diagnostics.smo_seconds + br.diagnostics.refine_seconds;
+  return c;
+}
+
+std::string scope_text(const Memory& m) {
+  if (m.settings().mode == MemoryMode::kAudit && m.evictions() > 0) {
+    return "audit mode, but " + std::to_string(m.evictions()) +
+           " reserve token(s) were evicted from this memory earlier (evict_reserve): the state "
+           "equals the optimum on the retained tokens minus the removed ones. An evicted token "
+           "might have re-entered the support after this removal, so exactness is relative to the "
+           "retained tokens only.";
+  }
+  if (m.settings().mode == MemoryMode::kAudit) {
+    return "audit mode: the state after removal equals the optimum on every token ever ingested "
+           "minus the removed ones (exact forgetting under the same fixed C, ridge and kernel).";
+  }
+  return "bounded mode: reserve tokens were evicted earlier; the state equals the optimum on the "
+         "retained tokens minus the removed ones. An evicted token might have re-entered the "
+         "support after this removal, so exactness is relative to the retained tokens only.";
+}
+
 }  // namespace
 
-nlohmann::json removal_certificate(const State& before, const Memory& after_memory,
-                                   const std::vector<TokenId>& removed,
-                                   const std::string& record_id, const OpDiagnostics& diag,
-                                   bool check, const RowMatrix& probes) {
+RemovalCertificate removal_certificate(const State& before, const Memory& after_memory,
+                                       const std::vector<TokenId>& removed,
+                                       const std::string& record_id, const OpDiagnostics& diag,
+                                       const CertificateOptions& options, const RowMatrix& probes) {
   const State after = after_memory.state();
   const MemorySettings& ms = after_memory.settings();
-  nlohmann::json j;
-  j["certificate"] = "svattn-removal-v1";
-  j["mode"] = to_string(ms.mode);
-  j["settings"] = settings_to_json(ms.problem);
-  j["record_id"] = record_id;
-  std::vector<TokenId> rem = removed;
-  std::sort(rem.begin(), rem.end());
-  j["removed_ids"] = rem;
-  nlohmann::json jb = sizes(before);
-  jb["state_sha256"] = before.state_sha256;
-  j["before"] = jb;
-  nlohmann::json ja = sizes(after);
-  ja["state_sha256"] = after.state_sha256;
-  ja["status"] = to_string(after.status);
-  ja["kkt"] = {{"max_violation", after.kkt.max_violation},
-               {"sum_error", after.kkt.sum_error},
-               {"box_violation", after.kkt.box_violation}};
-  j["after"] = ja;
-  j["solver"] = {{"events", diag.events},
-                 {"zero_steps", diag.zero_steps},
-                 {"refused_entrants", diag.refused_entrants},
-                 {"refactorizations", diag.refactorizations},
-                 {"canonical_solves", diag.canonical_solves},
-                 {"repairs", diag.repairs},
-                 {"batch_fallbacks", diag.batch_fallbacks},
-                 {"boundary_solves", diag.boundary_solves},
-                 {"tracked", diag.tracked},
-                 {"kernel_evaluations", diag.kernel_evaluations},
-                 {"status", to_string(diag.status)},
-                 {"seconds", diag.seconds},
-                 {"canonical_seconds", diag.canonical_seconds}};
-  j["evictions"] = after_memory.evictions();
+  RemovalCertificate c;
+  c.mode = ms.mode;
+  c.settings = ms.problem;
+  c.record_id = record_id;
+  c.removed_ids = removed;
+  std::sort(c.removed_ids.begin(), c.removed_ids.end());
+  c.before = summarize(before);
+  c.after = summarize(after);
+  c.solver = diag;
+  c.evictions = after_memory.evictions();
   const TokenSet remaining = after_memory.tokens();
-  if (check) {
-    // Independent verification from the tokens alone (O(n |S u E| d)).
-    const VerifyReport vr = verify_state(remaining, after, ms.tolerances, false);
-    j["verify"] = {{"performed", true},    {"feasible", vr.feasible},
-                   {"kkt_ok", vr.kkt_ok},  {"max_kkt_violation", vr.kkt.max_violation},
-                   {"unique", vr.unique},  {"uniqueness_reason", vr.uniqueness_reason},
-                   {"hash_ok", vr.hash_ok}};
+  if (!options.optimality_check) {
+    c.verify.note =
+        "run `svattn memory verify` or verify_state() to check this state independently";
+  } else if (options.allow_reference && unmoved(before, after, c.removed_ids)) {
+    c.verify = reference_check(remaining, before, after);
   } else {
-    j["verify"] = {{"performed", false},
-                   {"note",
-                    "run `svattn memory verify` or verify_state() to check this state "
-                    "independently"}};
+    c.verify = full_check(remaining, after, ms.tolerances);
   }
-  nlohmann::json jc;
-  jc["performed"] = check;
-  if (check) {
-    BatchSettings bs;
-    bs.problem = ms.problem;
-    bs.tolerances = ms.tolerances;
-    const BatchResult br = solve_batch(remaining, bs);
-    jc["retrained_sha256"] = br.state.state_sha256;
-    jc["hash_equal"] = br.state.state_sha256 == after.state_sha256;
-    jc["partition_equal"] = br.state.partition == after.partition;
-    double da = 0.0;
-    if (br.state.ids == after.ids) {
-      for (size_t t = 0; t < after.alpha.size(); ++t)
-        da = std::max(da, std::abs(br.state.alpha[t] - after.alpha[t]));
-    } else {
-      da = std::numeric_limits<double>::infinity();
-    }
-    jc["max_abs_dalpha"] = da;
-    double dd = 0.0, dr = 0.0;
-    if (remaining.size() > 0 && probes.rows() > 0) {
-      const Support sup = support_of(br.state, remaining);
-      for (Eigen::Index q = 0; q < probes.rows(); ++q) {
-        const Eigen::VectorXd qv = probes.row(q).transpose();
-        dd = std::max(dd, std::abs(after_memory.decision(qv) -
-                                   decision_function(ms.problem.kernel, sup, br.state.b, qv)));
-        const Eigen::VectorXd o1 = after_memory.readout(qv);
-        const Eigen::VectorXd o2 = readout(ms.problem.kernel, sup, qv);
-        dr = std::max(dr, (o1 - o2).cwiseAbs().maxCoeff());
-      }
-    }
-    jc["max_abs_ddecision"] = dd;
-    jc["max_abs_dreadout"] = dr;
-    jc["probes"] = probes.rows();
-    jc["retrain_seconds"] = br.diagnostics.smo_seconds + br.diagnostics.refine_seconds;
-  }
-  j["check"] = jc;
-  if (ms.mode == MemoryMode::kAudit && after_memory.evictions() > 0) {
-    j["scope"] =
-        "audit mode, but " + std::to_string(after_memory.evictions()) +
-        " reserve token(s) were evicted from this memory earlier (evict_reserve): the state equals "
-        "the optimum on the retained tokens minus the removed ones. An evicted token might have "
-        "re-entered the support after this removal, so exactness is relative to the retained "
-        "tokens only.";
-  } else if (ms.mode == MemoryMode::kAudit) {
-    j["scope"] =
-        "audit mode: the state after removal equals the optimum on every token ever ingested minus "
-        "the removed ones (exact forgetting under the same fixed C, ridge and kernel).";
-  } else {
-    j["scope"] =
-        "bounded mode: reserve tokens were evicted earlier; the state equals the optimum on the "
-        "retained tokens minus the removed ones. An evicted token might have re-entered the "
-        "support after this removal, so exactness is relative to the retained tokens only.";
-  }
-  j["limits"] =
+  if (options.resolve) c.check = resolve_check(after_memory, remaining, after, probes);
+  c.scope = scope_text(after_memory);
+  c.limits =
       "The certificate covers this memory's state and outputs. It covers a model's outputs only "
       "where keys and values are computed per record; if a deep model mixed the record into other "
       "tokens before the memory, those activations still depend on it.";
-  return j;
+  return c;
+}
+
+RemovalCertificate removal_certificate(const State& before, const Memory& after_memory,
+                                       const std::vector<TokenId>& removed,
+                                       const std::string& record_id, const OpDiagnostics& diag,
+                                       bool check, const RowMatrix& probes) {
+  CertificateOptions o;
+  o.optimality_check = check;
+  o.allow_reference = false;
+  o.resolve = check;
+  return removal_certificate(before, after_memory, removed, record_id, diag, o, probes);
 }
 
 }  // namespace svattn

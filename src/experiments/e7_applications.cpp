@@ -519,6 +519,7 @@ PatientsResult run_patients(const E7Preset& p, const ExperimentOptions& o, const
   StoreOptions so;
   so.create = true;
   so.certificate_check = true;
+  so.certificate_resolve = true;  // E7 reports how many certificates matched a re-solve
   Progress progress("E7 patients", static_cast<long>(2 * p.members), "store operations", o.progress);
   std::optional<Store> store_a(std::in_place, path_a, so);
   Store& a = *store_a;
@@ -598,17 +599,15 @@ PatientsResult run_patients(const E7Preset& p, const ExperimentOptions& o, const
   for (std::size_t i = 0; i < ne; ++i) {
     const ForgetResult fr = a.forget_record("icu", members[i].record);
     ++res.certificates;
-    const json& c = fr.certificate;
-    if (c.contains("check") && c["check"].value("hash_equal", false)) ++res.certificates_hash_equal;
-    const bool kkt_ok = c.contains("verify") && c["verify"].value("performed", false)
-                            ? c["verify"].value("kkt_ok", false)
-                            : c["after"]["kkt"]["max_violation"].get<double>() <= 1e-9;
+    const RemovalCertificate& c = fr.certificate;
+    if (c.check.performed && c.check.hash_equal) ++res.certificates_hash_equal;
+    const bool kkt_ok = c.verify.performed ? c.verify.kkt_ok : c.after.kkt.max_violation <= 1e-9;
     if (kkt_ok) ++res.certificates_kkt_ok;
     if (fr.wal_truncated) ++res.wal_truncated;
     if (i == 0) {
-      res.first_certificate = c;
+      res.first_certificate = c.to_json();
       res.first_certificate.erase("removed_ids");  // thousands of ids: summarised instead
-      res.first_certificate["removed_token_count"] = c.contains("removed_ids") ? c["removed_ids"].size() : 0;
+      res.first_certificate["removed_token_count"] = c.removed_ids.size();
     }
     progress.tick();
   }

@@ -59,13 +59,13 @@ LmConfig base_model(std::int64_t d_model, std::int64_t n_layers, std::int64_t n_
   h.chunk = 64;
   h.path = layers::GlobalPath::kBatched;
   h.gate = layers::GateType::kChunkFrozen;
-  h.C = 1.0 / 16;
-  h.bandwidth = 1.0;
+  h.problem.C = 1.0 / 16;
+  h.problem.kernel.bandwidth = 1.0;
   h.learn_bandwidth = true;
   h.normalize_keys = true;
-  h.mu = 1e-6;
+  h.problem.ridge = 1e-6;
   h.batched.iterations = 100;
-  h.batched.ridge = 1e-3;
+  h.batched.solve_ridge = 1e-3;
   return m;
 }
 
@@ -227,17 +227,17 @@ json to_json(const LmConfig& c) {
   json hj = {{"chunk", h.chunk},
              {"path", layers::to_string(h.path)},
              {"gate", layers::to_string(h.gate)},
-             {"C", h.C},
-             {"bandwidth", h.bandwidth},
+             {"C", h.problem.C},
+             {"bandwidth", h.problem.kernel.bandwidth},
              {"learn_bandwidth", h.learn_bandwidth},
              {"normalize_keys", h.normalize_keys},
              {"bounded", h.bounded},
-             {"mu", h.mu},
+             {"mu", h.problem.ridge},
              {"gate_bias_init", h.gate_bias_init},
              {"check_agreement", h.check_agreement},
              {"batched",
               {{"iterations", h.batched.iterations},
-               {"ridge", h.batched.ridge},
+               {"ridge", h.batched.solve_ridge},
                {"mask_tol", h.batched.mask_tol},
                {"lipschitz", lipschitz_name(h.batched.lipschitz)},
                {"power_iterations", h.batched.power_iterations},
@@ -284,19 +284,19 @@ LmConfig lm_config_from_json(const json& j) {
     hc.chunk = h.at("chunk").get<std::int64_t>();
     hc.path = layers::global_path_from_string(h.at("path").get<std::string>());
     hc.gate = layers::gate_type_from_string(h.at("gate").get<std::string>());
-    hc.C = h.at("C").get<double>();
-    hc.bandwidth = h.at("bandwidth").get<double>();
+    hc.problem.C = h.at("C").get<double>();
+    hc.problem.kernel.bandwidth = h.at("bandwidth").get<double>();
     hc.learn_bandwidth = h.at("learn_bandwidth").get<bool>();
     hc.normalize_keys = h.at("normalize_keys").get<bool>();
     hc.bounded = h.at("bounded").get<bool>();
-    hc.mu = h.at("mu").get<double>();
+    hc.problem.ridge = h.at("mu").get<double>();
     hc.gate_bias_init = h.at("gate_bias_init").get<double>();
     hc.check_agreement = h.at("check_agreement").get<bool>();
     if (h.contains("gate_override") && !h["gate_override"].is_null())
       hc.gate_override = h["gate_override"].get<double>();
     const auto& b = h.at("batched");
     hc.batched.iterations = b.at("iterations").get<int>();
-    hc.batched.ridge = b.at("ridge").get<double>();
+    hc.batched.solve_ridge = b.at("ridge").get<double>();
     hc.batched.mask_tol = b.at("mask_tol").get<double>();
     hc.batched.lipschitz = lipschitz_from_name(b.at("lipschitz").get<std::string>());
     hc.batched.power_iterations = b.at("power_iterations").get<int>();

@@ -457,7 +457,7 @@ void Trainer::init(TrainOptions options) {
     t.validate();
     auto& a = s.preset.model.attention;
     if (o.gate) a.hybrid.gate = layers::gate_type_from_string(*o.gate);
-    if (o.svm_C) a.hybrid.C = *o.svm_C;
+    if (o.svm_C) a.hybrid.problem.C = *o.svm_C;
     if (o.fista_iterations) a.hybrid.batched.iterations = *o.fista_iterations;
     if (o.chunk) {
       if (a.type == layers::AttentionType::kSlidingWindow) {
@@ -781,15 +781,15 @@ LayerKeys learned_keys(layers::CharLm& model, const Tensor& tokens, std::int64_t
   Tensor k = head_of("k_proj");
   const auto& hs = cfg.attention.hybrid;
   if (cfg.attention.type == layers::AttentionType::kHybrid) {
-    out.C = hs.C;
-    out.mu = hs.mu;
+    out.C = hs.problem.C;
+    out.mu = hs.problem.ridge;
     out.normalized = hs.normalize_keys;
     if (hs.normalize_keys) k = torch::nn::functional::normalize(k, torch::nn::functional::NormalizeFuncOptions().dim(-1).eps(1e-6));
     auto params = model->named_parameters(/*recurse=*/true);
     auto buffers = model->named_buffers(/*recurse=*/true);
     const std::string ls = pre + ".attn.log_sigma";
     Tensor lsig = params.contains(ls) ? params[ls] : buffers.contains(ls) ? buffers[ls] : Tensor();
-    out.bandwidth = lsig.defined() ? std::exp(lsig[head].item<double>()) : hs.bandwidth;
+    out.bandwidth = lsig.defined() ? std::exp(lsig[head].item<double>()) : hs.problem.kernel.bandwidth;
   }
   out.keys = k.to(torch::kFloat64).contiguous();
   out.values = head_of("v_proj").to(torch::kFloat64).contiguous();

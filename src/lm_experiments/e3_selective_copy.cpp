@@ -289,12 +289,12 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
   h.chunk = p.chunk;
   h.path = layers::global_path_from_string(p.path);
   h.gate = layers::gate_type_from_string(p.gate);
-  h.C = p.C;
-  h.bandwidth = p.sigma;
+  h.problem.C = p.C;
+  h.problem.kernel.bandwidth = p.sigma;
   h.learn_bandwidth = p.learn_sigma;
   h.normalize_keys = true;
   h.bounded = p.bounded;
-  h.mu = p.mu;
+  h.problem.ridge = p.mu;
   h.gate_bias_init = p.gate_bias;
   h.batched.iterations = p.fista_iterations;
   h.batched.mask_tol = p.mask_tol;

@@ -112,14 +112,6 @@ std::string now_utc() {
   return buf;
 }
 
-Status status_from_string(const std::string& s) {
-  for (Status st : {Status::kOptimal, Status::kWarmup, Status::kEmpty, Status::kIterationLimit,
-                    Status::kKktViolated, Status::kSingular}) {
-    if (to_string(st) == s) return st;
-  }
-  throw FormatError("stored state: unknown status '" + s + "'");
-}
-
 nlohmann::json diagnostics_to_json(const OpDiagnostics& d) {
   return {{"ops", d.ops},
           {"events", d.events},
@@ -965,17 +957,22 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
     fr.diagnostics = mem.remove_batch(in_memory);
     fr.memory_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
     const auto c0 = std::chrono::steady_clock::now();
+    CertificateOptions co;
+    co.optimality_check = im.options.certificate_check;
+    co.allow_reference = im.options.certificate_reference;
+    co.resolve = im.options.certificate_resolve;
     fr.certificate = removal_certificate(before, mem, in_memory, std::to_string(record),
-                                         fr.diagnostics, im.options.certificate_check, probes);
+                                         fr.diagnostics, co, probes);
     fr.certificate_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
-    fr.certificate["store"] = {{"path", im.path},
-                               {"memory", name},
-                               {"record", record},
-                               {"record_was_suspended", rr.suspended},
-                               {"token_rows_erased", rec.size()},
-                               {"tokens_removed_from_memory", in_memory.size()},
-                               {"secure_delete", true}};
+    StoreErasure se;
+    se.path = im.path;
+    se.memory = name;
+    se.record = record;
+    se.record_was_suspended = rr.suspended;
+    se.token_rows_erased = rec.size();
+    se.tokens_removed_from_memory = static_cast<std::int64_t>(in_memory.size());
+    fr.certificate.store = se;
     const State after = mem.state();
     Statement del(im.db.handle(),
                   "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
@@ -985,7 +982,7 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
     im.delete_evicted(row.id, before, mem, in_memory);
     AuditEntry& e = fr.entry;
     im.fill_entry(e, "forget", name, record, rec.size(), before, after);
-    e.certificate = fr.certificate.dump();
+    e.certificate = fr.certificate.to_json().dump();
     im.log_and_commit(e, row.id, before, after, t, c, fr);
     return fr;
   });

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "check_settings.h"
 #include "svattn/errors.h"
 
 namespace svattn::layers {
@@ -21,7 +22,8 @@ Tensor causal_mask(std::int64_t t, const torch::Device& device) {
   return torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(device)).tril();
 }
 
-Tensor masked_softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& allowed) {
+Tensor masked_softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& allowed) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor s = torch::matmul(q, k.transpose(-1, -2)) * scale;
   s = s.masked_fill(~allowed, -std::numeric_limits<double>::infinity());
@@ -49,7 +51,8 @@ Tensor causal_softmax_attention(const Tensor& q, const Tensor& k, const Tensor& 
   return masked_softmax_attention(q, k, v, causal_mask(q.size(2), q.device()));
 }
 
-Tensor sliding_window_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t window) {
+Tensor sliding_window_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                std::int64_t window) {
   check_qkv(q, k, v, "sliding_window_attention");
   if (window < 1) throw InvalidArgument("sliding_window_attention: window must be >= 1");
   const auto T = q.size(2);
@@ -72,22 +75,26 @@ Tensor sliding_window_attention(const Tensor& q, const Tensor& k, const Tensor& 
   Tensor qb = qp.reshape({q.size(0), q.size(1), nb, W, q.size(3)});
   auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
   Tensor tq = torch::arange(nb, opts).view({nb, 1, 1}) * W + torch::arange(W, opts).view({1, W, 1});
-  Tensor tk = torch::arange(nb, opts).view({nb, 1, 1}) * W - W + torch::arange(2 * W, opts).view({1, 1, 2 * W});
+  Tensor tk = torch::arange(nb, opts).view({nb, 1, 1}) * W - W +
+              torch::arange(2 * W, opts).view({1, 1, 2 * W});
   Tensor allowed = (tk <= tq) & (tk > tq - W) & (tk >= 0);  // [nb, W, 2W]
   Tensor o = masked_softmax_attention(qb, kb, vb, allowed);
   return o.reshape({q.size(0), q.size(1), Tp, v.size(3)}).narrow(2, 0, T);
 }
 
-Tensor chunk_local_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t chunk_arg) {
+Tensor chunk_local_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                             std::int64_t chunk_arg) {
   check_qkv(q, k, v, "chunk_local_attention");
   if (chunk_arg < 1) throw InvalidArgument("chunk_local_attention: chunk must be >= 1");
   const auto B = q.size(0), H = q.size(1), T = q.size(2);
-  // A chunk longer than the sequence is one chunk of the whole sequence: cost follows min(chunk, T).
+  // A chunk longer than the sequence is one chunk of the whole sequence: cost follows min(chunk,
+  // T).
   const std::int64_t chunk = std::min(chunk_arg, std::max<std::int64_t>(T, 1));
   Tensor qp = pad_time(q, chunk), kp = pad_time(k, chunk), vp = pad_time(v, chunk);
   const auto nc = qp.size(2) / chunk;
   auto blocks = [&](const Tensor& x) { return x.reshape({B, H, nc, chunk, x.size(3)}); };
-  Tensor o = masked_softmax_attention(blocks(qp), blocks(kp), blocks(vp), causal_mask(chunk, q.device()));
+  Tensor o =
+      masked_softmax_attention(blocks(qp), blocks(kp), blocks(vp), causal_mask(chunk, q.device()));
   return o.reshape({B, H, nc * chunk, v.size(3)}).narrow(2, 0, T);
 }
 
@@ -95,7 +102,8 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::
   check_qkv(q, k, v, "linear_attention");
   if (chunk_arg < 1) throw InvalidArgument("linear_attention: chunk must be >= 1");
   const auto B = q.size(0), H = q.size(1), T = q.size(2), dk = q.size(3), dv = v.size(3);
-  // A chunk longer than the sequence is one chunk of the whole sequence: cost follows min(chunk, T).
+  // A chunk longer than the sequence is one chunk of the whole sequence: cost follows min(chunk,
+  // T).
   const std::int64_t chunk = std::min(chunk_arg, std::max<std::int64_t>(T, 1));
   // Zero padding at the end: phi(0) = 1 but padded keys come after every real query, and padded
   // values are 0 -- they only affect padded rows, which are cut.
@@ -116,11 +124,13 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::
   return o.reshape({B, H, nc * chunk, dv}).narrow(2, 0, T);
 }
 
-Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, std::int64_t chunk_arg) {
+Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta,
+                  std::int64_t chunk_arg) {
   check_qkv(q, k, v, "delta_rule");
   if (chunk_arg < 1) throw InvalidArgument("delta_rule: chunk must be >= 1");
   const auto B = q.size(0), H = q.size(1), T = q.size(2), dk = q.size(3), dv = v.size(3);
-  // A chunk longer than the sequence is one chunk of the whole sequence: cost follows min(chunk, T).
+  // A chunk longer than the sequence is one chunk of the whole sequence: cost follows min(chunk,
+  // T).
   const std::int64_t chunk = std::min(chunk_arg, std::max<std::int64_t>(T, 1));
   if (beta.dim() != 3 || beta.size(0) != B || beta.size(1) != H || beta.size(2) != T)
     throw InvalidArgument("delta_rule: beta must be [B, H, T]");
@@ -132,19 +142,21 @@ Tensor delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   Tensor kc = kp.reshape({B, H, nc, chunk, dk});
   Tensor vc = vp.reshape({B, H, nc, chunk, dv});
   Tensor bc = bp.reshape({B, H, nc, chunk, 1});
-  // WY form: A = I + strictly_lower(diag(beta) K K'), W = A^{-1} diag(beta) K, U = A^{-1} diag(beta) V.
+  // WY form: A = I + strictly_lower(diag(beta) K K'), W = A^{-1} diag(beta) K, U = A^{-1}
+  // diag(beta) V.
   Tensor eye = torch::eye(chunk, q.options());
   Tensor kk = torch::matmul(kc, kc.transpose(-1, -2));
   Tensor A = eye + (bc * kk).tril(-1);
   Tensor rhs = torch::cat({bc * kc, bc * vc}, -1);
-  Tensor wu = torch::linalg_solve_triangular(A, rhs, /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+  Tensor wu = torch::linalg_solve_triangular(A, rhs, /*upper=*/false, /*left=*/true,
+                                             /*unitriangular=*/true);
   Tensor Wm = wu.narrow(-1, 0, dk), Um = wu.narrow(-1, dk, dv);
   Tensor qk = torch::matmul(qc, kc.transpose(-1, -2)).tril();  // inclusive causal mask
   Tensor S = torch::zeros({B, H, dv, dk}, q.options());
   std::vector<Tensor> outs;
   outs.reserve(static_cast<std::size_t>(nc));
   for (std::int64_t c = 0; c < nc; ++c) {
-    Tensor St = S.transpose(-1, -2);                              // [B, H, dk, dv]
+    Tensor St = S.transpose(-1, -2);                                   // [B, H, dk, dv]
     Tensor Uc = Um.select(2, c) - torch::matmul(Wm.select(2, c), St);  // U' = U - W S'
     outs.push_back(torch::matmul(qc.select(2, c), St) + torch::matmul(qk.select(2, c), Uc));
     S = S + torch::matmul(Uc.transpose(-1, -2), kc.select(2, c));
@@ -156,8 +168,9 @@ Tensor apply_rope(const Tensor& x, double base) {
   const auto T = x.size(2), dh = x.size(3);
   if (dh % 2 != 0) throw InvalidArgument("apply_rope: head dimension must be even");
   auto opts = torch::TensorOptions().dtype(torch::kFloat64).device(x.device());
-  Tensor inv = torch::pow(base, -torch::arange(0, dh, 2, opts) / static_cast<double>(dh));  // [dh/2]
-  Tensor ang = torch::arange(T, opts).unsqueeze(-1) * inv.unsqueeze(0);                    // [T, dh/2]
+  Tensor inv =
+      torch::pow(base, -torch::arange(0, dh, 2, opts) / static_cast<double>(dh));  // [dh/2]
+  Tensor ang = torch::arange(T, opts).unsqueeze(-1) * inv.unsqueeze(0);            // [T, dh/2]
   Tensor cs = torch::cos(ang).to(x.scalar_type()), sn = torch::sin(ang).to(x.scalar_type());
   Tensor x1 = x.narrow(-1, 0, dh / 2), x2 = x.narrow(-1, dh / 2, dh / 2);
   return torch::cat({x1 * cs - x2 * sn, x1 * sn + x2 * cs}, -1);
@@ -167,11 +180,16 @@ Tensor apply_rope(const Tensor& x, double base) {
 
 std::string to_string(AttentionType t) {
   switch (t) {
-    case AttentionType::kSoftmax: return "softmax";
-    case AttentionType::kSlidingWindow: return "swa";
-    case AttentionType::kLinear: return "linear";
-    case AttentionType::kDeltaNet: return "deltanet";
-    case AttentionType::kHybrid: return "hybrid";
+    case AttentionType::kSoftmax:
+      return "softmax";
+    case AttentionType::kSlidingWindow:
+      return "swa";
+    case AttentionType::kLinear:
+      return "linear";
+    case AttentionType::kDeltaNet:
+      return "deltanet";
+    case AttentionType::kHybrid:
+      return "hybrid";
   }
   return "?";
 }
@@ -199,38 +217,66 @@ GateType gate_type_from_string(const std::string& s) {
   throw InvalidArgument("unknown gate type '" + s + "' (chunk|token)");
 }
 
+ProblemSettings hybrid_default_problem() {
+  ProblemSettings p;
+  p.C = 1.0 / 16;
+  p.kernel.bandwidth = 1.0;
+  p.ridge = 1e-6;
+  return p;
+}
+
+namespace {
+bool same_problem(const ProblemSettings& a, const ProblemSettings& b) {
+  return a.kernel.type == b.kernel.type && a.kernel.bandwidth == b.kernel.bandwidth &&
+         a.kernel.degree == b.kernel.degree && a.kernel.coef0 == b.kernel.coef0 && a.C == b.C &&
+         a.ridge == b.ridge;
+}
+}  // namespace
+
 void HybridSettings::validate() const {
-  auto bad = [](const std::string& field, double v, const std::string& why) {
-    std::ostringstream os;
-    os << "HybridSettings." << field << " = " << v << ": " << why;
-    throw InvalidArgument(os.str());
-  };
-  if (chunk < 1) bad("chunk", static_cast<double>(chunk), "must be >= 1");
-  if (!std::isfinite(C) || C <= 0) bad("C", C, "must be finite and > 0");
-  if (!std::isfinite(bandwidth) || bandwidth <= 0) bad("bandwidth", bandwidth, "must be finite and > 0");
-  if (!std::isfinite(mu) || mu < 0) bad("mu", mu, "must be finite and >= 0");
-  if (!std::isfinite(gate_bias_init)) bad("gate_bias_init", gate_bias_init, "must be finite");
+  check_problem(problem, "hybrid.problem.");
+  if (chunk < 1) bad_setting("hybrid.chunk", ">= 1", chunk);
+  if (!std::isfinite(gate_bias_init))
+    bad_setting("hybrid.gate_bias_init", "finite", gate_bias_init);
   if (gate_override && !(*gate_override >= 0 && *gate_override <= 1))
-    bad("gate_override", *gate_override, "must be in [0, 1]");
-  BatchedSettings b = batched;
-  b.C = C;
-  b.bandwidth = bandwidth;
-  b.mu = mu;
-  b.validate();
+    bad_setting("hybrid.gate_override", "in [0, 1]", *gate_override);
+  // The problem lives here once: a nested batched.problem/bounded that differs is an error, not
+  // silently replaced.
+  if (!same_problem(batched.problem, ProblemSettings{}) && !same_problem(batched.problem, problem))
+    bad_setting("hybrid.batched.problem", "left at its defaults or equal to hybrid.problem",
+                "C " + std::to_string(batched.problem.C));
+  if (batched.bounded && !bounded)
+    bad_setting("hybrid.batched.bounded", "false or equal to hybrid.bounded", batched.bounded);
+  try {
+    batched_settings().validate();
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string("hybrid.batched.") + e.what());
+  }
+}
+
+ExactSettings HybridSettings::exact_settings() const {
+  ExactSettings es;
+  es.problem = problem;
+  es.bounded = bounded;
+  return es;
+}
+
+BatchedSettings HybridSettings::batched_settings() const {
+  BatchedSettings bs = batched;
+  bs.problem = problem;
+  bs.bounded = bounded;
+  return bs;
 }
 
 void AttentionConfig::validate() const {
-  auto bad = [](const std::string& field, double v, const std::string& why) {
-    std::ostringstream os;
-    os << "AttentionConfig." << field << " = " << v << ": " << why;
-    throw InvalidArgument(os.str());
-  };
-  if (d_model < 1) bad("d_model", static_cast<double>(d_model), "must be >= 1");
-  if (n_heads < 1 || d_model % n_heads != 0) bad("n_heads", static_cast<double>(n_heads), "must divide d_model");
-  if (rope && (d_model / n_heads) % 2 != 0) bad("n_heads", static_cast<double>(n_heads), "rope needs an even head dimension");
-  if (window < 1) bad("window", static_cast<double>(window), "must be >= 1");
-  if (scan_chunk < 1) bad("scan_chunk", static_cast<double>(scan_chunk), "must be >= 1");
-  if (!(rope_base > 1)) bad("rope_base", rope_base, "must be > 1");
+  if (d_model < 1) bad_setting("attention.d_model", ">= 1", d_model);
+  if (n_heads < 1 || d_model % n_heads != 0)
+    bad_setting("attention.n_heads", "a divisor of d_model", n_heads);
+  if (rope && (d_model / n_heads) % 2 != 0)
+    bad_setting("attention.n_heads", "such that the head dimension is even (rope)", n_heads);
+  if (window < 1) bad_setting("attention.window", ">= 1", window);
+  if (scan_chunk < 1) bad_setting("attention.scan_chunk", ">= 1", scan_chunk);
+  if (!(rope_base > 1)) bad_setting("attention.rope_base", "> 1", rope_base);
   if (type == AttentionType::kHybrid) hybrid.validate();
 }
 
@@ -283,7 +329,8 @@ Tensor LinearAttentionImpl::forward(const Tensor& x) {
   return merge(linear_attention(qkv[0], qkv[1], qkv[2], config_.scan_chunk));
 }
 
-DeltaNetAttentionImpl::DeltaNetAttentionImpl(const AttentionConfig& config) : AttentionImpl(config) {
+DeltaNetAttentionImpl::DeltaNetAttentionImpl(const AttentionConfig& config)
+    : AttentionImpl(config) {
   beta_proj_ = register_module("beta_proj", torch::nn::Linear(config_.d_model, config_.n_heads));
 }
 
@@ -295,13 +342,16 @@ Tensor DeltaNetAttentionImpl::forward(const Tensor& x) {
   return merge(delta_rule(q, k, qkv[2], beta, config_.scan_chunk));
 }
 
-HybridSvAttentionImpl::HybridSvAttentionImpl(const AttentionConfig& config) : AttentionImpl(config) {
+HybridSvAttentionImpl::HybridSvAttentionImpl(const AttentionConfig& config)
+    : AttentionImpl(config) {
   const auto H = config_.n_heads;
   const auto& hs = config_.hybrid;
-  Tensor ls = torch::full({H}, std::log(hs.bandwidth));
-  log_sigma_ = hs.learn_bandwidth ? register_parameter("log_sigma", ls) : register_buffer("log_sigma", ls);
+  Tensor ls = torch::full({H}, std::log(hs.problem.kernel.bandwidth));
+  log_sigma_ =
+      hs.learn_bandwidth ? register_parameter("log_sigma", ls) : register_buffer("log_sigma", ls);
   gate_bias_ = register_parameter("gate_bias", torch::full({H}, hs.gate_bias_init));
-  gate_proj_ = register_module("gate_proj", torch::nn::Linear(torch::nn::LinearOptions(config_.d_model, H).bias(false)));
+  gate_proj_ = register_module(
+      "gate_proj", torch::nn::Linear(torch::nn::LinearOptions(config_.d_model, H).bias(false)));
   // Start the gate from its bias alone: the data-dependent part is learned.
   torch::NoGradGuard ng;
   gate_proj_->weight.zero_();
@@ -338,35 +388,21 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   const auto t0 = std::chrono::steady_clock::now();
   Tensor o_glob, support;
   if (hs.path == GlobalPath::kExact) {
-    ExactSettings es;
-    es.bandwidth = hs.bandwidth;
-    es.C = hs.C;
-    es.ridge = hs.mu;
-    es.bounded = hs.bounded;
     ExactInfo info;
-    o_glob = sv_exact_chunked_attention(ks, v, qs, lsig, L, es, &info);
+    o_glob = sv_exact_chunked_attention(ks, v, qs, lsig, L, hs.exact_settings(), &info);
     support = info.support;
   } else {
-    BatchedSettings bs = hs.batched;
-    bs.C = hs.C;
-    bs.bandwidth = hs.bandwidth;
-    bs.mu = hs.mu;
-    bs.bounded = hs.bounded;
     BatchedInfo info;
-    o_glob = sv_batched_chunked_attention(ks, v, qs, lsig, L, bs, &info);
+    o_glob = sv_batched_chunked_attention(ks, v, qs, lsig, L, hs.batched_settings(), &info);
     support = info.support;
     diag_.fista_residual = info.residual;
     diag_.negative_coefficients = info.negative_coefficients;
     if (hs.check_agreement) {
       torch::NoGradGuard ng;
-      ExactSettings es;
-      es.bandwidth = hs.bandwidth;
-      es.C = hs.C;
-      es.ridge = hs.mu;
-      es.bounded = hs.bounded;
       ExactInfo ex;
-      sv_exact_chunked_attention(ks.detach(), v.detach(), qs.detach(), lsig.defined() ? lsig.detach() : lsig,
-                                 L, es, &ex);
+      sv_exact_chunked_attention(ks.detach(), v.detach(), qs.detach(),
+                                 lsig.defined() ? lsig.detach() : lsig, L, hs.exact_settings(),
+                                 &ex);
       auto agree = partition_agreement(info.role, ex.role);
       diag_.partition_agreement = agree.first;
       diag_.agreement_units = agree.second;
@@ -377,13 +413,17 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   diag_.solver_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   {
-    Tensor sup = support.narrow(2, 1, nc - 1).to(torch::kFloat64).mean(std::vector<std::int64_t>{0, 2}).cpu();  // [H]
+    Tensor sup = support.narrow(2, 1, nc - 1)
+                     .to(torch::kFloat64)
+                     .mean(std::vector<std::int64_t>{0, 2})
+                     .cpu();  // [H]
     diag_.support_per_head.assign(sup.data_ptr<double>(), sup.data_ptr<double>() + H);
     diag_.support_mean = sup.mean().item<double>();
   }
 
   // Gate per head and chunk (or token); 0 on chunk 0.
-  Tensor chunk_id = torch::div(torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(x.device())), L, "floor");
+  Tensor chunk_id = torch::div(
+      torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(x.device())), L, "floor");
   Tensor has_mem = (chunk_id > 0).to(x.scalar_type()).view({1, 1, T});
   Tensor g;  // [B, H, T]
   if (hs.gate_override) {
@@ -396,8 +436,10 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
     Tensor counts = torch::full({nc}, static_cast<double>(L), x.options());
     counts[nc - 1] = static_cast<double>(T - (nc - 1) * L);
     Tensor summary = xp.view({B, nc, L, config_.d_model}).sum(2) / counts.view({1, nc, 1});
-    Tensor prev = torch::cat({torch::zeros_like(summary.narrow(1, 0, 1)), summary.narrow(1, 0, nc - 1)}, 1);
-    Tensor gc = torch::sigmoid(gate_proj_->forward(prev) + gate_bias_).transpose(1, 2);  // [B, H, nc]
+    Tensor prev =
+        torch::cat({torch::zeros_like(summary.narrow(1, 0, 1)), summary.narrow(1, 0, nc - 1)}, 1);
+    Tensor gc =
+        torch::sigmoid(gate_proj_->forward(prev) + gate_bias_).transpose(1, 2);  // [B, H, nc]
     g = gc.index_select(2, chunk_id);
   }
   g = g * has_mem;
@@ -414,10 +456,14 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
 std::shared_ptr<AttentionImpl> make_attention(const AttentionConfig& config) {
   switch (config.type) {
     case AttentionType::kSoftmax:
-    case AttentionType::kSlidingWindow: return std::make_shared<SoftmaxAttentionImpl>(config);
-    case AttentionType::kLinear: return std::make_shared<LinearAttentionImpl>(config);
-    case AttentionType::kDeltaNet: return std::make_shared<DeltaNetAttentionImpl>(config);
-    case AttentionType::kHybrid: return std::make_shared<HybridSvAttentionImpl>(config);
+    case AttentionType::kSlidingWindow:
+      return std::make_shared<SoftmaxAttentionImpl>(config);
+    case AttentionType::kLinear:
+      return std::make_shared<LinearAttentionImpl>(config);
+    case AttentionType::kDeltaNet:
+      return std::make_shared<DeltaNetAttentionImpl>(config);
+    case AttentionType::kHybrid:
+      return std::make_shared<HybridSvAttentionImpl>(config);
   }
   throw InvalidArgument("make_attention: unknown attention type");
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "check_settings.h"
 #include "svattn/errors.h"
 
 namespace svattn::layers {
@@ -15,21 +16,15 @@ using torch::Tensor;
 namespace F = torch::nn::functional;
 
 void BatchedSettings::validate() const {
-  auto bad = [](const std::string& field, double v, const std::string& why) {
-    std::ostringstream os;
-    os << "BatchedSettings." << field << " = " << v << ": " << why;
-    throw InvalidArgument(os.str());
-  };
-  if (iterations < 1) bad("iterations", iterations, "must be >= 1");
-  if (!std::isfinite(ridge) || ridge < 0) bad("ridge", ridge, "must be finite and >= 0");
-  if (!(mask_tol > 0 && mask_tol < 0.5)) bad("mask_tol", mask_tol, "must be in (0, 0.5)");
-  if (!std::isfinite(C) || C <= 0) bad("C", C, "must be finite and > 0");
-  if (!std::isfinite(bandwidth) || bandwidth <= 0) bad("bandwidth", bandwidth, "must be finite and > 0");
-  if (!std::isfinite(mu) || mu < 0) bad("mu", mu, "must be finite and >= 0");
-  if (power_iterations < 1) bad("power_iterations", power_iterations, "must be >= 1");
-  if (bisections < 0 || bisections > 100) bad("bisections", bisections, "must be in [0, 100]");
-  if (active_set_rounds < 0) bad("active_set_rounds", active_set_rounds, "must be >= 0");
-  if (ipm_iterations < 0) bad("ipm_iterations", ipm_iterations, "must be >= 0");
+  check_problem(problem, "problem.");
+  if (iterations < 1) bad_setting("iterations", ">= 1", iterations);
+  if (!std::isfinite(solve_ridge) || solve_ridge < 0)
+    bad_setting("solve_ridge", "finite and >= 0", solve_ridge);
+  if (!(mask_tol > 0 && mask_tol < 0.5)) bad_setting("mask_tol", "in (0, 0.5)", mask_tol);
+  if (power_iterations < 1) bad_setting("power_iterations", ">= 1", power_iterations);
+  if (bisections < 0 || bisections > 100) bad_setting("bisections", "in [0, 100]", bisections);
+  if (active_set_rounds < 0) bad_setting("active_set_rounds", ">= 0", active_set_rounds);
+  if (ipm_iterations < 0) bad_setting("ipm_iterations", ">= 0", ipm_iterations);
 }
 
 Tensor rbf_kernel(const Tensor& a, const Tensor& b, const Tensor& sigma) {
@@ -43,19 +38,24 @@ Tensor rbf_kernel(const Tensor& a, const Tensor& b, const Tensor& sigma) {
 
 namespace {
 
-int resolve_bisections(int b, torch::ScalarType t) { return b > 0 ? b : (t == torch::kFloat64 ? 40 : 20); }
+int resolve_bisections(int b, torch::ScalarType t) {
+  return b > 0 ? b : (t == torch::kFloat64 ? 40 : 20);
+}
 // Inside FISTA the bracket starts from the previous iteration's threshold (a few multiples of its
 // last change wide), so fewer halvings reach the same resolution.
-int resolve_warm_bisections(int b, torch::ScalarType t) { return b > 0 ? b : (t == torch::kFloat64 ? 16 : 8); }
+int resolve_warm_bisections(int b, torch::ScalarType t) {
+  return b > 0 ? b : (t == torch::kFloat64 ? 16 : 8);
+}
 
 // A value added to padding tokens (u = 0) so that they never set the bisection bracket.
 constexpr double kPadShift = 1e30;
 
-// Threshold tau [..., 1] of the projection of y [..., N] onto {sum a = 1, 0 <= a <= u}, i.e. the root
-// of h(tau) = sum_i clip(y_i - tau, 0, u_i) = 1 (h is continuous, piecewise linear, nonincreasing).
-// `pad` is kPadShift on padding tokens and 0 elsewhere (undefined: no padding). Optional warm start:
-// a guess tau0 [..., 1] and half-width delta [..., 1]; each end of [tau0 - delta, tau0 + delta] that
-// h confirms (h >= 1 below the root, h <= 1 above it) tightens the cold bracket, per problem.
+// Threshold tau [..., 1] of the projection of y [..., N] onto {sum a = 1, 0 <= a <= u}, i.e. the
+// root of h(tau) = sum_i clip(y_i - tau, 0, u_i) = 1 (h is continuous, piecewise linear,
+// nonincreasing). `pad` is kPadShift on padding tokens and 0 elsewhere (undefined: no padding).
+// Optional warm start: a guess tau0 [..., 1] and half-width delta [..., 1]; each end of [tau0 -
+// delta, tau0 + delta] that h confirms (h >= 1 below the root, h <= 1 above it) tightens the cold
+// bracket, per problem.
 Tensor capped_simplex_tau(const Tensor& y, const Tensor& u, const Tensor& pad, int bisections,
                           const Tensor& tau0 = Tensor(), const Tensor& delta = Tensor()) {
   Tensor d = torch::empty_like(y);
@@ -94,7 +94,9 @@ Tensor capped_simplex_tau(const Tensor& y, const Tensor& u, const Tensor& pad, i
   return tau;
 }
 
-Tensor pad_shift(const Tensor& upper) { return (upper <= 0).to(upper.scalar_type()).mul_(kPadShift); }
+Tensor pad_shift(const Tensor& upper) {
+  return (upper <= 0).to(upper.scalar_type()).mul_(kPadShift);
+}
 
 }  // namespace
 
@@ -105,7 +107,8 @@ Tensor project_capped_simplex(const Tensor& y, const Tensor& upper, int bisectio
     throw InvalidArgument("project_capped_simplex: bisections = " + std::to_string(bisections) +
                           ": must be in [0, 100]");
   torch::NoGradGuard ng;
-  Tensor tau = capped_simplex_tau(y, upper, pad_shift(upper), resolve_bisections(bisections, y.scalar_type()));
+  Tensor tau = capped_simplex_tau(y, upper, pad_shift(upper),
+                                  resolve_bisections(bisections, y.scalar_type()));
   return at::clamp(y - tau, torch::zeros({}, y.options()), upper);
 }
 
@@ -123,21 +126,22 @@ namespace {
 // (g, r) uses the tokens valid[g, r, :] (in full chunked mode: the leading block of chunk r + 1).
 // Tokens outside a problem are padding: bound 0, coefficient 0.
 
-// Lipschitz bound [G, R, 1] of grad F = 2 A a - diag(K), A = K + mu I, on each problem's affine hull
-// (module comment of LipschitzBound). K64: fp64 [G, N, N]; vm: fp64 0/1 [G, R, N].
+// Lipschitz bound [G, R, 1] of grad F = 2 A a - diag(K), A = K + mu I, on each problem's affine
+// hull (module comment of LipschitzBound). K64: fp64 [G, N, N]; vm: fp64 0/1 [G, R, N].
 Tensor lipschitz(const Tensor& K64, const Tensor& vm, const BatchedSettings& s) {
-  const double mu = s.mu;
+  const double mu = s.problem.ridge;
   Tensor n = vm.sum(-1, true).clamp_min(1);
   Tensor dK = torch::diagonal(K64, 0, -2, -1).unsqueeze(1);  // [G, 1, N]
-  Tensor rs_abs = (torch::bmm(vm, K64.abs()) + mu) * vm;   // sum_j |A_ij| over the problem's tokens
+  Tensor rs_abs = (torch::bmm(vm, K64.abs()) + mu) * vm;  // sum_j |A_ij| over the problem's tokens
   Tensor gersh = rs_abs.amax(-1, true);
   Tensor bound = gersh;
   if (s.lipschitz != LipschitzBound::kGershgorin) {
-    // ||P A P||_F^2 = ||A||_F^2 - (2/n) ||A 1||^2 + (1'A1)^2 / n^2 on the problem's block (fp64: the
-    // terms cancel when the keys are concentrated).
+    // ||P A P||_F^2 = ||A||_F^2 - (2/n) ||A 1||^2 + (1'A1)^2 / n^2 on the problem's block (fp64:
+    // the terms cancel when the keys are concentrated).
     Tensor rs = (torch::bmm(vm, K64) + mu) * vm;  // A 1
     Tensor tot = rs.sum(-1, true);
-    Tensor fro_a = (torch::bmm(vm, K64 * K64) * vm).sum(-1, true) + ((2 * mu) * dK * vm + mu * mu * vm).sum(-1, true);
+    Tensor fro_a = (torch::bmm(vm, K64 * K64) * vm).sum(-1, true) +
+                   ((2 * mu) * dK * vm + mu * mu * vm).sum(-1, true);
     Tensor fro2 = fro_a - 2 * rs.pow(2).sum(-1, true) / n + tot.pow(2) / n.pow(2);
     bound = torch::minimum(bound, fro2.clamp_min(0).sqrt());
   }
@@ -173,9 +177,9 @@ FistaResult fista(const Tensor& Kd, const Tensor& vm, const Tensor& upper, const
   // Shifted operator A - c 11': on {sum a = 1} it changes the gradient by the constant 2c, which no
   // projection sees, and it keeps the iterates' magnitudes small for learned keys (K ~ c 11').
   Tensor As = Kd - Kd.mean({-2, -1}, true);
-  As.diagonal(0, -2, -1).add_(s.mu);
-  Tensor twoL = 2 / L;                                                    // [G, R, 1]
-  Tensor dKL = torch::diagonal(Kd, 0, -2, -1).unsqueeze(1) / L * vm;      // [G, R, N]
+  As.diagonal(0, -2, -1).add_(s.problem.ridge);
+  Tensor twoL = 2 / L;                                                // [G, R, 1]
+  Tensor dKL = torch::diagonal(Kd, 0, -2, -1).unsqueeze(1) / L * vm;  // [G, R, N]
   auto step = [&](const Tensor& y) {  // y - grad F(y) / L, 0 outside the problem
     return torch::addcmul(dKL, torch::bmm(y, As), twoL, -1).add_(y).mul_(vm);
   };
@@ -187,8 +191,10 @@ FistaResult fista(const Tensor& Kd, const Tensor& vm, const Tensor& upper, const
   auto project = [&](const Tensor& z) {
     Tensor tn = tau.defined() ? capped_simplex_tau(z, upper, pad, warm_bis, tau, delta)
                               : capped_simplex_tau(z, upper, pad, bis);
-    if (tau.defined()) delta = torch::maximum((tn - tau).abs_().mul_(2), delta_min);
-    else delta = delta_min.clone();
+    if (tau.defined())
+      delta = torch::maximum((tn - tau).abs_().mul_(2), delta_min);
+    else
+      delta = delta_min.clone();
     tau = tn;
     Tensor x = z - tn;
     x.clamp_min_(0);
@@ -238,13 +244,15 @@ struct ProblemList {
   bool all = false;   // pidx == arange(G * R)
 };
 
-ProblemList make_list(std::int64_t G, std::int64_t R, std::int64_t N, const Tensor& pidx, const torch::Device& dev) {
+ProblemList make_list(std::int64_t G, std::int64_t R, std::int64_t N, const Tensor& pidx,
+                      const torch::Device& dev) {
   ProblemList pl;
   pl.G = G;
   pl.R = R;
   pl.N = N;
   pl.all = !pidx.defined();
-  pl.pidx = pl.all ? torch::arange(G * R, torch::TensorOptions().dtype(torch::kInt64).device(dev)) : pidx;
+  pl.pidx =
+      pl.all ? torch::arange(G * R, torch::TensorOptions().dtype(torch::kInt64).device(dev)) : pidx;
   pl.gidx = torch::div(pl.pidx, R, "floor");
   return pl;
 }
@@ -253,14 +261,18 @@ ProblemList make_list(std::int64_t G, std::int64_t R, std::int64_t N, const Tens
 Tensor kmv(const ProblemList& pl, const Tensor& K, const Tensor& a) {
   if (pl.all) return torch::bmm(a.view({pl.G, pl.R, pl.N}), K).view({pl.G * pl.R, pl.N});
   Tensor full = torch::zeros({pl.G * pl.R, pl.N}, a.options()).index_copy(0, pl.pidx, a);
-  return torch::bmm(full.view({pl.G, pl.R, pl.N}), K).view({pl.G * pl.R, pl.N}).index_select(0, pl.pidx);
+  return torch::bmm(full.view({pl.G, pl.R, pl.N}), K)
+      .view({pl.G * pl.R, pl.N})
+      .index_select(0, pl.pidx);
 }
 
 // K[g_f][idx_f, idx_f] -> [F, m, m] and diag(K)[g_f][idx_f] -> [F, m] (K contiguous).
 Tensor gather_block(const Tensor& K, const ProblemList& pl, const Tensor& idx) {
   const auto F = idx.size(0), m = idx.size(1), N = pl.N;
   // Rows first (a small [F, m] index into [G N, N]), then the columns of each row.
-  Tensor rows = K.reshape({-1, N}).index_select(0, (pl.gidx.unsqueeze(-1) * N + idx).reshape({-1})).view({F, m, N});
+  Tensor rows = K.reshape({-1, N})
+                    .index_select(0, (pl.gidx.unsqueeze(-1) * N + idx).reshape({-1}))
+                    .view({F, m, N});
   return rows.gather(2, idx.unsqueeze(1).expand({F, m, m}));
 }
 Tensor gather_diag(const Tensor& K, const ProblemList& pl, const Tensor& idx) {
@@ -278,12 +290,14 @@ std::pair<Tensor, Tensor> compact(const Tensor& take) {
   Tensor count = take.sum(-1, true);
   const std::int64_t m = std::max<std::int64_t>(F > 0 ? count.max().item<std::int64_t>() : 0, 1);
   Tensor slot = torch::where(take, take.to(torch::kInt64).cumsum(-1) - 1, torch::full({}, m, i64));
-  Tensor idx = torch::zeros({F, m + 1}, i64).scatter_(-1, slot, torch::arange(N, i64).expand({F, N})).narrow(-1, 0, m);
+  Tensor idx = torch::zeros({F, m + 1}, i64)
+                   .scatter_(-1, slot, torch::arange(N, i64).expand({F, N}))
+                   .narrow(-1, 0, m);
   return {idx, torch::arange(m, i64) < count};
 }
 
-// Problems whose sets (margin or working sets, `count` per problem) differ a lot in size are solved in
-// three groups by size, each padded to its own largest set, instead of all padded to the largest
+// Problems whose sets (margin or working sets, `count` per problem) differ a lot in size are solved
+// in three groups by size, each padded to its own largest set, instead of all padded to the largest
 // (~2x less work at initialisation). Returns the groups' row indices (ascending size), or nothing
 // when the sizes are similar, there are fewer than 16 problems, or the largest set is below
 // `min_largest`.
@@ -293,7 +307,8 @@ std::vector<Tensor> size_groups(const Tensor& count, std::int64_t min_largest) {
   Tensor order = std::get<1>(count.sort());
   Tensor sorted = count.index_select(0, order);
   const std::int64_t cmax = sorted[F - 1].item<std::int64_t>();
-  const std::int64_t c1 = sorted[F / 3].item<std::int64_t>(), c2 = sorted[2 * F / 3].item<std::int64_t>();
+  const std::int64_t c1 = sorted[F / 3].item<std::int64_t>(),
+                     c2 = sorted[2 * F / 3].item<std::int64_t>();
   if (cmax < min_largest || (c1 * 10 >= cmax * 7 && c2 * 10 >= cmax * 7)) return {};
   std::vector<Tensor> groups;
   const std::int64_t cuts[4] = {0, F / 3, 2 * F / 3, F};
@@ -317,7 +332,8 @@ std::pair<Tensor, Tensor> bordered_solve(const Tensor& K, const ProblemList& pl,
       Tensor alpha = torch::zeros({F, N}, K.options()), b = torch::zeros({F}, K.options());
       for (const Tensor& rows : groups) {
         ProblemList sub = make_list(pl.G, pl.R, N, pl.pidx.index_select(0, rows), pl.pidx.device());
-        auto ab = bordered_solve(K, sub, role.index_select(0, rows), upper.index_select(0, rows), ridge, false);
+        auto ab = bordered_solve(K, sub, role.index_select(0, rows), upper.index_select(0, rows),
+                                 ridge, false);
         alpha = alpha.index_copy(0, rows, ab.first);
         b = b.index_copy(0, rows, ab.second);
       }
@@ -331,12 +347,12 @@ std::pair<Tensor, Tensor> bordered_solve(const Tensor& K, const ProblemList& pl,
   Tensor Kss = gather_block(K, pl, idx);
   Tensor dS = gather_diag(K, pl, idx);
   Tensor KuE = kmv(pl, K, uE).gather(-1, idx);  // (K u_E) on the margin slots (K symmetric)
-  // K_SS + ridge I with identity rows/columns on the padding slots (in place: at init every token of
-  // a 192-token memory can be margin, and each pass over [F, 192, 192] costs tens of ms).
+  // K_SS + ridge I with identity rows/columns on the padding slots (in place: at init every token
+  // of a 192-token memory can be margin, and each pass over [F, 192, 192] costs tens of ms).
   Tensor H = Kss;
   if (!real.all().item<bool>()) H = H.mul(ms.unsqueeze(-1) * ms.unsqueeze(-2));
   H.diagonal(0, -2, -1).add_(ms * ridge + (1 - ms));
-  Tensor has_s = (ms.sum(-1, true) > 0).to(dt);                       // [F, 1]
+  Tensor has_s = (ms.sum(-1, true) > 0).to(dt);  // [F, 1]
   Tensor rhs_b = (1 - uE.sum(-1, true)) * has_s;
   Tensor rhs_s = ms * (dS / 2 - KuE);
   Tensor b, aS;
@@ -354,7 +370,7 @@ std::pair<Tensor, Tensor> bordered_solve(const Tensor& K, const ProblemList& pl,
     b = b.squeeze(-1);
   } else {
     Tensor top = torch::cat({(1 - has_s).unsqueeze(-1), ms.unsqueeze(-2)}, -1);  // [F, 1, smax+1]
-    Tensor body = torch::cat({ms.unsqueeze(-1), H}, -1);                        // [F, smax, smax+1]
+    Tensor body = torch::cat({ms.unsqueeze(-1), H}, -1);  // [F, smax, smax+1]
     Tensor A = torch::cat({top, body}, -2);
     Tensor rhs = torch::cat({rhs_b, rhs_s}, -1).unsqueeze(-1);
     Tensor z = torch::linalg_solve(A, rhs, /*left=*/true).squeeze(-1);
@@ -375,17 +391,19 @@ struct FaceCheck {
 };
 
 // Exact problem (ridge mu), fp64: the face minimiser of each partition and whether it is optimal.
-FaceCheck check_partition(const Tensor& K64, const ProblemList& pl, const Tensor& role, const Tensor& u,
-                          const Tensor& valid, double mu) {
+FaceCheck check_partition(const Tensor& K64, const ProblemList& pl, const Tensor& role,
+                          const Tensor& u, const Tensor& valid, double mu) {
   auto [af, b] = bordered_solve(K64, pl, role, u, mu);
-  Tensor dK = gather_diag(K64, pl, torch::arange(pl.N, pl.pidx.options()).expand({role.size(0), pl.N}));
+  Tensor dK =
+      gather_diag(K64, pl, torch::arange(pl.N, pl.pidx.options()).expand({role.size(0), pl.N}));
   Tensor q = kmv(pl, K64, af) + mu * af - 0.5 * dK;  // half-gradient without b
   Tensor isS = role == 1, isE = role == 2, isR = (role == 0) & valid;
   // With S empty b is not pinned by the system: take the largest b that keeps every E token's
   // g <= 0 (then an R token with g < 0 must enter S).
   Tensor inf = torch::full({}, std::numeric_limits<double>::infinity(), q.options());
   Tensor b_free = torch::where(isE, -q, inf).amin(-1);
-  b = torch::where(isS.any(-1), b, torch::where(torch::isfinite(b_free), b_free, torch::zeros_like(b)));
+  b = torch::where(isS.any(-1), b,
+                   torch::where(torch::isfinite(b_free), b_free, torch::zeros_like(b)));
   Tensor g = q + b.unsqueeze(-1);
   Tensor bad = (isS & ((af <= 0) | (af >= u))) | (isR & (g < -kKktTol)) | (isE & (g > kKktTol));
   return {af, ~bad.any(-1), isR & (g < -kKktTol)};
@@ -399,16 +417,17 @@ struct ActiveSet {
   Tensor enter;  // their reserve tokens with a negative gradient [open, N]
 };
 
-// Active-set rounds (fp64, no gradient) on the exact problem (ridge mu). Each round is monotone in F,
-// so it cannot cycle:
+// Active-set rounds (fp64, no gradient) on the exact problem (ridge mu). Each round is monotone in
+// F, so it cannot cycle:
 //   1. a projected-gradient step x <- P(x - grad F(x) / L) (tokens at 0 / u whose KKT sign is
 //      violated move into the box; tokens an interior-point iterate left at ~1e-10 snap to 0);
 //   2. the partition of x (the projection clips, so R and E sit exactly at 0 / u) and its face
 //      minimiser a_f (bordered solve on S with E at u); stop if it is optimal (check_partition);
 //   3. x <- the best (lowest F) of x, P(a_f) and x + t (a_f - x) with the largest t <= 1 that stays
 //      in the box (the classical active-set step: F decreases along the segment).
-ActiveSet refine_active_set(const Tensor& K64, const ProblemList& pl_in, const Tensor& x_in, const Tensor& upper_in,
-                            const Tensor& valid_in, const Tensor& L_in, double mu, double mask_tol, int rounds) {
+ActiveSet refine_active_set(const Tensor& K64, const ProblemList& pl_in, const Tensor& x_in,
+                            const Tensor& upper_in, const Tensor& valid_in, const Tensor& L_in,
+                            double mu, double mask_tol, int rounds) {
   torch::NoGradGuard ng;
   const auto F = x_in.size(0), N = pl_in.N;
   ActiveSet out;
@@ -424,16 +443,21 @@ ActiveSet refine_active_set(const Tensor& K64, const ProblemList& pl_in, const T
     const auto n = x.size(0);
     Tensor vm = valid.to(torch::kFloat64), pad = pad_shift(u);
     Tensor dK = gather_diag(K64, pl, torch::arange(N, pl.pidx.options()).expand({n, N}));
-    auto project = [&](const Tensor& z) { return at::clamp(z - capped_simplex_tau(z, u, pad, bis), zero, u); };
+    auto project = [&](const Tensor& z) {
+      return at::clamp(z - capped_simplex_tau(z, u, pad, bis), zero, u);
+    };
     auto Aa = [&](const Tensor& a) { return kmv(pl, K64, a) + mu * a; };
-    auto objective = [&](const Tensor& a) { return (Aa(a) * a).sum(-1) - (dK * a).sum(-1); };  // [n]
+    auto objective = [&](const Tensor& a) {
+      return (Aa(a) * a).sum(-1) - (dK * a).sum(-1);
+    };  // [n]
     Tensor xg = project((x - (2 * Aa(x) - dK) / L64) * vm);
     Tensor f0 = objective(x), fg = objective(xg);
     x = torch::where((f0 < fg).unsqueeze(-1), x, xg);
     f0 = torch::minimum(f0, fg);
     Tensor role = masks(x, u, valid, 1e-12);
     FaceCheck fc = check_partition(K64, pl, role, u, valid, mu);
-    out.role.index_copy_(0, rows, role);  // optimal rows are final; the others are overwritten below
+    out.role.index_copy_(0, rows,
+                         role);  // optimal rows are final; the others are overwritten below
     Tensor open = (~fc.ok).nonzero().view({-1});
     out.unconverged = open.numel();
     if (open.numel() == 0) {
@@ -475,9 +499,9 @@ constexpr std::int64_t kMaxWorkingSet = 256;
 // The Newton systems are |W| x |W| Cholesky solves and the iteration count does not depend on the
 // conditioning of K_WW, which is what makes FISTA slow on trained keys (docs/layers.md §2). A
 // problem stops moving once its residuals and complementarity are below 1e-14. Returns [F, N].
-Tensor interior_point(const Tensor& K64, const ProblemList& pl, const Tensor& x, const Tensor& valid,
-                      const Tensor& upper, double mu, int iterations, const Tensor& extra = Tensor(),
-                      bool bucket = true) {
+Tensor interior_point(const Tensor& K64, const ProblemList& pl, const Tensor& x,
+                      const Tensor& valid, const Tensor& upper, double mu, int iterations,
+                      const Tensor& extra = Tensor(), bool bucket = true) {
   torch::NoGradGuard ng;
   const auto F = x.size(0), N = pl.N;
   Tensor take = ((x > 0) | (extra.defined() ? extra : torch::zeros_like(valid))) & valid;
@@ -488,9 +512,11 @@ Tensor interior_point(const Tensor& K64, const ProblemList& pl, const Tensor& x,
       Tensor out = torch::zeros({F, N}, x.options().dtype(torch::kFloat64));
       for (const Tensor& rows : groups) {
         ProblemList sub = make_list(pl.G, pl.R, N, pl.pidx.index_select(0, rows), pl.pidx.device());
-        out.index_copy_(0, rows, interior_point(K64, sub, x.index_select(0, rows), valid.index_select(0, rows),
-                                                upper.index_select(0, rows), mu, iterations,
-                                                extra.defined() ? extra.index_select(0, rows) : Tensor(), false));
+        out.index_copy_(
+            0, rows,
+            interior_point(K64, sub, x.index_select(0, rows), valid.index_select(0, rows),
+                           upper.index_select(0, rows), mu, iterations,
+                           extra.defined() ? extra.index_select(0, rows) : Tensor(), false));
       }
       return out;
     }
@@ -501,8 +527,11 @@ Tensor interior_point(const Tensor& K64, const ProblemList& pl, const Tensor& x,
   } else {
     // Long memories far from converged: the kMaxWorkingSet largest coefficients (the others stay
     // at 0; the active-set rounds check them). Bounds the Newton systems' memory and time.
-    Tensor score = torch::where(take, x.to(torch::kFloat64) + (extra.defined() ? extra.to(torch::kFloat64) : torch::zeros_like(x, torch::kFloat64)),
-                                torch::full({}, -1.0, x.options().dtype(torch::kFloat64)));
+    Tensor score = torch::where(
+        take,
+        x.to(torch::kFloat64) +
+            (extra.defined() ? extra.to(torch::kFloat64) : torch::zeros_like(x, torch::kFloat64)),
+        torch::full({}, -1.0, x.options().dtype(torch::kFloat64)));
     auto top = score.topk(kMaxWorkingSet, -1);
     idx = std::get<1>(top);
     real = std::get<0>(top) >= 0;
@@ -559,7 +588,9 @@ Tensor interior_point(const Tensor& K64, const ProblemList& pl, const Tensor& x,
     Tensor dz = -z - z / alpha * da, dw = -w + w / sl * da;
     Tensor t = torch::minimum(torch::minimum(max_step(alpha, da), max_step(sl, -da)),
                               torch::minimum(max_step(z, dz), max_step(w, dw)));
-    Tensor mu_aff = (((alpha + t * da) * (z + t * dz)).sum(-1, true) + ((sl - t * da) * (w + t * dw)).sum(-1, true)) / n2;
+    Tensor mu_aff = (((alpha + t * da) * (z + t * dz)).sum(-1, true) +
+                     ((sl - t * da) * (w + t * dw)).sum(-1, true)) /
+                    n2;
     Tensor sigma = (mu_aff / muc.clamp_min(1e-300)).pow(3).clamp_max(1);
     // Corrector.
     Tensor cz = sigma * muc - alpha * z - da * dz;
@@ -587,12 +618,12 @@ struct SolvedSet {
 // matrix. K64: the same Gram matrix in fp64 computed from the keys (undefined: K in fp64). The
 // partition decisions are made on it: near-duplicate keys split their mass on differences that an
 // fp32 Gram matrix rounds away.
-SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettings& s, const Tensor& warm,
-                    const Tensor& K64_in = Tensor()) {
+SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettings& s,
+                    const Tensor& warm, const Tensor& K64_in = Tensor()) {
   Tensor K = K_in.contiguous();
   const auto dt = K.scalar_type();
   const auto G = K.size(0), N = K.size(1), R = valid.size(1), P = G * R;
-  Tensor upper = box_upper(valid, s.C, dt);
+  Tensor upper = box_upper(valid, s.problem.C, dt);
   Tensor upper_p = upper.view({P, N}), valid_p = valid.reshape({P, N});
   SolvedSet out;
   Tensor role;
@@ -605,11 +636,11 @@ SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettin
     out.residual = fr.residual;
     role = masks(fr.x, upper, valid, s.mask_tol).view({P, N});
     if (s.active_set_rounds > 0) {
-      // FISTA's partition is kept where it is optimal for the exact problem (face solve in fp64, KKT
-      // signs); any other problem -- FISTA's fixed budget has not settled it -- is re-solved. A floor
-      // on the ridge keeps the fp64 face solves nonsingular when mu = 0 and keys repeat exactly (the
-      // optimum is then not unique anyway).
-      const double mu = std::max(s.mu, 1e-12);
+      // FISTA's partition is kept where it is optimal for the exact problem (face solve in fp64,
+      // KKT signs); any other problem -- FISTA's fixed budget has not settled it -- is re-solved. A
+      // floor on the ridge keeps the fp64 face solves nonsingular when mu = 0 and keys repeat
+      // exactly (the optimum is then not unique anyway).
+      const double mu = std::max(s.problem.ridge, 1e-12);
       ProblemList all = make_list(G, R, N, Tensor(), K.device());
       Tensor u64 = upper_p.to(torch::kFloat64);
       FaceCheck fc = check_partition(K64, all, role, u64, valid_p, mu);
@@ -619,8 +650,10 @@ SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettin
         Tensor xb = fr.x.view({P, N}).index_select(0, bad);
         Tensor vb = valid_p.index_select(0, bad), ub = u64.index_select(0, bad);
         Tensor Lb = L.view({P, 1}).index_select(0, bad);
-        Tensor start = s.ipm_iterations > 0 ? interior_point(K64, pl, xb, vb, ub, mu, s.ipm_iterations) : xb;
-        ActiveSet as = refine_active_set(K64, pl, start, ub, vb, Lb, mu, s.mask_tol, s.active_set_rounds);
+        Tensor start =
+            s.ipm_iterations > 0 ? interior_point(K64, pl, xb, vb, ub, mu, s.ipm_iterations) : xb;
+        ActiveSet as =
+            refine_active_set(K64, pl, start, ub, vb, Lb, mu, s.mask_tol, s.active_set_rounds);
         if (as.open.numel() > 0 && s.ipm_iterations > 0) {
           // Still open: typically a token FISTA had left at 0 belongs to the support. One more
           // interior-point pass on those problems with it in the working set.
@@ -628,8 +661,8 @@ SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettin
           ProblemList po = make_list(G, R, N, pl.pidx.index_select(0, o), K.device());
           Tensor vo = vb.index_select(0, o), uo = ub.index_select(0, o);
           Tensor st2 = interior_point(K64, po, as.x, vo, uo, mu, s.ipm_iterations, as.enter);
-          ActiveSet as2 = refine_active_set(K64, po, st2, uo, vo, Lb.index_select(0, o), mu, s.mask_tol,
-                                            s.active_set_rounds);
+          ActiveSet as2 = refine_active_set(K64, po, st2, uo, vo, Lb.index_select(0, o), mu,
+                                            s.mask_tol, s.active_set_rounds);
           as.role.index_copy_(0, o, as2.role);
           as.unconverged = as2.unconverged;
         }
@@ -640,7 +673,8 @@ SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettin
     }
   }
   // The coefficients: the ridge solve on the final partition (differentiable).
-  auto ab = bordered_solve(K, make_list(G, R, N, Tensor(), K.device()), role, upper_p, s.mu + s.ridge);
+  auto ab = bordered_solve(K, make_list(G, R, N, Tensor(), K.device()), role, upper_p,
+                           s.problem.ridge + s.solve_ridge);
   Tensor alpha = ab.first, b = ab.second;
   {
     torch::NoGradGuard ng;
@@ -650,7 +684,8 @@ SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettin
     out.out_of_box = (margin & ((a < 0) | (a > upper_p))).sum().item<std::int64_t>();
   }
   // The ridge (lambda) solve on the exact problem's partition can leave the box slightly (it is a
-  // different problem); the readout needs alpha >= 0, and alpha <= u keeps it a feasible SVDD weight.
+  // different problem); the readout needs alpha >= 0, and alpha <= u keeps it a feasible SVDD
+  // weight.
   out.alpha = at::clamp(alpha, torch::zeros({}, upper.options()), upper_p).view({G, R, N});
   out.b = b.view({G, R});
   out.role = role.view({G, R, N});
@@ -661,23 +696,29 @@ SolvedSet solve_set(const Tensor& K_in, const Tensor& valid, const BatchedSettin
 
 Tensor lipschitz_bound(const Tensor& K, const Tensor& valid, const BatchedSettings& s) {
   s.validate();
-  if (K.dim() != 3 || K.size(1) != K.size(2)) throw InvalidArgument("lipschitz_bound: K must be [G, N, N]");
+  if (K.dim() != 3 || K.size(1) != K.size(2))
+    throw InvalidArgument("lipschitz_bound: K must be [G, N, N]");
   torch::NoGradGuard ng;
-  Tensor vm = valid.defined() ? valid.to(torch::kFloat64) : torch::ones({K.size(0), K.size(1)}, K.options().dtype(torch::kFloat64));
+  Tensor vm = valid.defined()
+                  ? valid.to(torch::kFloat64)
+                  : torch::ones({K.size(0), K.size(1)}, K.options().dtype(torch::kFloat64));
   return lipschitz(K.detach().to(torch::kFloat64), vm.unsqueeze(1), s).view({K.size(0)});
 }
 
 BatchedSolution batched_svdd(const Tensor& K, const Tensor& valid_in, const BatchedSettings& s,
                              const Tensor& warm_start) {
   s.validate();
-  if (K.dim() != 3 || K.size(1) != K.size(2)) throw InvalidArgument("batched_svdd: K must be [G, N, N]");
+  if (K.dim() != 3 || K.size(1) != K.size(2))
+    throw InvalidArgument("batched_svdd: K must be [G, N, N]");
   const auto G = K.size(0), N = K.size(1);
   Tensor valid = valid_in.defined() ? valid_in.to(torch::kBool)
                                     : torch::ones({G, N}, K.options().dtype(torch::kBool));
-  if (valid.sizes() != torch::IntArrayRef({G, N})) throw InvalidArgument("batched_svdd: valid must be [G, N]");
+  if (valid.sizes() != torch::IntArrayRef({G, N}))
+    throw InvalidArgument("batched_svdd: valid must be [G, N]");
   if (warm_start.defined() && warm_start.sizes() != torch::IntArrayRef({G, N}))
     throw InvalidArgument("batched_svdd: warm_start must be [G, N]");
-  SolvedSet r = solve_set(K, valid.unsqueeze(1), s, warm_start.defined() ? warm_start.detach().unsqueeze(1) : Tensor());
+  SolvedSet r = solve_set(K, valid.unsqueeze(1), s,
+                          warm_start.defined() ? warm_start.detach().unsqueeze(1) : Tensor());
   BatchedSolution out;
   out.alpha = r.alpha.squeeze(1);
   out.b = r.b.squeeze(1);
@@ -692,19 +733,20 @@ BatchedSolution batched_svdd(const Tensor& K, const Tensor& valid_in, const Batc
 
 std::pair<Tensor, Tensor> bordered_coefficients(const Tensor& K, const Tensor& role,
                                                 const Tensor& upper, double ridge) {
-  if (K.dim() != 3 || K.size(1) != K.size(2) || role.sizes() != torch::IntArrayRef({K.size(0), K.size(1)}) ||
-      upper.sizes() != role.sizes())
+  if (K.dim() != 3 || K.size(1) != K.size(2) ||
+      role.sizes() != torch::IntArrayRef({K.size(0), K.size(1)}) || upper.sizes() != role.sizes())
     throw InvalidArgument("bordered_coefficients: K must be [G, N, N], role and upper [G, N]");
   Tensor Kc = K.contiguous();
-  return bordered_solve(Kc, make_list(K.size(0), 1, K.size(1), Tensor(), K.device()), role, upper, ridge);
+  return bordered_solve(Kc, make_list(K.size(0), 1, K.size(1), Tensor(), K.device()), role, upper,
+                        ridge);
 }
 
 namespace {
 
 // Readout of R memories per (batch, head): q [G, R, M, d] reads problem r's memory over the keys
 // x [G, N, d] with coefficients alpha [G, R, N] on the support sup [G, R, N] -> [G, R, M, dv].
-Tensor readout_set(const Tensor& q, const Tensor& x, const Tensor& v, const Tensor& alpha, const Tensor& sup,
-                   const Tensor& sigma) {
+Tensor readout_set(const Tensor& q, const Tensor& x, const Tensor& v, const Tensor& alpha,
+                   const Tensor& sup, const Tensor& sigma) {
   const auto G = q.size(0), R = q.size(1), M = q.size(2), N = x.size(1);
   Tensor qf = q.reshape({G, R * M, q.size(3)});
   Tensor qq = qf.pow(2).sum(-1, true);
@@ -725,7 +767,8 @@ Tensor readout_set(const Tensor& q, const Tensor& x, const Tensor& v, const Tens
 
 Tensor sv_readout(const Tensor& queries, const Tensor& keys, const Tensor& values,
                   const Tensor& alpha, const Tensor& role, const Tensor& sigma) {
-  return readout_set(queries.unsqueeze(1), keys, values, alpha.unsqueeze(1), (role > 0).unsqueeze(1), sigma)
+  return readout_set(queries.unsqueeze(1), keys, values, alpha.unsqueeze(1),
+                     (role > 0).unsqueeze(1), sigma)
       .squeeze(1);
 }
 
@@ -765,7 +808,7 @@ Prepared prepare(const Tensor& keys, const Tensor& values, const Tensor& queries
   if (log_sigma.defined())
     p.sigma = torch::exp(log_sigma.to(p.dtype)).unsqueeze(0).expand({p.B, p.H}).reshape({G});
   else
-    p.sigma = torch::full({G}, s.bandwidth, keys.options().dtype(p.dtype));
+    p.sigma = torch::full({G}, s.problem.kernel.bandwidth, keys.options().dtype(p.dtype));
   return p;
 }
 
@@ -780,7 +823,8 @@ Tensor gram64(const Tensor& x, const Tensor& sigma, const Tensor& K) {
   Tensor a = x.detach().to(torch::kFloat64);
   Tensor sq = a.pow(2).sum(-1);
   // exp(-(|a|^2 + |b|^2 - 2 a.b) / sigma^2), in place after one fused product.
-  Tensor d2 = torch::baddbmm(sq.unsqueeze(-1) + sq.unsqueeze(-2), a, a.transpose(1, 2), /*beta=*/1, /*alpha=*/-2);
+  Tensor d2 = torch::baddbmm(sq.unsqueeze(-1) + sq.unsqueeze(-2), a, a.transpose(1, 2), /*beta=*/1,
+                             /*alpha=*/-2);
   d2.clamp_min_(0).mul_((-1 / sigma.detach().to(torch::kFloat64).pow(2)).view({-1, 1, 1}));
   return d2.exp_();
 }
@@ -822,7 +866,8 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
                                     const Tensor& log_sigma, std::int64_t chunk,
                                     const BatchedSettings& s, BatchedInfo* info) {
   if (chunk < 1)
-    throw InvalidArgument("sv_batched_chunked_attention: chunk = " + std::to_string(chunk) + ": must be >= 1");
+    throw InvalidArgument("sv_batched_chunked_attention: chunk = " + std::to_string(chunk) +
+                          ": must be >= 1");
   const auto t0 = std::chrono::steady_clock::now();
   Prepared p = prepare(keys, values, queries, log_sigma, s, true);
   const auto G = p.B * p.H, T = p.N, L = chunk;
@@ -847,7 +892,8 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
     Tensor Kfull64 = gram64(xm, p.sigma, Kfull);
     // Queries of chunks 1..R, padded to R * L rows.
     Tensor qm = p.q.narrow(1, L, T - L);
-    if (T - L < R * L) qm = torch::cat({qm, torch::zeros({G, R * L - (T - L), p.d}, qm.options())}, 1);
+    if (T - L < R * L)
+      qm = torch::cat({qm, torch::zeros({G, R * L - (T - L), p.d}, qm.options())}, 1);
     std::vector<Tensor> outs = {torch::zeros({G, L, p.dv}, p.x.options())};
     for (std::int64_t r0 = 0; r0 < R; r0 += kJointChunks) {
       const std::int64_t r1 = std::min(R, r0 + kJointChunks), Rg = r1 - r0, n = r1 * L;
@@ -855,8 +901,9 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
       Tensor valid = (torch::arange(n, i64).view({1, 1, n}) < limit).expand({G, Rg, n});
       SolvedSet sol = solve_set(Kfull.narrow(1, 0, n).narrow(2, 0, n), valid, s, Tensor(),
                                 Kfull64.narrow(1, 0, n).narrow(2, 0, n));
-      Tensor og = readout_set(qm.narrow(1, r0 * L, Rg * L).view({G, Rg, L, p.d}), xm.narrow(1, 0, n),
-                              vmem.narrow(1, 0, n), sol.alpha, sol.role > 0, p.sigma);
+      Tensor og =
+          readout_set(qm.narrow(1, r0 * L, Rg * L).view({G, Rg, L, p.d}), xm.narrow(1, 0, n),
+                      vmem.narrow(1, 0, n), sol.alpha, sol.role > 0, p.sigma);
       outs.push_back(og.reshape({G, Rg * L, p.dv}));
       if (info != nullptr) {
         role_all.narrow(1, r0 + 1, Rg).narrow(2, 0, n).copy_(sol.role);
@@ -882,9 +929,12 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
       Tensor vk = p.v.gather(1, idx.unsqueeze(-1).expand({G, n, p.dv}));
       Tensor K = rbf_kernel(xk, xk, p.sigma);
       Tensor ws;
-      if (warm.defined()) ws = torch::cat({warm, torch::zeros({G, n - warm.size(1)}, warm.options())}, 1).unsqueeze(1);
+      if (warm.defined())
+        ws =
+            torch::cat({warm, torch::zeros({G, n - warm.size(1)}, warm.options())}, 1).unsqueeze(1);
       SolvedSet sol = solve_set(K, valid.unsqueeze(1), s, ws, gram64(xk, p.sigma, K));
-      outs.push_back(readout_set(p.q.narrow(1, qb, qe - qb).unsqueeze(1), xk, vk, sol.alpha, sol.role > 0, p.sigma)
+      outs.push_back(readout_set(p.q.narrow(1, qb, qe - qb).unsqueeze(1), xk, vk, sol.alpha,
+                                 sol.role > 0, p.sigma)
                          .squeeze(1));
       Tensor role = sol.role.squeeze(1);
       if (info != nullptr) {
@@ -920,7 +970,8 @@ std::pair<double, long> partition_agreement(const Tensor& role_a, const Tensor& 
   Tensor equal = (a == b).all(-1) & nonempty;
   const long units = nonempty.sum().item<std::int64_t>();
   if (units == 0) return {1.0, 0};
-  return {static_cast<double>(equal.sum().item<std::int64_t>()) / static_cast<double>(units), units};
+  return {static_cast<double>(equal.sum().item<std::int64_t>()) / static_cast<double>(units),
+          units};
 }
 
 }  // namespace svattn::layers

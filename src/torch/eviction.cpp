@@ -18,14 +18,16 @@ Tensor h2o_scores(const Tensor& q, const Tensor& k, bool causal) {
   Tensor s = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
   if (causal) {
     auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
-    Tensor allowed = torch::arange(N, opts).unsqueeze(0) <= (torch::arange(M, opts) + (N - M)).unsqueeze(1);
+    Tensor allowed =
+        torch::arange(N, opts).unsqueeze(0) <= (torch::arange(M, opts) + (N - M)).unsqueeze(1);
     s = s.masked_fill(~allowed, -std::numeric_limits<double>::infinity());
   }
   return torch::softmax(s, -1).sum(-2);
 }
 
 Tensor h2o_keep_mask(const Tensor& scores, std::int64_t budget, std::int64_t recent) {
-  if (budget < 0 || recent < 0) throw InvalidArgument("h2o_keep_mask: budget and recent must be >= 0");
+  if (budget < 0 || recent < 0)
+    throw InvalidArgument("h2o_keep_mask: budget and recent must be >= 0");
   const auto N = scores.size(-1);
   auto opts = torch::TensorOptions().dtype(torch::kInt64).device(scores.device());
   Tensor pos = torch::arange(N, opts);
@@ -42,7 +44,8 @@ Tensor h2o_keep_mask(const Tensor& scores, std::int64_t budget, std::int64_t rec
 }
 
 Tensor coefficient_decay(const Tensor& alpha, const Tensor& deleted, double factor) {
-  if (!(factor >= 0 && factor < 1)) throw InvalidArgument("coefficient_decay: factor must be in [0, 1)");
+  if (!(factor >= 0 && factor < 1))
+    throw InvalidArgument("coefficient_decay: factor must be in [0, 1)");
   if (alpha.sizes() != deleted.sizes()) throw InvalidArgument("coefficient_decay: shapes differ");
   Tensor a = torch::where(deleted.to(torch::kBool), alpha * factor, alpha);
   return a / a.sum(-1, true);

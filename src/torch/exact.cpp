@@ -11,36 +11,26 @@
 #include <sstream>
 #include <string>
 
+#include "check_settings.h"
 #include "svattn/errors.h"
 
 namespace svattn::layers {
 
-void ExactSettings::validate() const {
-  auto bad = [](const std::string& field, double v, const std::string& why) {
-    std::ostringstream os;
-    os << "ExactSettings." << field << " = " << v << ": " << why;
-    throw InvalidArgument(os.str());
-  };
-  if (!std::isfinite(bandwidth) || bandwidth <= 0) bad("bandwidth", bandwidth, "must be finite and > 0");
-  if (!std::isfinite(C) || C <= 0) bad("C", C, "must be finite and > 0");
-  if (!std::isfinite(ridge) || ridge < 0) bad("ridge", ridge, "must be finite and >= 0");
-}
+void ExactSettings::validate() const { check_problem(problem, "problem."); }
 
 MemorySettings ExactSettings::memory_settings(double sigma) const {
   MemorySettings m;
-  m.problem.kernel.type = KernelType::kRbf;
+  m.problem = problem;
   m.problem.kernel.bandwidth = sigma;
-  m.problem.C = C;
-  m.problem.ridge = ridge;
   m.mode = MemoryMode::kAudit;
   return m;
 }
 
 namespace {
 
-using torch::Tensor;
 using Eigen::MatrixXd;
 using Eigen::VectorXd;
+using torch::Tensor;
 
 // One memory state and the queries that read it.
 struct Unit {
@@ -74,7 +64,8 @@ std::vector<Tensor> pack(const std::vector<Unit>& units) {
     Tensor mar = torch::empty({nm}, i64);
     std::copy(u.margin.begin(), u.margin.end(), mar.data_ptr<std::int64_t>());
     Tensor R = torch::empty({u.R.rows(), u.R.cols()}, f64);
-    Eigen::Map<MatrixXd>(R.data_ptr<double>(), u.R.rows(), u.R.cols()) = u.R;  // symmetric: layout-free
+    Eigen::Map<MatrixXd>(R.data_ptr<double>(), u.R.rows(), u.R.cols()) =
+        u.R;  // symmetric: layout-free
     out.insert(out.end(), {meta, sup, alp, mar, R});
   }
   return out;
@@ -113,17 +104,19 @@ Unit capture(const Memory& mem, std::int64_t q_begin, std::int64_t q_end) {
     u.support.push_back(id);
     u.alpha.push_back(a);
     std::int8_t r = 2;  // warm-up tokens (a = 1/n at the raised bound) count as error-like
-    if (std::binary_search(S.begin(), S.end(), id)) r = 1;
-    else if (std::binary_search(E.begin(), E.end(), id)) r = 2;
+    if (std::binary_search(S.begin(), S.end(), id))
+      r = 1;
+    else if (std::binary_search(E.begin(), E.end(), id))
+      r = 2;
     u.role.push_back(r);
   }
   if (!u.warmup) {
     const std::vector<TokenId> order = mem.margin_order();
     u.margin.assign(order.begin(), order.end());
     u.R = mem.bordered_inverse();
-    SVATTN_ASSERT(u.R.rows() == static_cast<Eigen::Index>(u.margin.size()) + 1 &&
-                      u.R.cols() == u.R.rows(),
-                  "bordered inverse size disagrees with the margin order");
+    SVATTN_ASSERT(
+        u.R.rows() == static_cast<Eigen::Index>(u.margin.size()) + 1 && u.R.cols() == u.R.rows(),
+        "bordered inverse size disagrees with the margin order");
     std::vector<TokenId> sorted(order.begin(), order.end());
     std::sort(sorted.begin(), sorted.end());
     SVATTN_ASSERT(sorted == S, "margin order disagrees with the canonical partition");
@@ -169,10 +162,11 @@ void unit_readout(const Unit& u, const double* X, const double* V, const double*
   }
 }
 
-// Accumulates the gradients of one unit into the (b, h) slices Xg, Vg, Qg and *sg (d loss / d sigma).
+// Accumulates the gradients of one unit into the (b, h) slices Xg, Vg, Qg and *sg (d loss / d
+// sigma).
 void unit_backward(const Unit& u, const double* X, const double* V, const double* Q,
-                   const double* G, double* Xg, double* Vg, double* Qg, double* sg,
-                   std::int64_t d, std::int64_t dv, double sigma) {
+                   const double* G, double* Xg, double* Vg, double* Qg, double* sg, std::int64_t d,
+                   std::int64_t dv, double sigma) {
   const std::size_t ns = u.support.size();
   if (ns == 0) return;
   const double inv_s2 = 1.0 / (sigma * sigma);
@@ -237,8 +231,10 @@ void unit_backward(const Unit& u, const double* X, const double* V, const double
     VectorXd gbar = VectorXd::Zero(static_cast<Eigen::Index>(nm) + 1);
     for (std::size_t r = 0; r < nm; ++r) {
       const auto it = std::lower_bound(u.support.begin(), u.support.end(), u.margin[r]);
-      SVATTN_ASSERT(it != u.support.end() && *it == u.margin[r], "margin token outside the support");
-      gbar[static_cast<Eigen::Index>(r) + 1] = abar[static_cast<std::size_t>(it - u.support.begin())];
+      SVATTN_ASSERT(it != u.support.end() && *it == u.margin[r],
+                    "margin token outside the support");
+      gbar[static_cast<Eigen::Index>(r) + 1] =
+          abar[static_cast<std::size_t>(it - u.support.begin())];
     }
     const VectorXd w = u.R * gbar;  // [w_b; w_S], R symmetric
     for (std::size_t r = 0; r < nm; ++r) {
@@ -298,10 +294,12 @@ std::vector<double> head_sigmas(const Tensor& log_sigma, std::int64_t H, double 
   std::vector<double> out(static_cast<std::size_t>(H), bandwidth);
   if (log_sigma.defined()) {
     Tensor ls = log_sigma.detach().to(torch::kCPU, torch::kFloat64).contiguous();
-    for (std::int64_t h = 0; h < H; ++h) out[static_cast<std::size_t>(h)] = std::exp(ls.data_ptr<double>()[h]);
+    for (std::int64_t h = 0; h < H; ++h)
+      out[static_cast<std::size_t>(h)] = std::exp(ls.data_ptr<double>()[h]);
   }
   for (double s : out)
-    if (!std::isfinite(s) || s <= 0) throw InvalidArgument("sv_exact_attention: bandwidth exp(log_sigma) must be finite and > 0");
+    if (!std::isfinite(s) || s <= 0)
+      throw InvalidArgument("sv_exact_attention: bandwidth exp(log_sigma) must be finite and > 0");
   return out;
 }
 
@@ -328,7 +326,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
     settings.validate();
     const Shapes s = check_inputs(keys, values, queries, log_sigma, chunk > 0);
     if (chunk < 0) throw InvalidArgument("sv_exact_chunked_attention: chunk must be >= 1");
-    const std::vector<double> sig = head_sigmas(log_sigma, s.H, settings.bandwidth);
+    const std::vector<double> sig = head_sigmas(log_sigma, s.H, settings.problem.kernel.bandwidth);
     const Tensor X = cpu64(keys), V = cpu64(values), Q = cpu64(queries);
     Tensor O = torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
     const std::int64_t n_chunks = chunk > 0 ? (s.N + chunk - 1) / chunk : 1;
@@ -373,7 +371,8 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
         }
       }
     });
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
     if (info != nullptr) {
       std::vector<std::int64_t> shape = {s.B, s.H};
@@ -410,7 +409,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
     ctx->saved_data["units"] = pack(units);
     ctx->saved_data["chunk"] = chunk;
     ctx->saved_data["n_chunks"] = n_chunks;
-    ctx->saved_data["bandwidth"] = settings.bandwidth;
+    ctx->saved_data["bandwidth"] = settings.problem.kernel.bandwidth;
     return O.to(queries.options());
   }
 
@@ -425,7 +424,8 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
     const Shapes s = check_inputs(keys, values, queries, log_sigma, chunk > 0);
     const std::vector<double> sig = head_sigmas(log_sigma, s.H, bandwidth);
     const Tensor X = cpu64(keys), V = cpu64(values), Q = cpu64(queries);
-    Tensor G = grads[0].defined() ? cpu64(grads[0]) : torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
+    Tensor G =
+        grads[0].defined() ? cpu64(grads[0]) : torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
     Tensor Xg = torch::zeros_like(X), Vg = torch::zeros_like(V), Qg = torch::zeros_like(Q);
     Tensor Sg = torch::zeros({s.B, s.H}, torch::kFloat64);
     at::parallel_for(0, s.B * s.H, 1, [&](std::int64_t begin, std::int64_t end) {
@@ -433,14 +433,11 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
         const double sigma = sig[static_cast<std::size_t>(bh % s.H)];
         for (std::int64_t c = 0; c < units_per; ++c) {
           const Unit u = unpack(packed, static_cast<std::size_t>(bh * units_per + c));
-          unit_backward(u, X.data_ptr<double>() + bh * s.N * s.d,
-                        V.data_ptr<double>() + bh * s.N * s.dv,
-                        Q.data_ptr<double>() + bh * s.M * s.d,
-                        G.data_ptr<double>() + bh * s.M * s.dv,
-                        Xg.data_ptr<double>() + bh * s.N * s.d,
-                        Vg.data_ptr<double>() + bh * s.N * s.dv,
-                        Qg.data_ptr<double>() + bh * s.M * s.d,
-                        Sg.data_ptr<double>() + bh, s.d, s.dv, sigma);
+          unit_backward(
+              u, X.data_ptr<double>() + bh * s.N * s.d, V.data_ptr<double>() + bh * s.N * s.dv,
+              Q.data_ptr<double>() + bh * s.M * s.d, G.data_ptr<double>() + bh * s.M * s.dv,
+              Xg.data_ptr<double>() + bh * s.N * s.d, Vg.data_ptr<double>() + bh * s.N * s.dv,
+              Qg.data_ptr<double>() + bh * s.M * s.d, Sg.data_ptr<double>() + bh, s.d, s.dv, sigma);
         }
       }
     });
@@ -450,15 +447,21 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
       Tensor sig_t = torch::exp(cpu64(log_sigma));
       lsg = (Sg.sum(0) * sig_t).to(log_sigma.options());
     }
-    return {Xg.to(keys.options()), Vg.to(values.options()), Qg.to(queries.options()), lsg,
-            Tensor(), Tensor(), Tensor()};
+    return {Xg.to(keys.options()),
+            Vg.to(values.options()),
+            Qg.to(queries.options()),
+            lsg,
+            Tensor(),
+            Tensor(),
+            Tensor()};
   }
 };
 
 // Autograd needs every tensor input defined: an absent log_sigma becomes a constant [H] tensor.
-Tensor defined_log_sigma(const Tensor& keys, const Tensor& log_sigma, const ExactSettings& settings) {
+Tensor defined_log_sigma(const Tensor& keys, const Tensor& log_sigma,
+                         const ExactSettings& settings) {
   if (log_sigma.defined()) return log_sigma;
-  return torch::full({keys.size(1)}, std::log(settings.bandwidth), torch::kFloat64);
+  return torch::full({keys.size(1)}, std::log(settings.problem.kernel.bandwidth), torch::kFloat64);
 }
 
 }  // namespace

@@ -49,11 +49,13 @@ CharLmImpl::CharLmImpl(const LmConfig& config) : config_(config) {
     embed_->weight.normal_(0.0, 0.02);
   }
   for (std::int64_t i = 0; i < config_.n_layers; ++i)
-    blocks_.push_back(register_module("block" + std::to_string(i),
-                                      TransformerBlock(config_.attention, config_.mlp_ratio, config_.dropout)));
+    blocks_.push_back(
+        register_module("block" + std::to_string(i),
+                        TransformerBlock(config_.attention, config_.mlp_ratio, config_.dropout)));
   ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D})));
   if (!config_.tied_head)
-    head_ = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(D, config_.vocab).bias(false)));
+    head_ = register_module(
+        "head", torch::nn::Linear(torch::nn::LinearOptions(D, config_.vocab).bias(false)));
 }
 
 Tensor CharLmImpl::forward(const Tensor& tokens) {

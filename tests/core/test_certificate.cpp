@@ -4,6 +4,11 @@
 #include "svattn/batch_solver.h"
 #include "svattn/certificate.h"
 #include "svattn/memory.h"
+#include "svattn/errors.h"
+#include "svattn/readout.h"
+
+#include <cmath>
+#include <limits>
 
 using namespace svattn;
 using svattn::testing::make_keys;
@@ -91,7 +96,7 @@ TEST(Certificate, RemovalCertificateFields) {
   const std::vector<TokenId> rm = {before.partition.margin[0], before.partition.reserve[0], 7};
   const OpDiagnostics dg = m.remove_batch(rm);
   const RowMatrix probes = make_keys(Stream::kGaussian, 16, 4, 4);
-  const nlohmann::json c = removal_certificate(before, m, rm, "patient-1", dg, true, probes);
+  const nlohmann::json c = removal_certificate(before, m, rm, "patient-1", dg, true, probes).to_json();
   EXPECT_EQ(c["certificate"], "svattn-removal-v1");
   EXPECT_EQ(c["mode"], "audit");
   EXPECT_EQ(c["record_id"], "patient-1");
@@ -120,7 +125,7 @@ TEST(Certificate, AuditModeAfterExplicitEvictionIsScopedToRetainedTokens) {
   const State before = m.state();
   const std::vector<TokenId> rm = {before.partition.margin[0]};
   const OpDiagnostics dg = m.remove_batch(rm);
-  const nlohmann::json c = removal_certificate(before, m, rm, "", dg, false, RowMatrix(0, 4));
+  const nlohmann::json c = removal_certificate(before, m, rm, "", dg, false, RowMatrix(0, 4)).to_json();
   EXPECT_EQ(c["mode"], "audit");
   EXPECT_EQ(c["evictions"], evicted.size());
   const std::string scope = c["scope"].get<std::string>();
@@ -144,7 +149,169 @@ TEST(Certificate, BoundedModeSaysSo) {
   const State before = m.state();
   const std::vector<TokenId> rm = {before.partition.margin[0]};
   const OpDiagnostics dg = m.remove_batch(rm);
-  const nlohmann::json c = removal_certificate(before, m, rm, "", dg, true, RowMatrix(0, 3));
+  const nlohmann::json c = removal_certificate(before, m, rm, "", dg, true, RowMatrix(0, 3)).to_json();
   EXPECT_EQ(c["mode"], "bounded");
   EXPECT_NE(c["scope"].get<std::string>().find("retained"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- n = 0 and n = 1, typed form
+
+namespace {
+MemorySettings memory_settings() {
+  MemorySettings ms;
+  ms.problem = settings().problem;
+  return ms;
+}
+}  // namespace
+
+TEST(Verifier, EmptyStateVerifies) {
+  const Memory m(memory_settings(), 3, 3);
+  const State s = m.state();
+  const VerifyReport r = verify_state(m.tokens(), s, Tolerances{}, true);
+  EXPECT_TRUE(r.error.empty()) << r.error;
+  EXPECT_TRUE(r.feasible);
+  EXPECT_TRUE(r.kkt_ok);
+  EXPECT_TRUE(r.hash_ok);
+  EXPECT_TRUE(r.unique);
+  EXPECT_TRUE(r.resolve_hash_equal);
+  EXPECT_TRUE(r.ok());
+  State bad = s;  // the empty state has b = 0
+  bad.b = 0.5;
+  const VerifyReport rb = verify_state(m.tokens(), bad, Tolerances{}, false);
+  EXPECT_FALSE(rb.feasible);
+  EXPECT_FALSE(rb.hash_ok);
+  EXPECT_FALSE(rb.ok());
+}
+
+TEST(Verifier, SingleTokenVerifies) {
+  Memory m(memory_settings(), 3, 3);
+  m.add_batch(TokenSet::from_rows(make_keys(Stream::kGaussian, 1, 3, 9)));
+  const VerifyReport r = verify_state(m.tokens(), m.state(), Tolerances{}, true);
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.unique);
+  EXPECT_TRUE(r.resolve_hash_equal);
+}
+
+TEST(Certificate, RemovingEveryTokenGivesTheEmptyState) {
+  Memory m = filled(40, 3, 10);
+  const State before = m.state();
+  const std::vector<TokenId> all = before.ids;
+  const OpDiagnostics dg = m.remove_batch(all);
+  EXPECT_EQ(m.size(), 0);
+  EXPECT_EQ(m.state_sha256(), Memory(memory_settings(), 3, 3).state_sha256());
+  CertificateOptions o;
+  o.resolve = true;
+  const RemovalCertificate c = removal_certificate(before, m, all, "all", dg, o, RowMatrix(0, 3));
+  EXPECT_EQ(c.after.n, 0u);
+  EXPECT_EQ(c.verify.argument, CertificateArgument::kFull);
+  EXPECT_TRUE(c.verify.ok());
+  EXPECT_TRUE(c.check.hash_equal);
+  EXPECT_EQ(RemovalCertificate::from_json(c.to_json()), c);
+}
+
+TEST(Certificate, RemovingTheLastTokenOfASingleTokenMemory) {
+  Memory m(memory_settings(), 2, 2);
+  m.add_batch(TokenSet::from_rows(make_keys(Stream::kGaussian, 1, 2, 11)));
+  const State before = m.state();
+  const OpDiagnostics dg = m.remove_batch({0});
+  const RemovalCertificate c = removal_certificate(before, m, {0}, "", dg, true, RowMatrix(0, 2));
+  EXPECT_TRUE(c.verify.ok());
+  EXPECT_TRUE(c.check.hash_equal);
+}
+
+TEST(Certificate, ReserveOnlyRemovalCertifiesByReference) {
+  Memory m = filled(300, 4, 12);
+  const State before = m.state();
+  ASSERT_GE(before.partition.reserve.size(), 3u);
+  const std::vector<TokenId> rm(before.partition.reserve.begin(),
+                                before.partition.reserve.begin() + 3);
+  const OpDiagnostics dg = m.remove_batch(rm);
+  const RemovalCertificate c = removal_certificate(before, m, rm, "r", dg, CertificateOptions{},
+                                                   RowMatrix(0, 4));
+  EXPECT_EQ(c.verify.argument, CertificateArgument::kReference);
+  EXPECT_EQ(c.verify.reference_sha256, before.state_sha256);
+  EXPECT_TRUE(c.verify.ok());
+  EXPECT_FALSE(c.check.performed);
+  // The full argument agrees.
+  CertificateOptions full;
+  full.allow_reference = false;
+  const RemovalCertificate f = removal_certificate(before, m, rm, "r", dg, full, RowMatrix(0, 4));
+  EXPECT_EQ(f.verify.argument, CertificateArgument::kFull);
+  EXPECT_TRUE(f.verify.ok());
+}
+
+TEST(Certificate, SupportRemovalUsesTheFullCheck) {
+  Memory m = filled(300, 4, 13);
+  const State before = m.state();
+  const std::vector<TokenId> rm = {before.partition.margin[0]};
+  const OpDiagnostics dg = m.remove_batch(rm);
+  const RemovalCertificate c = removal_certificate(before, m, rm, "", dg, CertificateOptions{},
+                                                   RowMatrix(0, 4));
+  EXPECT_EQ(c.verify.argument, CertificateArgument::kFull);
+  EXPECT_TRUE(c.verify.ok());
+  // A reference to a state whose coefficients differ is refused: tamper `before` so that the
+  // removed token looks like a reserve token; the certificate must not take the reference path.
+  State fake = before;
+  const auto it = std::lower_bound(fake.ids.begin(), fake.ids.end(), rm[0]);
+  fake.alpha[static_cast<std::size_t>(it - fake.ids.begin())] = 0.0;
+  const RemovalCertificate c2 =
+      removal_certificate(fake, m, rm, "", dg, CertificateOptions{}, RowMatrix(0, 4));
+  EXPECT_EQ(c2.verify.argument, CertificateArgument::kFull);
+}
+
+TEST(Certificate, RoundTripsThroughJson) {
+  Memory m = filled(200, 3, 14);
+  const State before = m.state();
+  const std::vector<TokenId> rm = {before.partition.margin[0], before.partition.reserve[0]};
+  const OpDiagnostics dg = m.remove_batch(rm);
+  CertificateOptions o;
+  o.resolve = true;
+  RemovalCertificate c =
+      removal_certificate(before, m, rm, "p-7", dg, o, make_keys(Stream::kGaussian, 4, 3, 15));
+  c.store = StoreErasure{"s.db", "m", 7, false, 2, 2, true};
+  const nlohmann::json j = c.to_json();
+  const RemovalCertificate back = RemovalCertificate::from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(back.to_json().dump(), j.dump());
+  EXPECT_EQ(back.solver.kernel_evaluations, dg.kernel_evaluations);
+  EXPECT_EQ(back.solver.seconds, dg.seconds);
+  EXPECT_EQ(back.check.max_abs_dreadout, c.check.max_abs_dreadout);
+  EXPECT_EQ(back.store->record, 7);
+  EXPECT_EQ(back.verify.checks, c.verify.checks);
+  // An infinite max |d alpha| (ids differ) survives the null JSON writes for it.
+  c.check.max_abs_dalpha = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(std::isinf(RemovalCertificate::from_json(c.to_json()).check.max_abs_dalpha));
+  // A missing field is named.
+  nlohmann::json broken = j;
+  broken["verify"].erase("kkt_ok");
+  try {
+    RemovalCertificate::from_json(broken);
+    FAIL() << "from_json accepted a certificate without verify.kkt_ok";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("verify.kkt_ok"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Serialization, EmptyAndSingleTokenMemoriesRoundTrip) {
+  Memory empty(memory_settings(), 3, 2);
+  const Memory e2 = Memory::deserialize(empty.serialize());
+  EXPECT_EQ(e2.size(), 0);
+  EXPECT_EQ(e2.state_sha256(), empty.state_sha256());
+  Memory one(memory_settings(), 3, 3);
+  one.add_batch(TokenSet::from_rows(make_keys(Stream::kGaussian, 1, 3, 16)));
+  const Memory o2 = Memory::deserialize(one.serialize());
+  EXPECT_EQ(o2.state_sha256(), one.state_sha256());
+  const Eigen::VectorXd q = Eigen::VectorXd::Zero(3);
+  EXPECT_EQ(o2.readout(q), one.readout(q));
+}
+
+TEST(Readout, EmptySupportReadsNaN) {
+  Support s;
+  s.keys.resize(0, 3);
+  s.values.resize(0, 2);
+  s.alpha.resize(0);
+  KernelSettings k;
+  const Eigen::VectorXd o = readout(k, s, Eigen::VectorXd::Zero(3));
+  ASSERT_EQ(o.size(), 2);
+  EXPECT_TRUE(std::isnan(o[0]) && std::isnan(o[1]));
+  EXPECT_EQ(decision_function(k, s, 0.0, Eigen::VectorXd::Zero(3)), -0.5);
 }

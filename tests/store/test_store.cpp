@@ -103,7 +103,8 @@ TEST(Store, ErasedStoreHashesLikeOneThatNeverSawTheRecord) {
   EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());
   EXPECT_EQ(a.memory_info("m").state_sha256, b.memory_info("m").state_sha256);
   EXPECT_EQ(f.entry.state_after, b.memory_info("m").state_sha256);
-  EXPECT_EQ(f.certificate.at("store").at("token_rows_erased"), kPerRecord);
+  ASSERT_TRUE(f.certificate.store.has_value());
+  EXPECT_EQ(f.certificate.store->token_rows_erased, kPerRecord);
   // And after reopening from the files.
   a = Store(dir.file("a.db"));
   EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());

@@ -182,3 +182,38 @@ TEST_F(StoreCli, VerifyExitsOneOnTamperingAndLockedStoreExitsTwo) {
 
 }  // namespace
 }  // namespace svattn
+
+namespace svattn {
+namespace {
+
+// Issue 19 item 8: these crashed with SIGSEGV in verify_state on zero tokens.
+TEST(StoreCliEmpty, VerifyFreshForgetLastAndForgetCheckEveryRow) {
+  TempDir dir;
+  const std::string store = dir.file("e.db");
+  write_csv(dir.file("k.csv"), random_keys(5, 3, 41));
+  ASSERT_EQ(run(dir, "memory create " + store + " --memory m --dim 3 --C 0.05").code, 0);
+  const CliRun v0 = run(dir, "memory verify " + store);
+  EXPECT_EQ(v0.code, 0) << v0.out << v0.err;
+  ASSERT_EQ(run(dir, "memory add " + store + " --memory m --record 0 --keys " + dir.file("k.csv"))
+                .code,
+            0);
+  const CliRun sp = run(dir, "memory suspend " + store + " --memory m --record 0");
+  ASSERT_EQ(sp.code, 0) << sp.err;
+  const CliRun v1 = run(dir, "memory verify " + store);
+  EXPECT_EQ(v1.code, 0) << v1.out << v1.err;
+  ASSERT_EQ(run(dir, "memory resume " + store + " --memory m --record 0").code, 0);
+  const CliRun f = run(dir, "memory forget " + store + " --memory m --record 0 --json");
+  ASSERT_EQ(f.code, 0) << f.err;
+  EXPECT_EQ(nlohmann::json::parse(f.out).at("certificate").at("after").at("n"), 0);
+  const CliRun v2 = run(dir, "memory verify " + store);
+  EXPECT_EQ(v2.code, 0) << v2.out << v2.err;
+  const CliRun sh = run(dir, "memory show " + store + " --memory m");
+  EXPECT_EQ(sh.code, 0) << sh.err;
+  const CliRun q = run(dir, "memory query " + store + " --memory m --queries " + dir.file("k.csv"));
+  EXPECT_EQ(q.code, 0) << q.err;
+  const CliRun fc = run(dir, "forget-check --keys " + dir.file("k.csv") + " --remove 0-4 --C 0.05");
+  EXPECT_EQ(fc.code, 0) << fc.out << fc.err;
+}
+
+}  // namespace
+}  // namespace svattn

@@ -92,7 +92,7 @@ AttentionConfig small_config(AttentionType type) {
   c.window = 8;
   c.scan_chunk = 8;
   c.hybrid.chunk = 8;
-  c.hybrid.C = 0.1;
+  c.hybrid.problem.C = 0.1;
   c.hybrid.batched.iterations = 100;
   return c;
 }
@@ -160,7 +160,7 @@ TEST(AttentionModules, HybridWithGateZeroIsLocalAttention) {
     Tensor ref = F::linear(o.transpose(1, 2).reshape({2, 27, 32}), params["o_proj.weight"]);
     EXPECT_TRUE(torch::equal(y, ref)) << to_string(path) << " max diff " << maxdiff(y, ref);
     // The global path did run: its support is reported.
-    EXPECT_GE(m->diagnostics().support_mean, 1.0 / c.hybrid.C - 1e-9);
+    EXPECT_GE(m->diagnostics().support_mean, 1.0 / c.hybrid.problem.C - 1e-9);
   }
 }
 
@@ -200,6 +200,39 @@ TEST(AttentionModules, HybridDiagnosticsAndGradients) {
   e->forward(x).pow(2).sum().backward();
   EXPECT_GT(e->named_parameters()["log_sigma"].grad().abs().max().item<double>(), 0);
   EXPECT_GT(e->named_parameters()["gate_proj.weight"].grad().abs().max().item<double>(), 0);
+}
+
+// Issue 17 item 6: the problem lives once in HybridSettings; a nested batched.problem that
+// differs is rejected (never silently replaced), and every message has the core's format.
+TEST(AttentionSettings, ProblemOnceAndOneMessageFormat) {
+  auto message = [](const auto& settings) {
+    try {
+      settings.validate();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  HybridSettings h;
+  EXPECT_EQ(message(h), "");
+  EXPECT_EQ(h.problem.C, 1.0 / 16);
+  EXPECT_EQ(h.batched_settings().problem.C, 1.0 / 16);
+  EXPECT_EQ(h.exact_settings().problem.ridge, 1e-6);
+  h.batched.problem.C = 0.5;
+  EXPECT_EQ(message(h).rfind("hybrid.batched.problem must be left at its defaults", 0), 0u) << message(h);
+  h.batched.problem = h.problem;
+  EXPECT_EQ(message(h), "");
+  h.problem.C = -1;
+  EXPECT_EQ(message(h), "hybrid.problem.C must be finite and > 0, got -1");
+  BatchedSettings b;
+  b.solve_ridge = -2;
+  EXPECT_EQ(message(b), "solve_ridge must be finite and >= 0, got -2");
+  b = BatchedSettings{};
+  b.problem.kernel.type = KernelType::kLinear;
+  EXPECT_EQ(message(b), "problem.kernel.type must be rbf on the torch paths, got linear");
+  ExactSettings e;
+  e.problem.kernel.bandwidth = 0;
+  EXPECT_EQ(message(e), "problem.kernel.bandwidth must be finite and > 0, got 0");
 }
 
 TEST(LanguageModel, ShapesParametersAndCausality) {

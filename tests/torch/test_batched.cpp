@@ -103,14 +103,14 @@ TEST(BatchedPath, TangentLipschitzBoundIsRigorousAndTight) {
   Tensor valid = torch::ones({G, N}, torch::kBool);
   valid.select(0, 2).narrow(0, 40, 8).fill_(false);
   BatchedSettings s;
-  s.mu = 1e-6;
+  s.problem.ridge = 1e-6;
   for (auto kind : {LipschitzBound::kTangent, LipschitzBound::kPowerIteration, LipschitzBound::kGershgorin}) {
     s.lipschitz = kind;
     Tensor L = lipschitz_bound(K, valid, s);
     for (int64_t g = 0; g < G; ++g) {
       Tensor idx = valid[g].nonzero().view({-1});
       const auto n = idx.size(0);
-      Tensor A = K[g].index_select(0, idx).index_select(1, idx) + s.mu * torch::eye(n, f64());
+      Tensor A = K[g].index_select(0, idx).index_select(1, idx) + s.problem.ridge * torch::eye(n, f64());
       Tensor P = torch::eye(n, f64()) - 1.0 / static_cast<double>(n);
       const double lt = torch::linalg_eigvalsh(P.matmul(A).matmul(P))[-1].item<double>();
       const double la = torch::linalg_eigvalsh(A)[-1].item<double>();
@@ -130,15 +130,15 @@ struct Agreement {
 // Batched (fp64) vs exact partitions on keys [1, G, N, d].
 Agreement agreement(const Tensor& keys, double C, const BatchedSettings& bs_in, double sigma) {
   ExactSettings es;
-  es.C = C;
-  es.bandwidth = sigma;
+  es.problem.C = C;
+  es.problem.kernel.bandwidth = sigma;
   ExactInfo ex;
   Tensor vals = torch::randn_like(keys);
   Tensor queries = keys.narrow(2, 0, 4) + 0.3 * torch::randn_like(keys.narrow(2, 0, 4));
   Tensor oe = sv_exact_attention(keys, vals, queries, Tensor(), es, &ex);
   BatchedSettings bs = bs_in;
-  bs.C = C;
-  bs.bandwidth = sigma;
+  bs.problem.C = C;
+  bs.problem.kernel.bandwidth = sigma;
   bs.fp64 = true;
   BatchedInfo bi;
   Tensor ob = sv_batched_attention(keys, vals, queries, Tensor(), bs, &bi);
@@ -172,13 +172,13 @@ TEST(BatchedPath, PartitionAgreesWithExactOnRandomAndStructuredKeys) {
                         Case{"near-dup 1e-3", base + 1e-3 * jitter, 0.08, 1.5, 0.0}}) {
     Agreement a = agreement(c.keys, c.C, bs, c.sigma);
     std::printf("[batched vs exact] %-14s partition agreement %.3f over %ld problems, max |d alpha| %.2e, "
-                "max |d out| %.2e (ridge %.0e)\n", c.name, a.rate, a.units, a.max_dalpha, a.max_dout, bs.ridge);
+                "max |d out| %.2e (ridge %.0e)\n", c.name, a.rate, a.units, a.max_dalpha, a.max_dout, bs.solve_ridge);
     EXPECT_GE(a.rate, c.min_rate) << c.name;
     EXPECT_EQ(a.units, G) << c.name;
   }
   // With lambda = 0 and an agreeing partition the coefficients equal the exact path's.
   BatchedSettings nr = bs;
-  nr.ridge = 0;
+  nr.solve_ridge = 0;
   Agreement a = agreement(gauss, 0.08, nr, 1.5);
   std::printf("[batched vs exact] gaussian, ridge 0: agreement %.3f, max |d alpha| %.2e\n", a.rate, a.max_dalpha);
   EXPECT_EQ(a.rate, 1.0);
@@ -190,7 +190,7 @@ TEST(BatchedPath, FiniteDifferencesWithFixedMasks) {
   torch::manual_seed(23);
   const int64_t B = 1, H = 2, N = 16, M = 4, d = 2, dv = 2;
   BatchedSettings bs;
-  bs.C = 0.15;
+  bs.problem.C = 0.15;
   bs.iterations = 150;
   bs.fp64 = true;
   Tensor keys = torch::randn({B, H, N, d}, f64()), values = torch::randn({B, H, N, dv}, f64());
@@ -227,18 +227,18 @@ TEST(BatchedPath, ChunkedAgreesWithExactChunked) {
   Tensor values = torch::randn({B, H, T, 3}, f64()), queries = torch::randn({B, H, T, d}, f64());
   for (bool bounded : {false, true}) {
     ExactSettings es;
-    es.C = 0.05;
-    es.bandwidth = 1.0;
+    es.problem.C = 0.05;
+    es.problem.kernel.bandwidth = 1.0;
     es.bounded = bounded;
     ExactInfo ex;
     Tensor oe = sv_exact_chunked_attention(keys, values, queries, Tensor(), L, es, &ex);
     BatchedSettings bs;
-    bs.C = es.C;
-    bs.bandwidth = es.bandwidth;
+    bs.problem.C = es.problem.C;
+    bs.problem.kernel.bandwidth = es.problem.kernel.bandwidth;
     bs.bounded = bounded;
     bs.iterations = 600;
     bs.mask_tol = 1e-4;
-    bs.ridge = 0;
+    bs.solve_ridge = 0;
     bs.fp64 = true;
     BatchedInfo bi;
     Tensor ob = sv_batched_chunked_attention(keys, values, queries, Tensor(), L, bs, &bi);
@@ -277,13 +277,13 @@ TEST(BatchedPath, AgreesWithExactOnLearnedLikeKeys) {
   Tensor keys = learned_like_keys(B, H, T, d);
   Tensor values = torch::randn({B, H, T, 4}, f64());
   ExactSettings es;
-  es.C = 1.0 / 16;
-  es.ridge = 1e-6;
+  es.problem.C = 1.0 / 16;
+  es.problem.ridge = 1e-6;
   ExactInfo ex;
   Tensor oe = sv_exact_chunked_attention(keys, values, keys, Tensor(), L, es, &ex);
   BatchedSettings bs;
-  bs.C = es.C;
-  bs.mu = es.ridge;
+  bs.problem.C = es.problem.C;
+  bs.problem.ridge = es.problem.ridge;
   bs.iterations = 100;
   for (auto dt : {torch::kFloat64, torch::kFloat32}) {
     for (int rounds : {0, BatchedSettings{}.active_set_rounds}) {
@@ -306,12 +306,12 @@ TEST(BatchedPath, AgreesWithExactOnLearnedLikeKeys) {
       EXPECT_LE(bi.out_of_box, 2);
       // What remains is the ridge lambda = 1e-3 of the coefficient solve (a different problem).
       EXPECT_LE(da, 0.03);
-      EXPECT_TRUE((bi.alpha >= 0).all().item<bool>() && (bi.alpha <= es.C * (1 + 1e-6)).all().item<bool>());
+      EXPECT_TRUE((bi.alpha >= 0).all().item<bool>() && (bi.alpha <= es.problem.C * (1 + 1e-6)).all().item<bool>());
     }
   }
   // Without the ridge the coefficients on agreeing partitions are the exact path's.
   bs.active_set_rounds = BatchedSettings{}.active_set_rounds;
-  bs.ridge = 0;
+  bs.solve_ridge = 0;
   bs.fp64 = true;
   BatchedInfo bi;
   sv_batched_chunked_attention(keys, values, keys, Tensor(), L, bs, &bi);
@@ -330,7 +330,7 @@ TEST(BatchedPath, JointChunkSolveEqualsPerChunkSolves) {
   Tensor keys = learned_like_keys(B, H, T, d);
   Tensor values = torch::randn({B, H, T, 3}, f64()), queries = torch::randn({B, H, T, d}, f64());
   BatchedSettings bs;
-  bs.C = 0.06;
+  bs.problem.C = 0.06;
   bs.iterations = 80;
   bs.fp64 = true;
   BatchedInfo bi;
@@ -359,8 +359,8 @@ TEST(BatchedPath, ExactDuplicatesWithZeroMuStayFinite) {
   Tensor x = torch::cat({base, base}, 1);  // every key twice
   Tensor K = rbf_kernel(x, x, torch::ones({2}, f64()));
   BatchedSettings bs;
-  bs.C = 0.05;
-  bs.mu = 0;
+  bs.problem.C = 0.05;
+  bs.problem.ridge = 0;
   bs.iterations = 5;  // far from converged: the repair (interior point + face solves) runs
   BatchedSolution sol = batched_svdd(K, Tensor(), bs);
   std::printf("[exact duplicates, mu = 0] repaired role changes %ld, unconverged %ld\n", sol.active_set_changes,
@@ -368,7 +368,7 @@ TEST(BatchedPath, ExactDuplicatesWithZeroMuStayFinite) {
   EXPECT_GT(sol.active_set_changes, 0);
   EXPECT_TRUE(torch::isfinite(sol.alpha).all().item<bool>());
   EXPECT_LE((sol.alpha.sum(-1) - 1).abs().max().item<double>(), 0.05);
-  EXPECT_TRUE((sol.alpha >= 0).all().item<bool>() && (sol.alpha <= bs.C * (1 + 1e-9)).all().item<bool>());
+  EXPECT_TRUE((sol.alpha >= 0).all().item<bool>() && (sol.alpha <= bs.problem.C * (1 + 1e-9)).all().item<bool>());
 }
 
 TEST(BatchedPath, Float32RunsAndSettingsValidate) {
@@ -376,7 +376,7 @@ TEST(BatchedPath, Float32RunsAndSettingsValidate) {
   torch::manual_seed(25);
   Tensor keys = torch::randn({2, 2, 32, 8}), values = torch::randn({2, 2, 32, 8});
   BatchedSettings bs;
-  bs.C = 0.1;
+  bs.problem.C = 0.1;
   BatchedInfo bi;
   Tensor k = keys.clone().requires_grad_(true);
   Tensor o = sv_batched_chunked_attention(k, values, keys, Tensor(), 8, bs, &bi);
@@ -402,7 +402,7 @@ TEST(BatchedPath, Float32RunsAndSettingsValidate) {
     bad.validate();
     ADD_FAILURE() << "no exception";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("ipm_iterations = -1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ipm_iterations must be >= 0, got -1"), std::string::npos) << e.what();
   }
 }
 

@@ -31,8 +31,8 @@ Problem make_problem(int64_t B, int64_t H, int64_t N, int64_t M, int64_t d, int6
   p.queries = torch::randn({B, H, M, d}, f64()) * 0.7;
   p.log_sigma = torch::log(torch::linspace(1.2, 0.9, H, f64()));
   p.weight = torch::randn({B, H, M, dv}, f64());
-  p.settings.C = C;
-  p.settings.ridge = 1e-6;
+  p.settings.problem.C = C;
+  p.settings.problem.ridge = 1e-6;
   return p;
 }
 
@@ -101,8 +101,8 @@ TEST(ExactAttention, BackwardEqualsAutogradThroughSecondSolve) {
   Tensor x = k2.reshape({B * H, N, 4});
   Tensor K = rbf_kernel(x, x, sigma);
   Tensor role = info.role.reshape({B * H, N});
-  Tensor upper = torch::full({B * H, N}, p.settings.C, f64());
-  auto ab = bordered_coefficients(K, role, upper, p.settings.ridge);
+  Tensor upper = torch::full({B * H, N}, p.settings.problem.C, f64());
+  auto ab = bordered_coefficients(K, role, upper, p.settings.problem.ridge);
   Tensor ref = sv_readout(q2.reshape({B * H, M, 4}), x, v2.reshape({B * H, N, 3}), ab.first, role, sigma)
                    .reshape({B, H, M, 3});
   (ref * p.weight).sum().backward();
@@ -134,7 +134,7 @@ TEST(ExactAttention, MatchesCoreReadoutAndAcceptsFloat) {
   ExactInfo info;
   Tensor out = sv_exact_attention(p.keys, p.values, p.queries, Tensor(), p.settings, &info);
   EXPECT_EQ(info.status[0], Status::kOptimal);
-  Memory mem(p.settings.memory_settings(p.settings.bandwidth), 3, 2);
+  Memory mem(p.settings.memory_settings(p.settings.problem.kernel.bandwidth), 3, 2);
   RowMatrix keys = Eigen::Map<RowMatrix>(p.keys.data_ptr<double>(), 30, 3);
   RowMatrix values = Eigen::Map<RowMatrix>(p.values.data_ptr<double>(), 30, 2);
   mem.add_batch(TokenSet::from_rows(keys, &values));
@@ -161,7 +161,7 @@ TEST(ExactAttention, ChunkedMemoryIsIncrementalFullMemory) {
   Tensor keys = torch::randn({1, 2, T, d}, f64()), values = torch::randn({1, 2, T, dv}, f64());
   Tensor queries = torch::randn({1, 2, T, d}, f64());
   ExactSettings s;
-  s.C = 0.1;
+  s.problem.C = 0.1;
   ExactInfo info;
   Tensor out = sv_exact_chunked_attention(keys, values, queries, Tensor(), L, s, &info);
   EXPECT_EQ(info.role.sizes(), (std::vector<int64_t>{1, 2, 4, T}));
@@ -188,7 +188,7 @@ TEST(ExactAttention, ChunkedFiniteDifferencesIncludingWarmup) {
   // C = 0.1, L = 6: chunk 1's memory (6 tokens) is in warm-up, chunks 2-3 are not.
   const int64_t T = 24, L = 6, d = 3, dv = 2;
   ExactSettings s;
-  s.C = 0.1;
+  s.problem.C = 0.1;
   Tensor keys = torch::randn({1, 1, T, d}, f64()), values = torch::randn({1, 1, T, dv}, f64());
   Tensor queries = torch::randn({1, 1, T, d}, f64()), ls = torch::log(torch::tensor({1.1}, f64()));
   Tensor w = torch::randn({1, 1, T, dv}, f64());
@@ -234,7 +234,7 @@ TEST(ExactAttention, ThreadCountDoesNotChangeResults) {
 
 TEST(ExactAttention, RejectsBadInput) {
   ExactSettings s;
-  s.C = -1;
+  s.problem.C = -1;
   EXPECT_THROW(s.validate(), InvalidArgument);
   ExactSettings ok;
   Tensor k = torch::randn({1, 1, 5, 3}, f64());

@@ -24,7 +24,8 @@ torch::Tensor causal_softmax_attention(const torch::Tensor& q, const torch::Tens
 /// Sliding-window causal softmax: token t attends to (t - window, t]. Blocked: O(T * window).
 torch::Tensor sliding_window_attention(const torch::Tensor& q, const torch::Tensor& k,
                                        const torch::Tensor& v, std::int64_t window);
-/// Causal softmax inside chunks of length `chunk` (block-diagonal causal mask): the hybrid's local path.
+/// Causal softmax inside chunks of length `chunk` (block-diagonal causal mask): the hybrid's local
+/// path.
 torch::Tensor chunk_local_attention(const torch::Tensor& q, const torch::Tensor& k,
                                     const torch::Tensor& v, std::int64_t chunk);
 /// Causal linear attention with phi(x) = elu(x) + 1:
@@ -57,20 +58,25 @@ enum class GateType {
 std::string to_string(GateType g);
 GateType gate_type_from_string(const std::string& s);  ///< "chunk" | "token"
 
+/// The hybrid layer's default problem: C = 1/16 (support >= 16 tokens), sigma = 1, mu = 1e-6.
+ProblemSettings hybrid_default_problem();
+
 /// Hybrid SV attention (SPEC §9): o_t = g o_global(q_t) + (1 - g) o_local(q_t).
 struct HybridSettings {
-  std::int64_t chunk = 64;            ///< local chunk length L (>= 1)
+  /// The problem of both paths, once: problem.C the box bound (fixed per layer), problem.kernel
+  /// the RBF kernel with the initial per-head sigma as bandwidth, problem.ridge the problem's mu.
+  ProblemSettings problem = hybrid_default_problem();
+  std::int64_t chunk = 64;  ///< local chunk length L (>= 1)
   GlobalPath path = GlobalPath::kBatched;
   GateType gate = GateType::kChunkFrozen;
-  double C = 1.0 / 16;                ///< box bound, fixed per layer (support >= 1/C tokens)
-  double bandwidth = 1.0;             ///< initial RBF sigma (per head)
-  bool learn_bandwidth = true;        ///< per-head log sigma is a parameter
-  bool normalize_keys = true;         ///< SV keys/queries are L2-normalised (|x - y|^2 in [0, 4])
-  bool bounded = false;               ///< evict reserve tokens at chunk boundaries (see ExactSettings)
-  double mu = 1e-6;                   ///< problem ridge (both paths)
-  double gate_bias_init = 0.0;        ///< initial a_h (sigmoid(0) = 0.5 split)
-  /// Batched path: iterations, ridge, mask_tol, lipschitz, fp64 (C, bandwidth, mu, bounded are
-  /// taken from the fields above).
+  bool learn_bandwidth = true;  ///< per-head log sigma is a parameter
+  bool normalize_keys = true;   ///< SV keys/queries are L2-normalised (|x - y|^2 in [0, 4])
+  bool bounded = false;         ///< evict reserve tokens at chunk boundaries (see ExactSettings)
+  double gate_bias_init = 0.0;  ///< initial a_h (sigmoid(0) = 0.5 split)
+  /// Batched path: the solver's own fields (iterations, solve_ridge, mask_tol, lipschitz, ...).
+  /// batched.problem and batched.bounded must be left at their defaults or equal problem and
+  /// bounded: validate() rejects any other value instead of ignoring it. batched_settings() is
+  /// what the layer runs.
   BatchedSettings batched;
   /// Fixes the gate of every chunk >= 1 to this value in [0, 1] (ablation, tests).
   std::optional<double> gate_override;
@@ -78,16 +84,21 @@ struct HybridSettings {
   /// agreement and coefficient error in the diagnostics (slow; for evaluation).
   bool check_agreement = false;
 
+  /// Throws InvalidArgument naming the bad field ("hybrid.problem.C must be ..., got ...").
   void validate() const;
+  /// The exact path's settings (problem, bounded).
+  ExactSettings exact_settings() const;
+  /// `batched` with problem and bounded set from this struct.
+  BatchedSettings batched_settings() const;
 };
 
 struct AttentionConfig {
   AttentionType type = AttentionType::kSoftmax;
   std::int64_t d_model = 256;
   std::int64_t n_heads = 4;
-  std::int64_t window = 128;        ///< sliding-window size W
-  std::int64_t scan_chunk = 64;     ///< chunk of the linear-attention / DeltaNet chunkwise forms
-  bool rope = true;                 ///< rotary positions on softmax scores (full, window, local)
+  std::int64_t window = 128;     ///< sliding-window size W
+  std::int64_t scan_chunk = 64;  ///< chunk of the linear-attention / DeltaNet chunkwise forms
+  bool rope = true;              ///< rotary positions on softmax scores (full, window, local)
   double rope_base = 10000.0;
   HybridSettings hybrid;
 
@@ -96,15 +107,16 @@ struct AttentionConfig {
 
 /// Per-forward diagnostics (NaN where not applicable).
 struct AttentionDiagnostics {
-  std::vector<double> support_per_head;  ///< hybrid: mean |S ∪ E| per head over batch and chunks >= 1
-  double support_mean = std::nan("");   ///< hybrid: mean over heads
+  std::vector<double>
+      support_per_head;  ///< hybrid: mean |S ∪ E| per head over batch and chunks >= 1
+  double support_mean = std::nan("");    ///< hybrid: mean over heads
   double gate_mean = std::nan("");       ///< hybrid: mean memory share g over tokens of chunks >= 1
   double fista_residual = std::nan("");  ///< batched path: max FISTA fixed-point residual
   double partition_agreement = std::nan("");  ///< check_agreement: batched vs exact rate
   long agreement_units = 0;
-  double coefficient_error = std::nan("");    ///< check_agreement: max |alpha_batched - alpha_exact|
-  long negative_coefficients = 0;             ///< batched path: margin coefficients <= 0
-  double solver_seconds = 0;                  ///< time in the SV memory (forward)
+  double coefficient_error = std::nan("");  ///< check_agreement: max |alpha_batched - alpha_exact|
+  long negative_coefficients = 0;           ///< batched path: margin coefficients <= 0
+  double solver_seconds = 0;                ///< time in the SV memory (forward)
 };
 
 /// Base class of every attention module.
@@ -160,8 +172,8 @@ class HybridSvAttentionImpl : public AttentionImpl {
   const torch::Tensor& last_gate() const { return last_gate_; }
 
  private:
-  torch::Tensor log_sigma_;      // [H], parameter when learn_bandwidth
-  torch::Tensor gate_bias_;      // [H]
+  torch::Tensor log_sigma_;               // [H], parameter when learn_bandwidth
+  torch::Tensor gate_bias_;               // [H]
   torch::nn::Linear gate_proj_{nullptr};  // D -> H
   torch::Tensor last_gate_;
 };

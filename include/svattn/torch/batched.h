@@ -7,13 +7,16 @@
 
 #include <cstdint>
 
+#include "svattn/types.h"
+
 namespace svattn::layers {
 
 /// How FISTA bounds the Lipschitz constant of grad F = 2(K + mu I) a - diag(K) on the problem's
 /// affine hull {sum a = 1}. Every iterate and every extrapolation lies in that hull, so the descent
-/// lemma only needs lambda_max(P A P), P = I - 11'/n the centring on the valid tokens. For keys that
-/// sit in a cone (learned keys), lambda_max(A) ~ n is set by the all-ones direction, which the
-/// constraint removes: the tangent bound is 2-4x smaller on trained hybrid-3m keys (docs/layers.md).
+/// lemma only needs lambda_max(P A P), P = I - 11'/n the centring on the valid tokens. For keys
+/// that sit in a cone (learned keys), lambda_max(A) ~ n is set by the all-ones direction, which the
+/// constraint removes: the tangent bound is 2-4x smaller on trained hybrid-3m keys
+/// (docs/layers.md).
 enum class LipschitzBound {
   /// min(Gershgorin of A, ||P A P||_F): both rigorous, no iterations (default).
   kTangent,
@@ -26,19 +29,17 @@ enum class LipschitzBound {
 };
 
 struct BatchedSettings {
+  /// The problem (SPEC §1), once: kernel must be RBF; problem.kernel.bandwidth is sigma when no
+  /// per-head log_sigma tensor is passed; problem.C the box bound; problem.ridge the problem's mu
+  /// (FISTA minimises a'(K + mu I)a - diag(K)'a, the same problem as the exact path).
+  ProblemSettings problem;
   /// FISTA iterations (fixed budget, no early exit: the cost is data independent). >= 1.
   int iterations = 200;
   /// Ridge lambda added to K_SS + mu I in the coefficient solve (the paper's 1e-3). Finite, >= 0.
-  double ridge = 1e-3;
+  double solve_ridge = 1e-3;
   /// Mask tolerance, relative to the bound u (u = C, or 1/n in warm-up): a FISTA coefficient
   /// a <= mask_tol * u is reserve, a >= (1 - mask_tol) * u is error, otherwise margin. In (0, 0.5).
   double mask_tol = 1e-3;
-  /// Box bound C. Finite, > 0.
-  double C = 0.1;
-  /// RBF bandwidth sigma when no per-head log_sigma tensor is passed. Finite, > 0.
-  double bandwidth = 1.0;
-  /// Problem ridge mu (the same problem as the exact path: FISTA minimises a'(K + mu I)a - diag(K)'a).
-  double mu = 1e-6;
   LipschitzBound lipschitz = LipschitzBound::kTangent;
   /// Power iterations for kPowerIteration. >= 1.
   int power_iterations = 20;
@@ -57,29 +58,32 @@ struct BatchedSettings {
   int active_set_rounds = 3;
   /// Interior-point iterations of the repair (0: straight to the active-set rounds). >= 0.
   int ipm_iterations = 12;
-  /// Chunked variant only: evict the reserve set at every chunk boundary (see ExactSettings::bounded).
+  /// Chunked variant only: evict the reserve set at every chunk boundary (see
+  /// ExactSettings::bounded).
   bool bounded = false;
   /// Solve and read out in fp64 (else in the inputs' dtype).
   bool fp64 = false;
 
-  /// Throws svattn::InvalidArgument naming the bad field.
+  /// Throws svattn::InvalidArgument naming the bad field ("solve_ridge must be ..., got ...").
   void validate() const;
 };
 
 /// Solution of G independent problems of size N (padded tokens excluded by `valid`).
 struct BatchedSolution {
-  torch::Tensor alpha;     ///< [G, N], differentiable w.r.t. K (0 on reserve and padding), in [0, u]
-  torch::Tensor b;         ///< [G], multiplier of the bordered solve (0 when S is empty)
-  torch::Tensor role;      ///< int8 [G, N]: 0 reserve/padding, 1 margin, 2 error (after the active-set rounds)
-  torch::Tensor iterate;   ///< [G, N], final FISTA iterate (no gradient)
-  torch::Tensor residual;  ///< [G], fixed-point residual max_i |a - P(a - grad F(a) / L)|_i
+  torch::Tensor alpha;  ///< [G, N], differentiable w.r.t. K (0 on reserve and padding), in [0, u]
+  torch::Tensor b;      ///< [G], multiplier of the bordered solve (0 when S is empty)
+  torch::Tensor
+      role;  ///< int8 [G, N]: 0 reserve/padding, 1 margin, 2 error (after the active-set rounds)
+  torch::Tensor iterate;        ///< [G, N], final FISTA iterate (no gradient)
+  torch::Tensor residual;       ///< [G], fixed-point residual max_i |a - P(a - grad F(a) / L)|_i
   long active_set_changes = 0;  ///< role changes made by the active-set rounds (all problems)
   long unconverged = 0;         ///< problems whose partition still changed in the last round
   long out_of_box = 0;          ///< margin coefficients of the ridge solve outside [0, u] (clamped)
 };
 
 /// RBF kernel exp(-||a_i - b_j||^2 / sigma^2): a [G, N, d], b [G, M, d], sigma [G] -> [G, N, M].
-torch::Tensor rbf_kernel(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& sigma);
+torch::Tensor rbf_kernel(const torch::Tensor& a, const torch::Tensor& b,
+                         const torch::Tensor& sigma);
 
 /// Euclidean projection of each row of y [..., N] onto {sum a = 1, 0 <= a <= upper} (upper of the
 /// same shape, >= 0, with sum(upper) >= 1 per row; tokens with upper = 0 are padding), sort-free:
@@ -89,11 +93,13 @@ torch::Tensor rbf_kernel(const torch::Tensor& a, const torch::Tensor& b, const t
 /// tau = (sum_F y + sum_{y - u >= tau} u - 1) / |F| (twice, kept inside the bisection bracket). The
 /// result is exact whenever no breakpoint y_i or y_i - u_i lies between the bisection's tau and the
 /// root (the bracket is 2^-bisections of the initial one), and within that bracket otherwise.
-torch::Tensor project_capped_simplex(const torch::Tensor& y, const torch::Tensor& upper, int bisections = 0);
+torch::Tensor project_capped_simplex(const torch::Tensor& y, const torch::Tensor& upper,
+                                     int bisections = 0);
 
-/// The step-size bound FISTA uses for every problem: L [G] with L >= 2 lambda_max(P (K + mu I) P) on
-/// the valid tokens (LipschitzBound; K [G, N, N], valid bool [G, N] or undefined).
-torch::Tensor lipschitz_bound(const torch::Tensor& K, const torch::Tensor& valid, const BatchedSettings& settings);
+/// The step-size bound FISTA uses for every problem: L [G] with L >= 2 lambda_max(P (K + mu I) P)
+/// on the valid tokens (LipschitzBound; K [G, N, N], valid bool [G, N] or undefined).
+torch::Tensor lipschitz_bound(const torch::Tensor& K, const torch::Tensor& valid,
+                              const BatchedSettings& settings);
 
 /// The bound u of every token: max(C, 1/n_valid) on valid tokens (warm-up when n_valid * C <= 1),
 /// 0 on padding. valid: bool [G, N].
@@ -109,8 +115,8 @@ BatchedSolution batched_svdd(const torch::Tensor& K, const torch::Tensor& valid,
 /// The bordered solve on the margin set with E fixed at `upper`:
 ///   [[0, 1'], [1, K_SS + ridge I]] [b; a_S] = [1 - sum_E u; diag(K)_S / 2 - K_SE u_E].
 /// role int8 [G, N] (1 margin, 2 error), upper [G, N]. Returns {alpha [G, N], b [G]}, both
-/// differentiable w.r.t. K. Used by the batched path (ridge = mu + lambda) and, with ridge = mu, as
-/// the "autograd through a second solve" reference of the exact backward.
+/// differentiable w.r.t. K. Used by the batched path (ridge = mu + solve_ridge) and, with ridge =
+/// mu, as the "autograd through a second solve" reference of the exact backward.
 std::pair<torch::Tensor, torch::Tensor> bordered_coefficients(const torch::Tensor& K,
                                                               const torch::Tensor& role,
                                                               const torch::Tensor& upper,
@@ -125,14 +131,15 @@ torch::Tensor sv_readout(const torch::Tensor& queries, const torch::Tensor& keys
 
 /// Diagnostics of a batched forward (not differentiable). Shapes as ExactInfo.
 struct BatchedInfo {
-  torch::Tensor role;      ///< int8 [B, H, N] or [B, H, nC, T]
-  torch::Tensor alpha;     ///< same shape, detached, in the compute dtype
-  torch::Tensor support;   ///< int64 [B, H] or [B, H, nC]
-  double residual = 0;     ///< max FISTA fixed-point residual over all problems
-  long negative_coefficients = 0;  ///< margin coefficients <= 0 after the ridge solve (before clamping)
-  long out_of_box = 0;             ///< margin coefficients outside [0, u] after the ridge solve (clamped)
-  long active_set_changes = 0;     ///< role changes made by the active-set rounds
-  long unconverged = 0;            ///< problems still changing in the last active-set round
+  torch::Tensor role;     ///< int8 [B, H, N] or [B, H, nC, T]
+  torch::Tensor alpha;    ///< same shape, detached, in the compute dtype
+  torch::Tensor support;  ///< int64 [B, H] or [B, H, nC]
+  double residual = 0;    ///< max FISTA fixed-point residual over all problems
+  long negative_coefficients =
+      0;                ///< margin coefficients <= 0 after the ridge solve (before clamping)
+  long out_of_box = 0;  ///< margin coefficients outside [0, u] after the ridge solve (clamped)
+  long active_set_changes = 0;  ///< role changes made by the active-set rounds
+  long unconverged = 0;         ///< problems still changing in the last active-set round
   double seconds = 0;
 };
 
@@ -154,6 +161,7 @@ torch::Tensor sv_batched_chunked_attention(const torch::Tensor& keys, const torc
 
 /// Fraction of units (all leading dims; the last dim is the token axis) whose roles are equal,
 /// skipping units where both have an empty support. Returns {rate, units compared}.
-std::pair<double, long> partition_agreement(const torch::Tensor& role_a, const torch::Tensor& role_b);
+std::pair<double, long> partition_agreement(const torch::Tensor& role_a,
+                                            const torch::Tensor& role_b);
 
 }  // namespace svattn::layers

@@ -20,6 +20,7 @@ torch::Tensor h2o_keep_mask(const torch::Tensor& scores, std::int64_t budget, st
 /// Coefficient-decay deletion (the forgetting baseline, no re-solve): alpha_i *= factor for the
 /// deleted tokens (factor 0 = zeroing), then the whole vector is renormalised to sum 1.
 /// alpha [..., N] >= 0, deleted bool [..., N], factor in [0, 1).
-torch::Tensor coefficient_decay(const torch::Tensor& alpha, const torch::Tensor& deleted, double factor);
+torch::Tensor coefficient_decay(const torch::Tensor& alpha, const torch::Tensor& deleted,
+                                double factor);
 
 }  // namespace svattn::layers

@@ -21,18 +21,16 @@ namespace svattn::layers {
 
 /// Settings of the exact path. Kernel is RBF exp(-||a-b||^2 / sigma^2).
 struct ExactSettings {
-  /// RBF bandwidth sigma, used when no per-head log_sigma tensor is passed. Finite, > 0.
-  double bandwidth = 1.0;
-  /// Box bound C of the memory (fixed per layer). Finite, > 0.
-  double C = 0.1;
-  /// Problem ridge mu >= 0 (the core's default 1e-6; the same mu as every other path).
-  double ridge = 1e-6;
+  /// The problem (SPEC §1), once: kernel must be RBF; problem.kernel.bandwidth is sigma when no
+  /// per-head log_sigma tensor is passed; problem.C the box bound (fixed per layer); problem.ridge
+  /// the problem's mu (the same mu as every other path).
+  ProblemSettings problem;
   /// Chunked variant only: evict the reserve set at every chunk boundary (memory of chunk c is the
   /// SVDD of the support of chunk c-1's memory plus chunk c-1's tokens). Default false: the memory
   /// of chunk c holds every token of chunks 0..c-1 (SPEC §9).
   bool bounded = false;
 
-  /// Throws svattn::InvalidArgument naming the bad field.
+  /// Throws svattn::InvalidArgument naming the bad field ("problem.C must be ..., got ...").
   void validate() const;
   /// The core settings of one memory with bandwidth `sigma` (audit mode).
   MemorySettings memory_settings(double sigma) const;
@@ -42,15 +40,15 @@ struct ExactSettings {
 /// role over the positions of the key sequence: 0 = reserve or not in the memory, 1 = margin,
 /// 2 = error. Units are ordered (b, h) or (b, h, c) row-major.
 struct ExactInfo {
-  torch::Tensor role;     ///< int8 [B, H, N] or [B, H, nC, T] (chunk 0 all zero)
-  torch::Tensor alpha;    ///< fp64, same shape, 0 outside S ∪ E
-  torch::Tensor b;        ///< fp64 [B, H] or [B, H, nC] (chunk 0: 0)
-  torch::Tensor support;  ///< int64 [B, H] or [B, H, nC]: |S ∪ E|
-  torch::Tensor memory_size;  ///< int64 [B, H] or [B, H, nC]: tokens held by the memory
-  std::vector<Status> status; ///< one per unit
-  long events = 0;            ///< solver events summed over units
-  long batch_fallbacks = 0;   ///< core operations finished by a batch re-solve
-  double seconds = 0;         ///< wall time of the forward solves
+  torch::Tensor role;          ///< int8 [B, H, N] or [B, H, nC, T] (chunk 0 all zero)
+  torch::Tensor alpha;         ///< fp64, same shape, 0 outside S ∪ E
+  torch::Tensor b;             ///< fp64 [B, H] or [B, H, nC] (chunk 0: 0)
+  torch::Tensor support;       ///< int64 [B, H] or [B, H, nC]: |S ∪ E|
+  torch::Tensor memory_size;   ///< int64 [B, H] or [B, H, nC]: tokens held by the memory
+  std::vector<Status> status;  ///< one per unit
+  long events = 0;             ///< solver events summed over units
+  long batch_fallbacks = 0;    ///< core operations finished by a batch re-solve
+  double seconds = 0;          ///< wall time of the forward solves
 };
 
 /// keys [B,H,N,d], values [B,H,N,dv], queries [B,H,M,d] -> [B,H,M,dv].

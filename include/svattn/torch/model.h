@@ -28,25 +28,28 @@ class TransformerBlockImpl : public torch::nn::Module {
 TORCH_MODULE(TransformerBlock);
 
 struct LmConfig {
-  std::int64_t vocab = 256;    ///< byte-level
+  std::int64_t vocab = 256;  ///< byte-level
   std::int64_t n_layers = 4;
   std::int64_t mlp_ratio = 4;
-  bool tied_head = true;       ///< output head shares the embedding matrix
-  double dropout = 0.0;        ///< residual dropout
-  AttentionConfig attention;   ///< d_model and n_heads live here
+  bool tied_head = true;      ///< output head shares the embedding matrix
+  double dropout = 0.0;       ///< residual dropout
+  AttentionConfig attention;  ///< d_model and n_heads live here
 
   /// Throws InvalidArgument naming the bad field.
   void validate() const;
 };
 
-/// Embedding -> n_layers blocks -> final LayerNorm -> head. tokens int64 [B, T] -> logits [B, T, vocab].
+/// Embedding -> n_layers blocks -> final LayerNorm -> head. tokens int64 [B, T] -> logits [B, T,
+/// vocab].
 class CharLmImpl : public torch::nn::Module {
  public:
   explicit CharLmImpl(const LmConfig& config);
   torch::Tensor forward(const torch::Tensor& tokens);
   const LmConfig& config() const { return config_; }
   std::int64_t n_layers() const { return static_cast<std::int64_t>(blocks_.size()); }
-  AttentionImpl& attention(std::int64_t layer) { return blocks_.at(static_cast<std::size_t>(layer))->attention(); }
+  AttentionImpl& attention(std::int64_t layer) {
+    return blocks_.at(static_cast<std::size_t>(layer))->attention();
+  }
   /// Diagnostics of every layer's attention from the last forward.
   std::vector<AttentionDiagnostics> diagnostics() const;
 

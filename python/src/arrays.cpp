@@ -1,0 +1,118 @@
+// numpy <-> Eigen conversion (see arrays.h).
+#include "arrays.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace svattn::python {
+
+namespace {
+std::string shape_of(const py::array& a) {
+  std::ostringstream os;
+  os << "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) os << (i ? ", " : "") << a.shape(i);
+  os << (a.ndim() == 1 ? ",)" : ")");
+  return os.str();
+}
+}  // namespace
+
+MatrixView::MatrixView(py::handle obj, const std::string& what, bool allow_1d) : what_(what) {
+  array_ = py::array::ensure(obj);
+  if (!array_) throw py::type_error(what + ": expected an array of numbers");
+  const char kind = array_.dtype().kind();
+  if (kind == 'i' || kind == 'u' || kind == 'b') {
+    array_ = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(array_);
+  } else if (kind != 'f' || (array_.itemsize() != 4 && array_.itemsize() != 8)) {
+    throw py::type_error(what + ": dtype " + std::string(py::str(array_.dtype())) +
+                         " is not supported (expected float32 or float64)");
+  }
+  f32_ = array_.itemsize() == 4;
+  if (array_.ndim() == 2) {
+    rows_ = array_.shape(0);
+    cols_ = array_.shape(1);
+    row_stride_ = array_.strides(0);
+    col_stride_ = array_.strides(1);
+  } else if (array_.ndim() == 1 && allow_1d) {
+    was_1d_ = true;
+    rows_ = 1;
+    cols_ = array_.shape(0);
+    col_stride_ = array_.strides(0);
+  } else {
+    throw py::value_error(what + ": expected a " + std::string(allow_1d ? "1-D or " : "") +
+                          "2-D array, got shape " + shape_of(array_));
+  }
+  data_ = static_cast<const char*>(array_.data());
+}
+
+double MatrixView::at(py::ssize_t r, py::ssize_t c) const {
+  const char* p = data_ + r * row_stride_ + c * col_stride_;
+  if (f32_) {
+    float f;
+    std::memcpy(&f, p, sizeof f);
+    return f;
+  }
+  double d;
+  std::memcpy(&d, p, sizeof d);
+  return d;
+}
+
+const double* MatrixView::row_ptr(py::ssize_t r) const {
+  if (f32_ || col_stride_ != static_cast<py::ssize_t>(sizeof(double))) return nullptr;
+  const char* p = data_ + r * row_stride_;
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(double) != 0) return nullptr;
+  return reinterpret_cast<const double*>(p);
+}
+
+void MatrixView::copy_row(py::ssize_t r, double* out) const {
+  for (py::ssize_t c = 0; c < cols_; ++c) out[c] = at(r, c);
+}
+
+RowMatrix MatrixView::to_matrix() const {
+  RowMatrix m(rows_, cols_);
+  for (py::ssize_t r = 0; r < rows_; ++r) copy_row(r, m.row(r).data());
+  return m;
+}
+
+void MatrixView::check_finite() const {
+  for (py::ssize_t r = 0; r < rows_; ++r)
+    for (py::ssize_t c = 0; c < cols_; ++c)
+      if (!std::isfinite(at(r, c))) {
+        std::ostringstream os;
+        os << what_ << ": row " << r << " column " << c << " is not finite (" << at(r, c) << ")";
+        throw py::value_error(os.str());
+      }
+}
+
+std::vector<TokenId> to_ids(py::handle obj, const std::string& what) {
+  py::array a = py::array::ensure(obj);
+  if (!a) throw py::type_error(what + ": expected a sequence of integer ids");
+  if (a.size() == 0) return {};
+  const char kind = a.dtype().kind();
+  if (kind != 'i' && kind != 'u')
+    throw py::type_error(what + ": ids must be integers, got dtype " +
+                         std::string(py::str(a.dtype())));
+  if (a.ndim() != 1) throw py::value_error(what + ": expected a 1-D sequence of ids");
+  auto ids = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  return std::vector<TokenId>(ids.data(), ids.data() + ids.size());
+}
+
+py::array_t<double> to_numpy(const std::vector<double>& v) {
+  py::array_t<double> a(static_cast<py::ssize_t>(v.size()));
+  if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(double));
+  return a;
+}
+
+py::array_t<std::int64_t> to_numpy(const std::vector<TokenId>& v) {
+  py::array_t<std::int64_t> a(static_cast<py::ssize_t>(v.size()));
+  if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(TokenId));
+  return a;
+}
+
+py::array_t<double> to_numpy(const RowMatrix& m) {
+  py::array_t<double> a({static_cast<py::ssize_t>(m.rows()), static_cast<py::ssize_t>(m.cols())});
+  if (m.size()) std::memcpy(a.mutable_data(), m.data(), m.size() * sizeof(double));
+  return a;
+}
+
+}  // namespace svattn::python

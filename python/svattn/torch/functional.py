@@ -1,0 +1,96 @@
+"""Functional SV attention (SPEC §7-§8) and the baselines' kernels, on the registered ops."""
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple, Union
+
+import torch
+
+from .. import MemorySettings, ProblemSettings
+from ._ops import ops
+from .settings import BatchedSettings, ExactSettings
+
+Settings = Union[ExactSettings, BatchedSettings, ProblemSettings, MemorySettings, None]
+
+
+def _resolve(settings: Settings, path: str) -> Union[ExactSettings, BatchedSettings]:
+    if path not in ("exact", "batched"):
+        raise ValueError(f"path must be 'exact' or 'batched', got {path!r}")
+    if isinstance(settings, (ExactSettings, BatchedSettings)):
+        want = ExactSettings if path == "exact" else BatchedSettings
+        if not isinstance(settings, want):
+            raise TypeError(f"path={path!r} needs {want.__name__}, got {type(settings).__name__}")
+        s = settings
+    else:
+        if isinstance(settings, MemorySettings):
+            settings = settings.problem
+        if settings is not None and not isinstance(settings, ProblemSettings):
+            raise TypeError(f"settings: unsupported type {type(settings).__name__}")
+        p = settings if settings is not None else ProblemSettings()
+        s = ExactSettings(problem=p) if path == "exact" else BatchedSettings(problem=p)
+    s.validate()
+    return s
+
+
+def sv_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, settings: Settings = None,
+                 path: str = "exact", log_sigma: Optional[torch.Tensor] = None,
+                 chunk: Optional[int] = None, return_info: bool = False
+                 ) -> Union[torch.Tensor, Tuple[torch.Tensor, Dict[str, Any]]]:
+    """Support-vector attention: every query reads o(q) = sum_i a_i k(q, x_i) v_i / sum_i a_i
+    k(q, x_i) over the support of the SVDD fitted to the keys (RBF kernel).
+
+    q [B, H, M, d], k [B, H, N, d], v [B, H, N, dv] -> [B, H, M, dv]. ``settings``: ExactSettings
+    (path="exact"), BatchedSettings (path="batched"), or a ProblemSettings/MemorySettings whose
+    problem is used with the path's defaults. ``log_sigma`` [H] makes the per-head bandwidth
+    differentiable (else problem.bandwidth). Autograd-aware: the exact path's backward reuses the
+    bordered inverse of the forward (SPEC §7), the batched path differentiates through its solve.
+    With ``chunk`` the memory is causal by chunks (queries of chunk c read chunks 0..c-1; chunk 0
+    reads 0; q, k, v must share T). ``return_info`` adds {"support": [B, H] or [B, H, nC], ...}.
+    """
+    s = _resolve(settings, path)
+    p = s.problem
+    if isinstance(s, ExactSettings):
+        if chunk is None:
+            out, support = ops.exact_attention(k, v, q, log_sigma, p.bandwidth, p.C, p.ridge)
+        else:
+            out, support = ops.exact_chunked_attention(k, v, q, log_sigma, chunk, p.bandwidth, p.C,
+                                                       p.ridge, s.bounded)
+        info: Dict[str, Any] = {"support": support}
+    else:
+        head = (p.bandwidth, p.C, p.ridge) + s.solver_args()
+        if chunk is None:
+            out, support, residual, neg = ops.batched_attention(k, v, q, log_sigma, *head)
+        else:
+            out, support, residual, neg = ops.batched_chunked_attention(
+                k, v, q, log_sigma, chunk, s.bounded, *head)
+        info = {"support": support, "fista_residual": residual, "negative_coefficients": neg}
+    return (out, info) if return_info else out
+
+
+def causal_softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Full causal softmax attention on [B, H, T, dh], scores q.k / sqrt(dh)."""
+    return ops.causal_softmax_attention(q, k, v)
+
+
+def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int) -> torch.Tensor:
+    """Causal softmax over (t - window, t]."""
+    return ops.sliding_window_attention(q, k, v, window)
+
+
+def chunk_local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
+    """Causal softmax inside chunks of length ``chunk`` (the hybrid's local path)."""
+    return ops.chunk_local_attention(q, k, v, chunk)
+
+
+def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 64) -> torch.Tensor:
+    """Causal linear attention with phi = elu + 1, chunkwise."""
+    return ops.linear_attention(q, k, v, chunk)
+
+
+def delta_rule(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, chunk: int = 64) -> torch.Tensor:
+    """DeltaNet's delta rule, chunkwise WY form; beta [B, H, T] in (0, 1)."""
+    return ops.delta_rule(q, k, v, beta, chunk)
+
+
+def apply_rope(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotary position embedding of x [B, H, T, dh] at positions 0..T-1."""
+    return ops.apply_rope(x, base)
