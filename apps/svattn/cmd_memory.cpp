@@ -1,9 +1,9 @@
 // `svattn memory ...`: the audited memory store (docs/store.md). Each invocation opens the store,
 // runs one operation (one transaction) and closes it. Exit codes: 0 ok, 1 verify found a mismatch,
 // 2 bad input / unknown memory or record / not a store / locked / disk full.
-#include <cstdio>
-
 #include <fmt/core.h>
+
+#include <cstdio>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -44,6 +44,11 @@ struct RecordOptions {
   int probes = 8;
 };
 
+struct ShowOptions {
+  Common common;
+  bool full = false;
+};
+
 struct QueryOptions {
   Common common;
   std::string queries;
@@ -66,6 +71,13 @@ StoreOptions store_options(const Common& c, bool create = false) {
   return o;
 }
 
+// verify, show, audit and query never write: they work on files the user cannot write.
+StoreOptions read_only_options(const Common& c) {
+  StoreOptions o = store_options(c);
+  o.read_only = true;
+  return o;
+}
+
 void print_entry_line(const AuditEntry& e) {
   fmt::print("audit       entry {} ({}), hash {}\n", e.seq, e.time_utc, e.entry_hash);
 }
@@ -80,6 +92,8 @@ int run_create(const CreateOptions& o) {
   }
   s.token_budget = static_cast<std::size_t>(o.budget);
   s.validate();
+  s.problem.validate();
+  Store::validate_memory_name(o.common.memory);  // before the store file is created
   const int value_dim = o.value_dim > 0 ? o.value_dim : o.dim;
   Store store(o.common.store, store_options(o.common, true));
   const OpResult r = store.create_memory(o.common.memory, s, o.dim, value_dim);
@@ -92,10 +106,11 @@ int run_create(const CreateOptions& o) {
                 {"state_sha256", r.entry.state_after},
                 {"audit", audit_entry_to_json(r.entry)}});
   } else {
-    fmt::print("created     memory '{}' in {} (dim {}, value dim {}, {} kernel, C = {}, "
-               "ridge = {}, {} mode)\n",
-               o.common.memory, o.common.store, o.dim, value_dim, o.problem.kernel, s.problem.C,
-               s.problem.ridge, o.mode);
+    fmt::print(
+        "created     memory '{}' in {} (dim {}, value dim {}, {} kernel, C = {}, "
+        "ridge = {}, {} mode)\n",
+        o.common.memory, o.common.store, o.dim, value_dim, o.problem.kernel, s.problem.C,
+        s.problem.ridge, o.mode);
     fmt::print("sha256      {}\n", r.entry.state_after);
     print_entry_line(r.entry);
   }
@@ -115,19 +130,21 @@ int run_add(const AddOptions& o) {
   Store store(o.common.store, store_options(o.common));
   const OpResult r =
       store.add_record(o.common.memory, o.record, keys, o.values.empty() ? nullptr : &values);
-  const MemoryInfo info = store.memory_info(o.common.memory);
+  // Everything printed below comes from the committed operation's result: nothing after the
+  // commit can fail (issue 18).
   if (o.common.json) {
     print_json({{"memory", o.common.memory},
                 {"record", o.record},
                 {"tokens", keys.rows()},
-                {"memory_tokens", info.tokens},
+                {"memory_tokens", r.memory_tokens},
                 {"state_before", r.entry.state_before},
                 {"state_sha256", r.entry.state_after},
                 {"seconds", {{"memory", r.memory_seconds}, {"total", r.total_seconds}}},
                 {"audit", audit_entry_to_json(r.entry)}});
   } else {
-    fmt::print("added       record {} to memory '{}': {} tokens (memory now {} tokens, {} records)\n",
-               o.record, o.common.memory, keys.rows(), info.tokens, info.records);
+    fmt::print(
+        "added       record {} to memory '{}': {} tokens (memory now {} tokens, {} records)\n",
+        o.record, o.common.memory, keys.rows(), r.memory_tokens, r.memory_records);
     fmt::print("sha256      {} -> {}\n", r.entry.state_before, r.entry.state_after);
     fmt::print("time        {:.4f} s in memory, {:.4f} s total\n", r.memory_seconds,
                r.total_seconds);
@@ -195,12 +212,13 @@ int run_suspend_resume(const RecordOptions& o, bool suspend) {
   return 0;
 }
 
-int run_show(const Common& o) {
-  Store store(o.store, store_options(o));
+int run_show(const ShowOptions& so) {
+  const Common& o = so.common;
+  Store store(o.store, read_only_options(o));
   const MemoryInfo info = store.memory_info(o.memory);
   const State state = store.stored_state(o.memory);
-  const std::vector<RecordInfo> recs = store.records(o.memory);
   if (o.json) {
+    const std::vector<RecordInfo> recs = store.records(o.memory);
     nlohmann::json j = state_to_json(state);
     j["memory"] = info.name;
     j["memory_settings"] = memory_settings_to_json(info.settings);
@@ -212,22 +230,38 @@ int run_show(const Common& o) {
     j["stored_tokens"] = info.stored_tokens;
     j["last_audit_seq"] = info.last_audit_seq;
     print_json(j);
-  } else {
-    fmt::print("memory      '{}' in {} ({} mode)\n", info.name, o.store, to_string(info.settings.mode));
-    print_state_summary(state);
-    fmt::print("records     {} ({} suspended), {} token rows stored\n", info.records,
-               info.suspended_records, info.stored_tokens);
-    for (const RecordInfo& r : recs) {
-      fmt::print("  record {:>12}  {:>7} tokens{}\n", r.record, r.tokens,
-                 r.suspended ? "  (suspended)" : "");
-    }
+    return 0;
+  }
+  fmt::print("memory      '{}' in {} ({} mode)\n", info.name, o.store,
+             to_string(info.settings.mode));
+  fmt::print("tokens      {} (dim {}, value dim {}), margin {}, error {}, reserve {}\n",
+             state.ids.size(), info.dim, info.value_dim, state.partition.margin.size(),
+             state.partition.error.size(), state.partition.reserve.size());
+  fmt::print("status      {}{}, b = {:.17g}\n", to_string(state.status),
+             state.warmup ? " (warm-up)" : "", state.b);
+  fmt::print("sha256      {}\n", state.state_sha256);
+  fmt::print("records     {} ({} suspended), {} token rows stored, last audit entry {}\n",
+             info.records, info.suspended_records, info.stored_tokens, info.last_audit_seq);
+  if (!so.full) {
+    fmt::print(
+        "            (--full lists every record and support coefficient; --json everything)\n");
+    return 0;
+  }
+  print_state_summary(state);
+  for (std::size_t t = 0; t < state.ids.size(); ++t) {
+    if (state.alpha[t] != 0)
+      fmt::print("  token {:>20}  alpha {:.17g}\n", state.ids[t], state.alpha[t]);
+  }
+  for (const RecordInfo& r : store.records(o.memory)) {
+    fmt::print("  record {:>12}  {:>7} tokens{}\n", r.record, r.tokens,
+               r.suspended ? "  (suspended)" : "");
   }
   return 0;
 }
 
 int run_query(const QueryOptions& o) {
   const RowMatrix queries = read_matrix(o.queries);
-  Store store(o.common.store, store_options(o.common));
+  Store store(o.common.store, read_only_options(o.common));
   const RowMatrix out = store.query(o.common.memory, queries);
   const std::vector<double> f = store.decision(o.common.memory, queries);
   const std::string sha = store.memory(o.common.memory).state_sha256();
@@ -256,7 +290,7 @@ int run_query(const QueryOptions& o) {
 }
 
 int run_verify(const Common& o) {
-  Store store(o.store, store_options(o));
+  Store store(o.store, read_only_options(o));
   const StoreVerification v = store.verify();
   if (o.json) {
     print_json(verification_to_json(v));
@@ -270,6 +304,7 @@ int run_verify(const Common& o) {
                  m.resolve_equal ? "equal" : "DIFFERENT", m.report.ok() ? "ok" : "FAILED");
     }
     for (const std::string& p : v.problems) fmt::print("problem     {}\n", p);
+    for (const std::string& n : v.notes) fmt::print("note        {}\n", n);
     fmt::print("result      {}\n", v.ok() ? "ok" : "MISMATCH");
   }
   std::fflush(stdout);
@@ -277,19 +312,21 @@ int run_verify(const Common& o) {
 }
 
 int run_audit(const Common& o) {
-  Store store(o.store, store_options(o));
+  Store store(o.store, read_only_options(o));
   const std::vector<AuditEntry> entries = store.audit();
   if (o.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const AuditEntry& e : entries) arr.push_back(audit_entry_to_json(e));
     print_json({{"store", o.store}, {"entries", arr}});
   } else {
-    fmt::print("# seq  time_utc                  operation  memory  record  tokens  "
-               "state_before -> state_after  entry_hash\n");
+    fmt::print(
+        "# seq  time_utc                  operation  memory  record  tokens  "
+        "state_before -> state_after  entry_hash\n");
     for (const AuditEntry& e : entries) {
       fmt::print("{:>5}  {}  {:<9}  {}  {}  {}  {} -> {}  {}\n", e.seq, e.time_utc, e.operation,
                  e.memory, e.record >= 0 ? std::to_string(e.record) : std::string("-"),
-                 e.token_count, e.state_before.empty() ? std::string("-") : e.state_before.substr(0, 16),
+                 e.token_count,
+                 e.state_before.empty() ? std::string("-") : e.state_before.substr(0, 16),
                  e.state_after.substr(0, 16), e.entry_hash);
     }
   }
@@ -332,8 +369,7 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   f->add_flag("--resolve", forget.resolve,
               "also compare with a from-scratch batch re-solve on the remaining tokens (one full "
               "solve)");
-  f->add_option("--probes", forget.probes,
-                "probe queries of the --resolve readout comparison")
+  f->add_option("--probes", forget.probes, "probe queries of the --resolve readout comparison")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   f->callback([&exit_code] { exit_code = run_forget(forget); });
@@ -350,9 +386,10 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   r->add_option("--record", resume.record, "record id")->required();
   r->callback([&exit_code] { exit_code = run_suspend_resume(resume, false); });
 
-  static Common show;
-  auto* sh = mem->add_subcommand("show", "Print a memory's stored canonical state");
-  add_store_arg(sh, show, true);
+  static ShowOptions show;
+  auto* sh = mem->add_subcommand("show", "Print a summary of a memory's stored canonical state");
+  add_store_arg(sh, show.common, true);
+  sh->add_flag("--full", show.full, "also list every record and support coefficient (alpha)");
   sh->callback([&exit_code] { exit_code = run_show(show); });
 
   static QueryOptions query;
@@ -363,8 +400,9 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
 
   static Common verify;
   auto* v = mem->add_subcommand(
-      "verify", "Check the audit chain and every memory against a from-scratch solve (exit 1 on "
-                "a mismatch)");
+      "verify",
+      "Check the audit chain and every memory against a from-scratch solve (exit 1 on "
+      "a mismatch)");
   add_store_arg(v, verify, false);
   v->callback([&exit_code] { exit_code = run_verify(verify); });
 

@@ -2,9 +2,11 @@
 #include "svattn/store.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -102,7 +104,8 @@ CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
 std::string now_utc() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[96];
@@ -163,6 +166,51 @@ std::map<TokenId, std::pair<int, double>> support_map(const State& s) {
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+std::string fs_parent(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// file: URI of `path` with immutable=1 ('%', '?' and '#' percent-encoded).
+std::string immutable_uri(const std::string& path) {
+  std::string u = "file:";
+  for (char ch : path) {
+    if (ch == '%' || ch == '?' || ch == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(ch));
+      u += buf;
+    } else {
+      u += ch;
+    }
+  }
+  return u + "?immutable=1";
+}
+
+// nlohmann's serializer is the UTF-8 validator: it throws type_error 316 on an invalid sequence.
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
+// Every number that enters the memories/support rows must be finite (NOT NULL REAL columns take a
+// NaN as NULL): a non-finite b or alpha means the kernel is not representable for these settings.
+void check_finite_state(const std::string& memory, const State& s) {
+  bool finite = std::isfinite(s.b);
+  for (double a : s.alpha) finite = finite && std::isfinite(a);
+  if (!finite) {
+    throw InvalidArgument(
+        "memory '" + memory +
+        "': the operation produced a non-finite state (b = " + std::to_string(s.b) +
+        "); the kernel is not representable for these settings (check "
+        "--bandwidth); nothing was written");
+  }
+}
+
 struct MemoryRow {
   std::int64_t id = 0;
   std::string name;
@@ -214,19 +262,43 @@ struct Store::Impl {
         throw FormatError("'" + path + "' is not a svattn store (not an SQLite database)");
       }
     }
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX;
+    if (fresh && options.read_only) {
+      throw InvalidArgument("store '" + path + "' does not exist (cannot create it read-only)");
+    }
+    int flags =
+        (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_FULLMUTEX;
     if (fresh) flags |= SQLITE_OPEN_CREATE;
-    db = Database(path, flags);
+    if (options.read_only && cannot_share_wal()) {
+      // A WAL reader needs the -shm file; in a directory the user cannot write it cannot be made.
+      // With no -wal file the database file is complete, so it is opened immutable (docs/store.md).
+      db = Database(immutable_uri(path), flags | SQLITE_OPEN_URI);
+    } else {
+      db = Database(path, flags);
+    }
     sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
     if (fresh) {
       db.exec("PRAGMA journal_mode=WAL");
       initialise_schema();
     }
     validate_existing();
+    if (options.read_only) return;  // connection settings below only matter to writers
     db.exec("PRAGMA secure_delete=ON");
     db.exec("PRAGMA synchronous=FULL");
     const std::string mode = db.query_text("PRAGMA journal_mode=WAL");
-    if (mode != "wal") throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
+    if (mode != "wal")
+      throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
+  }
+
+  bool cannot_share_wal() const {
+    const std::string dir = fs_parent(path);
+    return ::access((path + "-wal").c_str(), F_OK) != 0 &&
+           ::access((path + "-shm").c_str(), F_OK) != 0 && ::access(dir.c_str(), W_OK) != 0;
+  }
+
+  void require_writable() const {
+    if (options.read_only) {
+      throw InvalidArgument("store '" + path + "' was opened read-only (StoreOptions::read_only)");
+    }
   }
 
   void initialise_schema() {
@@ -241,12 +313,9 @@ struct Store::Impl {
     db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
     Statement ins(db.handle(), "INSERT INTO meta(key, value) VALUES (?1, ?2)");
     const std::pair<const char*, std::string> rows[] = {
-        {"magic", kMagic},
-        {"schema_version", std::to_string(kStoreSchemaVersion)},
-        {"created_utc", now_utc()},
-        {"token_id_layout", "record << 23 | position"},
-        {"audit_head_seq", "0"},
-        {"audit_head_hash", kZeroHash}};
+        {"magic", kMagic},          {"schema_version", std::to_string(kStoreSchemaVersion)},
+        {"created_utc", now_utc()}, {"token_id_layout", "record << 23 | position"},
+        {"audit_head_seq", "0"},    {"audit_head_hash", kZeroHash}};
     for (const auto& [k, v] : rows) {
       ins.bind(1, std::string(k)).bind(2, v).run();
       ins.reset();
@@ -297,6 +366,17 @@ struct Store::Impl {
       throw FormatError(not_store + " (no meta table: " + e.what() + ")");
     }
     if (magic != kMagic) throw FormatError(not_store + " (meta magic '" + magic + "')");
+    std::string meta_version;
+    {
+      Statement q(db.handle(), "SELECT value FROM meta WHERE key = 'schema_version'");
+      if (q.step()) meta_version = q.text(0);
+    }
+    if (meta_version != std::to_string(version)) {
+      throw FormatError("store '" + path + "': unsupported schema version " +
+                        (meta_version.empty() ? std::string("(missing)") : meta_version) +
+                        " in the meta table (the file header says " + std::to_string(version) +
+                        "; this svattn supports " + std::to_string(kStoreSchemaVersion) + ")");
+    }
   }
 
   // ------------------------------------------------------------------------------ reading
@@ -434,8 +514,8 @@ struct Store::Impl {
       try {
         return Memory::restore(row.settings, tokens, state, &diag);
       } catch (const InvalidArgument& e) {
-        throw FormatError("memory '" + row.name + "': stored state cannot be restored: " +
-                          e.what());
+        throw FormatError("memory '" + row.name +
+                          "': stored state cannot be restored: " + e.what());
       }
     }();
     if (mem.state_sha256() != row.state_sha256) {
@@ -455,7 +535,8 @@ struct Store::Impl {
   // ------------------------------------------------------------------------------ writing
   /// Writes the support diff between `before` and `after` and the memories row of `after`.
   void write_state(std::int64_t memory_id, const State& before, const State& after,
-                   std::int64_t seq) {
+                   std::int64_t seq, const std::string& memory) {
+    check_finite_state(memory, after);
     const auto old_sup = support_map(before);
     const auto new_sup = support_map(after);
     Statement del(db.handle(), "DELETE FROM support WHERE memory_id = ?1 AND token_id = ?2");
@@ -525,7 +606,14 @@ struct Store::Impl {
   void log_and_commit(AuditEntry& e, std::int64_t memory_id, const State& before,
                       const State& after, Transaction& t, Cached& c, OpResult& res) {
     append_audit(e);
-    write_state(memory_id, before, after, e.seq);
+    write_state(memory_id, before, after, e.seq, e.memory);
+    res.memory_tokens = c.memory->size();
+    {
+      Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
+      q.bind(1, memory_id);
+      q.step();
+      res.memory_records = q.int64(0);
+    }
     const auto k0 = std::chrono::steady_clock::now();
     t.commit();
     res.commit_seconds =
@@ -570,7 +658,8 @@ struct Store::Impl {
           .bind(2, static_cast<std::int64_t>(id))
           .bind(3, record_of(id))
           .bind(4, position_of(id))
-          .bind_blob(5, ts.keys.row(i).data(), sizeof(double) * static_cast<std::size_t>(ts.keys.cols()))
+          .bind_blob(5, ts.keys.row(i).data(),
+                     sizeof(double) * static_cast<std::size_t>(ts.keys.cols()))
           .bind_blob(6, ts.values.row(i).data(),
                      sizeof(double) * static_cast<std::size_t>(ts.values.cols()))
           .run();
@@ -637,8 +726,8 @@ struct Store::Impl {
   void checkpoint(bool* truncated) {
     int log = 0;
     int done = 0;
-    const int rc = sqlite3_wal_checkpoint_v2(db.handle(), "main", SQLITE_CHECKPOINT_TRUNCATE, &log,
-                                             &done);
+    const int rc =
+        sqlite3_wal_checkpoint_v2(db.handle(), "main", SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
     *truncated = rc == SQLITE_OK;
   }
 
@@ -647,6 +736,7 @@ struct Store::Impl {
   /// restored from the file on next use), so neither the file nor the object changes.
   template <class F>
   auto mutate(const std::string& name, F&& f) {
+    require_writable();
     Transaction t(db, true, path, options.busy_timeout_ms);
     const MemoryRow row = read_memory_row(name);
     Cached& c = ensure_loaded(row);
@@ -660,6 +750,13 @@ struct Store::Impl {
   }
 
   std::vector<AuditEntry> read_audit();
+  bool tables_present(std::vector<std::string>& problems);
+  void check_orphans(std::vector<std::string>& problems);
+  MemoryVerification verify_memory(const MemoryRow& row,
+                                   const std::pair<std::string, std::int64_t>* last_audit,
+                                   const std::vector<AuditEntry>& entries,
+                                   std::vector<std::string>& problems,
+                                   std::vector<std::string>& notes);
 
   template <class F>
   auto read(F&& f) {
@@ -672,7 +769,8 @@ struct Store::Impl {
 
 // ================================================================================== Store
 
-Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::make_unique<Impl>()) {
+Store::Store(const std::string& path, const StoreOptions& options)
+    : impl_(std::make_unique<Impl>()) {
   if (options.busy_timeout_ms < 0) {
     throw InvalidArgument("busy_timeout_ms must be >= 0, got " +
                           std::to_string(options.busy_timeout_ms));
@@ -681,6 +779,11 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
     throw InvalidArgument("certificate_probes must be >= 0, got " +
                           std::to_string(options.certificate_probes));
   }
+  if (options.read_only && options.create) {
+    throw InvalidArgument("StoreOptions: read_only and create exclude each other");
+  }
+  // Paths enter certificates and JSON output, which must be valid UTF-8 (issue 18).
+  if (!valid_utf8(path)) throw InvalidArgument("store path is not valid UTF-8");
   impl_->path = path;
   impl_->options = options;
   impl_->open();
@@ -689,7 +792,7 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
 Store::~Store() {
   if (impl_ && impl_->db.handle() != nullptr) {
     bool truncated = false;
-    impl_->checkpoint(&truncated);
+    if (!impl_->options.read_only) impl_->checkpoint(&truncated);
     impl_->db.close();
   }
 }
@@ -702,16 +805,10 @@ const StoreOptions& Store::options() const { return impl_->options; }
 
 OpResult Store::create_memory(const std::string& name, const MemorySettings& settings, int dim,
                               int value_dim) {
-  if (name.empty() || name.size() > 256) {
-    throw InvalidArgument("memory name must have 1 to 256 characters, got " +
-                          std::to_string(name.size()));
-  }
-  for (char ch : name) {
-    if (static_cast<unsigned char>(ch) < 0x20) {
-      throw InvalidArgument("memory name must not contain control characters");
-    }
-  }
-  if (dim < 1) throw InvalidArgument("key dimension (dim) must be >= 1, got " + std::to_string(dim));
+  validate_memory_name(name);
+  impl_->require_writable();
+  if (dim < 1)
+    throw InvalidArgument("key dimension (dim) must be >= 1, got " + std::to_string(dim));
   if (value_dim < 1) {
     throw InvalidArgument("value dimension must be >= 1, got " + std::to_string(value_dim));
   }
@@ -723,7 +820,8 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
   {
     Statement q(im.db.handle(), "SELECT 1 FROM memories WHERE name = ?1");
     q.bind(1, name);
-    if (q.step()) throw AlreadyExists("store '" + im.path + "' already has a memory '" + name + "'");
+    if (q.step())
+      throw AlreadyExists("store '" + im.path + "' already has a memory '" + name + "'");
   }
   Memory mem(settings, dim, value_dim);
   const State s = mem.state();
@@ -735,10 +833,11 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
   e.token_count = 0;
   e.state_before = "";
   e.state_after = s.state_sha256;
-  e.certificate = nlohmann::json{{"settings", memory_settings_to_json(settings)},
-                                 {"dim", dim},
-                                 {"value_dim", value_dim}}
-                      .dump();
+  e.certificate = nlohmann::json{
+      {"settings", memory_settings_to_json(settings)},
+      {"dim", dim},
+      {"value_dim",
+       value_dim}}.dump();
   im.append_audit(e);
   Statement ins(im.db.handle(),
                 "INSERT INTO memories(name, settings, dim, value_dim, b, status, warmup, "
@@ -760,9 +859,21 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
       .bind(13, e.time_utc)
       .run();
   t.commit();
-  res.total_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
+}
+
+void Store::validate_memory_name(const std::string& name) {
+  if (name.empty() || name.size() > 256) {
+    throw InvalidArgument("memory name must have 1 to 256 bytes, got " +
+                          std::to_string(name.size()));
+  }
+  for (char ch : name) {
+    if (static_cast<unsigned char>(ch) < 0x20) {
+      throw InvalidArgument("memory name must not contain control characters");
+    }
+  }
+  if (!valid_utf8(name)) throw InvalidArgument("memory name is not valid UTF-8");
 }
 
 std::vector<std::string> Store::memory_names() const {
@@ -819,8 +930,8 @@ std::vector<RecordInfo> Store::records(const std::string& name) const {
     std::vector<RecordInfo> out;
     Statement q(im.db.handle(),
                 "SELECT r.record, r.suspended, (SELECT count(*) FROM tokens t WHERE t.memory_id = "
-                "r.memory_id AND t.record = r.record) FROM records r WHERE r.memory_id = ?1 "
-                "ORDER BY r.record");
+                "r.memory_id AND t.token_id BETWEEN (r.record << 23) AND ((r.record << 23) | "
+                "8388607)) FROM records r WHERE r.memory_id = ?1 ORDER BY r.record");
     q.bind(1, row.id);
     while (q.step()) {
       RecordInfo ri;
@@ -863,7 +974,8 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
     if (im.read_record(row.id, record).exists) {
       throw AlreadyExists("memory '" + name + "' already has record " + std::to_string(record));
     }
-    if (keys.rows() < 1) throw InvalidArgument("record " + std::to_string(record) + " has no tokens");
+    if (keys.rows() < 1)
+      throw InvalidArgument("record " + std::to_string(record) + " has no tokens");
     if (keys.rows() > kMaxPosition + 1) {
       throw InvalidArgument("record " + std::to_string(record) + " has " +
                             std::to_string(keys.rows()) + " tokens, more than 2^23");
@@ -893,10 +1005,12 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
     const auto m0 = std::chrono::steady_clock::now();
     OpResult res;
     res.diagnostics = mem.add_batch(ts);
-    res.memory_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    res.memory_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
     const State after = mem.state();
-    Statement rec(im.db.handle(),
-                  "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, ?3)");
+    Statement rec(
+        im.db.handle(),
+        "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, ?3)");
     rec.bind(1, row.id).bind(2, record).bind(3, now_utc()).run();
     im.insert_tokens(row.id, ts, mem);
     const std::int64_t evicted = im.delete_evicted(row.id, before, mem, {});
@@ -904,12 +1018,13 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
     for (TokenId id : ts.ids) evicted_new += mem.contains(id) ? 0 : 1;
     AuditEntry& e = res.entry;
     im.fill_entry(e, "add", name, record, ts.size(), before, after);
-    nlohmann::json cert{{"operation", "add"},
-                        {"record", record},
-                        {"tokens", ts.size()},
-                        {"first_token_id", ts.ids.front()},
-                        {"last_token_id", ts.ids.back()},
-};
+    nlohmann::json cert{
+        {"operation", "add"},
+        {"record", record},
+        {"tokens", ts.size()},
+        {"first_token_id", ts.ids.front()},
+        {"last_token_id", ts.ids.back()},
+    };
     add_outcome_fields(cert, mem, after, res.diagnostics);
     if (row.settings.mode == MemoryMode::kBounded) {
       cert["evicted_on_arrival"] = evicted_new;
@@ -917,7 +1032,8 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
     }
     e.certificate = cert.dump();
     im.log_and_commit(e, row.id, before, after, t, c, res);
-    res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.total_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
   });
 }
@@ -955,7 +1071,8 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
     ForgetResult fr;
     const auto m0 = std::chrono::steady_clock::now();
     fr.diagnostics = mem.remove_batch(in_memory);
-    fr.memory_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    fr.memory_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
     const auto c0 = std::chrono::steady_clock::now();
     CertificateOptions co;
     co.optimality_check = im.options.certificate_check;
@@ -1029,7 +1146,8 @@ OpResult Store::suspend_record(const std::string& name, std::int64_t record) {
     OpResult res;
     const auto m0 = std::chrono::steady_clock::now();
     res.diagnostics = mem.remove_batch(ids);
-    res.memory_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    res.memory_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
     const State after = mem.state();
     Statement up(im.db.handle(),
                  "UPDATE records SET suspended = 1 WHERE memory_id = ?1 AND record = ?2");
@@ -1044,7 +1162,8 @@ OpResult Store::suspend_record(const std::string& name, std::int64_t record) {
     add_outcome_fields(cert, mem, after, res.diagnostics);
     e.certificate = cert.dump();
     im.log_and_commit(e, row.id, before, after, t, c, res);
-    res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.total_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
   });
 }
@@ -1063,7 +1182,8 @@ OpResult Store::resume_record(const std::string& name, std::int64_t record) {
     OpResult res;
     const auto m0 = std::chrono::steady_clock::now();
     res.diagnostics = mem.add_batch(ts);
-    res.memory_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    res.memory_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
     const State after = mem.state();
     Statement up(im.db.handle(),
                  "UPDATE records SET suspended = 0 WHERE memory_id = ?1 AND record = ?2");
@@ -1079,15 +1199,17 @@ OpResult Store::resume_record(const std::string& name, std::int64_t record) {
     }
     AuditEntry& e = res.entry;
     im.fill_entry(e, "resume", name, record, ts.size(), before, after);
-    nlohmann::json cert{{"operation", "resume"},
-                        {"record", record},
-                        {"tokens_restored", ts.size()},
-};
+    nlohmann::json cert{
+        {"operation", "resume"},
+        {"record", record},
+        {"tokens_restored", ts.size()},
+    };
     add_outcome_fields(cert, mem, after, res.diagnostics);
     if (row.settings.mode == MemoryMode::kBounded) cert["evicted"] = evicted;
     e.certificate = cert.dump();
     im.log_and_commit(e, row.id, before, after, t, c, res);
-    res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.total_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
   });
 }
@@ -1157,6 +1279,7 @@ StoreVerification Store::verify() const {
   Impl& im = *impl_;
   StoreVerification v;
   im.read([&] {
+    if (!im.tables_present(v.problems)) return 0;             // nothing further can be read
     const std::vector<AuditEntry> entries = im.read_audit();  // same snapshot as the memories
     // 1. SQLite structure.
     {
@@ -1167,15 +1290,18 @@ StoreVerification Store::verify() const {
       if (!v.integrity_ok) v.problems.push_back("integrity_check: " + first);
     }
     for (const char* trig : {"audit_no_update", "audit_no_delete"}) {
-      Statement q(im.db.handle(), "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?1");
+      Statement q(im.db.handle(),
+                  "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?1");
       q.bind(1, std::string(trig));
-      if (!q.step()) v.problems.push_back(std::string("audit protection trigger '") + trig + "' is missing");
+      if (!q.step())
+        v.problems.push_back(std::string("audit protection trigger '") + trig + "' is missing");
     }
     // 2. The audit chain.
     const std::size_t problems_before_chain = v.problems.size();
     std::string prev = kZeroHash;
     std::int64_t expect_seq = 1;
-    std::map<std::string, std::pair<std::string, std::int64_t>> last_state;  // memory -> (hash, seq)
+    std::map<std::string, std::pair<std::string, std::int64_t>>
+        last_state;  // memory -> (hash, seq)
     for (const AuditEntry& e : entries) {
       const std::string where = "audit entry " + std::to_string(e.seq);
       if (e.seq != expect_seq) {
@@ -1183,8 +1309,9 @@ StoreVerification Store::verify() const {
                              " (a row was deleted, inserted or renumbered)");
       }
       if (e.prev_hash != prev) {
-        v.problems.push_back(where + ": prev_hash does not match the previous entry's hash "
-                                     "(rows edited, deleted or reordered)");
+        v.problems.push_back(where +
+                             ": prev_hash does not match the previous entry's hash "
+                             "(rows edited, deleted or reordered)");
       }
       const std::string recomputed = sha256_hex(canonical_audit_bytes(e));
       if (recomputed != e.entry_hash) {
@@ -1196,10 +1323,12 @@ StoreVerification Store::verify() const {
           v.problems.push_back(where + ": memory '" + e.memory + "' created twice");
         }
       } else if (it == last_state.end()) {
-        v.problems.push_back(where + ": operation on memory '" + e.memory + "' before its creation");
+        v.problems.push_back(where + ": operation on memory '" + e.memory +
+                             "' before its creation");
       } else if (it->second.first != e.state_before) {
-        v.problems.push_back(where + ": state_before does not continue the memory's previous "
-                                     "state_after");
+        v.problems.push_back(where +
+                             ": state_before does not continue the memory's previous "
+                             "state_after");
       }
       last_state[e.memory] = {e.state_after, e.seq};
       prev = e.entry_hash;
@@ -1226,66 +1355,152 @@ StoreVerification Store::verify() const {
     v.chain_ok = v.problems.size() == problems_before_chain;
     // 3. Every memory: stored state vs batch re-solve of the stored tokens, and verify_state.
     for (const MemoryRow& row : im.all_memory_rows()) {
-      MemoryVerification mv;
-      mv.name = row.name;
-      mv.stored_sha256 = row.state_sha256;
-      const TokenSet tokens = im.load_active_tokens(row);
-      mv.tokens = tokens.size();
-      {
-        Statement q(im.db.handle(),
-                    "SELECT count(*) FROM tokens WHERE memory_id = ?1 AND (record != (token_id >> "
-                    "23) OR position != (token_id & 8388607) OR record NOT IN (SELECT record FROM "
-                    "records WHERE memory_id = ?1))");
-        q.bind(1, row.id);
-        q.step();
-        if (q.int64(0) != 0) {
-          v.problems.push_back("memory '" + row.name + "': " + std::to_string(q.int64(0)) +
-                               " token rows with inconsistent record/position/id");
-        }
-      }
-      State stored;
-      try {
-        stored = im.load_state(row, tokens.ids);
-      } catch (const FormatError& e) {
-        v.problems.push_back("memory '" + row.name + "': " + e.what());
-        v.memories.push_back(mv);
-        continue;
-      }
-      BatchSettings bs;
-      bs.problem = row.settings.problem;
-      bs.tolerances = row.settings.tolerances;
-      const BatchResult br = solve_batch(tokens, bs);
-      mv.resolved_sha256 = br.state.state_sha256;
-      mv.resolve_equal = br.state.state_sha256 == row.state_sha256;
-      mv.report = verify_state(tokens, stored, row.settings.tolerances, false);
       const auto it = last_state.find(row.name);
-      mv.audit_consistent = it != last_state.end() && it->second.first == row.state_sha256 &&
-                            it->second.second == row.last_audit_seq;
-      if (!mv.resolve_equal) {
-        v.problems.push_back("memory '" + row.name + "': stored state " +
-                             row.state_sha256.substr(0, 16) + "… differs from the batch re-solve " +
-                             br.state.state_sha256.substr(0, 16) + "… of its stored tokens");
-      }
-      if (!mv.report.ok()) {
-        v.problems.push_back("memory '" + row.name + "': verify_state failed (feasible " +
-                             std::to_string(mv.report.feasible) + ", kkt " +
-                             std::to_string(mv.report.kkt_ok) + ", hash " +
-                             std::to_string(mv.report.hash_ok) + ")");
-      }
-      if (!mv.audit_consistent) {
-        v.problems.push_back("memory '" + row.name +
-                             "': stored state is not the last state recorded in the audit log");
-      }
-      v.memories.push_back(mv);
+      v.memories.push_back(im.verify_memory(row, it == last_state.end() ? nullptr : &it->second,
+                                            entries, v.problems, v.notes));
     }
+    im.check_orphans(v.problems);
     for (const auto& [mem_name, st] : last_state) {
       Statement q(im.db.handle(), "SELECT 1 FROM memories WHERE name = ?1");
       q.bind(1, mem_name);
-      if (!q.step()) v.problems.push_back("audit log mentions memory '" + mem_name + "' which is missing");
+      if (!q.step())
+        v.problems.push_back("audit log mentions memory '" + mem_name + "' which is missing");
     }
     return 0;
   });
   return v;
+}
+
+}  // namespace svattn
+
+namespace svattn {
+
+bool Store::Impl::tables_present(std::vector<std::string>& problems) {
+  bool all = true;
+  for (const char* table : {"meta", "memories", "records", "tokens", "support", "audit"}) {
+    Statement q(db.handle(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
+    q.bind(1, std::string(table));
+    if (!q.step()) {
+      problems.push_back(std::string("table '") + table + "' is missing");
+      all = false;
+    }
+  }
+  return all;
+}
+
+void Store::Impl::check_orphans(std::vector<std::string>& problems) {
+  for (const char* table : {"records", "tokens", "support"}) {
+    const std::string sql = std::string("SELECT count(*) FROM ") + table +
+                            " WHERE memory_id NOT IN (SELECT id FROM memories)";
+    const std::int64_t n = db.query_int(sql);
+    if (n != 0) {
+      problems.push_back(std::to_string(n) + " row(s) of table '" + table +
+                         "' belong to no memory (memories.id edited or rows inserted)");
+    }
+  }
+}
+
+namespace {
+
+// Every stored field of the memories row against the re-derived state (issue 18 row 8).
+void compare_fields(const MemoryRow& row, const State& derived, bool exact,
+                    std::vector<std::string>& out) {
+  const std::string m = "memory '" + row.name + "': stored ";
+  auto bits = [&](const char* field, double stored, double want) {
+    if (!same_bits(stored, want)) {
+      out.push_back(m + field + " " + std::to_string(stored) + " differs from the re-derived " +
+                    std::to_string(want));
+    }
+  };
+  if (row.warmup != derived.warmup) out.push_back(m + "warmup differs from the re-derived state");
+  if (!exact) return;  // non-unique optimum: only the hash chain and verify_state speak
+  if (row.status != derived.status) {
+    out.push_back(m + "status '" + to_string(row.status) + "' differs from the re-derived '" +
+                  to_string(derived.status) + "'");
+  }
+  bits("b", row.b, derived.b);
+  bits("kkt_max_violation", row.kkt.max_violation, derived.kkt.max_violation);
+  bits("kkt_sum_error", row.kkt.sum_error, derived.kkt.sum_error);
+  bits("kkt_box_violation", row.kkt.box_violation, derived.kkt.box_violation);
+}
+
+}  // namespace
+
+MemoryVerification Store::Impl::verify_memory(
+    const MemoryRow& row, const std::pair<std::string, std::int64_t>* last_audit,
+    const std::vector<AuditEntry>& entries, std::vector<std::string>& problems,
+    std::vector<std::string>& notes) {
+  MemoryVerification mv;
+  mv.name = row.name;
+  mv.stored_sha256 = row.state_sha256;
+  const std::size_t problems_before = problems.size();
+  const TokenSet tokens = load_active_tokens(row);
+  mv.tokens = tokens.size();
+  {
+    Statement q(db.handle(),
+                "SELECT count(*) FROM tokens WHERE memory_id = ?1 AND (record != (token_id >> "
+                "23) OR position != (token_id & 8388607) OR record NOT IN (SELECT record FROM "
+                "records WHERE memory_id = ?1))");
+    q.bind(1, row.id);
+    q.step();
+    if (q.int64(0) != 0) {
+      problems.push_back("memory '" + row.name + "': " + std::to_string(q.int64(0)) +
+                         " token rows with inconsistent record/position/id");
+    }
+  }
+  for (const AuditEntry& e : entries) {
+    if (e.operation == "create" && e.memory == row.name) {
+      Statement q(db.handle(), "SELECT created_utc FROM memories WHERE id = ?1");
+      q.bind(1, row.id);
+      if (q.step() && q.text(0) != e.time_utc) {
+        problems.push_back("memory '" + row.name + "': stored created_utc '" + q.text(0) +
+                           "' is not the time of its create entry '" + e.time_utc + "'");
+      }
+      break;
+    }
+  }
+  State stored;
+  try {
+    stored = load_state(row, tokens.ids);
+  } catch (const FormatError& e) {
+    problems.push_back(e.what());  // load_state names the memory
+    return mv;
+  }
+  BatchSettings bs;
+  bs.problem = row.settings.problem;
+  bs.tolerances = row.settings.tolerances;
+  const BatchResult br = solve_batch(tokens, bs);
+  mv.resolved_sha256 = br.state.state_sha256;
+  mv.resolve_equal = br.state.state_sha256 == row.state_sha256;
+  mv.report = verify_state(tokens, stored, row.settings.tolerances, false);
+  mv.audit_consistent = last_audit != nullptr && last_audit->first == row.state_sha256 &&
+                        last_audit->second == row.last_audit_seq;
+  // Ridge 0 with duplicate keys: a verified-optimal stored state may differ from the re-solve's
+  // equally optimal one. That is "uniqueness not established", not tampering (issue 18 row 7).
+  mv.uniqueness_not_established = !mv.resolve_equal && mv.report.ok() && !mv.report.unique;
+  if (mv.uniqueness_not_established) {
+    notes.push_back("memory '" + row.name + "': uniqueness not established (" +
+                    mv.report.uniqueness_reason +
+                    "): the stored state is verified optimal but differs from the re-solve " +
+                    br.state.state_sha256.substr(0, 16) + "…, which is equally optimal");
+  } else if (!mv.resolve_equal) {
+    problems.push_back("memory '" + row.name + "': stored state " + row.state_sha256.substr(0, 16) +
+                       "… differs from the batch re-solve " + br.state.state_sha256.substr(0, 16) +
+                       "… of its stored tokens");
+  }
+  if (!mv.report.ok()) {
+    problems.push_back("memory '" + row.name + "': verify_state failed (feasible " +
+                       std::to_string(mv.report.feasible) + ", kkt " +
+                       std::to_string(mv.report.kkt_ok) + ", hash " +
+                       std::to_string(mv.report.hash_ok) + ")");
+  }
+  if (!mv.audit_consistent) {
+    problems.push_back("memory '" + row.name +
+                       "': stored state is not the last state recorded in the audit log");
+  }
+  compare_fields(row, br.state, mv.resolve_equal, problems);
+  mv.fields_ok = problems.size() == problems_before;
+  return mv;
 }
 
 }  // namespace svattn
