@@ -3,6 +3,7 @@
 // 2 bad input / unknown memory or record / not a store / locked / disk full.
 #include <fmt/core.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "cli_common.h"
@@ -34,6 +35,14 @@ struct AddOptions {
   long long record = -1;
   std::string keys;
   std::string values;
+};
+
+struct ImportCliOptions {
+  Common common;
+  std::string keys;
+  std::string values;
+  std::string records;
+  long long chunk = 128;
 };
 
 struct RecordOptions {
@@ -153,6 +162,94 @@ int run_add(const AddOptions& o) {
   return 0;
 }
 
+// One integer record id per row of `path` (one column; integral values in [0, 2^40)).
+std::vector<std::int64_t> read_record_ids(const std::string& path, Eigen::Index want_rows,
+                                          const std::string& keys_path) {
+  const RowMatrix r = read_matrix(path);
+  if (r.cols() != 1) {
+    throw FormatError("'" + path + "': expected one column of record ids, got " +
+                      std::to_string(r.cols()));
+  }
+  if (r.rows() != want_rows) {
+    throw FormatError("'" + path + "' has " + std::to_string(r.rows()) + " rows but '" + keys_path +
+                      "' has " + std::to_string(want_rows));
+  }
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(r.rows()));
+  for (Eigen::Index i = 0; i < r.rows(); ++i) {
+    const double v = r(i, 0);
+    if (v != std::floor(v) || v < 0 || v > static_cast<double>(kMaxRecordId)) {
+      throw FormatError(
+          fmt::format("'{}': row {} (0-based): record id {} is not an integer in "
+                      "[0, 2^40)",
+                      path, i, v));
+    }
+    ids[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(v);
+  }
+  return ids;
+}
+
+void print_import_progress(const ImportProgress& p, double* last_print) {
+  const bool done = p.records_done + p.records_skipped >= p.records_total;
+  if (!done && p.seconds - *last_print < 1.0) return;
+  *last_print = p.seconds;
+  const double rate = p.seconds > 0 ? static_cast<double>(p.records_done) / p.seconds : 0.0;
+  const double left = static_cast<double>(p.records_total - p.records_skipped - p.records_done);
+  std::fprintf(stderr, "import: %lld/%lld records, %lld tokens, %.1f records/s, ETA %.0f s\n",
+               static_cast<long long>(p.records_done + p.records_skipped),
+               static_cast<long long>(p.records_total), static_cast<long long>(p.tokens_done), rate,
+               rate > 0 ? left / rate : 0.0);
+}
+
+int run_import(const ImportCliOptions& o) {
+  if (o.chunk < 1) throw InvalidArgument("--chunk must be >= 1, got " + std::to_string(o.chunk));
+  const RowMatrix keys = read_matrix(o.keys);
+  RowMatrix values;
+  if (!o.values.empty()) {
+    values = read_matrix(o.values);
+    if (values.rows() != keys.rows()) {
+      throw FormatError("'" + o.values + "' has " + std::to_string(values.rows()) + " rows but '" +
+                        o.keys + "' has " + std::to_string(keys.rows()));
+    }
+  }
+  const std::vector<std::int64_t> ids = read_record_ids(o.records, keys.rows(), o.keys);
+  Store store(o.common.store, store_options(o.common));
+  ImportOptions io;
+  io.chunk_records = o.chunk;
+  double last_print = -1e9;
+  io.progress = [&](const ImportProgress& p) { print_import_progress(p, &last_print); };
+  ImportResult r;
+  try {
+    r = store.import_records(o.common.memory, ids, keys, o.values.empty() ? nullptr : &values, io);
+  } catch (const AlreadyExists& e) {
+    throw AlreadyExists("'" + o.records + "': " + e.what());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("'" + o.records + "': " + e.what());
+  }
+  if (o.common.json) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const AuditEntry& e : r.entries) entries.push_back(audit_entry_to_json(e));
+    print_json({{"memory", o.common.memory},
+                {"records", r.totals.records_total},
+                {"records_imported", r.totals.records_done},
+                {"records_skipped", r.totals.records_skipped},
+                {"tokens_imported", r.totals.tokens_done},
+                {"chunks", r.chunks},
+                {"seconds", r.totals.seconds},
+                {"state_sha256", r.state_sha256},
+                {"audit", entries}});
+  } else {
+    fmt::print("imported    {} records ({} tokens) into memory '{}' in {} chunks, {:.2f} s\n",
+               r.totals.records_done, r.totals.tokens_done, o.common.memory, r.chunks,
+               r.totals.seconds);
+    if (r.totals.records_skipped > 0) {
+      fmt::print("skipped     {} records already in the memory with identical tokens\n",
+                 r.totals.records_skipped);
+    }
+    fmt::print("sha256      {}\n", r.state_sha256);
+  }
+  return 0;
+}
+
 int run_forget(const RecordOptions& o) {
   StoreOptions so = store_options(o.common);
   so.certificate_check = !o.no_check;
@@ -264,7 +361,7 @@ int run_query(const QueryOptions& o) {
   Store store(o.common.store, read_only_options(o.common));
   const RowMatrix out = store.query(o.common.memory, queries);
   const std::vector<double> f = store.decision(o.common.memory, queries);
-  const std::string sha = store.memory(o.common.memory).state_sha256();
+  const std::string sha = store.memory_info(o.common.memory).state_sha256;
   if (o.common.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (Eigen::Index i = 0; i < out.rows(); ++i) {
@@ -359,6 +456,20 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   a->add_option("--keys", add.keys, "keys: .csv or .npy")->required();
   a->add_option("--values", add.values, "values (same rows); default: the keys");
   a->callback([&exit_code] { exit_code = run_add(add); });
+
+  static ImportCliOptions import;
+  auto* im = mem->add_subcommand(
+      "import",
+      "Bulk import: keys with one record id per row, one transaction per chunk, resumable");
+  add_store_arg(im, import.common, true);
+  im->add_option("--keys", import.keys, "keys: .csv or .npy")->required();
+  im->add_option("--values", import.values, "values (same rows); default: the keys");
+  im->add_option("--records", import.records,
+                 "record id of each key row: .csv or .npy, one column (a record's positions are "
+                 "its rows in file order)")
+      ->required();
+  im->add_option("--chunk", import.chunk, "records per transaction")->capture_default_str();
+  im->callback([&exit_code] { exit_code = run_import(import); });
 
   static RecordOptions forget;
   auto* f = mem->add_subcommand("forget", "Erase a record: decrement, certificate, secure delete");

@@ -9,6 +9,7 @@
 // so an exception leaves both the file and the object as they were.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -154,6 +155,29 @@ struct ForgetResult : OpResult {
   double certificate_seconds = 0;  ///< certificate (and its batch re-solve when enabled)
 };
 
+/// Progress of Store::import_records after each committed chunk.
+struct ImportProgress {
+  std::int64_t records_total = 0;    ///< distinct records in the input
+  std::int64_t records_skipped = 0;  ///< already in the memory with identical tokens (resume)
+  std::int64_t records_done = 0;     ///< committed by this call so far
+  std::int64_t tokens_done = 0;
+  double seconds = 0;  ///< since the call started
+};
+
+struct ImportOptions {
+  /// Records per transaction (one audit entry "import" per chunk). >= 1.
+  std::int64_t chunk_records = 128;
+  /// Called after every committed chunk (e.g. a progress line). May be empty.
+  std::function<void(const ImportProgress&)> progress;
+};
+
+struct ImportResult {
+  ImportProgress totals;
+  std::int64_t chunks = 0;
+  std::string state_sha256;         ///< after the import
+  std::vector<AuditEntry> entries;  ///< one per committed chunk
+};
+
 /// Per-memory part of a verification.
 struct MemoryVerification {
   std::string name;
@@ -227,6 +251,18 @@ class Store {
   /// (NaN/Inf entries, from TokenSet::validate).
   OpResult add_record(const std::string& name, std::int64_t record, const RowMatrix& keys,
                       const RowMatrix* values = nullptr);
+  /// Bulk import: row i of keys (and values; nullptr = keys) belongs to record record_of_row[i]; a
+  /// record's positions are its rows in input order. Records are imported in ascending id, in
+  /// chunks of options.chunk_records, one transaction (and one audit entry "import") per chunk, so
+  /// a crash loses at most the chunk in flight. A record already in the memory with bit-identical
+  /// tokens is skipped (resuming an interrupted import); with different tokens it is an error.
+  /// Everything is checked before the first write: throws InvalidArgument (sizes, dimensions, a
+  /// record id out of range or with > 2^23 rows; the message names the row), AlreadyExists (a
+  /// record present with other tokens), NotFound. The final state is the one a record-by-record
+  /// add would give (the canonical state depends on the token set only).
+  ImportResult import_records(const std::string& name,
+                              const std::vector<std::int64_t>& record_of_row, const RowMatrix& keys,
+                              const RowMatrix* values = nullptr, const ImportOptions& options = {});
   /// Erases the record: decremental removal of its tokens, certificate, rows deleted with
   /// secure_delete, WAL checkpointed (TRUNCATE). A suspended record is erased too (its tokens are
   /// not in the memory, the state is unchanged). Throws NotFound.

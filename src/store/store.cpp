@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -18,6 +19,7 @@
 #include "svattn/batch_solver.h"
 #include "svattn/hash.h"
 #include "svattn/kernel.h"
+#include "svattn/readout.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the store writes fp64 blobs in native order and documents them as little-endian");
@@ -225,6 +227,19 @@ struct MemoryRow {
   std::int64_t last_audit_seq = 0;
 };
 
+struct ImportPlan;  // bulk import (end of file)
+
+// What a query needs: the support (alpha > 0, ascending id) and b of the stored state.
+struct StoredSupport {
+  std::int64_t id = 0;
+  std::int64_t seq = 0;
+  int dim = 0;
+  int value_dim = 0;
+  KernelSettings kernel;
+  double b = 0;
+  Support support;
+};
+
 struct Cached {
   std::int64_t id = 0;
   std::int64_t seq = 0;
@@ -238,6 +253,8 @@ struct Store::Impl {
   StoreOptions options;
   Database db;
   std::map<std::string, Cached> cache;
+  std::map<std::string, StoredSupport> supports;
+  const StoredSupport& stored_support(const std::string& name);
 
   // ------------------------------------------------------------------------------ opening
   void open() {
@@ -518,6 +535,12 @@ struct Store::Impl {
                           "': stored state cannot be restored: " + e.what());
       }
     }();
+    if (diag.batch_fallbacks > 0) {
+      std::fprintf(stderr,
+                   "svattn: warning: memory '%s': the stored state did not check against its "
+                   "tokens; it was re-solved from the tokens (not used)\n",
+                   row.name.c_str());
+    }
     if (mem.state_sha256() != row.state_sha256) {
       throw FormatError("memory '" + row.name + "' in store '" + path +
                         "': the stored state does not match its tokens (stored " +
@@ -750,6 +773,9 @@ struct Store::Impl {
   }
 
   std::vector<AuditEntry> read_audit();
+  AuditEntry import_chunk(const std::string& name, const ImportPlan& plan,
+                          const std::vector<std::size_t>& chunk, const RowMatrix& keys,
+                          const RowMatrix& vals, ImportProgress& totals);
   bool tables_present(std::vector<std::string>& problems);
   void check_orphans(std::vector<std::string>& problems);
   MemoryVerification verify_memory(const MemoryRow& row,
@@ -1214,32 +1240,86 @@ OpResult Store::resume_record(const std::string& name, std::int64_t record) {
   });
 }
 
-RowMatrix Store::query(const std::string& name, const RowMatrix& queries) {
-  const Memory& mem = memory(name);
-  if (queries.cols() != mem.dim()) {
-    throw InvalidArgument("dimension mismatch: memory '" + name + "' has key dimension " +
-                          std::to_string(mem.dim()) + ", the queries have " +
-                          std::to_string(queries.cols()) + " columns");
+// Queries read the stored support instead of restoring the memory (docs/store.md "Cost"): the
+// active tokens are read (O(n d)), the stored state's canonical hash is recomputed from them and
+// compared with the hash the audit chain holds, and the readout runs on the support. A state that
+// fails the check is never used: the query falls back to restoring (which re-derives and reports).
+const StoredSupport& Store::Impl::stored_support(const std::string& name) {
+  const MemoryRow row = read_memory_row(name);
+  auto cached = cache.find(name);
+  if (cached != cache.end() && cached->second.id == row.id &&
+      cached->second.seq == row.last_audit_seq) {
+    const Memory& m = *cached->second.memory;
+    supports[name] = StoredSupport{row.id,
+                                   row.last_audit_seq,
+                                   row.dim,
+                                   row.value_dim,
+                                   row.settings.problem.kernel,
+                                   m.state().b,
+                                   support_of(m.state(), m.tokens())};
+    return supports[name];
   }
-  RowMatrix out(queries.rows(), mem.value_dim());
+  auto it = supports.find(name);
+  if (it != supports.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq) {
+    return it->second;
+  }
+  const TokenSet tokens = load_active_tokens(row);
+  const State state = load_state(row, tokens.ids);
+  std::vector<int> order(tokens.ids.size());
+  for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);
+  const bool hash_ok = sha256_hex(canonical_bytes(row.settings.problem, tokens, order, state.alpha,
+                                                  state.b)) == row.state_sha256;
+  if (!hash_ok) {
+    std::fprintf(stderr,
+                 "svattn: warning: memory '%s': the stored state does not hash to its recorded "
+                 "hash; re-deriving it from the tokens\n",
+                 name.c_str());
+    const Memory& m = *ensure_loaded(row).memory;  // throws FormatError when it cannot be trusted
+    supports[name] = StoredSupport{row.id,
+                                   row.last_audit_seq,
+                                   row.dim,
+                                   row.value_dim,
+                                   row.settings.problem.kernel,
+                                   m.state().b,
+                                   support_of(m.state(), m.tokens())};
+    return supports[name];
+  }
+  supports[name] = StoredSupport{
+      row.id,  row.last_audit_seq,       row.dim, row.value_dim, row.settings.problem.kernel,
+      state.b, support_of(state, tokens)};
+  return supports[name];
+}
+
+namespace {
+void check_query_dim(const std::string& name, const StoredSupport& s, const RowMatrix& q) {
+  if (q.cols() != s.dim) {
+    throw InvalidArgument("dimension mismatch: memory '" + name + "' has key dimension " +
+                          std::to_string(s.dim) + ", the queries have " + std::to_string(q.cols()) +
+                          " columns");
+  }
+}
+}  // namespace
+
+RowMatrix Store::query(const std::string& name, const RowMatrix& queries) {
+  Impl& im = *impl_;
+  const StoredSupport& s = *im.read([&] { return &im.stored_support(name); });
+  check_query_dim(name, s, queries);
+  RowMatrix out(queries.rows(), s.value_dim);
   for (Eigen::Index i = 0; i < queries.rows(); ++i) {
     const Eigen::VectorXd q = queries.row(i).transpose();
-    out.row(i) = mem.readout(q).transpose();
+    out.row(i) = readout(s.kernel, s.support, q).transpose();  // NaN for the empty memory
   }
   return out;
 }
 
 std::vector<double> Store::decision(const std::string& name, const RowMatrix& queries) {
-  const Memory& mem = memory(name);
-  if (queries.cols() != mem.dim()) {
-    throw InvalidArgument("dimension mismatch: memory '" + name + "' has key dimension " +
-                          std::to_string(mem.dim()) + ", the queries have " +
-                          std::to_string(queries.cols()) + " columns");
-  }
+  Impl& im = *impl_;
+  const StoredSupport& s = *im.read([&] { return &im.stored_support(name); });
+  check_query_dim(name, s, queries);
   std::vector<double> out;
   for (Eigen::Index i = 0; i < queries.rows(); ++i) {
     const Eigen::VectorXd q = queries.row(i).transpose();
-    out.push_back(mem.decision(q));
+    out.push_back(decision_function(s.kernel, s.support, s.b, q));
   }
   return out;
 }
@@ -1501,6 +1581,191 @@ MemoryVerification Store::Impl::verify_memory(
   compare_fields(row, br.state, mv.resolve_equal, problems);
   mv.fields_ok = problems.size() == problems_before;
   return mv;
+}
+
+}  // namespace svattn
+
+// ============================================================================== bulk import
+
+namespace svattn {
+namespace {
+
+struct ImportPlan {
+  std::vector<std::int64_t> records;            // ascending, distinct
+  std::vector<std::vector<Eigen::Index>> rows;  // input rows of each record, in input order
+};
+
+ImportPlan plan_import(const std::vector<std::int64_t>& record_of_row, const RowMatrix& keys,
+                       const RowMatrix& values, int dim, int value_dim) {
+  if (static_cast<Eigen::Index>(record_of_row.size()) != keys.rows()) {
+    throw InvalidArgument("import: " + std::to_string(record_of_row.size()) + " record ids for " +
+                          std::to_string(keys.rows()) + " key rows");
+  }
+  if (keys.cols() != dim || values.cols() != value_dim || values.rows() != keys.rows()) {
+    throw InvalidArgument(
+        "import: dimension mismatch: the memory has key/value dimension " + std::to_string(dim) +
+        "/" + std::to_string(value_dim) + ", the input has " + std::to_string(keys.cols()) + "/" +
+        std::to_string(values.cols()) + " columns and " + std::to_string(keys.rows()) + "/" +
+        std::to_string(values.rows()) + " rows");
+  }
+  std::map<std::int64_t, std::vector<Eigen::Index>> by_record;
+  for (std::size_t i = 0; i < record_of_row.size(); ++i) {
+    const std::int64_t r = record_of_row[i];
+    if (r < 0 || r > kMaxRecordId) {
+      throw InvalidArgument("import: row " + std::to_string(i) + ": record id " +
+                            std::to_string(r) + " out of range [0, 2^40)");
+    }
+    auto& v = by_record[r];
+    if (static_cast<std::int64_t>(v.size()) > kMaxPosition) {
+      throw InvalidArgument("import: row " + std::to_string(i) + ": record " + std::to_string(r) +
+                            " has more than 2^23 rows");
+    }
+    v.push_back(static_cast<Eigen::Index>(i));
+  }
+  ImportPlan p;
+  for (auto& [r, v] : by_record) {
+    p.records.push_back(r);
+    p.rows.push_back(std::move(v));
+  }
+  return p;
+}
+
+TokenSet record_set(std::int64_t record, const std::vector<Eigen::Index>& rows,
+                    const RowMatrix& keys, const RowMatrix& values) {
+  TokenSet ts;
+  ts.keys.resize(static_cast<Eigen::Index>(rows.size()), keys.cols());
+  ts.values.resize(static_cast<Eigen::Index>(rows.size()), values.cols());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    ts.ids.push_back(store_token_id(record, static_cast<std::int64_t>(i)));
+    ts.keys.row(static_cast<Eigen::Index>(i)) = keys.row(rows[i]);
+    ts.values.row(static_cast<Eigen::Index>(i)) = values.row(rows[i]);
+  }
+  return ts;
+}
+
+bool same_tokens(const TokenSet& a, const TokenSet& b) {
+  auto bytes_equal = [](const RowMatrix& x, const RowMatrix& y) {
+    return x.rows() == y.rows() && x.cols() == y.cols() &&
+           std::memcmp(x.data(), y.data(), sizeof(double) * static_cast<std::size_t>(x.size())) ==
+               0;
+  };
+  return a.ids == b.ids && bytes_equal(a.keys, b.keys) && bytes_equal(a.values, b.values);
+}
+
+TokenSet concat(const std::vector<TokenSet>& parts, int dim, int value_dim) {
+  Eigen::Index n = 0;
+  for (const TokenSet& p : parts) n += p.size();
+  TokenSet ts;
+  ts.keys.resize(n, dim);
+  ts.values.resize(n, value_dim);
+  Eigen::Index at = 0;
+  for (const TokenSet& p : parts) {
+    ts.ids.insert(ts.ids.end(), p.ids.begin(), p.ids.end());
+    ts.keys.middleRows(at, p.size()) = p.keys;
+    ts.values.middleRows(at, p.size()) = p.values;
+    at += p.size();
+  }
+  return ts;
+}
+
+}  // namespace
+
+ImportResult Store::import_records(const std::string& name,
+                                   const std::vector<std::int64_t>& record_of_row,
+                                   const RowMatrix& keys, const RowMatrix* values,
+                                   const ImportOptions& options) {
+  if (options.chunk_records < 1) {
+    throw InvalidArgument("import: chunk_records must be >= 1, got " +
+                          std::to_string(options.chunk_records));
+  }
+  Impl& im = *impl_;
+  im.require_writable();
+  const auto t0 = std::chrono::steady_clock::now();
+  const RowMatrix& vals = values != nullptr ? *values : keys;
+  const MemoryRow row0 = im.read([&] { return im.read_memory_row(name); });
+  const ImportPlan plan = plan_import(record_of_row, keys, vals, row0.dim, row0.value_dim);
+  // Which records are already there (resume) -- all checked before the first write.
+  std::vector<char> skip(plan.records.size(), 0);
+  im.read([&] {
+    for (std::size_t k = 0; k < plan.records.size(); ++k) {
+      if (!im.read_record(row0.id, plan.records[k]).exists) continue;
+      const TokenSet want = record_set(plan.records[k], plan.rows[k], keys, vals);
+      if (!same_tokens(im.record_tokens(row0, plan.records[k]), want)) {
+        throw AlreadyExists("import: memory '" + name + "' already has record " +
+                            std::to_string(plan.records[k]) + " with other tokens (input row " +
+                            std::to_string(plan.rows[k].front()) + ")");
+      }
+      skip[k] = 1;
+    }
+    return 0;
+  });
+  ImportResult res;
+  res.totals.records_total = static_cast<std::int64_t>(plan.records.size());
+  for (char c : skip) res.totals.records_skipped += c;
+  std::size_t k = 0;
+  while (k < plan.records.size()) {
+    std::vector<std::size_t> chunk;
+    for (;
+         k < plan.records.size() && static_cast<std::int64_t>(chunk.size()) < options.chunk_records;
+         ++k) {
+      if (skip[k] == 0) chunk.push_back(k);
+    }
+    if (chunk.empty()) continue;
+    res.entries.push_back(im.import_chunk(name, plan, chunk, keys, vals, res.totals));
+    ++res.chunks;
+    res.totals.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (options.progress) options.progress(res.totals);
+  }
+  res.state_sha256 = im.read([&] { return im.read_memory_row(name).state_sha256; });
+  return res;
+}
+
+AuditEntry Store::Impl::import_chunk(const std::string& name, const ImportPlan& plan,
+                                     const std::vector<std::size_t>& chunk, const RowMatrix& keys,
+                                     const RowMatrix& vals, ImportProgress& totals) {
+  return mutate(name, [&](const MemoryRow& row, Cached& c, Transaction& t) {
+    Memory& mem = *c.memory;
+    std::vector<TokenSet> parts;
+    std::vector<std::int64_t> ids;
+    for (std::size_t k : chunk) {
+      if (read_record(row.id, plan.records[k]).exists) {  // another process added it meanwhile
+        throw AlreadyExists("import: memory '" + name + "' already has record " +
+                            std::to_string(plan.records[k]));
+      }
+      parts.push_back(record_set(plan.records[k], plan.rows[k], keys, vals));
+      ids.push_back(plan.records[k]);
+    }
+    const TokenSet ts = concat(parts, row.dim, row.value_dim);
+    ts.validate();
+    const State before = mem.state();
+    OpResult res;
+    res.diagnostics = mem.add_batch(ts);
+    const State after = mem.state();
+    Statement rec(db.handle(),
+                  "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, "
+                  "?3)");
+    const std::string now = now_utc();
+    for (std::int64_t r : ids) {
+      rec.bind(1, row.id).bind(2, r).bind(3, now).run();
+      rec.reset();
+    }
+    insert_tokens(row.id, ts, mem);
+    delete_evicted(row.id, before, mem, {});
+    AuditEntry& e = res.entry;
+    fill_entry(e, "import", name, ids.front(), ts.size(), before, after);
+    nlohmann::json cert{{"operation", "import"},
+                        {"records", ids.size()},
+                        {"first_record", ids.front()},
+                        {"last_record", ids.back()},
+                        {"tokens", ts.size()}};
+    add_outcome_fields(cert, mem, after, res.diagnostics);
+    e.certificate = cert.dump();
+    log_and_commit(e, row.id, before, after, t, c, res);
+    totals.records_done += static_cast<std::int64_t>(ids.size());
+    totals.tokens_done += ts.size();
+    return e;
+  });
 }
 
 }  // namespace svattn
