@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
                   static_cast<std::streamsize>(seeds[k].size()));
       }
       return 0;
+    } else if (!fs::exists(a)) {
+      continue;  // e.g. a target without regression inputs yet
     } else if (fs::is_directory(a)) {
       for (const auto& e : fs::directory_iterator(a))
         if (e.is_regular_file()) run_file(t, e.path());
