@@ -80,10 +80,13 @@ StoreOptions store_options(const Common& c, bool create = false) {
   return o;
 }
 
-// verify, show, audit and query never write: they work on files the user cannot write.
-StoreOptions read_only_options(const Common& c) {
+// verify, show, audit and query never write: they work on files the user cannot write. show and
+// query skip the O(file) quick_check on open: pages they read are still checked by SQLite, query
+// recomputes the state hash from the tokens, and `verify` runs the full integrity_check.
+StoreOptions read_only_options(const Common& c, bool quick_check = true) {
   StoreOptions o = store_options(c);
   o.read_only = true;
+  o.check_on_open = quick_check;
   return o;
 }
 
@@ -309,13 +312,33 @@ int run_suspend_resume(const RecordOptions& o, bool suspend) {
   return 0;
 }
 
+// The summary reads the memory row and index counts only (no token data); --full and --json read
+// the whole stored state.
+void print_show_summary(const MemoryInfo& info, const std::string& store) {
+  fmt::print("memory      '{}' in {} ({} mode)\n", info.name, store, to_string(info.settings.mode));
+  fmt::print("tokens      {} (dim {}, value dim {}), margin {}, error {}, reserve {}\n",
+             info.tokens, info.dim, info.value_dim, info.margin, info.error,
+             info.tokens - info.margin - info.error);
+  fmt::print("status      {}{}, b = {:.17g}\n", to_string(info.status),
+             info.warmup ? " (warm-up)" : "", info.b + 0.0);
+  fmt::print("sha256      {}\n", info.state_sha256);
+  fmt::print("records     {} ({} suspended), {} token rows stored, last audit entry {}\n",
+             info.records, info.suspended_records, info.stored_tokens, info.last_audit_seq);
+}
+
 int run_show(const ShowOptions& so) {
   const Common& o = so.common;
-  Store store(o.store, read_only_options(o));
+  Store store(o.store, read_only_options(o, false));
   const MemoryInfo info = store.memory_info(o.memory);
+  if (!o.json && !so.full) {
+    print_show_summary(info, o.store);
+    fmt::print(
+        "            (--full lists every record and support coefficient; --json everything)\n");
+    return 0;
+  }
   const State state = store.stored_state(o.memory);
+  const std::vector<RecordInfo> recs = store.records(o.memory);
   if (o.json) {
-    const std::vector<RecordInfo> recs = store.records(o.memory);
     nlohmann::json j = state_to_json(state);
     j["memory"] = info.name;
     j["memory_settings"] = memory_settings_to_json(info.settings);
@@ -329,27 +352,14 @@ int run_show(const ShowOptions& so) {
     print_json(j);
     return 0;
   }
-  fmt::print("memory      '{}' in {} ({} mode)\n", info.name, o.store,
-             to_string(info.settings.mode));
-  fmt::print("tokens      {} (dim {}, value dim {}), margin {}, error {}, reserve {}\n",
-             state.ids.size(), info.dim, info.value_dim, state.partition.margin.size(),
-             state.partition.error.size(), state.partition.reserve.size());
-  fmt::print("status      {}{}, b = {:.17g}\n", to_string(state.status),
-             state.warmup ? " (warm-up)" : "", state.b);
-  fmt::print("sha256      {}\n", state.state_sha256);
-  fmt::print("records     {} ({} suspended), {} token rows stored, last audit entry {}\n",
-             info.records, info.suspended_records, info.stored_tokens, info.last_audit_seq);
-  if (!so.full) {
-    fmt::print(
-        "            (--full lists every record and support coefficient; --json everything)\n");
-    return 0;
-  }
+  print_show_summary(info, o.store);
   print_state_summary(state);
   for (std::size_t t = 0; t < state.ids.size(); ++t) {
-    if (state.alpha[t] != 0)
+    if (state.alpha[t] != 0) {
       fmt::print("  token {:>20}  alpha {:.17g}\n", state.ids[t], state.alpha[t]);
+    }
   }
-  for (const RecordInfo& r : store.records(o.memory)) {
+  for (const RecordInfo& r : recs) {
     fmt::print("  record {:>12}  {:>7} tokens{}\n", r.record, r.tokens,
                r.suspended ? "  (suspended)" : "");
   }
@@ -358,7 +368,7 @@ int run_show(const ShowOptions& so) {
 
 int run_query(const QueryOptions& o) {
   const RowMatrix queries = read_matrix(o.queries);
-  Store store(o.common.store, read_only_options(o.common));
+  Store store(o.common.store, read_only_options(o.common, false));
   const RowMatrix out = store.query(o.common.memory, queries);
   const std::vector<double> f = store.decision(o.common.memory, queries);
   const std::string sha = store.memory_info(o.common.memory).state_sha256;

@@ -118,6 +118,12 @@ struct MemoryInfo {
   int suspended_records = 0;
   std::string state_sha256;
   std::int64_t last_audit_seq = 0;
+  /// The stored state's summary (read from the memories and support rows, not re-derived).
+  int margin = 0;
+  int error = 0;
+  double b = 0;
+  Status status = Status::kEmpty;
+  bool warmup = false;
 };
 
 /// One row of the audit log. The entry hash is SHA-256 over canonical_audit_bytes(entry), which

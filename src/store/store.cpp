@@ -932,13 +932,29 @@ MemoryInfo Store::memory_info(const std::string& name) const {
     info.value_dim = row.value_dim;
     info.state_sha256 = row.state_sha256;
     info.last_audit_seq = row.last_audit_seq;
-    Statement q(im.db.handle(),
-                "SELECT count(*), coalesce(sum(r.suspended = 0), 0) FROM tokens t JOIN records r "
-                "ON r.memory_id = t.memory_id AND r.record = t.record WHERE t.memory_id = ?1");
+    info.b = row.b;
+    info.status = row.status;
+    info.warmup = row.warmup;
+    // Index-only counts (no join over the token rows): all rows, minus the suspended records'
+    // rows found by token_id range, plus the support table's margin/error counts.
+    Statement q(im.db.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
     q.bind(1, row.id);
     q.step();
     info.stored_tokens = static_cast<int>(q.int64(0));
-    info.tokens = static_cast<int>(q.int64(1));
+    Statement sq(im.db.handle(),
+                 "SELECT coalesce(sum((SELECT count(*) FROM tokens t WHERE t.memory_id = "
+                 "r.memory_id AND t.token_id BETWEEN (r.record << 23) AND ((r.record << 23) | "
+                 "8388607))), 0) FROM records r WHERE r.memory_id = ?1 AND r.suspended = 1");
+    sq.bind(1, row.id);
+    sq.step();
+    info.tokens = info.stored_tokens - static_cast<int>(sq.int64(0));
+    Statement pq(im.db.handle(),
+                 "SELECT coalesce(sum(part = 1), 0), coalesce(sum(part = 2), 0) FROM support "
+                 "WHERE memory_id = ?1");
+    pq.bind(1, row.id);
+    pq.step();
+    info.margin = static_cast<int>(pq.int64(0));
+    info.error = static_cast<int>(pq.int64(1));
     Statement r(im.db.handle(),
                 "SELECT count(*), coalesce(sum(suspended), 0) FROM records WHERE memory_id = ?1");
     r.bind(1, row.id);
