@@ -1,9 +1,10 @@
 // `svattn memory ...`: the audited memory store (docs/store.md). Each invocation opens the store,
 // runs one operation (one transaction) and closes it. Exit codes: 0 ok, 1 verify found a mismatch,
 // 2 bad input / unknown memory or record / not a store / locked / disk full.
-#include <cstdio>
-
 #include <fmt/core.h>
+
+#include <cmath>
+#include <cstdio>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -37,12 +38,25 @@ struct AddOptions {
   std::string values;
 };
 
+struct ImportCliOptions {
+  Common common;
+  std::string keys;
+  std::string values;
+  std::string records;
+  long long chunk = 128;
+};
+
 struct RecordOptions {
   Common common;
   long long record = -1;
   bool no_check = false;
   bool resolve = false;
   int probes = 8;
+};
+
+struct ShowOptions {
+  Common common;
+  bool full = false;
 };
 
 struct QueryOptions {
@@ -67,6 +81,16 @@ StoreOptions store_options(const Common& c, bool create = false) {
   return o;
 }
 
+// verify, show, audit and query never write: they work on files the user cannot write. show and
+// query skip the O(file) quick_check on open: pages they read are still checked by SQLite, query
+// recomputes the state hash from the tokens, and `verify` runs the full integrity_check.
+StoreOptions read_only_options(const Common& c, bool quick_check = true) {
+  StoreOptions o = store_options(c);
+  o.read_only = true;
+  o.check_on_open = quick_check;
+  return o;
+}
+
 void print_entry_line(const AuditEntry& e) {
   fmt::print("audit       entry {} ({}), hash {}\n", e.seq, e.time_utc, e.entry_hash);
 }
@@ -84,6 +108,7 @@ int run_create(const CreateOptions& o) {
   }
   s.token_budget = static_cast<std::size_t>(o.budget);
   s.validate();
+  Store::validate_memory_name(o.common.memory);  // before the store file is created
   const int value_dim = o.value_dim_given ? o.value_dim : o.dim;
   Store store(o.common.store, store_options(o.common, true));
   const OpResult r = store.create_memory(o.common.memory, s, o.dim, value_dim);
@@ -96,10 +121,11 @@ int run_create(const CreateOptions& o) {
                 {"state_sha256", r.entry.state_after},
                 {"audit", audit_entry_to_json(r.entry)}});
   } else {
-    fmt::print("created     memory '{}' in {} (dim {}, value dim {}, {} kernel, C = {}, "
-               "ridge = {}, {} mode)\n",
-               o.common.memory, o.common.store, o.dim, value_dim, o.problem.kernel, s.problem.C,
-               s.problem.ridge, o.mode);
+    fmt::print(
+        "created     memory '{}' in {} (dim {}, value dim {}, {} kernel, C = {}, "
+        "ridge = {}, {} mode)\n",
+        o.common.memory, o.common.store, o.dim, value_dim, o.problem.kernel, s.problem.C,
+        s.problem.ridge, o.mode);
     fmt::print("sha256      {}\n", r.entry.state_after);
     print_entry_line(r.entry);
   }
@@ -119,23 +145,113 @@ int run_add(const AddOptions& o) {
   Store store(o.common.store, store_options(o.common));
   const OpResult r =
       store.add_record(o.common.memory, o.record, keys, o.values.empty() ? nullptr : &values);
-  const MemoryInfo info = store.memory_info(o.common.memory);
+  // Everything printed below comes from the committed operation's result: nothing after the
+  // commit can fail (issue 18).
   if (o.common.json) {
     print_json({{"memory", o.common.memory},
                 {"record", o.record},
                 {"tokens", keys.rows()},
-                {"memory_tokens", info.tokens},
+                {"memory_tokens", r.memory_tokens},
                 {"state_before", r.entry.state_before},
                 {"state_sha256", r.entry.state_after},
                 {"seconds", {{"memory", r.memory_seconds}, {"total", r.total_seconds}}},
                 {"audit", audit_entry_to_json(r.entry)}});
   } else {
-    fmt::print("added       record {} to memory '{}': {} tokens (memory now {} tokens, {} records)\n",
-               o.record, o.common.memory, keys.rows(), info.tokens, info.records);
+    fmt::print(
+        "added       record {} to memory '{}': {} tokens (memory now {} tokens, {} records)\n",
+        o.record, o.common.memory, keys.rows(), r.memory_tokens, r.memory_records);
     fmt::print("sha256      {} -> {}\n", r.entry.state_before, r.entry.state_after);
     fmt::print("time        {:.4f} s in memory, {:.4f} s total\n", r.memory_seconds,
                r.total_seconds);
     print_entry_line(r.entry);
+  }
+  return 0;
+}
+
+// One integer record id per row of `path` (one column; integral values in [0, 2^40)).
+std::vector<std::int64_t> read_record_ids(const std::string& path, Eigen::Index want_rows,
+                                          const std::string& keys_path) {
+  const RowMatrix r = read_matrix(path);
+  if (r.cols() != 1) {
+    throw FormatError("'" + path + "': expected one column of record ids, got " +
+                      std::to_string(r.cols()));
+  }
+  if (r.rows() != want_rows) {
+    throw FormatError("'" + path + "' has " + std::to_string(r.rows()) + " rows but '" + keys_path +
+                      "' has " + std::to_string(want_rows));
+  }
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(r.rows()));
+  for (Eigen::Index i = 0; i < r.rows(); ++i) {
+    const double v = r(i, 0);
+    if (v != std::floor(v) || v < 0 || v > static_cast<double>(kMaxRecordId)) {
+      throw FormatError(
+          fmt::format("'{}': row {} (0-based): record id {} is not an integer in "
+                      "[0, 2^40)",
+                      path, i, v));
+    }
+    ids[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(v);
+  }
+  return ids;
+}
+
+void print_import_progress(const ImportProgress& p, double* last_print) {
+  const bool done = p.records_done + p.records_skipped >= p.records_total;
+  if (!done && p.seconds - *last_print < 1.0) return;
+  *last_print = p.seconds;
+  const double rate = p.seconds > 0 ? static_cast<double>(p.records_done) / p.seconds : 0.0;
+  const double left = static_cast<double>(p.records_total - p.records_skipped - p.records_done);
+  std::fprintf(stderr, "import: %lld/%lld records, %lld tokens, %.1f records/s, ETA %.0f s\n",
+               static_cast<long long>(p.records_done + p.records_skipped),
+               static_cast<long long>(p.records_total), static_cast<long long>(p.tokens_done), rate,
+               rate > 0 ? left / rate : 0.0);
+}
+
+int run_import(const ImportCliOptions& o) {
+  if (o.chunk < 1) throw InvalidArgument("--chunk must be >= 1, got " + std::to_string(o.chunk));
+  const RowMatrix keys = read_matrix(o.keys);
+  RowMatrix values;
+  if (!o.values.empty()) {
+    values = read_matrix(o.values);
+    if (values.rows() != keys.rows()) {
+      throw FormatError("'" + o.values + "' has " + std::to_string(values.rows()) + " rows but '" +
+                        o.keys + "' has " + std::to_string(keys.rows()));
+    }
+  }
+  const std::vector<std::int64_t> ids = read_record_ids(o.records, keys.rows(), o.keys);
+  Store store(o.common.store, store_options(o.common));
+  ImportOptions io;
+  io.chunk_records = o.chunk;
+  double last_print = -1e9;
+  io.progress = [&](const ImportProgress& p) { print_import_progress(p, &last_print); };
+  ImportResult r;
+  try {
+    r = store.import_records(o.common.memory, ids, keys, o.values.empty() ? nullptr : &values, io);
+  } catch (const AlreadyExists& e) {
+    throw AlreadyExists("'" + o.records + "': " + e.what());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("'" + o.records + "': " + e.what());
+  }
+  if (o.common.json) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const AuditEntry& e : r.entries) entries.push_back(audit_entry_to_json(e));
+    print_json({{"memory", o.common.memory},
+                {"records", r.totals.records_total},
+                {"records_imported", r.totals.records_done},
+                {"records_skipped", r.totals.records_skipped},
+                {"tokens_imported", r.totals.tokens_done},
+                {"chunks", r.chunks},
+                {"seconds", r.totals.seconds},
+                {"state_sha256", r.state_sha256},
+                {"audit", entries}});
+  } else {
+    fmt::print("imported    {} records ({} tokens) into memory '{}' in {} chunks, {:.2f} s\n",
+               r.totals.records_done, r.totals.tokens_done, o.common.memory, r.chunks,
+               r.totals.seconds);
+    if (r.totals.records_skipped > 0) {
+      fmt::print("skipped     {} records already in the memory with identical tokens\n",
+                 r.totals.records_skipped);
+    }
+    fmt::print("sha256      {}\n", r.state_sha256);
   }
   return 0;
 }
@@ -199,9 +315,30 @@ int run_suspend_resume(const RecordOptions& o, bool suspend) {
   return 0;
 }
 
-int run_show(const Common& o) {
-  Store store(o.store, store_options(o));
+// The summary reads the memory row and index counts only (no token data); --full and --json read
+// the whole stored state.
+void print_show_summary(const MemoryInfo& info, const std::string& store) {
+  fmt::print("memory      '{}' in {} ({} mode)\n", info.name, store, to_string(info.settings.mode));
+  fmt::print("tokens      {} (dim {}, value dim {}), margin {}, error {}, reserve {}\n",
+             info.tokens, info.dim, info.value_dim, info.margin, info.error,
+             info.tokens - info.margin - info.error);
+  fmt::print("status      {}{}, b = {:.17g}\n", to_string(info.status),
+             info.warmup ? " (warm-up)" : "", info.b + 0.0);
+  fmt::print("sha256      {}\n", info.state_sha256);
+  fmt::print("records     {} ({} suspended), {} token rows stored, last audit entry {}\n",
+             info.records, info.suspended_records, info.stored_tokens, info.last_audit_seq);
+}
+
+int run_show(const ShowOptions& so) {
+  const Common& o = so.common;
+  Store store(o.store, read_only_options(o, false));
   const MemoryInfo info = store.memory_info(o.memory);
+  if (!o.json && !so.full) {
+    print_show_summary(info, o.store);
+    fmt::print(
+        "            (--full lists every record and support coefficient; --json everything)\n");
+    return 0;
+  }
   const State state = store.stored_state(o.memory);
   const std::vector<RecordInfo> recs = store.records(o.memory);
   if (o.json) {
@@ -216,25 +353,28 @@ int run_show(const Common& o) {
     j["stored_tokens"] = info.stored_tokens;
     j["last_audit_seq"] = info.last_audit_seq;
     print_json(j);
-  } else {
-    fmt::print("memory      '{}' in {} ({} mode)\n", info.name, o.store, to_string(info.settings.mode));
-    print_state_summary(state);
-    fmt::print("records     {} ({} suspended), {} token rows stored\n", info.records,
-               info.suspended_records, info.stored_tokens);
-    for (const RecordInfo& r : recs) {
-      fmt::print("  record {:>12}  {:>7} tokens{}\n", r.record, r.tokens,
-                 r.suspended ? "  (suspended)" : "");
+    return 0;
+  }
+  print_show_summary(info, o.store);
+  print_state_summary(state);
+  for (std::size_t t = 0; t < state.ids.size(); ++t) {
+    if (state.alpha[t] != 0) {
+      fmt::print("  token {:>20}  alpha {:.17g}\n", state.ids[t], state.alpha[t]);
     }
+  }
+  for (const RecordInfo& r : recs) {
+    fmt::print("  record {:>12}  {:>7} tokens{}\n", r.record, r.tokens,
+               r.suspended ? "  (suspended)" : "");
   }
   return 0;
 }
 
 int run_query(const QueryOptions& o) {
   const RowMatrix queries = read_matrix(o.queries);
-  Store store(o.common.store, store_options(o.common));
+  Store store(o.common.store, read_only_options(o.common, false));
   const RowMatrix out = store.query(o.common.memory, queries);
   const std::vector<double> f = store.decision(o.common.memory, queries);
-  const std::string sha = store.memory(o.common.memory).state_sha256();
+  const std::string sha = store.memory_info(o.common.memory).state_sha256;
   if (o.common.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (Eigen::Index i = 0; i < out.rows(); ++i) {
@@ -260,7 +400,7 @@ int run_query(const QueryOptions& o) {
 }
 
 int run_verify(const Common& o) {
-  Store store(o.store, store_options(o));
+  Store store(o.store, read_only_options(o));
   const StoreVerification v = store.verify();
   if (o.json) {
     print_json(verification_to_json(v));
@@ -274,6 +414,7 @@ int run_verify(const Common& o) {
                  m.resolve_equal ? "equal" : "DIFFERENT", m.report.ok() ? "ok" : "FAILED");
     }
     for (const std::string& p : v.problems) fmt::print("problem     {}\n", p);
+    for (const std::string& n : v.notes) fmt::print("note        {}\n", n);
     fmt::print("result      {}\n", v.ok() ? "ok" : "MISMATCH");
   }
   std::fflush(stdout);
@@ -281,19 +422,21 @@ int run_verify(const Common& o) {
 }
 
 int run_audit(const Common& o) {
-  Store store(o.store, store_options(o));
+  Store store(o.store, read_only_options(o));
   const std::vector<AuditEntry> entries = store.audit();
   if (o.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const AuditEntry& e : entries) arr.push_back(audit_entry_to_json(e));
     print_json({{"store", o.store}, {"entries", arr}});
   } else {
-    fmt::print("# seq  time_utc                  operation  memory  record  tokens  "
-               "state_before -> state_after  entry_hash\n");
+    fmt::print(
+        "# seq  time_utc                  operation  memory  record  tokens  "
+        "state_before -> state_after  entry_hash\n");
     for (const AuditEntry& e : entries) {
       fmt::print("{:>5}  {}  {:<9}  {}  {}  {}  {} -> {}  {}\n", e.seq, e.time_utc, e.operation,
                  e.memory, e.record >= 0 ? std::to_string(e.record) : std::string("-"),
-                 e.token_count, e.state_before.empty() ? std::string("-") : e.state_before.substr(0, 16),
+                 e.token_count,
+                 e.state_before.empty() ? std::string("-") : e.state_before.substr(0, 16),
                  e.state_after.substr(0, 16), e.entry_hash);
     }
   }
@@ -330,6 +473,20 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   a->add_option("--values", add.values, "values (same rows); default: the keys");
   a->callback([&exit_code] { exit_code = run_add(add); });
 
+  static ImportCliOptions import;
+  auto* im = mem->add_subcommand(
+      "import",
+      "Bulk import: keys with one record id per row, one transaction per chunk, resumable");
+  add_store_arg(im, import.common, true);
+  im->add_option("--keys", import.keys, "keys: .csv or .npy")->required();
+  im->add_option("--values", import.values, "values (same rows); default: the keys");
+  im->add_option("--records", import.records,
+                 "record id of each key row: .csv or .npy, one column (a record's positions are "
+                 "its rows in file order)")
+      ->required();
+  im->add_option("--chunk", import.chunk, "records per transaction")->capture_default_str();
+  im->callback([&exit_code] { exit_code = run_import(import); });
+
   static RecordOptions forget;
   auto* f = mem->add_subcommand("forget", "Erase a record: decrement, certificate, secure delete");
   add_store_arg(f, forget.common, true);
@@ -339,8 +496,7 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   f->add_flag("--resolve", forget.resolve,
               "also compare with a from-scratch batch re-solve on the remaining tokens (one full "
               "solve)");
-  f->add_option("--probes", forget.probes,
-                "probe queries of the --resolve readout comparison")
+  f->add_option("--probes", forget.probes, "probe queries of the --resolve readout comparison")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   f->callback([&exit_code] { exit_code = run_forget(forget); });
@@ -357,9 +513,10 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   r->add_option("--record", resume.record, "record id")->required();
   r->callback([&exit_code] { exit_code = run_suspend_resume(resume, false); });
 
-  static Common show;
-  auto* sh = mem->add_subcommand("show", "Print a memory's stored canonical state");
-  add_store_arg(sh, show, true);
+  static ShowOptions show;
+  auto* sh = mem->add_subcommand("show", "Print a summary of a memory's stored canonical state");
+  add_store_arg(sh, show.common, true);
+  sh->add_flag("--full", show.full, "also list every record and support coefficient (alpha)");
   sh->callback([&exit_code] { exit_code = run_show(show); });
 
   static QueryOptions query;
@@ -370,8 +527,9 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
 
   static Common verify;
   auto* v = mem->add_subcommand(
-      "verify", "Check the audit chain and every memory against a from-scratch solve (exit 1 on "
-                "a mismatch)");
+      "verify",
+      "Check the audit chain and every memory against a from-scratch solve (exit 1 on "
+      "a mismatch)");
   add_store_arg(v, verify, false);
   v->callback([&exit_code] { exit_code = run_verify(verify); });
 

@@ -9,11 +9,11 @@
 // so an exception leaves both the file and the object as they were.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "svattn/certificate.h"
 #include "svattn/errors.h"
@@ -42,7 +42,8 @@ class StoreFull : public StoreError {
   using StoreError::StoreError;
 };
 
-// ---------------------------------------------------------------------------------------- token ids
+// ---------------------------------------------------------------------------------------- token
+// ids
 
 /// Token identity is (record id, position in record): id = (record << kPositionBits) | position.
 /// Ascending ids order tokens by (record, position), so the canonical state of a memory does not
@@ -77,14 +78,18 @@ struct StoreOptions {
   int busy_timeout_ms = 5000;
   /// Run PRAGMA quick_check when opening (detects truncated / corrupted files up front).
   bool check_on_open = true;
+  /// Open the file read-only (SQLITE_OPEN_READONLY): nothing is ever written, not even the WAL
+  /// checkpoint on close, so read commands work on files the user cannot write. Mutations throw
+  /// InvalidArgument. Incompatible with create.
+  bool read_only = false;
   /// Forget: the certificate's independent optimality check of the state after removal
-  /// (feasibility, KKT signs on every remaining token, uniqueness, recomputed hash; O(n |S u E| d)),
-  /// or the O(n) reference argument when the removal moved no coefficient (see
+  /// (feasibility, KKT signs on every remaining token, uniqueness, recomputed hash; O(n |S u E|
+  /// d)), or the O(n) reference argument when the removal moved no coefficient (see
   /// certificate_reference). docs/store.md "Certificates".
   bool certificate_check = true;
   /// Forget: a removal whose removed tokens all had alpha = 0 and that left every other coefficient
-  /// and b bit-identical is certified by reference to the previous state (whose hash the audit chain
-  /// holds) instead of the O(n |S u E| d) check. `memory verify` re-establishes the chain.
+  /// and b bit-identical is certified by reference to the previous state (whose hash the audit
+  /// chain holds) instead of the O(n |S u E| d) check. `memory verify` re-establishes the chain.
   bool certificate_reference = true;
   /// Forget: also compare with a from-scratch batch re-solve on the remaining tokens (`--resolve`).
   /// Costs one full solve per forget.
@@ -98,7 +103,7 @@ struct StoreOptions {
 
 struct RecordInfo {
   std::int64_t record = 0;
-  int tokens = 0;        ///< token rows held for the record
+  int tokens = 0;  ///< token rows held for the record
   bool suspended = false;
 };
 
@@ -107,40 +112,48 @@ struct MemoryInfo {
   MemorySettings settings;
   int dim = 0;
   int value_dim = 0;
-  int tokens = 0;            ///< tokens in the memory (active records)
-  int stored_tokens = 0;     ///< token rows in the file (active + suspended)
+  int tokens = 0;         ///< tokens in the memory (active records)
+  int stored_tokens = 0;  ///< token rows in the file (active + suspended)
   int records = 0;
   int suspended_records = 0;
   std::string state_sha256;
   std::int64_t last_audit_seq = 0;
+  /// The stored state's summary (read from the memories and support rows, not re-derived).
+  int margin = 0;
+  int error = 0;
+  double b = 0;
+  Status status = Status::kEmpty;
+  bool warmup = false;
 };
 
 /// One row of the audit log. The entry hash is SHA-256 over canonical_audit_bytes(entry), which
 /// covers every field but entry_hash itself, prev_hash included (docs/store.md).
 struct AuditEntry {
   std::int64_t seq = 0;
-  std::string time_utc;        ///< ISO-8601, e.g. 2024-05-01T12:00:00.123Z
-  std::string operation;       ///< create | add | forget | suspend | resume
+  std::string time_utc;   ///< ISO-8601, e.g. 2024-05-01T12:00:00.123Z
+  std::string operation;  ///< create | add | forget | suspend | resume
   std::string memory;
-  std::int64_t record = -1;    ///< -1 when the operation concerns no record (create)
+  std::int64_t record = -1;  ///< -1 when the operation concerns no record (create)
   std::int64_t token_count = 0;
-  std::string state_before;    ///< state_sha256 before (empty for create)
+  std::string state_before;  ///< state_sha256 before (empty for create)
   std::string state_after;
-  std::string certificate;     ///< compact JSON text (never keys or values)
-  std::string prev_hash;       ///< entry_hash of seq - 1; 64 zeros for seq 1
+  std::string certificate;  ///< compact JSON text (never keys or values)
+  std::string prev_hash;    ///< entry_hash of seq - 1; 64 zeros for seq 1
   std::string entry_hash;
 };
 std::vector<std::uint8_t> canonical_audit_bytes(const AuditEntry& e);
 nlohmann::json audit_entry_to_json(const AuditEntry& e);
 
 struct OpResult {
-  AuditEntry entry;           ///< the audit row written
-  OpDiagnostics diagnostics;  ///< of the memory operation
-  double memory_seconds = 0;  ///< in-RAM memory update (path + canonical refinement)
-  double total_seconds = 0;   ///< whole operation: memory, transaction, commit, checkpoint
-  double commit_seconds = 0;  ///< COMMIT (WAL append + fsync)
-  double checkpoint_seconds = 0;  ///< forget: wal_checkpoint(TRUNCATE) after the commit
-  bool wal_truncated = true;  ///< forget: the WAL checkpoint(TRUNCATE) completed
+  AuditEntry entry;                 ///< the audit row written
+  OpDiagnostics diagnostics;        ///< of the memory operation
+  double memory_seconds = 0;        ///< in-RAM memory update (path + canonical refinement)
+  double total_seconds = 0;         ///< whole operation: memory, transaction, commit, checkpoint
+  double commit_seconds = 0;        ///< COMMIT (WAL append + fsync)
+  double checkpoint_seconds = 0;    ///< forget: wal_checkpoint(TRUNCATE) after the commit
+  bool wal_truncated = true;        ///< forget: the WAL checkpoint(TRUNCATE) completed
+  int memory_tokens = 0;            ///< tokens in the memory after the operation
+  std::int64_t memory_records = 0;  ///< records of the memory after the operation (incl. suspended)
 };
 
 struct ForgetResult : OpResult {
@@ -148,25 +161,58 @@ struct ForgetResult : OpResult {
   double certificate_seconds = 0;  ///< certificate (and its batch re-solve when enabled)
 };
 
+/// Progress of Store::import_records after each committed chunk.
+struct ImportProgress {
+  std::int64_t records_total = 0;    ///< distinct records in the input
+  std::int64_t records_skipped = 0;  ///< already in the memory with identical tokens (resume)
+  std::int64_t records_done = 0;     ///< committed by this call so far
+  std::int64_t tokens_done = 0;
+  double seconds = 0;  ///< since the call started
+};
+
+struct ImportOptions {
+  /// Records per transaction (one audit entry "import" per chunk). >= 1.
+  std::int64_t chunk_records = 128;
+  /// Called after every committed chunk (e.g. a progress line). May be empty.
+  std::function<void(const ImportProgress&)> progress;
+};
+
+struct ImportResult {
+  ImportProgress totals;
+  std::int64_t chunks = 0;
+  std::string state_sha256;         ///< after the import
+  std::vector<AuditEntry> entries;  ///< one per committed chunk
+};
+
 /// Per-memory part of a verification.
 struct MemoryVerification {
   std::string name;
   int tokens = 0;
   std::string stored_sha256;
-  std::string resolved_sha256;     ///< batch re-solve of the stored tokens
-  bool resolve_equal = false;      ///< resolved_sha256 == stored_sha256
-  VerifyReport report;             ///< verify_state on the stored state (no re-solve)
-  bool audit_consistent = false;   ///< last audit state_after of this memory == stored hash
-  bool ok() const { return resolve_equal && report.ok() && audit_consistent; }
+  std::string resolved_sha256;    ///< batch re-solve of the stored tokens
+  bool resolve_equal = false;     ///< resolved_sha256 == stored_sha256
+  VerifyReport report;            ///< verify_state on the stored state (no re-solve)
+  bool audit_consistent = false;  ///< last audit state_after of this memory == stored hash
+  /// Ridge 0 with duplicate keys (or a linear/poly kernel): the stored state passes verify_state
+  /// but the re-solve found another, equally optimal one. Reported in notes, not a problem.
+  bool uniqueness_not_established = false;
+  /// No problem at all for this memory: every stored field (b, status, warmup, kkt_*, created_utc,
+  /// token rows) agrees with the re-derived state and the audit log.
+  bool fields_ok = false;
+  bool ok() const {
+    return (resolve_equal || uniqueness_not_established) && report.ok() && audit_consistent &&
+           fields_ok;
+  }
 };
 
 struct StoreVerification {
-  bool integrity_ok = false;       ///< PRAGMA integrity_check
-  bool chain_ok = false;           ///< audit hash chain, sequence and head anchor
+  bool integrity_ok = false;  ///< PRAGMA integrity_check
+  bool chain_ok = false;      ///< audit hash chain, sequence and head anchor
   std::int64_t audit_entries = 0;
-  std::string audit_head;          ///< entry_hash of the last entry
+  std::string audit_head;  ///< entry_hash of the last entry
   std::vector<MemoryVerification> memories;
   std::vector<std::string> problems;  ///< one line per mismatch found
+  std::vector<std::string> notes;     ///< informational, e.g. "uniqueness not established"
   bool ok() const { return problems.empty(); }
 };
 nlohmann::json verification_to_json(const StoreVerification& v);
@@ -188,6 +234,9 @@ class Store {
   const std::string& path() const;
   const StoreOptions& options() const;
 
+  /// Throws InvalidArgument unless `name` has 1 to 256 bytes, no control characters and is valid
+  /// UTF-8 (names enter the audit log and JSON output).
+  static void validate_memory_name(const std::string& name);
   /// Creates an empty memory. Throws AlreadyExists, InvalidArgument (bad settings, dims, name).
   OpResult create_memory(const std::string& name, const MemorySettings& settings, int dim,
                          int value_dim);
@@ -208,6 +257,18 @@ class Store {
   /// (NaN/Inf entries, from TokenSet::validate).
   OpResult add_record(const std::string& name, std::int64_t record, const RowMatrix& keys,
                       const RowMatrix* values = nullptr);
+  /// Bulk import: row i of keys (and values; nullptr = keys) belongs to record record_of_row[i]; a
+  /// record's positions are its rows in input order. Records are imported in ascending id, in
+  /// chunks of options.chunk_records, one transaction (and one audit entry "import") per chunk, so
+  /// a crash loses at most the chunk in flight. A record already in the memory with bit-identical
+  /// tokens is skipped (resuming an interrupted import); with different tokens it is an error.
+  /// Everything is checked before the first write: throws InvalidArgument (sizes, dimensions, a
+  /// record id out of range or with > 2^23 rows; the message names the row), AlreadyExists (a
+  /// record present with other tokens), NotFound. The final state is the one a record-by-record
+  /// add would give (the canonical state depends on the token set only).
+  ImportResult import_records(const std::string& name,
+                              const std::vector<std::int64_t>& record_of_row, const RowMatrix& keys,
+                              const RowMatrix* values = nullptr, const ImportOptions& options = {});
   /// Erases the record: decremental removal of its tokens, certificate, rows deleted with
   /// secure_delete, WAL checkpointed (TRUNCATE). A suspended record is erased too (its tokens are
   /// not in the memory, the state is unchanged). Throws NotFound.

@@ -145,6 +145,8 @@ nlohmann::json verification_to_json(const StoreVerification& v) {
     mj["resolved_sha256"] = m.resolved_sha256;
     mj["resolve_equal"] = m.resolve_equal;
     mj["audit_consistent"] = m.audit_consistent;
+    mj["fields_ok"] = m.fields_ok;
+    mj["uniqueness_not_established"] = m.uniqueness_not_established;
     mj["feasible"] = m.report.feasible;
     mj["kkt_ok"] = m.report.kkt_ok;
     mj["hash_ok"] = m.report.hash_ok;
@@ -158,6 +160,7 @@ nlohmann::json verification_to_json(const StoreVerification& v) {
   }
   j["memories"] = mems;
   j["problems"] = v.problems;
+  j["notes"] = v.notes;
   return j;
 }
 
@@ -166,8 +169,7 @@ TokenId store_token_id(std::int64_t record, std::int64_t position) {
     throw InvalidArgument("record id " + std::to_string(record) + " out of range [0, 2^40)");
   }
   if (position < 0 || position > kMaxPosition) {
-    throw InvalidArgument("token position " + std::to_string(position) +
-                          " out of range [0, 2^23)");
+    throw InvalidArgument("token position " + std::to_string(position) + " out of range [0, 2^23)");
   }
   return (record << kPositionBits) | position;
 }

@@ -2,13 +2,16 @@
 #include "svattn/store.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -16,6 +19,7 @@
 #include "svattn/batch_solver.h"
 #include "svattn/hash.h"
 #include "svattn/kernel.h"
+#include "svattn/readout.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the store writes fp64 blobs in native order and documents them as little-endian");
@@ -102,7 +106,8 @@ CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
 std::string now_utc() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[96];
@@ -163,6 +168,51 @@ std::map<TokenId, std::pair<int, double>> support_map(const State& s) {
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+std::string fs_parent(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// file: URI of `path` with immutable=1 ('%', '?' and '#' percent-encoded).
+std::string immutable_uri(const std::string& path) {
+  std::string u = "file:";
+  for (char ch : path) {
+    if (ch == '%' || ch == '?' || ch == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(ch));
+      u += buf;
+    } else {
+      u += ch;
+    }
+  }
+  return u + "?immutable=1";
+}
+
+// nlohmann's serializer is the UTF-8 validator: it throws type_error 316 on an invalid sequence.
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
+// Every number that enters the memories/support rows must be finite (NOT NULL REAL columns take a
+// NaN as NULL): a non-finite b or alpha means the kernel is not representable for these settings.
+void check_finite_state(const std::string& memory, const State& s) {
+  bool finite = std::isfinite(s.b);
+  for (double a : s.alpha) finite = finite && std::isfinite(a);
+  if (!finite) {
+    throw InvalidArgument(
+        "memory '" + memory +
+        "': the operation produced a non-finite state (b = " + std::to_string(s.b) +
+        "); the kernel is not representable for these settings (check "
+        "--bandwidth); nothing was written");
+  }
+}
+
 struct MemoryRow {
   std::int64_t id = 0;
   std::string name;
@@ -175,6 +225,19 @@ struct MemoryRow {
   KktReport kkt;
   std::string state_sha256;
   std::int64_t last_audit_seq = 0;
+};
+
+struct ImportPlan;  // bulk import (end of file)
+
+// What a query needs: the support (alpha > 0, ascending id) and b of the stored state.
+struct StoredSupport {
+  std::int64_t id = 0;
+  std::int64_t seq = 0;
+  int dim = 0;
+  int value_dim = 0;
+  KernelSettings kernel;
+  double b = 0;
+  Support support;
 };
 
 struct Cached {
@@ -190,6 +253,8 @@ struct Store::Impl {
   StoreOptions options;
   Database db;
   std::map<std::string, Cached> cache;
+  std::map<std::string, StoredSupport> supports;
+  const StoredSupport& stored_support(const std::string& name);
 
   // ------------------------------------------------------------------------------ opening
   void open() {
@@ -214,19 +279,43 @@ struct Store::Impl {
         throw FormatError("'" + path + "' is not a svattn store (not an SQLite database)");
       }
     }
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX;
+    if (fresh && options.read_only) {
+      throw InvalidArgument("store '" + path + "' does not exist (cannot create it read-only)");
+    }
+    int flags =
+        (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_FULLMUTEX;
     if (fresh) flags |= SQLITE_OPEN_CREATE;
-    db = Database(path, flags);
+    if (options.read_only && cannot_share_wal()) {
+      // A WAL reader needs the -shm file; in a directory the user cannot write it cannot be made.
+      // With no -wal file the database file is complete, so it is opened immutable (docs/store.md).
+      db = Database(immutable_uri(path), flags | SQLITE_OPEN_URI);
+    } else {
+      db = Database(path, flags);
+    }
     sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
     if (fresh) {
       db.exec("PRAGMA journal_mode=WAL");
       initialise_schema();
     }
     validate_existing();
+    if (options.read_only) return;  // connection settings below only matter to writers
     db.exec("PRAGMA secure_delete=ON");
     db.exec("PRAGMA synchronous=FULL");
     const std::string mode = db.query_text("PRAGMA journal_mode=WAL");
-    if (mode != "wal") throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
+    if (mode != "wal")
+      throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
+  }
+
+  bool cannot_share_wal() const {
+    const std::string dir = fs_parent(path);
+    return ::access((path + "-wal").c_str(), F_OK) != 0 &&
+           ::access((path + "-shm").c_str(), F_OK) != 0 && ::access(dir.c_str(), W_OK) != 0;
+  }
+
+  void require_writable() const {
+    if (options.read_only) {
+      throw InvalidArgument("store '" + path + "' was opened read-only (StoreOptions::read_only)");
+    }
   }
 
   void initialise_schema() {
@@ -241,12 +330,9 @@ struct Store::Impl {
     db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
     Statement ins(db.handle(), "INSERT INTO meta(key, value) VALUES (?1, ?2)");
     const std::pair<const char*, std::string> rows[] = {
-        {"magic", kMagic},
-        {"schema_version", std::to_string(kStoreSchemaVersion)},
-        {"created_utc", now_utc()},
-        {"token_id_layout", "record << 23 | position"},
-        {"audit_head_seq", "0"},
-        {"audit_head_hash", kZeroHash}};
+        {"magic", kMagic},          {"schema_version", std::to_string(kStoreSchemaVersion)},
+        {"created_utc", now_utc()}, {"token_id_layout", "record << 23 | position"},
+        {"audit_head_seq", "0"},    {"audit_head_hash", kZeroHash}};
     for (const auto& [k, v] : rows) {
       ins.bind(1, std::string(k)).bind(2, v).run();
       ins.reset();
@@ -297,6 +383,17 @@ struct Store::Impl {
       throw FormatError(not_store + " (no meta table: " + e.what() + ")");
     }
     if (magic != kMagic) throw FormatError(not_store + " (meta magic '" + magic + "')");
+    std::string meta_version;
+    {
+      Statement q(db.handle(), "SELECT value FROM meta WHERE key = 'schema_version'");
+      if (q.step()) meta_version = q.text(0);
+    }
+    if (meta_version != std::to_string(version)) {
+      throw FormatError("store '" + path + "': unsupported schema version " +
+                        (meta_version.empty() ? std::string("(missing)") : meta_version) +
+                        " in the meta table (the file header says " + std::to_string(version) +
+                        "; this svattn supports " + std::to_string(kStoreSchemaVersion) + ")");
+    }
   }
 
   // ------------------------------------------------------------------------------ reading
@@ -434,10 +531,16 @@ struct Store::Impl {
       try {
         return Memory::restore(row.settings, tokens, state, &diag);
       } catch (const InvalidArgument& e) {
-        throw FormatError("memory '" + row.name + "': stored state cannot be restored: " +
-                          e.what());
+        throw FormatError("memory '" + row.name +
+                          "': stored state cannot be restored: " + e.what());
       }
     }();
+    if (diag.batch_fallbacks > 0) {
+      std::fprintf(stderr,
+                   "svattn: warning: memory '%s': the stored state did not check against its "
+                   "tokens; it was re-solved from the tokens (not used)\n",
+                   row.name.c_str());
+    }
     if (mem.state_sha256() != row.state_sha256) {
       throw FormatError("memory '" + row.name + "' in store '" + path +
                         "': the stored state does not match its tokens (stored " +
@@ -455,7 +558,8 @@ struct Store::Impl {
   // ------------------------------------------------------------------------------ writing
   /// Writes the support diff between `before` and `after` and the memories row of `after`.
   void write_state(std::int64_t memory_id, const State& before, const State& after,
-                   std::int64_t seq) {
+                   std::int64_t seq, const std::string& memory) {
+    check_finite_state(memory, after);
     const auto old_sup = support_map(before);
     const auto new_sup = support_map(after);
     Statement del(db.handle(), "DELETE FROM support WHERE memory_id = ?1 AND token_id = ?2");
@@ -525,7 +629,14 @@ struct Store::Impl {
   void log_and_commit(AuditEntry& e, std::int64_t memory_id, const State& before,
                       const State& after, Transaction& t, Cached& c, OpResult& res) {
     append_audit(e);
-    write_state(memory_id, before, after, e.seq);
+    write_state(memory_id, before, after, e.seq, e.memory);
+    res.memory_tokens = c.memory->size();
+    {
+      Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
+      q.bind(1, memory_id);
+      q.step();
+      res.memory_records = q.int64(0);
+    }
     const auto k0 = std::chrono::steady_clock::now();
     t.commit();
     res.commit_seconds =
@@ -570,7 +681,8 @@ struct Store::Impl {
           .bind(2, static_cast<std::int64_t>(id))
           .bind(3, record_of(id))
           .bind(4, position_of(id))
-          .bind_blob(5, ts.keys.row(i).data(), sizeof(double) * static_cast<std::size_t>(ts.keys.cols()))
+          .bind_blob(5, ts.keys.row(i).data(),
+                     sizeof(double) * static_cast<std::size_t>(ts.keys.cols()))
           .bind_blob(6, ts.values.row(i).data(),
                      sizeof(double) * static_cast<std::size_t>(ts.values.cols()))
           .run();
@@ -637,8 +749,8 @@ struct Store::Impl {
   void checkpoint(bool* truncated) {
     int log = 0;
     int done = 0;
-    const int rc = sqlite3_wal_checkpoint_v2(db.handle(), "main", SQLITE_CHECKPOINT_TRUNCATE, &log,
-                                             &done);
+    const int rc =
+        sqlite3_wal_checkpoint_v2(db.handle(), "main", SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
     *truncated = rc == SQLITE_OK;
   }
 
@@ -647,6 +759,7 @@ struct Store::Impl {
   /// restored from the file on next use), so neither the file nor the object changes.
   template <class F>
   auto mutate(const std::string& name, F&& f) {
+    require_writable();
     Transaction t(db, true, path, options.busy_timeout_ms);
     const MemoryRow row = read_memory_row(name);
     Cached& c = ensure_loaded(row);
@@ -660,6 +773,16 @@ struct Store::Impl {
   }
 
   std::vector<AuditEntry> read_audit();
+  AuditEntry import_chunk(const std::string& name, const ImportPlan& plan,
+                          const std::vector<std::size_t>& chunk, const RowMatrix& keys,
+                          const RowMatrix& vals, ImportProgress& totals);
+  bool tables_present(std::vector<std::string>& problems);
+  void check_orphans(std::vector<std::string>& problems);
+  MemoryVerification verify_memory(const MemoryRow& row,
+                                   const std::pair<std::string, std::int64_t>* last_audit,
+                                   const std::vector<AuditEntry>& entries,
+                                   std::vector<std::string>& problems,
+                                   std::vector<std::string>& notes);
 
   template <class F>
   auto read(F&& f) {
@@ -672,7 +795,8 @@ struct Store::Impl {
 
 // ================================================================================== Store
 
-Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::make_unique<Impl>()) {
+Store::Store(const std::string& path, const StoreOptions& options)
+    : impl_(std::make_unique<Impl>()) {
   if (options.busy_timeout_ms < 0) {
     throw InvalidArgument("busy_timeout_ms must be >= 0, got " +
                           std::to_string(options.busy_timeout_ms));
@@ -681,6 +805,11 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
     throw InvalidArgument("certificate_probes must be >= 0, got " +
                           std::to_string(options.certificate_probes));
   }
+  if (options.read_only && options.create) {
+    throw InvalidArgument("StoreOptions: read_only and create exclude each other");
+  }
+  // Paths enter certificates and JSON output, which must be valid UTF-8 (issue 18).
+  if (!valid_utf8(path)) throw InvalidArgument("store path is not valid UTF-8");
   impl_->path = path;
   impl_->options = options;
   impl_->open();
@@ -689,7 +818,7 @@ Store::Store(const std::string& path, const StoreOptions& options) : impl_(std::
 Store::~Store() {
   if (impl_ && impl_->db.handle() != nullptr) {
     bool truncated = false;
-    impl_->checkpoint(&truncated);
+    if (!impl_->options.read_only) impl_->checkpoint(&truncated);
     impl_->db.close();
   }
 }
@@ -702,16 +831,10 @@ const StoreOptions& Store::options() const { return impl_->options; }
 
 OpResult Store::create_memory(const std::string& name, const MemorySettings& settings, int dim,
                               int value_dim) {
-  if (name.empty() || name.size() > 256) {
-    throw InvalidArgument("memory name must have 1 to 256 characters, got " +
-                          std::to_string(name.size()));
-  }
-  for (char ch : name) {
-    if (static_cast<unsigned char>(ch) < 0x20) {
-      throw InvalidArgument("memory name must not contain control characters");
-    }
-  }
-  if (dim < 1) throw InvalidArgument("key dimension (dim) must be >= 1, got " + std::to_string(dim));
+  validate_memory_name(name);
+  impl_->require_writable();
+  if (dim < 1)
+    throw InvalidArgument("key dimension (dim) must be >= 1, got " + std::to_string(dim));
   if (value_dim < 1) {
     throw InvalidArgument("value dimension must be >= 1, got " + std::to_string(value_dim));
   }
@@ -723,7 +846,8 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
   {
     Statement q(im.db.handle(), "SELECT 1 FROM memories WHERE name = ?1");
     q.bind(1, name);
-    if (q.step()) throw AlreadyExists("store '" + im.path + "' already has a memory '" + name + "'");
+    if (q.step())
+      throw AlreadyExists("store '" + im.path + "' already has a memory '" + name + "'");
   }
   Memory mem(settings, dim, value_dim);
   const State s = mem.state();
@@ -735,10 +859,11 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
   e.token_count = 0;
   e.state_before = "";
   e.state_after = s.state_sha256;
-  e.certificate = nlohmann::json{{"settings", memory_settings_to_json(settings)},
-                                 {"dim", dim},
-                                 {"value_dim", value_dim}}
-                      .dump();
+  e.certificate = nlohmann::json{
+      {"settings", memory_settings_to_json(settings)},
+      {"dim", dim},
+      {"value_dim",
+       value_dim}}.dump();
   im.append_audit(e);
   Statement ins(im.db.handle(),
                 "INSERT INTO memories(name, settings, dim, value_dim, b, status, warmup, "
@@ -760,9 +885,21 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
       .bind(13, e.time_utc)
       .run();
   t.commit();
-  res.total_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
+}
+
+void Store::validate_memory_name(const std::string& name) {
+  if (name.empty() || name.size() > 256) {
+    throw InvalidArgument("memory name must have 1 to 256 bytes, got " +
+                          std::to_string(name.size()));
+  }
+  for (char ch : name) {
+    if (static_cast<unsigned char>(ch) < 0x20) {
+      throw InvalidArgument("memory name must not contain control characters");
+    }
+  }
+  if (!valid_utf8(name)) throw InvalidArgument("memory name is not valid UTF-8");
 }
 
 std::vector<std::string> Store::memory_names() const {
@@ -795,13 +932,29 @@ MemoryInfo Store::memory_info(const std::string& name) const {
     info.value_dim = row.value_dim;
     info.state_sha256 = row.state_sha256;
     info.last_audit_seq = row.last_audit_seq;
-    Statement q(im.db.handle(),
-                "SELECT count(*), coalesce(sum(r.suspended = 0), 0) FROM tokens t JOIN records r "
-                "ON r.memory_id = t.memory_id AND r.record = t.record WHERE t.memory_id = ?1");
+    info.b = row.b;
+    info.status = row.status;
+    info.warmup = row.warmup;
+    // Index-only counts (no join over the token rows): all rows, minus the suspended records'
+    // rows found by token_id range, plus the support table's margin/error counts.
+    Statement q(im.db.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
     q.bind(1, row.id);
     q.step();
     info.stored_tokens = static_cast<int>(q.int64(0));
-    info.tokens = static_cast<int>(q.int64(1));
+    Statement sq(im.db.handle(),
+                 "SELECT coalesce(sum((SELECT count(*) FROM tokens t WHERE t.memory_id = "
+                 "r.memory_id AND t.token_id BETWEEN (r.record << 23) AND ((r.record << 23) | "
+                 "8388607))), 0) FROM records r WHERE r.memory_id = ?1 AND r.suspended = 1");
+    sq.bind(1, row.id);
+    sq.step();
+    info.tokens = info.stored_tokens - static_cast<int>(sq.int64(0));
+    Statement pq(im.db.handle(),
+                 "SELECT coalesce(sum(part = 1), 0), coalesce(sum(part = 2), 0) FROM support "
+                 "WHERE memory_id = ?1");
+    pq.bind(1, row.id);
+    pq.step();
+    info.margin = static_cast<int>(pq.int64(0));
+    info.error = static_cast<int>(pq.int64(1));
     Statement r(im.db.handle(),
                 "SELECT count(*), coalesce(sum(suspended), 0) FROM records WHERE memory_id = ?1");
     r.bind(1, row.id);
@@ -819,8 +972,8 @@ std::vector<RecordInfo> Store::records(const std::string& name) const {
     std::vector<RecordInfo> out;
     Statement q(im.db.handle(),
                 "SELECT r.record, r.suspended, (SELECT count(*) FROM tokens t WHERE t.memory_id = "
-                "r.memory_id AND t.record = r.record) FROM records r WHERE r.memory_id = ?1 "
-                "ORDER BY r.record");
+                "r.memory_id AND t.token_id BETWEEN (r.record << 23) AND ((r.record << 23) | "
+                "8388607)) FROM records r WHERE r.memory_id = ?1 ORDER BY r.record");
     q.bind(1, row.id);
     while (q.step()) {
       RecordInfo ri;
@@ -863,7 +1016,8 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
     if (im.read_record(row.id, record).exists) {
       throw AlreadyExists("memory '" + name + "' already has record " + std::to_string(record));
     }
-    if (keys.rows() < 1) throw InvalidArgument("record " + std::to_string(record) + " has no tokens");
+    if (keys.rows() < 1)
+      throw InvalidArgument("record " + std::to_string(record) + " has no tokens");
     if (keys.rows() > kMaxPosition + 1) {
       throw InvalidArgument("record " + std::to_string(record) + " has " +
                             std::to_string(keys.rows()) + " tokens, more than 2^23");
@@ -893,10 +1047,12 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
     const auto m0 = std::chrono::steady_clock::now();
     OpResult res;
     res.diagnostics = mem.add_batch(ts);
-    res.memory_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    res.memory_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
     const State after = mem.state();
-    Statement rec(im.db.handle(),
-                  "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, ?3)");
+    Statement rec(
+        im.db.handle(),
+        "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, ?3)");
     rec.bind(1, row.id).bind(2, record).bind(3, now_utc()).run();
     im.insert_tokens(row.id, ts, mem);
     const std::int64_t evicted = im.delete_evicted(row.id, before, mem, {});
@@ -904,12 +1060,13 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
     for (TokenId id : ts.ids) evicted_new += mem.contains(id) ? 0 : 1;
     AuditEntry& e = res.entry;
     im.fill_entry(e, "add", name, record, ts.size(), before, after);
-    nlohmann::json cert{{"operation", "add"},
-                        {"record", record},
-                        {"tokens", ts.size()},
-                        {"first_token_id", ts.ids.front()},
-                        {"last_token_id", ts.ids.back()},
-};
+    nlohmann::json cert{
+        {"operation", "add"},
+        {"record", record},
+        {"tokens", ts.size()},
+        {"first_token_id", ts.ids.front()},
+        {"last_token_id", ts.ids.back()},
+    };
     add_outcome_fields(cert, mem, after, res.diagnostics);
     if (row.settings.mode == MemoryMode::kBounded) {
       cert["evicted_on_arrival"] = evicted_new;
@@ -917,7 +1074,8 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
     }
     e.certificate = cert.dump();
     im.log_and_commit(e, row.id, before, after, t, c, res);
-    res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.total_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
   });
 }
@@ -955,7 +1113,8 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
     ForgetResult fr;
     const auto m0 = std::chrono::steady_clock::now();
     fr.diagnostics = mem.remove_batch(in_memory);
-    fr.memory_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    fr.memory_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
     const auto c0 = std::chrono::steady_clock::now();
     CertificateOptions co;
     co.optimality_check = im.options.certificate_check;
@@ -1029,7 +1188,8 @@ OpResult Store::suspend_record(const std::string& name, std::int64_t record) {
     OpResult res;
     const auto m0 = std::chrono::steady_clock::now();
     res.diagnostics = mem.remove_batch(ids);
-    res.memory_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    res.memory_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
     const State after = mem.state();
     Statement up(im.db.handle(),
                  "UPDATE records SET suspended = 1 WHERE memory_id = ?1 AND record = ?2");
@@ -1044,7 +1204,8 @@ OpResult Store::suspend_record(const std::string& name, std::int64_t record) {
     add_outcome_fields(cert, mem, after, res.diagnostics);
     e.certificate = cert.dump();
     im.log_and_commit(e, row.id, before, after, t, c, res);
-    res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.total_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
   });
 }
@@ -1063,7 +1224,8 @@ OpResult Store::resume_record(const std::string& name, std::int64_t record) {
     OpResult res;
     const auto m0 = std::chrono::steady_clock::now();
     res.diagnostics = mem.add_batch(ts);
-    res.memory_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
+    res.memory_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - m0).count();
     const State after = mem.state();
     Statement up(im.db.handle(),
                  "UPDATE records SET suspended = 0 WHERE memory_id = ?1 AND record = ?2");
@@ -1079,45 +1241,101 @@ OpResult Store::resume_record(const std::string& name, std::int64_t record) {
     }
     AuditEntry& e = res.entry;
     im.fill_entry(e, "resume", name, record, ts.size(), before, after);
-    nlohmann::json cert{{"operation", "resume"},
-                        {"record", record},
-                        {"tokens_restored", ts.size()},
-};
+    nlohmann::json cert{
+        {"operation", "resume"},
+        {"record", record},
+        {"tokens_restored", ts.size()},
+    };
     add_outcome_fields(cert, mem, after, res.diagnostics);
     if (row.settings.mode == MemoryMode::kBounded) cert["evicted"] = evicted;
     e.certificate = cert.dump();
     im.log_and_commit(e, row.id, before, after, t, c, res);
-    res.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.total_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return res;
   });
 }
 
-RowMatrix Store::query(const std::string& name, const RowMatrix& queries) {
-  const Memory& mem = memory(name);
-  if (queries.cols() != mem.dim()) {
-    throw InvalidArgument("dimension mismatch: memory '" + name + "' has key dimension " +
-                          std::to_string(mem.dim()) + ", the queries have " +
-                          std::to_string(queries.cols()) + " columns");
+// Queries read the stored support instead of restoring the memory (docs/store.md "Cost"): the
+// active tokens are read (O(n d)), the stored state's canonical hash is recomputed from them and
+// compared with the hash the audit chain holds, and the readout runs on the support. A state that
+// fails the check is never used: the query falls back to restoring (which re-derives and reports).
+const StoredSupport& Store::Impl::stored_support(const std::string& name) {
+  const MemoryRow row = read_memory_row(name);
+  auto cached = cache.find(name);
+  if (cached != cache.end() && cached->second.id == row.id &&
+      cached->second.seq == row.last_audit_seq) {
+    const Memory& m = *cached->second.memory;
+    supports[name] = StoredSupport{row.id,
+                                   row.last_audit_seq,
+                                   row.dim,
+                                   row.value_dim,
+                                   row.settings.problem.kernel,
+                                   m.state().b,
+                                   support_of(m.state(), m.tokens())};
+    return supports[name];
   }
-  RowMatrix out(queries.rows(), mem.value_dim());
+  auto it = supports.find(name);
+  if (it != supports.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq) {
+    return it->second;
+  }
+  const TokenSet tokens = load_active_tokens(row);
+  const State state = load_state(row, tokens.ids);
+  std::vector<int> order(tokens.ids.size());
+  for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);
+  const bool hash_ok = sha256_hex(canonical_bytes(row.settings.problem, tokens, order, state.alpha,
+                                                  state.b)) == row.state_sha256;
+  if (!hash_ok) {
+    std::fprintf(stderr,
+                 "svattn: warning: memory '%s': the stored state does not hash to its recorded "
+                 "hash; re-deriving it from the tokens\n",
+                 name.c_str());
+    const Memory& m = *ensure_loaded(row).memory;  // throws FormatError when it cannot be trusted
+    supports[name] = StoredSupport{row.id,
+                                   row.last_audit_seq,
+                                   row.dim,
+                                   row.value_dim,
+                                   row.settings.problem.kernel,
+                                   m.state().b,
+                                   support_of(m.state(), m.tokens())};
+    return supports[name];
+  }
+  supports[name] = StoredSupport{
+      row.id,  row.last_audit_seq,       row.dim, row.value_dim, row.settings.problem.kernel,
+      state.b, support_of(state, tokens)};
+  return supports[name];
+}
+
+namespace {
+void check_query_dim(const std::string& name, const StoredSupport& s, const RowMatrix& q) {
+  if (q.cols() != s.dim) {
+    throw InvalidArgument("dimension mismatch: memory '" + name + "' has key dimension " +
+                          std::to_string(s.dim) + ", the queries have " + std::to_string(q.cols()) +
+                          " columns");
+  }
+}
+}  // namespace
+
+RowMatrix Store::query(const std::string& name, const RowMatrix& queries) {
+  Impl& im = *impl_;
+  const StoredSupport& s = *im.read([&] { return &im.stored_support(name); });
+  check_query_dim(name, s, queries);
+  RowMatrix out(queries.rows(), s.value_dim);
   for (Eigen::Index i = 0; i < queries.rows(); ++i) {
     const Eigen::VectorXd q = queries.row(i).transpose();
-    out.row(i) = mem.readout(q).transpose();
+    out.row(i) = readout(s.kernel, s.support, q).transpose();  // NaN for the empty memory
   }
   return out;
 }
 
 std::vector<double> Store::decision(const std::string& name, const RowMatrix& queries) {
-  const Memory& mem = memory(name);
-  if (queries.cols() != mem.dim()) {
-    throw InvalidArgument("dimension mismatch: memory '" + name + "' has key dimension " +
-                          std::to_string(mem.dim()) + ", the queries have " +
-                          std::to_string(queries.cols()) + " columns");
-  }
+  Impl& im = *impl_;
+  const StoredSupport& s = *im.read([&] { return &im.stored_support(name); });
+  check_query_dim(name, s, queries);
   std::vector<double> out;
   for (Eigen::Index i = 0; i < queries.rows(); ++i) {
     const Eigen::VectorXd q = queries.row(i).transpose();
-    out.push_back(mem.decision(q));
+    out.push_back(decision_function(s.kernel, s.support, s.b, q));
   }
   return out;
 }
@@ -1157,6 +1375,7 @@ StoreVerification Store::verify() const {
   Impl& im = *impl_;
   StoreVerification v;
   im.read([&] {
+    if (!im.tables_present(v.problems)) return 0;             // nothing further can be read
     const std::vector<AuditEntry> entries = im.read_audit();  // same snapshot as the memories
     // 1. SQLite structure.
     {
@@ -1167,15 +1386,18 @@ StoreVerification Store::verify() const {
       if (!v.integrity_ok) v.problems.push_back("integrity_check: " + first);
     }
     for (const char* trig : {"audit_no_update", "audit_no_delete"}) {
-      Statement q(im.db.handle(), "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?1");
+      Statement q(im.db.handle(),
+                  "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?1");
       q.bind(1, std::string(trig));
-      if (!q.step()) v.problems.push_back(std::string("audit protection trigger '") + trig + "' is missing");
+      if (!q.step())
+        v.problems.push_back(std::string("audit protection trigger '") + trig + "' is missing");
     }
     // 2. The audit chain.
     const std::size_t problems_before_chain = v.problems.size();
     std::string prev = kZeroHash;
     std::int64_t expect_seq = 1;
-    std::map<std::string, std::pair<std::string, std::int64_t>> last_state;  // memory -> (hash, seq)
+    std::map<std::string, std::pair<std::string, std::int64_t>>
+        last_state;  // memory -> (hash, seq)
     for (const AuditEntry& e : entries) {
       const std::string where = "audit entry " + std::to_string(e.seq);
       if (e.seq != expect_seq) {
@@ -1183,8 +1405,9 @@ StoreVerification Store::verify() const {
                              " (a row was deleted, inserted or renumbered)");
       }
       if (e.prev_hash != prev) {
-        v.problems.push_back(where + ": prev_hash does not match the previous entry's hash "
-                                     "(rows edited, deleted or reordered)");
+        v.problems.push_back(where +
+                             ": prev_hash does not match the previous entry's hash "
+                             "(rows edited, deleted or reordered)");
       }
       const std::string recomputed = sha256_hex(canonical_audit_bytes(e));
       if (recomputed != e.entry_hash) {
@@ -1196,10 +1419,12 @@ StoreVerification Store::verify() const {
           v.problems.push_back(where + ": memory '" + e.memory + "' created twice");
         }
       } else if (it == last_state.end()) {
-        v.problems.push_back(where + ": operation on memory '" + e.memory + "' before its creation");
+        v.problems.push_back(where + ": operation on memory '" + e.memory +
+                             "' before its creation");
       } else if (it->second.first != e.state_before) {
-        v.problems.push_back(where + ": state_before does not continue the memory's previous "
-                                     "state_after");
+        v.problems.push_back(where +
+                             ": state_before does not continue the memory's previous "
+                             "state_after");
       }
       last_state[e.memory] = {e.state_after, e.seq};
       prev = e.entry_hash;
@@ -1226,66 +1451,337 @@ StoreVerification Store::verify() const {
     v.chain_ok = v.problems.size() == problems_before_chain;
     // 3. Every memory: stored state vs batch re-solve of the stored tokens, and verify_state.
     for (const MemoryRow& row : im.all_memory_rows()) {
-      MemoryVerification mv;
-      mv.name = row.name;
-      mv.stored_sha256 = row.state_sha256;
-      const TokenSet tokens = im.load_active_tokens(row);
-      mv.tokens = tokens.size();
-      {
-        Statement q(im.db.handle(),
-                    "SELECT count(*) FROM tokens WHERE memory_id = ?1 AND (record != (token_id >> "
-                    "23) OR position != (token_id & 8388607) OR record NOT IN (SELECT record FROM "
-                    "records WHERE memory_id = ?1))");
-        q.bind(1, row.id);
-        q.step();
-        if (q.int64(0) != 0) {
-          v.problems.push_back("memory '" + row.name + "': " + std::to_string(q.int64(0)) +
-                               " token rows with inconsistent record/position/id");
-        }
-      }
-      State stored;
-      try {
-        stored = im.load_state(row, tokens.ids);
-      } catch (const FormatError& e) {
-        v.problems.push_back("memory '" + row.name + "': " + e.what());
-        v.memories.push_back(mv);
-        continue;
-      }
-      BatchSettings bs;
-      bs.problem = row.settings.problem;
-      bs.tolerances = row.settings.tolerances;
-      const BatchResult br = solve_batch(tokens, bs);
-      mv.resolved_sha256 = br.state.state_sha256;
-      mv.resolve_equal = br.state.state_sha256 == row.state_sha256;
-      mv.report = verify_state(tokens, stored, row.settings.tolerances, false);
       const auto it = last_state.find(row.name);
-      mv.audit_consistent = it != last_state.end() && it->second.first == row.state_sha256 &&
-                            it->second.second == row.last_audit_seq;
-      if (!mv.resolve_equal) {
-        v.problems.push_back("memory '" + row.name + "': stored state " +
-                             row.state_sha256.substr(0, 16) + "… differs from the batch re-solve " +
-                             br.state.state_sha256.substr(0, 16) + "… of its stored tokens");
-      }
-      if (!mv.report.ok()) {
-        v.problems.push_back("memory '" + row.name + "': verify_state failed (feasible " +
-                             std::to_string(mv.report.feasible) + ", kkt " +
-                             std::to_string(mv.report.kkt_ok) + ", hash " +
-                             std::to_string(mv.report.hash_ok) + ")");
-      }
-      if (!mv.audit_consistent) {
-        v.problems.push_back("memory '" + row.name +
-                             "': stored state is not the last state recorded in the audit log");
-      }
-      v.memories.push_back(mv);
+      v.memories.push_back(im.verify_memory(row, it == last_state.end() ? nullptr : &it->second,
+                                            entries, v.problems, v.notes));
     }
+    im.check_orphans(v.problems);
     for (const auto& [mem_name, st] : last_state) {
       Statement q(im.db.handle(), "SELECT 1 FROM memories WHERE name = ?1");
       q.bind(1, mem_name);
-      if (!q.step()) v.problems.push_back("audit log mentions memory '" + mem_name + "' which is missing");
+      if (!q.step())
+        v.problems.push_back("audit log mentions memory '" + mem_name + "' which is missing");
     }
     return 0;
   });
   return v;
+}
+
+}  // namespace svattn
+
+namespace svattn {
+
+bool Store::Impl::tables_present(std::vector<std::string>& problems) {
+  bool all = true;
+  for (const char* table : {"meta", "memories", "records", "tokens", "support", "audit"}) {
+    Statement q(db.handle(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
+    q.bind(1, std::string(table));
+    if (!q.step()) {
+      problems.push_back(std::string("table '") + table + "' is missing");
+      all = false;
+    }
+  }
+  return all;
+}
+
+void Store::Impl::check_orphans(std::vector<std::string>& problems) {
+  for (const char* table : {"records", "tokens", "support"}) {
+    const std::string sql = std::string("SELECT count(*) FROM ") + table +
+                            " WHERE memory_id NOT IN (SELECT id FROM memories)";
+    const std::int64_t n = db.query_int(sql);
+    if (n != 0) {
+      problems.push_back(std::to_string(n) + " row(s) of table '" + table +
+                         "' belong to no memory (memories.id edited or rows inserted)");
+    }
+  }
+}
+
+namespace {
+
+// Every stored field of the memories row against the re-derived state (issue 18 row 8).
+void compare_fields(const MemoryRow& row, const State& derived, bool exact,
+                    std::vector<std::string>& out) {
+  const std::string m = "memory '" + row.name + "': stored ";
+  auto bits = [&](const char* field, double stored, double want) {
+    if (!same_bits(stored, want)) {
+      out.push_back(m + field + " " + std::to_string(stored) + " differs from the re-derived " +
+                    std::to_string(want));
+    }
+  };
+  if (row.warmup != derived.warmup) out.push_back(m + "warmup differs from the re-derived state");
+  if (!exact) return;  // non-unique optimum: only the hash chain and verify_state speak
+  if (row.status != derived.status) {
+    out.push_back(m + "status '" + to_string(row.status) + "' differs from the re-derived '" +
+                  to_string(derived.status) + "'");
+  }
+  bits("b", row.b, derived.b);
+  bits("kkt_max_violation", row.kkt.max_violation, derived.kkt.max_violation);
+  bits("kkt_sum_error", row.kkt.sum_error, derived.kkt.sum_error);
+  bits("kkt_box_violation", row.kkt.box_violation, derived.kkt.box_violation);
+}
+
+}  // namespace
+
+MemoryVerification Store::Impl::verify_memory(
+    const MemoryRow& row, const std::pair<std::string, std::int64_t>* last_audit,
+    const std::vector<AuditEntry>& entries, std::vector<std::string>& problems,
+    std::vector<std::string>& notes) {
+  MemoryVerification mv;
+  mv.name = row.name;
+  mv.stored_sha256 = row.state_sha256;
+  const std::size_t problems_before = problems.size();
+  const TokenSet tokens = load_active_tokens(row);
+  mv.tokens = tokens.size();
+  {
+    Statement q(db.handle(),
+                "SELECT count(*) FROM tokens WHERE memory_id = ?1 AND (record != (token_id >> "
+                "23) OR position != (token_id & 8388607) OR record NOT IN (SELECT record FROM "
+                "records WHERE memory_id = ?1))");
+    q.bind(1, row.id);
+    q.step();
+    if (q.int64(0) != 0) {
+      problems.push_back("memory '" + row.name + "': " + std::to_string(q.int64(0)) +
+                         " token rows with inconsistent record/position/id");
+    }
+  }
+  for (const AuditEntry& e : entries) {
+    if (e.operation == "create" && e.memory == row.name) {
+      Statement q(db.handle(), "SELECT created_utc FROM memories WHERE id = ?1");
+      q.bind(1, row.id);
+      if (q.step() && q.text(0) != e.time_utc) {
+        problems.push_back("memory '" + row.name + "': stored created_utc '" + q.text(0) +
+                           "' is not the time of its create entry '" + e.time_utc + "'");
+      }
+      break;
+    }
+  }
+  State stored;
+  try {
+    stored = load_state(row, tokens.ids);
+  } catch (const FormatError& e) {
+    problems.push_back(e.what());  // load_state names the memory
+    return mv;
+  }
+  BatchSettings bs;
+  bs.problem = row.settings.problem;
+  bs.tolerances = row.settings.tolerances;
+  const BatchResult br = solve_batch(tokens, bs);
+  mv.resolved_sha256 = br.state.state_sha256;
+  mv.resolve_equal = br.state.state_sha256 == row.state_sha256;
+  mv.report = verify_state(tokens, stored, row.settings.tolerances, false);
+  mv.audit_consistent = last_audit != nullptr && last_audit->first == row.state_sha256 &&
+                        last_audit->second == row.last_audit_seq;
+  // Ridge 0 with duplicate keys: a verified-optimal stored state may differ from the re-solve's
+  // equally optimal one. That is "uniqueness not established", not tampering (issue 18 row 7).
+  mv.uniqueness_not_established = !mv.resolve_equal && mv.report.ok() && !mv.report.unique;
+  if (mv.uniqueness_not_established) {
+    notes.push_back("memory '" + row.name + "': uniqueness not established (" +
+                    mv.report.uniqueness_reason +
+                    "): the stored state is verified optimal but differs from the re-solve " +
+                    br.state.state_sha256.substr(0, 16) + "…, which is equally optimal");
+  } else if (!mv.resolve_equal) {
+    problems.push_back("memory '" + row.name + "': stored state " + row.state_sha256.substr(0, 16) +
+                       "… differs from the batch re-solve " + br.state.state_sha256.substr(0, 16) +
+                       "… of its stored tokens");
+  }
+  if (!mv.report.ok()) {
+    problems.push_back("memory '" + row.name + "': verify_state failed (feasible " +
+                       std::to_string(mv.report.feasible) + ", kkt " +
+                       std::to_string(mv.report.kkt_ok) + ", hash " +
+                       std::to_string(mv.report.hash_ok) + ")");
+  }
+  if (!mv.audit_consistent) {
+    problems.push_back("memory '" + row.name +
+                       "': stored state is not the last state recorded in the audit log");
+  }
+  compare_fields(row, br.state, mv.resolve_equal, problems);
+  mv.fields_ok = problems.size() == problems_before;
+  return mv;
+}
+
+}  // namespace svattn
+
+// ============================================================================== bulk import
+
+namespace svattn {
+namespace {
+
+struct ImportPlan {
+  std::vector<std::int64_t> records;            // ascending, distinct
+  std::vector<std::vector<Eigen::Index>> rows;  // input rows of each record, in input order
+};
+
+ImportPlan plan_import(const std::vector<std::int64_t>& record_of_row, const RowMatrix& keys,
+                       const RowMatrix& values, int dim, int value_dim) {
+  if (static_cast<Eigen::Index>(record_of_row.size()) != keys.rows()) {
+    throw InvalidArgument("import: " + std::to_string(record_of_row.size()) + " record ids for " +
+                          std::to_string(keys.rows()) + " key rows");
+  }
+  if (keys.cols() != dim || values.cols() != value_dim || values.rows() != keys.rows()) {
+    throw InvalidArgument(
+        "import: dimension mismatch: the memory has key/value dimension " + std::to_string(dim) +
+        "/" + std::to_string(value_dim) + ", the input has " + std::to_string(keys.cols()) + "/" +
+        std::to_string(values.cols()) + " columns and " + std::to_string(keys.rows()) + "/" +
+        std::to_string(values.rows()) + " rows");
+  }
+  std::map<std::int64_t, std::vector<Eigen::Index>> by_record;
+  for (std::size_t i = 0; i < record_of_row.size(); ++i) {
+    const std::int64_t r = record_of_row[i];
+    if (r < 0 || r > kMaxRecordId) {
+      throw InvalidArgument("import: row " + std::to_string(i) + ": record id " +
+                            std::to_string(r) + " out of range [0, 2^40)");
+    }
+    auto& v = by_record[r];
+    if (static_cast<std::int64_t>(v.size()) > kMaxPosition) {
+      throw InvalidArgument("import: row " + std::to_string(i) + ": record " + std::to_string(r) +
+                            " has more than 2^23 rows");
+    }
+    v.push_back(static_cast<Eigen::Index>(i));
+  }
+  ImportPlan p;
+  for (auto& [r, v] : by_record) {
+    p.records.push_back(r);
+    p.rows.push_back(std::move(v));
+  }
+  return p;
+}
+
+TokenSet record_set(std::int64_t record, const std::vector<Eigen::Index>& rows,
+                    const RowMatrix& keys, const RowMatrix& values) {
+  TokenSet ts;
+  ts.keys.resize(static_cast<Eigen::Index>(rows.size()), keys.cols());
+  ts.values.resize(static_cast<Eigen::Index>(rows.size()), values.cols());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    ts.ids.push_back(store_token_id(record, static_cast<std::int64_t>(i)));
+    ts.keys.row(static_cast<Eigen::Index>(i)) = keys.row(rows[i]);
+    ts.values.row(static_cast<Eigen::Index>(i)) = values.row(rows[i]);
+  }
+  return ts;
+}
+
+bool same_tokens(const TokenSet& a, const TokenSet& b) {
+  auto bytes_equal = [](const RowMatrix& x, const RowMatrix& y) {
+    return x.rows() == y.rows() && x.cols() == y.cols() &&
+           std::memcmp(x.data(), y.data(), sizeof(double) * static_cast<std::size_t>(x.size())) ==
+               0;
+  };
+  return a.ids == b.ids && bytes_equal(a.keys, b.keys) && bytes_equal(a.values, b.values);
+}
+
+TokenSet concat(const std::vector<TokenSet>& parts, int dim, int value_dim) {
+  Eigen::Index n = 0;
+  for (const TokenSet& p : parts) n += p.size();
+  TokenSet ts;
+  ts.keys.resize(n, dim);
+  ts.values.resize(n, value_dim);
+  Eigen::Index at = 0;
+  for (const TokenSet& p : parts) {
+    ts.ids.insert(ts.ids.end(), p.ids.begin(), p.ids.end());
+    ts.keys.middleRows(at, p.size()) = p.keys;
+    ts.values.middleRows(at, p.size()) = p.values;
+    at += p.size();
+  }
+  return ts;
+}
+
+}  // namespace
+
+ImportResult Store::import_records(const std::string& name,
+                                   const std::vector<std::int64_t>& record_of_row,
+                                   const RowMatrix& keys, const RowMatrix* values,
+                                   const ImportOptions& options) {
+  if (options.chunk_records < 1) {
+    throw InvalidArgument("import: chunk_records must be >= 1, got " +
+                          std::to_string(options.chunk_records));
+  }
+  Impl& im = *impl_;
+  im.require_writable();
+  const auto t0 = std::chrono::steady_clock::now();
+  const RowMatrix& vals = values != nullptr ? *values : keys;
+  const MemoryRow row0 = im.read([&] { return im.read_memory_row(name); });
+  const ImportPlan plan = plan_import(record_of_row, keys, vals, row0.dim, row0.value_dim);
+  // Which records are already there (resume) -- all checked before the first write.
+  std::vector<char> skip(plan.records.size(), 0);
+  im.read([&] {
+    for (std::size_t k = 0; k < plan.records.size(); ++k) {
+      if (!im.read_record(row0.id, plan.records[k]).exists) continue;
+      const TokenSet want = record_set(plan.records[k], plan.rows[k], keys, vals);
+      if (!same_tokens(im.record_tokens(row0, plan.records[k]), want)) {
+        throw AlreadyExists("import: memory '" + name + "' already has record " +
+                            std::to_string(plan.records[k]) + " with other tokens (input row " +
+                            std::to_string(plan.rows[k].front()) + ")");
+      }
+      skip[k] = 1;
+    }
+    return 0;
+  });
+  ImportResult res;
+  res.totals.records_total = static_cast<std::int64_t>(plan.records.size());
+  for (char c : skip) res.totals.records_skipped += c;
+  std::size_t k = 0;
+  while (k < plan.records.size()) {
+    std::vector<std::size_t> chunk;
+    for (;
+         k < plan.records.size() && static_cast<std::int64_t>(chunk.size()) < options.chunk_records;
+         ++k) {
+      if (skip[k] == 0) chunk.push_back(k);
+    }
+    if (chunk.empty()) continue;
+    res.entries.push_back(im.import_chunk(name, plan, chunk, keys, vals, res.totals));
+    ++res.chunks;
+    res.totals.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (options.progress) options.progress(res.totals);
+  }
+  res.state_sha256 = im.read([&] { return im.read_memory_row(name).state_sha256; });
+  return res;
+}
+
+AuditEntry Store::Impl::import_chunk(const std::string& name, const ImportPlan& plan,
+                                     const std::vector<std::size_t>& chunk, const RowMatrix& keys,
+                                     const RowMatrix& vals, ImportProgress& totals) {
+  return mutate(name, [&](const MemoryRow& row, Cached& c, Transaction& t) {
+    Memory& mem = *c.memory;
+    std::vector<TokenSet> parts;
+    std::vector<std::int64_t> ids;
+    for (std::size_t k : chunk) {
+      if (read_record(row.id, plan.records[k]).exists) {  // another process added it meanwhile
+        throw AlreadyExists("import: memory '" + name + "' already has record " +
+                            std::to_string(plan.records[k]));
+      }
+      parts.push_back(record_set(plan.records[k], plan.rows[k], keys, vals));
+      ids.push_back(plan.records[k]);
+    }
+    const TokenSet ts = concat(parts, row.dim, row.value_dim);
+    ts.validate();
+    const State before = mem.state();
+    OpResult res;
+    res.diagnostics = mem.add_batch(ts);
+    const State after = mem.state();
+    Statement rec(db.handle(),
+                  "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, "
+                  "?3)");
+    const std::string now = now_utc();
+    for (std::int64_t r : ids) {
+      rec.bind(1, row.id).bind(2, r).bind(3, now).run();
+      rec.reset();
+    }
+    insert_tokens(row.id, ts, mem);
+    delete_evicted(row.id, before, mem, {});
+    AuditEntry& e = res.entry;
+    fill_entry(e, "import", name, ids.front(), ts.size(), before, after);
+    nlohmann::json cert{{"operation", "import"},
+                        {"records", ids.size()},
+                        {"first_record", ids.front()},
+                        {"last_record", ids.back()},
+                        {"tokens", ts.size()}};
+    add_outcome_fields(cert, mem, after, res.diagnostics);
+    e.certificate = cert.dump();
+    log_and_commit(e, row.id, before, after, t, c, res);
+    totals.records_done += static_cast<std::int64_t>(ids.size());
+    totals.tokens_done += ts.size();
+    return e;
+  });
 }
 
 }  // namespace svattn

@@ -1,5 +1,6 @@
 // `svattn memory ...` through the real binary: output formats and exit codes.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -61,11 +62,12 @@ class StoreCli : public ::testing::Test {
     write_csv(dir_.file("wide.csv"), random_keys(20, 5, 9));
     write_npy(dir_.file("q.npy"), random_keys(3, 4, 77));
     const CliRun c = run(dir_, "memory create " + store_ +
-                                " --memory m --dim 4 --kernel rbf --bandwidth 1.5 --C 0.05");
+                                   " --memory m --dim 4 --kernel rbf --bandwidth 1.5 --C 0.05");
     ASSERT_EQ(c.code, 0) << c.err;
     for (int r = 0; r < 3; ++r) {
-      const CliRun a = run(dir_, "memory add " + store_ + " --memory m --record " + std::to_string(r) +
-                                  " --keys " + dir_.file("k" + std::to_string(r) + ".csv"));
+      const CliRun a =
+          run(dir_, "memory add " + store_ + " --memory m --record " + std::to_string(r) +
+                        " --keys " + dir_.file("k" + std::to_string(r) + ".csv"));
       ASSERT_EQ(a.code, 0) << a.err;
     }
   }
@@ -82,14 +84,15 @@ TEST_F(StoreCli, ShowQueryForgetVerifyAudit) {
   EXPECT_TRUE(s.contains("partition"));
   EXPECT_TRUE(s.contains("alpha"));
   EXPECT_EQ(s.at("records").size(), 3u);
-  const CliRun q = run(dir_, "memory query " + store_ + " --memory m --queries " + dir_.file("q.npy") +
-                              " --json");
+  const CliRun q = run(
+      dir_, "memory query " + store_ + " --memory m --queries " + dir_.file("q.npy") + " --json");
   ASSERT_EQ(q.code, 0) << q.err;
   const nlohmann::json qj = nlohmann::json::parse(q.out);
   EXPECT_EQ(qj.at("readouts").size(), 3u);
   EXPECT_EQ(qj.at("readouts")[0].size(), 4u);
   EXPECT_EQ(qj.at("state_sha256"), s.at("state_sha256"));
-  const CliRun qt = run(dir_, "memory query " + store_ + " --memory m --queries " + dir_.file("q.npy"));
+  const CliRun qt =
+      run(dir_, "memory query " + store_ + " --memory m --queries " + dir_.file("q.npy"));
   EXPECT_EQ(qt.code, 0);
   EXPECT_EQ(lines(qt.out), 2 + 3);
   const CliRun f = run(dir_, "memory forget " + store_ + " --memory m --record 1 --json");
@@ -161,8 +164,10 @@ TEST_F(StoreCli, VerifyExitsOneOnTamperingAndLockedStoreExitsTwo) {
   {
     RawDb db(store_);
     ASSERT_EQ(db.exec("BEGIN IMMEDIATE"), SQLITE_OK);
-    const CliRun r = run(dir_, "memory add " + store_ + " --memory m --record 9 --busy-timeout 100 "
-                            "--keys " + dir_.file("k3.csv"));
+    const CliRun r = run(dir_, "memory add " + store_ +
+                                   " --memory m --record 9 --busy-timeout 100 "
+                                   "--keys " +
+                                   dir_.file("k3.csv"));
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("locked"), std::string::npos) << r.err;
     ASSERT_EQ(db.exec("ROLLBACK"), SQLITE_OK);
@@ -194,9 +199,9 @@ TEST(StoreCliEmpty, VerifyFreshForgetLastAndForgetCheckEveryRow) {
   ASSERT_EQ(run(dir, "memory create " + store + " --memory m --dim 3 --C 0.05").code, 0);
   const CliRun v0 = run(dir, "memory verify " + store);
   EXPECT_EQ(v0.code, 0) << v0.out << v0.err;
-  ASSERT_EQ(run(dir, "memory add " + store + " --memory m --record 0 --keys " + dir.file("k.csv"))
-                .code,
-            0);
+  ASSERT_EQ(
+      run(dir, "memory add " + store + " --memory m --record 0 --keys " + dir.file("k.csv")).code,
+      0);
   const CliRun sp = run(dir, "memory suspend " + store + " --memory m --record 0");
   ASSERT_EQ(sp.code, 0) << sp.err;
   const CliRun v1 = run(dir, "memory verify " + store);
@@ -213,6 +218,195 @@ TEST(StoreCliEmpty, VerifyFreshForgetLastAndForgetCheckEveryRow) {
   EXPECT_EQ(q.code, 0) << q.err;
   const CliRun fc = run(dir, "forget-check --keys " + dir.file("k.csv") + " --remove 0-4 --C 0.05");
   EXPECT_EQ(fc.code, 0) << fc.out << fc.err;
+}
+
+}  // namespace
+}  // namespace svattn
+
+// ---------------------------------------------------------------- issue 18, store rows
+
+namespace svattn {
+namespace {
+
+class StoreCli18 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = dir_.file("s.db");
+    write_csv(dir_.file("k.csv"), random_keys(12, 3, 5));
+    write_csv(dir_.file("q.csv"), random_keys(2, 3, 6));
+    ASSERT_EQ(run(dir_, "memory create " + store_ + " --memory m --dim 3 --C 0.2").code, 0);
+    ASSERT_EQ(
+        run(dir_, "memory add " + store_ + " --memory m --record 0 --keys " + dir_.file("k.csv"))
+            .code,
+        0);
+  }
+  void expect2(const std::string& args, const std::string& fragment) {
+    const CliRun r = run(dir_, args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out << r.err;
+    EXPECT_EQ(lines(r.err), 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(fragment), std::string::npos) << args << "\n" << r.err;
+  }
+  TempDir dir_;
+  std::string store_;
+};
+
+TEST_F(StoreCli18, NonUtf8MemoryNameIsRefusedAndNothingIsWritten) {
+  const std::string before = store_test::file_sha(store_);
+  expect2("memory create " + store_ + " --memory \"$(printf '\\377\\376')\" --dim 3 --C 0.2",
+          "not valid UTF-8");
+  EXPECT_EQ(store_test::file_sha(store_), before);
+  const std::string fresh = dir_.file("fresh.db");
+  expect2("memory create " + fresh + " --memory \"$(printf '\\377\\376')\" --dim 3 --C 0.2",
+          "not valid UTF-8");
+  EXPECT_FALSE(std::filesystem::exists(fresh)) << "a refused create made the store file";
+  EXPECT_THROW(Store::validate_memory_name("\xff\xfe"), InvalidArgument);
+}
+
+TEST_F(StoreCli18, UnrepresentableBandwidthNeverReachesAnInsert) {
+  const std::string s2 = dir_.file("tiny.db");
+  const CliRun c =
+      run(dir_, "memory create " + s2 + " --memory m --dim 3 --C 0.2 --bandwidth 1e-300");
+  if (c.code == 0) {  // the settings passed the core's checks: the store must refuse the state
+    const std::string before = store_test::file_sha(s2);
+    const CliRun a =
+        run(dir_, "memory add " + s2 + " --memory m --record 0 --keys " + dir_.file("k.csv"));
+    EXPECT_EQ(a.code, 2) << a.err;
+    EXPECT_EQ(a.err.find("NOT NULL"), std::string::npos) << a.err;
+    EXPECT_NE(a.err.find("bandwidth"), std::string::npos) << a.err;
+    EXPECT_EQ(store_test::file_sha(s2), before);
+  } else {
+    EXPECT_EQ(c.code, 2) << c.err;
+    EXPECT_EQ(lines(c.err), 1) << c.err;
+  }
+}
+
+TEST_F(StoreCli18, RidgeZeroWithDuplicateKeysIsNeverReportedAsTampering) {
+  RowMatrix k = random_keys(30, 2, 8);
+  for (int i = 0; i < 10; ++i) k.row(10 + i) = k.row(i);
+  write_csv(dir_.file("dup.csv"), k);
+  const std::string s2 = dir_.file("dup.db");
+  ASSERT_EQ(run(dir_, "memory create " + s2 + " --memory m --dim 2 --C 0.1 --ridge 0").code, 0);
+  const CliRun a =
+      run(dir_, "memory add " + s2 + " --memory m --record 0 --keys " + dir_.file("dup.csv"));
+  ASSERT_EQ(a.code, 0) << a.err;
+  const CliRun v = run(dir_, "memory verify " + s2);
+  EXPECT_EQ(v.out.find("MISMATCH"), std::string::npos) << v.out;
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+}
+
+TEST_F(StoreCli18, EveryStoredFieldOfAMemoryIsCheckedByVerify) {
+  const std::string base = store_test::file_sha(store_);
+  const std::vector<std::string> edits = {
+      "status = 'singular'",
+      "kkt_box_violation = 3",
+      "kkt_max_violation = kkt_max_violation + 1e-3",
+      "kkt_sum_error = 0.5",
+      "warmup = 1 - warmup",
+      "b = b + 1e-9",
+      "state_sha256 = '" + std::string(64, 'a') + "'",
+      "last_audit_seq = last_audit_seq + 1",
+      "created_utc = '2020-01-01T00:00:00.000Z'",
+      "name = 'other'",
+      "id = id + 7",
+      "value_dim = value_dim + 1",
+      "dim = dim + 1",
+      "settings = replace(settings, '\"C\":0.2', '\"C\":0.25')",
+  };
+  for (size_t i = 0; i < edits.size(); ++i) {
+    const std::string p = dir_.file("t" + std::to_string(i) + ".db");
+    store_test::write_bytes(p, store_test::read_bytes(store_));
+    {
+      RawDb db(p);
+      ASSERT_EQ(db.exec("UPDATE memories SET " + edits[i]), SQLITE_OK) << edits[i];
+    }
+    const CliRun v = run(dir_, "memory verify " + p);
+    EXPECT_NE(v.code, 0) << edits[i] << "\n" << v.out << v.err;
+    EXPECT_EQ(v.out.find("result      ok"), std::string::npos) << edits[i] << "\n" << v.out;
+  }
+  EXPECT_EQ(store_test::file_sha(store_), base);
+}
+
+TEST_F(StoreCli18, ReadCommandsWorkOnAReadOnlyFileAndWriteNothing) {
+  const std::string ro = dir_.file("ro.db");
+  {  // a checkpointed copy: no -wal/-shm files
+    Store s(store_);
+  }
+  store_test::write_bytes(ro, store_test::read_bytes(store_));
+  ASSERT_EQ(::chmod(ro.c_str(), 0444), 0);
+  struct stat st0 {};
+  ASSERT_EQ(::stat(ro.c_str(), &st0), 0);
+  const std::string sha0 = store_test::file_sha(ro);
+  for (const std::string& cmd :
+       {"memory verify " + ro, "memory show " + ro + " --memory m",
+        "memory show " + ro + " --memory m --json", "memory audit " + ro,
+        "memory query " + ro + " --memory m --queries " + dir_.file("q.csv")}) {
+    const CliRun r = run(dir_, cmd);
+    EXPECT_EQ(r.code, 0) << cmd << "\n" << r.err;
+  }
+  struct stat st1 {};
+  ASSERT_EQ(::stat(ro.c_str(), &st1), 0);
+  EXPECT_EQ(store_test::file_sha(ro), sha0);
+  EXPECT_EQ(st1.st_mtim.tv_sec, st0.st_mtim.tv_sec);
+  EXPECT_EQ(st1.st_mtim.tv_nsec, st0.st_mtim.tv_nsec);
+  // As a user who can write neither the file nor its directory (file modes bind only off root).
+  if (::geteuid() == 0 && std::system("command -v runuser >/dev/null 2>&1") == 0) {
+    const std::string locked = dir_.file("locked");
+    std::filesystem::create_directory(locked);
+    store_test::write_bytes(locked + "/s.db", store_test::read_bytes(store_));
+    ASSERT_EQ(::chmod((locked + "/s.db").c_str(), 0444), 0);
+    ASSERT_EQ(::chmod(locked.c_str(), 0555), 0);
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
+    for (const std::string& cmd :
+         {"memory verify " + locked + "/s.db", "memory show " + locked + "/s.db --memory m",
+          "memory audit " + locked + "/s.db"}) {
+      const std::string full = "runuser -u nobody -- " + std::string(SVATTN_CLI) + " " + cmd +
+                               " >/dev/null 2>" + dir_.file("ro_err.txt");
+      EXPECT_EQ(std::system(full.c_str()), 0) << cmd << ": " << slurp(dir_.file("ro_err.txt"));
+    }
+    ::chmod(locked.c_str(), 0755);
+  }
+  // Root ignores file modes, so also check that a read-only Store refuses every mutation itself.
+  StoreOptions o;
+  o.read_only = true;
+  Store s(ro, o);
+  EXPECT_THROW(s.add_record("m", 9, random_keys(2, 3, 9)), InvalidArgument);
+  EXPECT_THROW(s.forget_record("m", 0), InvalidArgument);
+  EXPECT_THROW(s.create_memory("z", MemorySettings{}, 3, 3), InvalidArgument);
+  EXPECT_TRUE(s.verify().ok());
+}
+
+TEST_F(StoreCli18, DroppedTableAndUnknownSchemaVersion) {
+  const std::string dropped = dir_.file("dropped.db");
+  store_test::write_bytes(dropped, store_test::read_bytes(store_));
+  {
+    RawDb db(dropped);
+    ASSERT_EQ(db.exec("DROP TABLE support"), SQLITE_OK);
+  }
+  const CliRun v = run(dir_, "memory verify " + dropped);
+  EXPECT_EQ(v.code, 1) << v.out << v.err;
+  EXPECT_NE(v.out.find("table 'support' is missing"), std::string::npos) << v.out;
+  const std::string v99 = dir_.file("v99.db");
+  store_test::write_bytes(v99, store_test::read_bytes(store_));
+  {
+    RawDb db(v99);
+    ASSERT_EQ(db.exec("UPDATE meta SET value = '99' WHERE key = 'schema_version'"), SQLITE_OK);
+  }
+  expect2("memory verify " + v99, "unsupported schema version 99");
+}
+
+TEST_F(StoreCli18, ProblemLinesNameTheMemoryOnce) {
+  const std::string p = dir_.file("orphan.db");
+  store_test::write_bytes(p, store_test::read_bytes(store_));
+  {
+    RawDb db(p);
+    ASSERT_EQ(db.exec("INSERT INTO support(memory_id, token_id, part, alpha) SELECT id, 999999, 1, "
+                      "0.5 FROM memories"),
+              SQLITE_OK);
+  }
+  const CliRun v = run(dir_, "memory verify " + p);
+  EXPECT_EQ(v.code, 1) << v.out << v.err;
+  EXPECT_NE(v.out.find("memory 'm'"), std::string::npos) << v.out;
+  EXPECT_EQ(v.out.find("memory 'm': memory 'm'"), std::string::npos) << v.out;
 }
 
 }  // namespace

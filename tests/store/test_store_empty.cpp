@@ -88,3 +88,44 @@ TEST(StoreEmpty, ForgettingASuspendedRecordCertifiesByReference) {
 
 }  // namespace
 }  // namespace svattn
+
+namespace svattn {
+namespace {
+
+// Queries read the stored support (no restore); they must equal the restored memory's readouts bit
+// for bit, and a tampered stored coefficient is never used silently.
+TEST(StoreQuery, StoredSupportReadoutsEqualTheMemoryAndTamperingIsNotUsed) {
+  TempDir dir;
+  {
+    Store s = open_new(dir);
+    s.create_memory("m", rbf_settings(0.05), kDim, kDim);
+    add_records(s, "m", {0, 1, 2, 3}, 24, kDim);
+  }
+  const RowMatrix q = random_keys(5, kDim, 99);
+  Store fresh(dir.file("s.db"));
+  const RowMatrix a = fresh.query("m", q);
+  const std::vector<double> fa = fresh.decision("m", q);
+  const Memory& m = fresh.memory("m");
+  for (Eigen::Index i = 0; i < q.rows(); ++i) {
+    const Eigen::VectorXd qi = q.row(i).transpose();
+    const Eigen::VectorXd o = m.readout(qi);
+    for (Eigen::Index k = 0; k < o.size(); ++k) EXPECT_EQ(a(i, k), o[k]);
+    EXPECT_EQ(fa[static_cast<std::size_t>(i)], m.decision(qi));
+  }
+  {
+    store_test::RawDb db(dir.file("s.db"));
+    ASSERT_EQ(db.exec("UPDATE support SET alpha = alpha * 1.0000001 WHERE token_id = (SELECT "
+                      "min(token_id) FROM support WHERE part = 1)"),
+              SQLITE_OK);
+  }
+  // The recomputed hash no longer matches: the query re-derives the state from the tokens (and
+  // says so on stderr), so the readouts are the untampered ones.
+  Store tampered(dir.file("s.db"));
+  const RowMatrix b = tampered.query("m", q);
+  for (Eigen::Index i = 0; i < q.rows(); ++i)
+    for (Eigen::Index k = 0; k < a.cols(); ++k) EXPECT_EQ(b(i, k), a(i, k));
+  EXPECT_FALSE(tampered.verify().ok());  // verify still reports the tampered row
+}
+
+}  // namespace
+}  // namespace svattn

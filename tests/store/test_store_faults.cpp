@@ -18,8 +18,8 @@ namespace {
 using store_test::add_records;
 using store_test::file_sha;
 using store_test::random_keys;
-using store_test::rbf_settings;
 using store_test::RawDb;
+using store_test::rbf_settings;
 using store_test::read_bytes;
 using store_test::TempDir;
 using store_test::write_bytes;
@@ -200,7 +200,7 @@ TEST(StoreFaults, DiskFullRollsBackAndKeepsTheObjectUsable) {
     lim.rlim_cur = old;
     ::setrlimit(RLIMIT_FSIZE, &lim);
     if (store.memory("m").state_sha256() != before) return 13;  // object unchanged
-    store.add_record("m", 101, random_keys(10, kDim, 101));      // and still usable
+    store.add_record("m", 101, random_keys(10, kDim, 101));     // and still usable
     store.forget_record("m", 101);
     return store.memory("m").state_sha256() == before ? rc : 14;
   });
@@ -266,16 +266,31 @@ TEST(StoreFaults, TwoWriterProcessesNeverCorruptTheStore) {
     return [path, base] {
       Store store(path);
       for (int i = 0; i < 12; ++i) {
-        store.add_record("m", base + i, random_keys(12, kDim, 1000 + static_cast<std::uint64_t>(base + i)));
+        store.add_record("m", base + i,
+                         random_keys(12, kDim, 1000 + static_cast<std::uint64_t>(base + i)));
         if (i % 4 == 3) store.forget_record("m", base + i - 1);
       }
       return 0;
     };
   };
   const pid_t a = ::fork();
-  if (a == 0) ::_exit([&] { try { return writer(100)(); } catch (...) { return 98; } }());
+  if (a == 0)
+    ::_exit([&] {
+      try {
+        return writer(100)();
+      } catch (...) {
+        return 98;
+      }
+    }());
   const pid_t b = ::fork();
-  if (b == 0) ::_exit([&] { try { return writer(200)(); } catch (...) { return 98; } }());
+  if (b == 0)
+    ::_exit([&] {
+      try {
+        return writer(200)();
+      } catch (...) {
+        return 98;
+      }
+    }());
   int sa = 0;
   int sb = 0;
   ::waitpid(a, &sa, 0);
@@ -302,6 +317,61 @@ TEST(StoreFaults, TwoWriterProcessesNeverCorruptTheStore) {
   add_records(ref, "m", expect, 12, kDim);
   // Records 0 and 1 of make_store have 12 tokens here, as in the reference.
   EXPECT_EQ(store.memory("m").state_sha256(), ref.memory("m").state_sha256());
+}
+
+// Issue 19 item 7: an import and a stream of forgets on one store at once. Each chunk and each
+// forget commits or reports StoreBusy; nothing is lost or corrupted.
+TEST(StoreFaults, ImportAndForgetProcessesAtOnce) {
+  TempDir dir;
+  const std::string path = make_store(dir, "s.db", 8, 12);  // records 0..7
+  const pid_t a = ::fork();
+  if (a == 0) {
+    ::_exit([&] {
+      try {
+        Store store(path);
+        std::vector<std::int64_t> rec;
+        RowMatrix keys(40 * 6, kDim);
+        for (int r = 0; r < 40; ++r) {
+          keys.middleRows(6 * r, 6) = random_keys(6, kDim, 5000 + static_cast<std::uint64_t>(r));
+          for (int p = 0; p < 6; ++p) rec.push_back(300 + r);
+        }
+        ImportOptions io;
+        io.chunk_records = 4;
+        store.import_records("m", rec, keys, nullptr, io);
+        return 0;
+      } catch (...) {
+        return 98;
+      }
+    }());
+  }
+  const pid_t b = ::fork();
+  if (b == 0) {
+    ::_exit([&] {
+      try {
+        Store store(path);
+        for (std::int64_t r = 0; r < 8; r += 2) store.forget_record("m", r);
+        return 0;
+      } catch (...) {
+        return 98;
+      }
+    }());
+  }
+  int sa = 0, sb = 0;
+  ::waitpid(a, &sa, 0);
+  ::waitpid(b, &sb, 0);
+  ASSERT_TRUE(WIFEXITED(sa) && WEXITSTATUS(sa) == 0);
+  ASSERT_TRUE(WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
+  Store store(path);
+  const StoreVerification v = store.verify();
+  EXPECT_TRUE(v.ok()) << verification_to_json(v).dump(2);
+  std::vector<std::int64_t> have;
+  for (const RecordInfo& r : store.records("m")) {
+    have.push_back(r.record);
+    EXPECT_EQ(r.tokens, r.record >= 300 ? 6 : 12) << "record " << r.record;
+  }
+  std::vector<std::int64_t> expect = {1, 3, 5, 7};
+  for (int r = 0; r < 40; ++r) expect.push_back(300 + r);
+  EXPECT_EQ(have, expect);
 }
 
 // ------------------------------------------------------------------------------- kill -9
@@ -381,7 +451,14 @@ void crash_trials(int trials, int n_ops, int tokens_per_add, std::uint64_t seed)
     write_bytes(p, base_bytes);
     const double delay = full * static_cast<double>(gen() >> 11) * 0x1.0p-53;
     const pid_t pid = ::fork();
-    if (pid == 0) ::_exit([&] { try { return run_script(p, script); } catch (...) { return 98; } }());
+    if (pid == 0)
+      ::_exit([&] {
+        try {
+          return run_script(p, script);
+        } catch (...) {
+          return 98;
+        }
+      }());
     std::this_thread::sleep_for(std::chrono::duration<double>(delay));
     ::kill(pid, SIGKILL);
     int status = 0;
