@@ -232,7 +232,9 @@ TEST(AttentionSettings, ProblemOnceAndOneMessageFormat) {
   EXPECT_EQ(message(b), "problem.kernel.type must be rbf on the torch paths, got linear");
   ExactSettings e;
   e.problem.kernel.bandwidth = 0;
-  EXPECT_EQ(message(e), "problem.kernel.bandwidth must be finite and > 0, got 0");
+  EXPECT_EQ(message(e),
+            "problem.kernel.bandwidth must be finite and in [1.5e-154, 1.3e+154] (bandwidth^2 must "
+            "be a normal fp64 number), got 0");
 }
 
 TEST(LanguageModel, ShapesParametersAndCausality) {
