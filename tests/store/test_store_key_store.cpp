@@ -1,0 +1,313 @@
+// The key store STORE.keys (docs/store.md "Encryption at rest (building blocks)"): create/get/
+// destroy, master-key checks, tampered rows, and byte scans proving a destroyed key's bytes (raw
+// and wrapped) are gone from the file and its WAL.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "store/key_store.h"
+#include "store_test_util.h"
+
+namespace svattn::store_detail {
+namespace {
+
+using store_test::count_occurrences;
+using store_test::read_bytes;
+using store_test::TempDir;
+
+KeyStoreOptions create_opts(const MasterKeySource& m = {}) {
+  KeyStoreOptions o;
+  o.create = true;
+  o.master = m;
+  return o;
+}
+
+// A master key in an environment variable set for this test process.
+MasterKeySource env_master(const char* var, const SecretKey& key) {
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (std::size_t i = 0; i < kKeyBytes; ++i) {
+    hex.push_back(kHex[key.data()[i] >> 4]);
+    hex.push_back(kHex[key.data()[i] & 15]);
+  }
+  ::setenv(var, hex.c_str(), 1);
+  MasterKeySource s;
+  s.kind = MasterKeySource::Kind::kEnvironment;
+  s.env_var = var;
+  return s;
+}
+
+bool same_key(const SecretKey& a, const SecretKey& b) {
+  return std::memcmp(a.data(), b.data(), kKeyBytes) == 0;
+}
+
+// The stored (raw or wrapped) bytes of every live key, read from outside.
+std::map<std::string, std::vector<std::uint8_t>> stored_blobs(const std::string& path) {
+  store_test::RawDb db(path);
+  std::map<std::string, std::vector<std::uint8_t>> out;
+  sqlite3_stmt* s = nullptr;
+  sqlite3_prepare_v2(db.handle(), "SELECT key_id, stored FROM data_keys", -1, &s, nullptr);
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    const auto* p = static_cast<const std::uint8_t*>(sqlite3_column_blob(s, 1));
+    out[reinterpret_cast<const char*>(sqlite3_column_text(s, 0))] =
+        std::vector<std::uint8_t>(p, p + sqlite3_column_bytes(s, 1));
+  }
+  sqlite3_finalize(s);
+  return out;
+}
+
+// Occurrences of `pattern` in the key store file, its -wal and -shm.
+std::size_t found_in_files(const std::string& path, const std::uint8_t* pattern, std::size_t n) {
+  std::size_t c = 0;
+  for (const std::string& f : {path, path + "-wal", path + "-shm", path + "-journal"}) {
+    c += count_occurrences(read_bytes(f), pattern, n);
+  }
+  return c;
+}
+
+TEST(KeyStore, CreateGetRoundTripWithoutMasterKey) {
+  TempDir dir;
+  const std::string path = KeyStore::path_for(dir.file("s.db"));
+  EXPECT_EQ(path, dir.file("s.db.keys"));
+  KeyStore ks(path, create_opts());
+  EXPECT_EQ(ks.wrapping(), "none");
+  const NewDataKey k = ks.create_key({3, 42});
+  EXPECT_EQ(k.key_id.size(), 32u);
+  const KeyLookup got = ks.get(k.key_id);
+  EXPECT_EQ(got.state, KeyState::kLive);
+  EXPECT_TRUE(same_key(got.key, k.key));
+  EXPECT_EQ(got.owner.memory_id, 3);
+  EXPECT_EQ(got.owner.record_id, 42);
+  EXPECT_EQ(got.wrapped_sha256, k.wrapped_sha256);
+  EXPECT_EQ(got.to_json().dump().find("\"key\""), std::string::npos);  // JSON never holds the key
+  const auto blobs = stored_blobs(path);
+  EXPECT_EQ(KeyStore::wrapped_sha256(k.key_id, blobs.at(k.key_id)), k.wrapped_sha256);
+  EXPECT_EQ(ks.live_keys(), 1);
+}
+
+TEST(KeyStore, BatchCreationGivesDistinctKeys) {
+  TempDir dir;
+  KeyStore ks(dir.file("s.keys"), create_opts());
+  std::vector<KeyOwner> owners;
+  for (int r = 0; r < 50; ++r) owners.push_back({1, r});
+  const std::vector<NewDataKey> keys = ks.create_keys(owners);
+  ASSERT_EQ(keys.size(), 50u);
+  std::set<std::string> ids;
+  for (int r = 0; r < 50; ++r) {
+    ids.insert(keys[r].key_id);
+    const KeyLookup g = ks.get(keys[r].key_id);
+    EXPECT_TRUE(same_key(g.key, keys[r].key));
+    EXPECT_EQ(g.owner.record_id, r);
+    for (int q = 0; q < r; ++q) EXPECT_FALSE(same_key(keys[q].key, keys[r].key));
+  }
+  EXPECT_EQ(ids.size(), 50u);
+  EXPECT_EQ(ks.live_keys(), 50);
+}
+
+TEST(KeyStore, DestroyAnswersShreddedAndIsIdempotent) {
+  TempDir dir;
+  const std::string path = dir.file("s.keys");
+  KeyStore ks(path, create_opts());
+  const NewDataKey k = ks.create_key({1, 5});
+  const NewDataKey keep = ks.create_key({1, 6});
+  const KeyDestruction d = ks.destroy(k.key_id);
+  EXPECT_FALSE(d.already_shredded);
+  EXPECT_TRUE(d.wal_truncated);
+  EXPECT_EQ(d.wrapped_sha256, k.wrapped_sha256);
+  EXPECT_EQ(d.owner.record_id, 5);
+  EXPECT_FALSE(d.destroyed_utc.empty());
+  EXPECT_EQ(read_bytes(path + "-wal").size(), 0u);
+  const KeyLookup g = ks.get(k.key_id);
+  EXPECT_TRUE(g.shredded());
+  EXPECT_EQ(g.destroyed_utc, d.destroyed_utc);
+  EXPECT_EQ(g.wrapped_sha256, k.wrapped_sha256);
+  const SecretKey zero;
+  EXPECT_TRUE(same_key(g.key, zero));
+  const KeyDestruction again = ks.destroy(k.key_id);
+  EXPECT_TRUE(again.already_shredded);
+  EXPECT_EQ(again.destroyed_utc, d.destroyed_utc);
+  EXPECT_EQ(again.to_json()["wrapped_sha256"], k.wrapped_sha256);
+  EXPECT_THROW(ks.destroy("0123"), NotFound);
+  EXPECT_THROW(ks.get("0123"), NotFound);
+  EXPECT_TRUE(same_key(ks.get(keep.key_id).key, keep.key));
+  EXPECT_EQ(ks.live_keys(), 1);
+  EXPECT_EQ(ks.shredded_keys(), 1);
+}
+
+TEST(KeyStore, MasterKeyMustMatchTheKeyStore) {
+  TempDir dir;
+  const std::string path = dir.file("s.keys");
+  const SecretKey master = SecretKey::random();
+  const MasterKeySource src = env_master("SVATTN_TEST_KS_MASTER", master);
+  std::string id;
+  SecretKey data;
+  {
+    KeyStore ks(path, create_opts(src));
+    EXPECT_EQ(ks.wrapping(), "aes-256-gcm");
+    NewDataKey k = ks.create_key({1, 1});
+    id = k.key_id;
+    data = std::move(k.key);
+  }
+  EXPECT_EQ(stored_blobs(path).at(id).size(), kWrappedKeyBytes);
+  {
+    KeyStoreOptions o;
+    o.master = src;
+    KeyStore ks(path, o);
+    EXPECT_TRUE(same_key(ks.get(id).key, data));
+  }
+  KeyStoreOptions none;  // no master key for a wrapped store
+  try {
+    KeyStore ks(path, none);
+    ADD_FAILURE() << "opened without its master key";
+  } catch (const MasterKeyError& e) {
+    EXPECT_NE(std::string(e.what()).find("none was given"), std::string::npos) << e.what();
+  }
+  KeyStoreOptions wrong;
+  wrong.master = env_master("SVATTN_TEST_KS_WRONG", SecretKey::random());
+  try {
+    KeyStore ks(path, wrong);
+    ADD_FAILURE() << "opened with a wrong master key";
+  } catch (const MasterKeyError& e) {
+    EXPECT_NE(std::string(e.what()).find("SVATTN_TEST_KS_WRONG"), std::string::npos) << e.what();
+  }
+  ::unsetenv("SVATTN_TEST_KS_MASTER");
+  KeyStoreOptions unset;
+  unset.master = src;  // the variable is gone
+  EXPECT_THROW(KeyStore(path, unset), MasterKeyError);
+  // A master key given to a store created without one.
+  const std::string plain = dir.file("p.keys");
+  { KeyStore ks(plain, create_opts()); }
+  EXPECT_THROW(KeyStore(plain, wrong), MasterKeyError);
+  // The failed opens wrote nothing.
+  const std::string sha = store_test::file_sha(path);
+  EXPECT_THROW(KeyStore(path, none), MasterKeyError);
+  EXPECT_EQ(store_test::file_sha(path), sha);
+}
+
+TEST(KeyStore, TamperedOrSwappedWrappedKeysAreRefused) {
+  TempDir dir;
+  const std::string path = dir.file("s.keys");
+  KeyStoreOptions o = create_opts(env_master("SVATTN_TEST_KS_TAMPER", SecretKey::random()));
+  std::string a;
+  std::string b;
+  {
+    KeyStore ks(path, o);
+    a = ks.create_key({1, 1}).key_id;
+    b = ks.create_key({1, 2}).key_id;
+  }
+  {
+    store_test::RawDb db(path);
+    // Swap the two wrapped keys between their rows.
+    const auto blobs = stored_blobs(path);
+    auto hex = [](const std::vector<std::uint8_t>& v) {
+      std::string h;
+      char b2[3];
+      for (std::uint8_t x : v) {
+        std::snprintf(b2, sizeof b2, "%02x", x);
+        h += b2;
+      }
+      return h;
+    };
+    ASSERT_EQ(db.exec("UPDATE data_keys SET stored = x'" + hex(blobs.at(b)) + "' WHERE key_id = '" +
+                      a + "'"),
+              SQLITE_OK);
+    ASSERT_EQ(db.exec("UPDATE data_keys SET stored = x'" + hex(blobs.at(a)) + "' WHERE key_id = '" +
+                      b + "'"),
+              SQLITE_OK);
+    ASSERT_NE(stored_blobs(path).at(a), blobs.at(a));
+  }
+  KeyStore ks(path, o);
+  EXPECT_THROW(ks.get(a), FormatError);
+  EXPECT_THROW(ks.get(b), FormatError);
+  {
+    store_test::RawDb db(path);
+    ASSERT_EQ(db.exec("UPDATE data_keys SET stored = zeroblob(61) WHERE key_id = '" + a + "'"),
+              SQLITE_OK);
+  }
+  try {
+    ks.get(a);
+    ADD_FAILURE() << "a zeroed wrapped key was accepted";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(a), std::string::npos) << e.what();
+  }
+}
+
+TEST(KeyStore, OpenRefusesMissingAndForeignFiles) {
+  TempDir dir;
+  KeyStoreOptions o;
+  EXPECT_THROW(KeyStore(dir.file("none.keys"), o), NotFound);
+  EXPECT_FALSE(store_test::file_exists(dir.file("none.keys")));
+  store_test::write_bytes(dir.file("junk.keys"), std::vector<std::uint8_t>(4096, 0x5a));
+  EXPECT_THROW(KeyStore(dir.file("junk.keys"), o), FormatError);
+  {
+    store_test::RawDb db(dir.file("other.db"), true);
+    db.exec("CREATE TABLE t(x)");
+  }
+  EXPECT_THROW(KeyStore(dir.file("other.db"), o), FormatError);
+  o.busy_timeout_ms = -1;
+  EXPECT_THROW(o.validate(), InvalidArgument);
+}
+
+// Creates 200 keys, destroys every other one, and scans the key store's files for the raw and the
+// stored form of every key: destroyed keys are gone, live ones are found (the scan can fail).
+void scan_after_destroy(const KeyStoreOptions& opts) {
+  TempDir dir;
+  const std::string path = dir.file("s.keys");
+  KeyStore ks(path, opts);
+  std::vector<KeyOwner> owners;
+  for (int r = 0; r < 200; ++r) owners.push_back({1, r});
+  std::vector<NewDataKey> keys = ks.create_keys(owners);
+  const auto stored = stored_blobs(path);
+  for (int r = 0; r < 200; r += 2) {
+    const KeyDestruction d = ks.destroy(keys[r].key_id);
+    ASSERT_TRUE(d.wal_truncated);
+  }
+  const bool wrapped = ks.wrapping() != "none";
+  for (int r = 0; r < 200; ++r) {
+    const std::vector<std::uint8_t>& s = stored.at(keys[r].key_id);
+    const std::size_t raw = found_in_files(path, keys[r].key.data(), kKeyBytes);
+    const std::size_t st = found_in_files(path, s.data(), s.size());
+    const std::size_t raw_half = found_in_files(path, keys[r].key.data() + 8, 16);
+    if (r % 2 == 0) {
+      EXPECT_EQ(raw, 0u) << "destroyed key " << r << " found raw";
+      EXPECT_EQ(raw_half, 0u) << "16 bytes of destroyed key " << r << " found";
+      EXPECT_EQ(st, 0u) << "destroyed key " << r << " found in its stored form";
+    } else {
+      EXPECT_GE(st, 1u) << "live key " << r << " not found: the scan would not see a leak";
+      EXPECT_EQ(raw, wrapped ? 0u : st) << r;
+    }
+  }
+  EXPECT_EQ(read_bytes(path + "-wal").size(), 0u);
+}
+
+TEST(KeyStore, DestroyedRawKeysLeaveNoBytesInTheFileOrWal) { scan_after_destroy(create_opts()); }
+
+TEST(KeyStore, DestroyedWrappedKeysLeaveNoBytesInTheFileOrWal) {
+  scan_after_destroy(create_opts(env_master("SVATTN_TEST_KS_SCAN", SecretKey::random())));
+}
+
+TEST(KeyStore, AReaderDelaysWalTruncationUntilItEnds) {
+  TempDir dir;
+  const std::string path = dir.file("s.keys");
+  KeyStoreOptions o = create_opts();
+  o.busy_timeout_ms = 50;
+  KeyStore ks(path, o);
+  const NewDataKey k = ks.create_key({1, 1});
+  const NewDataKey other = ks.create_key({1, 2});
+  const std::vector<std::uint8_t> stored = stored_blobs(path).at(k.key_id);
+  store_test::RawDb reader(path);
+  ASSERT_EQ(reader.exec("BEGIN"), SQLITE_OK);
+  ASSERT_EQ(reader.query_int("SELECT count(*) FROM data_keys"), 2);  // holds a read snapshot
+  const KeyDestruction d = ks.destroy(k.key_id);
+  EXPECT_FALSE(d.wal_truncated);  // reported, not hidden
+  EXPECT_TRUE(ks.get(k.key_id).shredded());
+  ASSERT_EQ(reader.exec("COMMIT"), SQLITE_OK);
+  EXPECT_TRUE(ks.truncate_wal());
+  EXPECT_EQ(read_bytes(path + "-wal").size(), 0u);
+  EXPECT_EQ(found_in_files(path, stored.data(), stored.size()), 0u);
+  EXPECT_TRUE(same_key(ks.get(other.key_id).key, other.key));
+}
+
+}  // namespace
+}  // namespace svattn::store_detail
