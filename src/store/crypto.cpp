@@ -51,9 +51,9 @@ void random_bytes(std::uint8_t* out, std::size_t n) {
   }
 }
 
-void put_le64(std::vector<std::uint8_t>& out, std::int64_t v) {
+void put_le64(std::uint8_t* out, std::int64_t v) {
   const auto u = static_cast<std::uint64_t>(v);
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::uint8_t>(u >> (8 * i)));
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::uint8_t>(u >> (8 * i));
 }
 
 // Feeds `n` bytes through EVP_{En,De}cryptUpdate in int-sized pieces.
@@ -214,13 +214,16 @@ SecretKey SecretKey::clone() const { return from_bytes(bytes_.data(), bytes_.siz
 
 const char* to_string(RecordField f) { return f == RecordField::kKey ? "key" : "value"; }
 
-std::vector<std::uint8_t> RecordAad::encode() const {
-  std::vector<std::uint8_t> out(kRecordLabel, kRecordLabel + sizeof kRecordLabel - 1);
-  out.reserve(out.size() + 25);
-  put_le64(out, memory_id);
-  put_le64(out, record_id);
-  put_le64(out, position);
-  out.push_back(static_cast<std::uint8_t>(field));
+std::array<std::uint8_t, RecordAad::kEncodedBytes> RecordAad::encode() const {
+  static_assert(sizeof kRecordLabel - 1 + 3 * 8 + 1 == kEncodedBytes, "AAD layout");
+  std::array<std::uint8_t, kEncodedBytes> out{};
+  std::memcpy(out.data(), kRecordLabel, sizeof kRecordLabel - 1);
+  std::size_t at = sizeof kRecordLabel - 1;
+  for (const std::int64_t v : {memory_id, record_id, position}) {
+    put_le64(out.data() + at, v);
+    at += 8;
+  }
+  out[at] = static_cast<std::uint8_t>(field);
   return out;
 }
 
@@ -234,15 +237,87 @@ RecordTampered::RecordTampered(const RecordAad& aad, const std::string& detail)
 
 // --------------------------------------------------------------------------------- seal / open
 
-void seal_into(const SecretKey& key, const RecordAad& aad, const void* plain, std::size_t n,
-               std::vector<std::uint8_t>& out) {
+Sealer::Sealer(const SecretKey& key) : ctx_(EVP_CIPHER_CTX_new()) {
+  if (ctx_ == nullptr) throw StoreError("OpenSSL: cannot allocate a cipher context");
+  if (EVP_EncryptInit_ex2(ctx_, gcm_cipher(), key.data(), nullptr, nullptr) != 1) {
+    EVP_CIPHER_CTX_free(ctx_);
+    throw StoreError("OpenSSL: AES-256-GCM key setup failed");
+  }
+  random_bytes(base_.data(), base_.size());
+}
+
+Sealer::~Sealer() {
+  EVP_CIPHER_CTX_free(ctx_);  // cleanses the key schedule
+  OPENSSL_cleanse(base_.data(), base_.size());
+}
+
+void Sealer::seal_into(const RecordAad& aad, const void* plain, std::size_t n,
+                       std::vector<std::uint8_t>& out) {
   out.resize(n + kSealOverhead);
   out[0] = kSealVersion;
   std::uint8_t* nonce = out.data() + 1;
-  random_bytes(nonce, kNonceBytes);  // unique per encryption (docs/store.md "Nonces")
-  const std::vector<std::uint8_t> a = aad.encode();
-  gcm_encrypt(key.data(), nonce, a.data(), a.size(), static_cast<const std::uint8_t*>(plain), n,
-              out.data() + 1 + kNonceBytes, out.data() + 1 + kNonceBytes + n);
+  std::memcpy(nonce, base_.data(), kNonceBytes);
+  std::uint64_t low = 0;
+  for (int i = 0; i < 8; ++i) low |= std::uint64_t{nonce[4 + i]} << (8 * i);
+  low += count_++;
+  for (int i = 0; i < 8; ++i) nonce[4 + i] = static_cast<std::uint8_t>(low >> (8 * i));
+  const auto a = aad.encode();
+  std::uint8_t* ct = out.data() + 1 + kNonceBytes;
+  int len = 0;
+  const bool ok =
+      EVP_EncryptInit_ex2(ctx_, nullptr, nullptr, nonce, nullptr) == 1 &&
+      EVP_EncryptUpdate(ctx_, nullptr, &len, a.data(), static_cast<int>(a.size())) == 1 &&
+      update_all(ctx_, EVP_EncryptUpdate, ct, static_cast<const std::uint8_t*>(plain), n) &&
+      EVP_EncryptFinal_ex(ctx_, ct + n, &len) == 1 &&
+      EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), ct + n) == 1;
+  if (!ok) throw StoreError("OpenSSL: AES-256-GCM encryption failed");
+}
+
+Opener::Opener(const SecretKey& key) : ctx_(EVP_CIPHER_CTX_new()) {
+  if (ctx_ == nullptr) throw StoreError("OpenSSL: cannot allocate a cipher context");
+  if (EVP_DecryptInit_ex2(ctx_, gcm_cipher(), key.data(), nullptr, nullptr) != 1) {
+    EVP_CIPHER_CTX_free(ctx_);
+    throw StoreError("OpenSSL: AES-256-GCM key setup failed");
+  }
+}
+
+Opener::~Opener() { EVP_CIPHER_CTX_free(ctx_); }
+
+void Opener::open_into(const RecordAad& aad, const void* sealed, std::size_t sealed_bytes,
+                       void* out, std::size_t out_bytes) {
+  const std::size_t n = opened_size(aad, sealed_bytes);
+  if (out_bytes != n) {
+    throw InvalidArgument("open_into: output has " + std::to_string(out_bytes) +
+                          " bytes, the sealed blob holds " + std::to_string(n));
+  }
+  const auto* s = static_cast<const std::uint8_t*>(sealed);
+  if (s[0] != kSealVersion) {
+    throw RecordTampered(aad, "has unknown seal version " + std::to_string(s[0]));
+  }
+  const auto a = aad.encode();
+  auto* o = static_cast<std::uint8_t*>(out);
+  std::uint8_t tag[kTagBytes];
+  std::memcpy(tag, s + 1 + kNonceBytes + n, kTagBytes);
+  int len = 0;
+  if (EVP_DecryptInit_ex2(ctx_, nullptr, nullptr, s + 1, nullptr) != 1 ||
+      EVP_DecryptUpdate(ctx_, nullptr, &len, a.data(), static_cast<int>(a.size())) != 1 ||
+      !update_all(ctx_, EVP_DecryptUpdate, o, s + 1 + kNonceBytes, n) ||
+      EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, static_cast<int>(kTagBytes), tag) != 1) {
+    OPENSSL_cleanse(o, n);
+    throw StoreError("OpenSSL: AES-256-GCM decryption failed to start");
+  }
+  if (EVP_DecryptFinal_ex(ctx_, o + n, &len) != 1) {
+    OPENSSL_cleanse(o, n);
+    throw RecordTampered(aad,
+                         "failed authentication: its ciphertext, tag, nonce or associated data "
+                         "was altered, it was moved from another record, or the data key is not "
+                         "the record's");
+  }
+}
+
+void seal_into(const SecretKey& key, const RecordAad& aad, const void* plain, std::size_t n,
+               std::vector<std::uint8_t>& out) {
+  Sealer(key).seal_into(aad, plain, n, out);
 }
 
 std::vector<std::uint8_t> seal(const SecretKey& key, const RecordAad& aad, const void* plain,
@@ -263,25 +338,7 @@ std::size_t opened_size(const RecordAad& aad, std::size_t sealed_bytes) {
 
 void open_into(const SecretKey& key, const RecordAad& aad, const void* sealed,
                std::size_t sealed_bytes, void* out, std::size_t out_bytes) {
-  const std::size_t n = opened_size(aad, sealed_bytes);
-  if (out_bytes != n) {
-    throw InvalidArgument("open_into: output has " + std::to_string(out_bytes) +
-                          " bytes, the sealed blob holds " + std::to_string(n));
-  }
-  const auto* s = static_cast<const std::uint8_t*>(sealed);
-  if (s[0] != kSealVersion) {
-    throw RecordTampered(aad, "has unknown seal version " + std::to_string(s[0]));
-  }
-  const std::vector<std::uint8_t> a = aad.encode();
-  auto* o = static_cast<std::uint8_t*>(out);
-  if (!gcm_decrypt(key.data(), s + 1, a.data(), a.size(), s + 1 + kNonceBytes, n,
-                   s + 1 + kNonceBytes + n, o)) {
-    OPENSSL_cleanse(o, n);
-    throw RecordTampered(aad,
-                         "failed authentication: its ciphertext, tag, nonce or associated data "
-                         "was altered, it was moved from another record, or the data key is not "
-                         "the record's");
-  }
+  Opener(key).open_into(aad, sealed, sealed_bytes, out, out_bytes);
 }
 
 std::vector<std::uint8_t> open(const SecretKey& key, const RecordAad& aad, const void* sealed,

@@ -11,6 +11,8 @@
 
 #include "svattn/errors.h"
 
+struct evp_cipher_ctx_st;  // OpenSSL's EVP_CIPHER_CTX
+
 namespace svattn::store_detail {
 
 constexpr std::size_t kKeyBytes = 32;    ///< AES-256 key (data key and master key)
@@ -58,9 +60,10 @@ struct RecordAad {
   std::int64_t record_id = 0;
   std::int64_t position = 0;
   RecordField field = RecordField::kKey;
+  static constexpr std::size_t kEncodedBytes = 41;
   /// Fixed 41-byte encoding: "svattn-record-v1" (16) | memory | record | position (int64 LE) |
   /// field (1). Fixed width, so no two places share an encoding.
-  std::vector<std::uint8_t> encode() const;
+  std::array<std::uint8_t, kEncodedBytes> encode() const;
   /// "memory 3, record 7, position 2, key" (used in error messages).
   std::string describe() const;
 };
@@ -83,8 +86,45 @@ class MasterKeyError : public InvalidArgument {
   using InvalidArgument::InvalidArgument;
 };
 
-/// Seals `n` plaintext bytes: kSealVersion | random 96-bit nonce | ciphertext (n) | tag. A fresh
-/// nonce per call, so sealing the same bytes twice gives different blobs.
+/// Seals many fields under one data key (a record's keys and values): the AES key schedule is set
+/// up once. Nonces (docs/store.md "Nonces"): a random 96-bit base drawn from RAND_bytes when the
+/// sealer is made, plus the number of blobs sealed before (added to its last 8 bytes, mod 2^64),
+/// so nonces never repeat within a sealer and are independent random values across sealers.
+class Sealer {
+ public:
+  explicit Sealer(const SecretKey& key);
+  ~Sealer();
+  Sealer(const Sealer&) = delete;
+  Sealer& operator=(const Sealer&) = delete;
+  /// Seals `n` plaintext bytes into `out` (resized to n + kSealOverhead): kSealVersion | nonce |
+  /// ciphertext (n) | tag.
+  void seal_into(const RecordAad& aad, const void* plain, std::size_t n,
+                 std::vector<std::uint8_t>& out);
+
+ private:
+  evp_cipher_ctx_st* ctx_ = nullptr;
+  std::array<std::uint8_t, kNonceBytes> base_{};
+  std::uint64_t count_ = 0;
+};
+
+/// Opens many blobs under one data key (the key schedule is set up once).
+class Opener {
+ public:
+  explicit Opener(const SecretKey& key);
+  ~Opener();
+  Opener(const Opener&) = delete;
+  Opener& operator=(const Opener&) = delete;
+  /// Opens a sealed blob into `out` (exactly opened_size bytes). Throws RecordTampered (naming the
+  /// record) if authentication fails; `out` is then zeroed, never left with unauthenticated bytes.
+  void open_into(const RecordAad& aad, const void* sealed, std::size_t sealed_bytes, void* out,
+                 std::size_t out_bytes);
+
+ private:
+  evp_cipher_ctx_st* ctx_ = nullptr;
+};
+
+/// One-blob forms of Sealer / Opener (a fresh random nonce per call, so sealing the same bytes
+/// twice gives different blobs).
 std::vector<std::uint8_t> seal(const SecretKey& key, const RecordAad& aad, const void* plain,
                                std::size_t n);
 /// Same, into `out` (resized to n + kSealOverhead; reuses its capacity).
@@ -93,8 +133,6 @@ void seal_into(const SecretKey& key, const RecordAad& aad, const void* plain, st
 
 /// Plaintext size of a sealed blob of `sealed_bytes` bytes (RecordTampered if too short).
 std::size_t opened_size(const RecordAad& aad, std::size_t sealed_bytes);
-/// Opens a sealed blob into `out` (exactly opened_size bytes). Throws RecordTampered (naming the
-/// record) if authentication fails; `out` is then zeroed, never left with unauthenticated bytes.
 void open_into(const SecretKey& key, const RecordAad& aad, const void* sealed,
                std::size_t sealed_bytes, void* out, std::size_t out_bytes);
 std::vector<std::uint8_t> open(const SecretKey& key, const RecordAad& aad, const void* sealed,

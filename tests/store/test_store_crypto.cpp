@@ -87,6 +87,37 @@ TEST(StoreCrypto, SealingIsRandomisedButOpensToIdenticalBytes) {
   EXPECT_EQ(blobs.size(), 64u);
 }
 
+TEST(StoreCrypto, ASealerNeverRepeatsANonceAndItsBlobsOpenExactly) {
+  const SecretKey key = SecretKey::random();
+  const std::vector<std::uint8_t> plain = fp64_bytes(48, 64, 12);  // 48 fields of 512 bytes
+  std::set<std::vector<std::uint8_t>> nonces;
+  std::vector<std::vector<std::uint8_t>> blobs(48);
+  for (int rep = 0; rep < 4; ++rep) {
+    Sealer sealer(key);
+    for (int f = 0; f < 48; ++f) {
+      sealer.seal_into(aad(1, 9, f / 2, f % 2 ? RecordField::kValue : RecordField::kKey),
+                       plain.data() + 512 * f, 512, blobs[f]);
+      nonces.insert(
+          std::vector<std::uint8_t>(blobs[f].begin() + 1, blobs[f].begin() + 1 + kNonceBytes));
+    }
+    Opener opener(key);
+    std::vector<std::uint8_t> out(plain.size(), 0);
+    for (int f = 0; f < 48; ++f) {
+      opener.open_into(aad(1, 9, f / 2, f % 2 ? RecordField::kValue : RecordField::kKey),
+                       blobs[f].data(), blobs[f].size(), out.data() + 512 * f, 512);
+    }
+    EXPECT_EQ(out, plain);
+    // A reused opener still refuses a blob opened at the wrong place, then opens the next one.
+    EXPECT_THROW(opener.open_into(aad(1, 9, 1, RecordField::kKey), blobs[0].data(), blobs[0].size(),
+                                  out.data(), 512),
+                 RecordTampered);
+    opener.open_into(aad(1, 9, 0, RecordField::kKey), blobs[0].data(), blobs[0].size(), out.data(),
+                     512);
+    EXPECT_EQ(std::memcmp(out.data(), plain.data(), 512), 0);
+  }
+  EXPECT_EQ(nonces.size(), 4u * 48u);
+}
+
 TEST(StoreCrypto, EveryAlteredByteIsRefusedNamingTheRecord) {
   const SecretKey key = SecretKey::random();
   const std::vector<std::uint8_t> plain = fp64_bytes(2, 8, 5);  // 128 bytes

@@ -1,0 +1,233 @@
+// Encryption-at-rest micro-benchmark (issue 14, docs/performance.md "Encryption at rest"):
+// AES-256-GCM seal/open throughput of one record's key and value bytes against a plain memcpy of
+// the same bytes in the same run, per-token blobs (the store's current layout: one key and one
+// value blob per token) and per-record blobs; data-key creation in the key store; and the projected
+// cost of encrypting an import of --tokens tokens. Prints Markdown.
+//   bench_crypto [--record 24] [--d 64] [--tokens 200000] [--mb 256] [--reps 5] [--dir /tmp]
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "store/crypto.h"
+#include "store/key_store.h"
+
+using namespace svattn::store_detail;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// Keeps the compiler from removing a copy whose result is never read.
+void clobber(void* p) { asm volatile("" : : "g"(p) : "memory"); }
+
+struct Args {
+  int record = 24;
+  int d = 64;
+  long tokens = 200000;
+  int mb = 256;  // plaintext bytes processed per repetition
+  int reps = 5;
+  std::string dir = "/tmp";
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i];
+    const char* v = argv[i + 1];
+    if (k == "--record")
+      a.record = std::atoi(v);
+    else if (k == "--d")
+      a.d = std::atoi(v);
+    else if (k == "--tokens")
+      a.tokens = std::atol(v);
+    else if (k == "--mb")
+      a.mb = std::atoi(v);
+    else if (k == "--reps")
+      a.reps = std::atoi(v);
+    else if (k == "--dir")
+      a.dir = v;
+    else {
+      std::fprintf(stderr, "bench_crypto: unknown option %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  if (a.record <= 0 || a.d <= 0 || a.tokens <= 0 || a.mb <= 0 || a.reps <= 0) {
+    std::fprintf(stderr, "bench_crypto: every option must be > 0\n");
+    std::exit(2);
+  }
+  return a;
+}
+
+// One record's plaintext: keys then values, record x d fp64 each.
+struct Record {
+  std::vector<std::uint8_t> bytes;
+  std::size_t field_bytes;  // one token's key (or value): d * 8
+};
+
+Record make_record(const Args& a) {
+  Record r;
+  r.field_bytes = static_cast<std::size_t>(a.d) * sizeof(double);
+  std::vector<double> v(static_cast<std::size_t>(2 * a.record * a.d));
+  std::mt19937_64 gen(7);
+  for (double& x : v) x = static_cast<double>(gen() >> 11) * 0x1.0p-53;
+  r.bytes.resize(v.size() * sizeof(double));
+  std::memcpy(r.bytes.data(), v.data(), r.bytes.size());
+  return r;
+}
+
+// Seconds per record of `op`, median over reps, each rep processing about a.mb MB.
+template <typename Op>
+double per_record(const Args& a, const Record& r, Op op) {
+  const long records =
+      std::max<long>(1, static_cast<long>(a.mb) * 1000000L / static_cast<long>(r.bytes.size()));
+  std::vector<double> t;
+  for (int rep = 0; rep < a.reps; ++rep) {
+    const double t0 = now();
+    for (long i = 0; i < records; ++i) op(i);
+    t.push_back((now() - t0) / static_cast<double>(records));
+  }
+  return median(t);
+}
+
+void row(const char* what, double sec, double bytes, double memcpy_sec) {
+  std::printf("| %s | %.3f | %.0f | %.1f |\n", what, sec * 1e6, bytes / sec / 1e6,
+              sec / memcpy_sec);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  const Record r = make_record(a);
+  const SecretKey key = SecretKey::random();
+  const int fields = 2 * a.record;  // per-token blobs: key and value of each token
+  std::vector<std::uint8_t> dst(r.bytes.size());
+  std::vector<std::vector<std::uint8_t>> sealed_tok(static_cast<std::size_t>(fields));
+  std::vector<std::vector<std::uint8_t>> sealed_rec(2);
+  auto aad_of = [](long rec, int pos, RecordField f) {
+    RecordAad x;
+    x.memory_id = 1;
+    x.record_id = rec;
+    x.position = pos;
+    x.field = f;
+    return x;
+  };
+  const std::size_t half = r.bytes.size() / 2;
+
+  const double t_memcpy = per_record(a, r, [&](long) {
+    std::memcpy(dst.data(), r.bytes.data(), r.bytes.size());
+    clobber(dst.data());
+  });
+  // One Sealer / Opener per record, as the store would use them (one data key per record).
+  const double t_seal_tok = per_record(a, r, [&](long i) {
+    Sealer sealer(key);
+    for (int f = 0; f < fields; ++f) {
+      sealer.seal_into(aad_of(i, f / 2, f % 2 ? RecordField::kValue : RecordField::kKey),
+                       r.bytes.data() + static_cast<std::size_t>(f) * r.field_bytes, r.field_bytes,
+                       sealed_tok[f]);
+    }
+  });
+  // Open the blobs of record 0 (the loop above sealed them with the AAD of its last record).
+  for (int f = 0; f < fields; ++f) {
+    seal_into(key, aad_of(0, f / 2, f % 2 ? RecordField::kValue : RecordField::kKey),
+              r.bytes.data() + static_cast<std::size_t>(f) * r.field_bytes, r.field_bytes,
+              sealed_tok[f]);
+  }
+  const double t_open_tok = per_record(a, r, [&](long) {
+    Opener opener(key);
+    for (int f = 0; f < fields; ++f) {
+      opener.open_into(aad_of(0, f / 2, f % 2 ? RecordField::kValue : RecordField::kKey),
+                       sealed_tok[f].data(), sealed_tok[f].size(),
+                       dst.data() + static_cast<std::size_t>(f) * r.field_bytes, r.field_bytes);
+    }
+  });
+  if (dst != r.bytes) {
+    std::fprintf(stderr, "bench_crypto: per-token round trip differs\n");
+    return 1;
+  }
+  const double t_seal_rec = per_record(a, r, [&](long i) {
+    Sealer sealer(key);
+    sealer.seal_into(aad_of(i, 0, RecordField::kKey), r.bytes.data(), half, sealed_rec[0]);
+    sealer.seal_into(aad_of(i, 0, RecordField::kValue), r.bytes.data() + half, half, sealed_rec[1]);
+  });
+  seal_into(key, aad_of(0, 0, RecordField::kKey), r.bytes.data(), half, sealed_rec[0]);
+  seal_into(key, aad_of(0, 0, RecordField::kValue), r.bytes.data() + half, half, sealed_rec[1]);
+  const double t_open_rec = per_record(a, r, [&](long) {
+    Opener opener(key);
+    opener.open_into(aad_of(0, 0, RecordField::kKey), sealed_rec[0].data(), sealed_rec[0].size(),
+                     dst.data(), half);
+    opener.open_into(aad_of(0, 0, RecordField::kValue), sealed_rec[1].data(), sealed_rec[1].size(),
+                     dst.data() + half, half);
+  });
+  if (dst != r.bytes) {
+    std::fprintf(stderr, "bench_crypto: per-record round trip differs\n");
+    return 1;
+  }
+
+  // Data keys: creation in a key store (one transaction for all records, as an import would).
+  const long records_import = (a.tokens + a.record - 1) / a.record;
+  const std::string ks_path = a.dir + "/bench_crypto_" + std::to_string(::getpid()) + ".keys";
+  double t_keys = 0;
+  double t_keys_wrapped = 0;
+  for (int wrapped = 0; wrapped < 2; ++wrapped) {
+    std::filesystem::remove(ks_path);
+    KeyStoreOptions o;
+    o.create = true;
+    if (wrapped) {
+      ::setenv("SVATTN_BENCH_MASTER", std::string(64, 'a').c_str(), 1);
+      o.master.kind = MasterKeySource::Kind::kEnvironment;
+      o.master.env_var = "SVATTN_BENCH_MASTER";
+    }
+    std::vector<KeyOwner> owners;
+    for (long i = 0; i < records_import; ++i) owners.push_back({1, i});
+    KeyStore ks(ks_path, o);
+    const double t0 = now();
+    const std::vector<NewDataKey> keys = ks.create_keys(owners);
+    (wrapped ? t_keys_wrapped : t_keys) = now() - t0;
+    clobber(const_cast<NewDataKey*>(keys.data()));
+  }
+  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(ks_path + s);
+
+  const double rb = static_cast<double>(r.bytes.size());
+  std::printf(
+      "## AES-256-GCM vs memcpy, record = %d tokens x d = %d fp64 keys + values (%zu bytes)\n\n",
+      a.record, a.d, r.bytes.size());
+  std::printf("median of %d repetitions of ~%d MB each, one thread\n\n", a.reps, a.mb);
+  std::printf("| operation (one record) | us | MB/s | x memcpy |\n|---|---:|---:|---:|\n");
+  row("memcpy (baseline)", t_memcpy, rb, t_memcpy);
+  row("seal, per-token blobs (2 x 24 of 512 B)", t_seal_tok, rb, t_memcpy);
+  row("open, per-token blobs", t_open_tok, rb, t_memcpy);
+  row("seal, per-record blobs (2 of 12 KiB)", t_seal_rec, rb, t_memcpy);
+  row("open, per-record blobs", t_open_rec, rb, t_memcpy);
+
+  const double n_rec = static_cast<double>(records_import);
+  std::printf(
+      "\n## Projected cost of encrypting an import of %ld tokens (%ld records, %.1f MB)\n\n",
+      a.tokens, records_import, n_rec * rb / 1e6);
+  std::printf("| part | seconds |\n|---|---:|\n");
+  std::printf("| memcpy of the same bytes | %.4f |\n", n_rec * t_memcpy);
+  std::printf("| seal, per-token blobs | %.4f |\n", n_rec * t_seal_tok);
+  std::printf("| seal, per-record blobs | %.4f |\n", n_rec * t_seal_rec);
+  std::printf("| open (store open), per-token blobs | %.4f |\n", n_rec * t_open_tok);
+  std::printf("| %ld data keys in the key store, unwrapped (one transaction) | %.4f |\n",
+              records_import, t_keys);
+  std::printf("| %ld data keys in the key store, wrapped by a master key | %.4f |\n",
+              records_import, t_keys_wrapped);
+  return 0;
+}
