@@ -3,6 +3,7 @@
 #include "backup.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,7 +15,6 @@
 
 #include "sqlite_db.h"
 #include "svattn/errors.h"
-#include "svattn/hash.h"
 #include "svattn/store.h"
 
 namespace svattn::store_detail {
@@ -40,18 +40,32 @@ void fsync_path(const std::string& p, int flags) {
   if (rc != 0) throw IoError("backup: fsync of '" + p + "' failed: " + std::strerror(err));
 }
 
+// SHA-256 of a file, streamed (a backup can be far larger than memory should hold twice).
 std::string file_sha256(const std::string& p, std::int64_t& bytes) {
   const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError("backup: cannot read '" + p + "': " + std::strerror(errno));
-  std::vector<std::uint8_t> all;
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  bool ok = md != nullptr && EVP_DigestInit_ex(md, EVP_sha256(), nullptr) == 1;
   std::vector<std::uint8_t> buf(1 << 20);
+  bytes = 0;
   ssize_t got = 0;
-  while ((got = ::read(fd, buf.data(), buf.size())) > 0) {
-    all.insert(all.end(), buf.begin(), buf.begin() + got);
+  while (ok && (got = ::read(fd, buf.data(), buf.size())) > 0) {
+    ok = EVP_DigestUpdate(md, buf.data(), static_cast<std::size_t>(got)) == 1;
+    bytes += got;
   }
   ::close(fd);
-  bytes = static_cast<std::int64_t>(all.size());
-  return sha256_hex(all);
+  unsigned char h[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  ok = ok && got == 0 && EVP_DigestFinal_ex(md, h, &n) == 1;
+  EVP_MD_CTX_free(md);
+  if (!ok) throw IoError("backup: cannot hash '" + p + "'");
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out.push_back(kHex[h[i] >> 4]);
+    out.push_back(kHex[h[i] & 15]);
+  }
+  return out;
 }
 
 // A temporary file beside `dest` that is removed unless released.
@@ -70,7 +84,7 @@ class TempFile {
   }
   ~TempFile() {
     ::unlink(path_.c_str());
-    ::unlink((path_ + "-journal").c_str());
+    for (const char* suffix : {"-journal", "-wal", "-shm"}) ::unlink((path_ + suffix).c_str());
   }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;

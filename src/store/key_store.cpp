@@ -27,13 +27,15 @@ CREATE TABLE meta(
   value TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE data_keys(
-  key_id         TEXT    PRIMARY KEY,
+  seq            INTEGER PRIMARY KEY,
+  key_id         TEXT    NOT NULL UNIQUE,
   memory_id      INTEGER NOT NULL,
   record_id      INTEGER NOT NULL,
+  live           INTEGER NOT NULL,
   stored         BLOB    NOT NULL,
   wrapped_sha256 TEXT    NOT NULL,
   created_utc    TEXT    NOT NULL
-) WITHOUT ROWID;
+);
 CREATE TABLE shredded_keys(
   key_id         TEXT    PRIMARY KEY,
   memory_id      INTEGER NOT NULL,
@@ -58,9 +60,10 @@ std::string now_utc() {
   return buf;
 }
 
-bool file_exists(const std::string& p) {
+// -1 if the file does not exist, else its size.
+long long file_size(const std::string& p) {
   struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
+  return ::stat(p.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : -1;
 }
 
 std::string meta_value(Database& db, const char* key) {
@@ -120,12 +123,14 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
     : path_(std::move(path)), options_(options) {
   options_.validate();
   has_master_ = load_master_key(options_.master, master_);
-  const bool exists = file_exists(path_);
-  if (!exists && !options_.create) {
+  const long long size = file_size(path_);
+  if (size < 0 && !options_.create) {
     throw NotFound("key store '" + path_ + "' does not exist (KeyStoreOptions.create is false)");
   }
-  db_ = Database(path_,
-                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (exists ? 0 : SQLITE_OPEN_CREATE));
+  // An empty file (a creation interrupted before its schema) is initialised like a new one.
+  const bool exists = size > 0 || (size == 0 && !options_.create);
+  db_ = Database(
+      path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (size < 0 ? SQLITE_OPEN_CREATE : 0));
   sqlite3_busy_timeout(db_.handle(), options_.busy_timeout_ms);
   if (exists) check_schema();  // before any pragma changes a file that is not a key store
   const std::string mode = db_.query_text("PRAGMA journal_mode=WAL");
@@ -228,8 +233,8 @@ NewDataKey KeyStore::insert_key(const KeyOwner& owner, const std::string& now) {
   std::vector<std::uint8_t> stored = stored_form(k.key_id, k.key);
   k.wrapped_sha256 = wrapped_sha256(k.key_id, stored);
   Statement ins(db_.handle(),
-                "INSERT INTO data_keys(key_id, memory_id, record_id, stored, wrapped_sha256, "
-                "created_utc) VALUES (?, ?, ?, ?, ?, ?)");
+                "INSERT INTO data_keys(key_id, memory_id, record_id, live, stored, wrapped_sha256, "
+                "created_utc) VALUES (?, ?, ?, 1, ?, ?, ?)");
   ins.bind(1, k.key_id).bind(2, owner.memory_id).bind(3, owner.record_id);
   ins.bind_blob(4, stored.data(), stored.size()).bind(5, k.wrapped_sha256).bind(6, now);
   cleanse(stored);
@@ -257,7 +262,7 @@ KeyLookup KeyStore::get(const std::string& key_id) {
   r.key_id = key_id;
   Statement live(db_.handle(),
                  "SELECT memory_id, record_id, stored, wrapped_sha256, created_utc FROM data_keys "
-                 "WHERE key_id = ?");
+                 "WHERE key_id = ? AND live = 1");
   live.bind(1, key_id);
   if (live.step()) {
     r.state = KeyState::kLive;
@@ -288,15 +293,21 @@ KeyDestruction KeyStore::destroy(const std::string& key_id) {
     Transaction t(db_, true, path_, options_.busy_timeout_ms);
     Statement sel(db_.handle(),
                   "SELECT memory_id, record_id, wrapped_sha256, created_utc FROM data_keys WHERE "
-                  "key_id = ?");
+                  "key_id = ? AND live = 1");
     sel.bind(1, key_id);
     if (sel.step()) {
       d.owner = {sel.int64(0), sel.int64(1)};
       d.wrapped_sha256 = sel.text(2);
       const std::string created = sel.text(3);
       d.destroyed_utc = now_utc();
-      Statement del(db_.handle(), "DELETE FROM data_keys WHERE key_id = ?");
-      del.bind(1, key_id).run();
+      // Overwritten in place, never deleted (docs/store.md "Key store"): the row keeps its size
+      // (live 1 -> 0 and an all-zero blob of the same length), so SQLite rewrites the cell where
+      // it is and no b-tree page is rebalanced. A DELETE can move other rows between pages, and
+      // the copies a move leaves in a page's free space are not erased by secure_delete.
+      Statement zero(db_.handle(),
+                     "UPDATE data_keys SET live = 0, stored = zeroblob(length(stored)) "
+                     "WHERE key_id = ?");
+      zero.bind(1, key_id).run();
       Statement tomb(db_.handle(),
                      "INSERT INTO shredded_keys(key_id, memory_id, record_id, wrapped_sha256, "
                      "created_utc, destroyed_utc) VALUES (?, ?, ?, ?, ?, ?)");
@@ -326,7 +337,9 @@ bool KeyStore::truncate_wal() {
   return log_frames == 0;
 }
 
-std::int64_t KeyStore::live_keys() { return db_.query_int("SELECT count(*) FROM data_keys"); }
+std::int64_t KeyStore::live_keys() {
+  return db_.query_int("SELECT count(*) FROM data_keys WHERE live = 1");
+}
 std::int64_t KeyStore::shredded_keys() {
   return db_.query_int("SELECT count(*) FROM shredded_keys");
 }
