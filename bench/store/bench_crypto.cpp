@@ -110,84 +110,92 @@ void row(const char* what, double sec, double bytes, double memcpy_sec) {
               sec / memcpy_sec);
 }
 
-}  // namespace
+RecordAad aad_of(long rec, int pos, RecordField f) {
+  RecordAad x;
+  x.memory_id = 1;
+  x.record_id = rec;
+  x.position = pos;
+  x.field = f;
+  return x;
+}
 
-int main(int argc, char** argv) {
-  const Args a = parse(argc, argv);
-  const Record r = make_record(a);
-  const SecretKey key = SecretKey::random();
+RecordField field_of(int f) { return f % 2 ? RecordField::kValue : RecordField::kKey; }
+
+// Seconds per record: memcpy baseline, per-token and per-record seal/open (one Sealer / Opener per
+// record, as the store would use them: one data key per record). Exits 1 if a round trip differs.
+struct CryptoTimes {
+  double memcpy = 0, seal_tok = 0, open_tok = 0, seal_rec = 0, open_rec = 0;
+};
+
+CryptoTimes measure_tokens(const Args& a, const Record& r, const SecretKey& key, CryptoTimes t) {
   const int fields = 2 * a.record;  // per-token blobs: key and value of each token
+  const std::size_t fb = r.field_bytes;
   std::vector<std::uint8_t> dst(r.bytes.size());
-  std::vector<std::vector<std::uint8_t>> sealed_tok(static_cast<std::size_t>(fields));
-  std::vector<std::vector<std::uint8_t>> sealed_rec(2);
-  auto aad_of = [](long rec, int pos, RecordField f) {
-    RecordAad x;
-    x.memory_id = 1;
-    x.record_id = rec;
-    x.position = pos;
-    x.field = f;
-    return x;
-  };
-  const std::size_t half = r.bytes.size() / 2;
-
-  const double t_memcpy = per_record(a, r, [&](long) {
+  std::vector<std::vector<std::uint8_t>> sealed(static_cast<std::size_t>(fields));
+  t.memcpy = per_record(a, r, [&](long) {
     std::memcpy(dst.data(), r.bytes.data(), r.bytes.size());
     clobber(dst.data());
   });
-  // One Sealer / Opener per record, as the store would use them (one data key per record).
-  const double t_seal_tok = per_record(a, r, [&](long i) {
+  t.seal_tok = per_record(a, r, [&](long i) {
     Sealer sealer(key);
     for (int f = 0; f < fields; ++f) {
-      sealer.seal_into(aad_of(i, f / 2, f % 2 ? RecordField::kValue : RecordField::kKey),
-                       r.bytes.data() + static_cast<std::size_t>(f) * r.field_bytes, r.field_bytes,
-                       sealed_tok[f]);
+      sealer.seal_into(aad_of(i, f / 2, field_of(f)), r.bytes.data() + f * fb, fb, sealed[f]);
     }
   });
   // Open the blobs of record 0 (the loop above sealed them with the AAD of its last record).
   for (int f = 0; f < fields; ++f) {
-    seal_into(key, aad_of(0, f / 2, f % 2 ? RecordField::kValue : RecordField::kKey),
-              r.bytes.data() + static_cast<std::size_t>(f) * r.field_bytes, r.field_bytes,
-              sealed_tok[f]);
+    seal_into(key, aad_of(0, f / 2, field_of(f)), r.bytes.data() + f * fb, fb, sealed[f]);
   }
-  const double t_open_tok = per_record(a, r, [&](long) {
+  t.open_tok = per_record(a, r, [&](long) {
     Opener opener(key);
     for (int f = 0; f < fields; ++f) {
-      opener.open_into(aad_of(0, f / 2, f % 2 ? RecordField::kValue : RecordField::kKey),
-                       sealed_tok[f].data(), sealed_tok[f].size(),
-                       dst.data() + static_cast<std::size_t>(f) * r.field_bytes, r.field_bytes);
+      opener.open_into(aad_of(0, f / 2, field_of(f)), sealed[f].data(), sealed[f].size(),
+                       dst.data() + f * fb, fb);
     }
   });
   if (dst != r.bytes) {
     std::fprintf(stderr, "bench_crypto: per-token round trip differs\n");
-    return 1;
+    std::exit(1);
   }
-  const double t_seal_rec = per_record(a, r, [&](long i) {
+  return t;
+}
+
+CryptoTimes measure_records(const Args& a, const Record& r, const SecretKey& key, CryptoTimes t) {
+  const std::size_t half = r.bytes.size() / 2;
+  std::vector<std::uint8_t> dst(r.bytes.size());
+  std::vector<std::vector<std::uint8_t>> sealed(2);
+  t.seal_rec = per_record(a, r, [&](long i) {
     Sealer sealer(key);
-    sealer.seal_into(aad_of(i, 0, RecordField::kKey), r.bytes.data(), half, sealed_rec[0]);
-    sealer.seal_into(aad_of(i, 0, RecordField::kValue), r.bytes.data() + half, half, sealed_rec[1]);
+    sealer.seal_into(aad_of(i, 0, RecordField::kKey), r.bytes.data(), half, sealed[0]);
+    sealer.seal_into(aad_of(i, 0, RecordField::kValue), r.bytes.data() + half, half, sealed[1]);
   });
-  seal_into(key, aad_of(0, 0, RecordField::kKey), r.bytes.data(), half, sealed_rec[0]);
-  seal_into(key, aad_of(0, 0, RecordField::kValue), r.bytes.data() + half, half, sealed_rec[1]);
-  const double t_open_rec = per_record(a, r, [&](long) {
+  seal_into(key, aad_of(0, 0, RecordField::kKey), r.bytes.data(), half, sealed[0]);
+  seal_into(key, aad_of(0, 0, RecordField::kValue), r.bytes.data() + half, half, sealed[1]);
+  t.open_rec = per_record(a, r, [&](long) {
     Opener opener(key);
-    opener.open_into(aad_of(0, 0, RecordField::kKey), sealed_rec[0].data(), sealed_rec[0].size(),
+    opener.open_into(aad_of(0, 0, RecordField::kKey), sealed[0].data(), sealed[0].size(),
                      dst.data(), half);
-    opener.open_into(aad_of(0, 0, RecordField::kValue), sealed_rec[1].data(), sealed_rec[1].size(),
+    opener.open_into(aad_of(0, 0, RecordField::kValue), sealed[1].data(), sealed[1].size(),
                      dst.data() + half, half);
   });
   if (dst != r.bytes) {
     std::fprintf(stderr, "bench_crypto: per-record round trip differs\n");
-    return 1;
+    std::exit(1);
   }
+  return t;
+}
 
-  // Data keys: creation in a key store (one transaction for all records, as an import would).
-  const long records_import = (a.tokens + a.record - 1) / a.record;
+// Key store, index 0 unwrapped and 1 wrapped: create all keys in one transaction (as an import
+// would), get every key (as an open would), median of 21 destroys (as forgets would).
+struct KeyTimes {
+  double create[2] = {0, 0}, get[2] = {0, 0}, destroy[2] = {0, 0};
+};
+
+KeyTimes measure_keys(const Args& a, long records) {
+  KeyTimes t;
   const std::string ks_path = a.dir + "/bench_crypto_" + std::to_string(::getpid()) + ".keys";
-  double t_keys[2] = {0, 0};     // create all keys, one transaction
-  double t_get[2] = {0, 0};      // get (and unwrap) every key
-  double t_destroy[2] = {0, 0};  // median destroy (transaction + checkpoint TRUNCATE)
   for (int wrapped = 0; wrapped < 2; ++wrapped) {
-    std::filesystem::remove(ks_path);
+    for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(ks_path + s);
     KeyStoreOptions o;
     o.create = true;
     if (wrapped) {
@@ -196,17 +204,17 @@ int main(int argc, char** argv) {
       o.master.env_var = "SVATTN_BENCH_MASTER";
     }
     std::vector<KeyOwner> owners;
-    for (long i = 0; i < records_import; ++i) owners.push_back({1, i});
+    for (long i = 0; i < records; ++i) owners.push_back({1, i});
     KeyStore ks(ks_path, o);
     double t0 = now();
     const std::vector<NewDataKey> keys = ks.create_keys(owners);
-    t_keys[wrapped] = now() - t0;
+    t.create[wrapped] = now() - t0;
     t0 = now();
     for (const NewDataKey& k : keys) {
       KeyLookup g = ks.get(k.key_id);
       clobber(&g);
     }
-    t_get[wrapped] = now() - t0;
+    t.get[wrapped] = now() - t0;
     std::vector<double> d;
     for (std::size_t i = 0; i < std::min<std::size_t>(21, keys.size()); ++i) {
       t0 = now();
@@ -214,39 +222,54 @@ int main(int argc, char** argv) {
       d.push_back(now() - t0);
       if (!x.wal_truncated) std::fprintf(stderr, "bench_crypto: WAL not truncated\n");
     }
-    t_destroy[wrapped] = median(d);
+    t.destroy[wrapped] = median(d);
   }
   for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(ks_path + s);
+  return t;
+}
 
+void print(const Args& a, const Record& r, const CryptoTimes& c, const KeyTimes& k, long records) {
   const double rb = static_cast<double>(r.bytes.size());
   std::printf(
       "## AES-256-GCM vs memcpy, record = %d tokens x d = %d fp64 keys + values (%zu bytes)\n\n",
       a.record, a.d, r.bytes.size());
   std::printf("median of %d repetitions of ~%d MB each, one thread\n\n", a.reps, a.mb);
   std::printf("| operation (one record) | us | MB/s | x memcpy |\n|---|---:|---:|---:|\n");
-  row("memcpy (baseline)", t_memcpy, rb, t_memcpy);
-  row("seal, per-token blobs (2 x 24 of 512 B)", t_seal_tok, rb, t_memcpy);
-  row("open, per-token blobs", t_open_tok, rb, t_memcpy);
-  row("seal, per-record blobs (2 of 12 KiB)", t_seal_rec, rb, t_memcpy);
-  row("open, per-record blobs", t_open_rec, rb, t_memcpy);
-
-  const double n_rec = static_cast<double>(records_import);
+  row("memcpy (baseline)", c.memcpy, rb, c.memcpy);
+  row("seal, per-token blobs (key + value of each token)", c.seal_tok, rb, c.memcpy);
+  row("open, per-token blobs", c.open_tok, rb, c.memcpy);
+  row("seal, per-record blobs (all keys, all values)", c.seal_rec, rb, c.memcpy);
+  row("open, per-record blobs", c.open_rec, rb, c.memcpy);
+  const double n = static_cast<double>(records);
   std::printf(
       "\n## Projected cost of encrypting an import of %ld tokens (%ld records, %.1f MB)\n\n",
-      a.tokens, records_import, n_rec * rb / 1e6);
+      a.tokens, records, n * rb / 1e6);
   std::printf("| part | seconds |\n|---|---:|\n");
-  std::printf("| memcpy of the same bytes | %.4f |\n", n_rec * t_memcpy);
-  std::printf("| seal, per-token blobs | %.4f |\n", n_rec * t_seal_tok);
-  std::printf("| seal, per-record blobs | %.4f |\n", n_rec * t_seal_rec);
-  std::printf("| open (store open), per-token blobs | %.4f |\n", n_rec * t_open_tok);
+  std::printf("| memcpy of the same bytes | %.4f |\n", n * c.memcpy);
+  std::printf("| seal, per-token blobs | %.4f |\n", n * c.seal_tok);
+  std::printf("| seal, per-record blobs | %.4f |\n", n * c.seal_rec);
+  std::printf("| open (store open), per-token blobs | %.4f |\n", n * c.open_tok);
   for (int w = 0; w < 2; ++w) {
     const char* how = w ? "wrapped by a master key" : "unwrapped";
-    std::printf("| create %ld data keys in the key store, %s (one transaction) | %.4f |\n",
-                records_import, how, t_keys[w]);
-    std::printf("| get %ld data keys (store open), %s | %.4f |\n", records_import, how, t_get[w]);
+    std::printf("| create %ld data keys in the key store, %s (one transaction) | %.4f |\n", records,
+                how, k.create[w]);
+    std::printf("| get %ld data keys (store open), %s | %.4f |\n", records, how, k.get[w]);
   }
-  std::printf("\n## Key destruction (one forget), key store of %ld keys\n\n", records_import);
+  std::printf("\n## Key destruction (one forget), key store of %ld keys\n\n", records);
   std::printf("| key store | median ms (21 destroys) |\n|---|---:|\n");
-  std::printf("| unwrapped | %.2f |\n| wrapped | %.2f |\n", t_destroy[0] * 1e3, t_destroy[1] * 1e3);
+  std::printf("| unwrapped | %.2f |\n| wrapped | %.2f |\n", k.destroy[0] * 1e3, k.destroy[1] * 1e3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  const Record r = make_record(a);
+  const SecretKey key = SecretKey::random();
+  CryptoTimes c = measure_tokens(a, r, key, CryptoTimes{});
+  c = measure_records(a, r, key, c);
+  const long records = (a.tokens + a.record - 1) / a.record;
+  const KeyTimes k = measure_keys(a, records);
+  print(a, r, c, k, records);
   return 0;
 }

@@ -1,5 +1,6 @@
 // Online copy of an SQLite data file through sqlite3_backup_init/step/finish, written to a
-// temporary file and linked into place without overwriting (docs/store.md "Backups").
+// temporary file and linked into place without overwriting (docs/store.md "Encryption at rest
+// (building blocks)").
 #include "backup.h"
 
 #include <fcntl.h>

@@ -87,9 +87,10 @@ class MasterKeyError : public InvalidArgument {
 };
 
 /// Seals many fields under one data key (a record's keys and values): the AES key schedule is set
-/// up once. Nonces (docs/store.md "Nonces"): a random 96-bit base drawn from RAND_bytes when the
-/// sealer is made, plus the number of blobs sealed before (added to its last 8 bytes, mod 2^64),
-/// so nonces never repeat within a sealer and are independent random values across sealers.
+/// up once. Nonces (docs/store.md "Encryption at rest (building blocks)", Nonces): a random 96-bit
+/// base drawn from RAND_bytes when the sealer is made, plus the number of blobs sealed before
+/// (added to its last 8 bytes, mod 2^64), so nonces never repeat within a sealer and are
+/// independent random values across sealers.
 class Sealer {
  public:
   explicit Sealer(const SecretKey& key);
@@ -138,9 +139,9 @@ void open_into(const SecretKey& key, const RecordAad& aad, const void* sealed,
 std::vector<std::uint8_t> open(const SecretKey& key, const RecordAad& aad, const void* sealed,
                                std::size_t sealed_bytes);
 
-/// Wraps a data key under the master key with AES-256-GCM (docs/store.md "Key wrapping"); the
-/// associated data binds the key id, so wrapped keys cannot be swapped between key-store rows.
-/// Result: kWrappedKeyBytes bytes.
+/// Wraps a data key under the master key with AES-256-GCM (docs/store.md "Encryption at rest", Key
+/// wrapping); the associated data binds the key id, so wrapped keys cannot be swapped between
+/// key-store rows. Result: kWrappedKeyBytes bytes.
 std::vector<std::uint8_t> wrap_key(const SecretKey& master, const std::string& key_id,
                                    const SecretKey& data_key);
 /// Unwraps; MasterKeyError if authentication fails (wrong master key or altered wrapped key).

@@ -300,10 +300,10 @@ KeyDestruction KeyStore::destroy(const std::string& key_id) {
       d.wrapped_sha256 = sel.text(2);
       const std::string created = sel.text(3);
       d.destroyed_utc = now_utc();
-      // Overwritten in place, never deleted (docs/store.md "Key store"): the row keeps its size
-      // (live 1 -> 0 and an all-zero blob of the same length), so SQLite rewrites the cell where
-      // it is and no b-tree page is rebalanced. A DELETE can move other rows between pages, and
-      // the copies a move leaves in a page's free space are not erased by secure_delete.
+      // Overwritten in place, never deleted (docs/store.md "Encryption at rest"): the row keeps its
+      // size (live 1 -> 0 and an all-zero blob of the same length), so SQLite rewrites the cell
+      // where it is and no b-tree page is rebalanced. A DELETE can move other rows between pages,
+      // and the copies a move leaves in a page's free space are not erased by secure_delete.
       Statement zero(db_.handle(),
                      "UPDATE data_keys SET live = 0, stored = zeroblob(length(stored)) "
                      "WHERE key_id = ?");
