@@ -2,9 +2,13 @@
 // destroy, master-key checks, tampered rows, and byte scans proving a destroyed key's bytes (raw
 // and wrapped) are gone from the file and its WAL.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
+#include <chrono>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "store/key_store.h"
 #include "store_test_util.h"
@@ -336,6 +340,76 @@ TEST(KeyStore, DestroyedWrappedKeysLeaveNoBytesInTheFileOrWal) {
 // secure_delete does not erase.)
 TEST(KeyStoreSlow, DestroyedKeysLeaveNoBytesAtScale) {
   for (std::uint64_t seed = 10; seed < 12; ++seed) scan_after_destroy(create_opts(), 3000, seed);
+}
+
+// A child process destroys `keys` in order; returns its exit status. With `kill_after` >= 0 it is
+// killed (SIGKILL) that many seconds after the fork.
+int destroy_in_child(const std::string& path, const std::vector<NewDataKey>& keys,
+                     double kill_after) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::_exit([&] {
+      try {
+        KeyStore ks(path, KeyStoreOptions{});
+        for (const NewDataKey& k : keys) ks.destroy(k.key_id);
+        return 0;
+      } catch (...) {
+        return 98;
+      }
+    }());
+  }
+  if (kill_after >= 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kill_after));
+    ::kill(pid, SIGKILL);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(KeyStore, KillNineDuringDestroysLeavesEachKeyLiveOrShredded) {
+  TempDir dir;
+  std::vector<KeyOwner> owners;
+  for (int r = 0; r < 60; ++r) owners.push_back({1, r});
+  auto fresh = [&](const std::string& path) {
+    KeyStore ks(path, create_opts());
+    return ks.create_keys(owners);
+  };
+  // An uninterrupted run, to draw the kill times over the whole sequence of destroys.
+  const std::vector<NewDataKey> timing_keys = fresh(dir.file("timing.keys"));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(destroy_in_child(dir.file("timing.keys"), timing_keys, -1), 0);
+  const double full = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::mt19937_64 gen(4242);
+  std::set<std::size_t> outcomes;
+  for (int t = 0; t < 20; ++t) {
+    const std::string path = dir.file("crash" + std::to_string(t) + ".keys");
+    const std::vector<NewDataKey> keys = fresh(path);
+    const auto stored = stored_blobs(path);
+    destroy_in_child(path, keys, full * static_cast<double>(gen() >> 11) * 0x1.0p-53);
+    KeyStore ks(path, KeyStoreOptions{});  // opening completes an interrupted WAL truncation
+    EXPECT_EQ(read_bytes(path + "-wal").size(), 0u) << "trial " << t;
+    std::size_t shredded = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const KeyLookup g = ks.get(keys[i].key_id);
+      const std::vector<std::uint8_t>& st = stored.at(keys[i].key_id);
+      if (g.shredded()) {
+        // Destroys commit in order: the shredded keys are exactly the first ones.
+        EXPECT_EQ(i, shredded++) << "trial " << t << ": key " << i << " shredded out of order";
+        EXPECT_EQ(found_in_files(path, st.data(), st.size()), 0u) << "trial " << t << " key " << i;
+      } else {
+        EXPECT_TRUE(same_key(g.key, keys[i].key)) << "trial " << t << " key " << i;
+        EXPECT_GE(found_in_files(path, st.data(), st.size()), 1u);
+      }
+    }
+    EXPECT_EQ(ks.shredded_keys(), static_cast<std::int64_t>(shredded));
+    EXPECT_EQ(ks.live_keys(), static_cast<std::int64_t>(keys.size() - shredded));
+    outcomes.insert(shredded);
+    // The key store keeps working after the crash.
+    EXPECT_TRUE(ks.destroy(keys.back().key_id).wal_truncated);
+  }
+  // The kills landed at different points (not all before the first destroy or after the last).
+  EXPECT_GE(outcomes.size(), 3u);
 }
 
 TEST(KeyStore, AReaderDelaysWalTruncationUntilItEnds) {
