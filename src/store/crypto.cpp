@@ -68,7 +68,8 @@ bool update_all(EVP_CIPHER_CTX* ctx, Update update, std::uint8_t* out, const std
     if (update(ctx, out == nullptr ? nullptr : out + done, &len, in + done, piece) != 1) {
       return false;
     }
-    done += static_cast<std::size_t>(len);
+    SVATTN_ASSERT(len == piece, "AES-GCM is a stream mode: one output byte per input byte");
+    done += static_cast<std::size_t>(piece);
   }
   return true;
 }
