@@ -337,7 +337,7 @@ std::vector<TokenId> Memory::margin_order() const {
 }
 
 Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, const State& state,
-                       OpDiagnostics* diag) {
+                       OpDiagnostics* diag, const std::vector<double>* hints) {
   settings.validate();
   tokens.validate(settings.problem);
   if (tokens.size() > 0 &&
@@ -376,11 +376,14 @@ Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, c
   OpDiagnostics dg;
   std::unordered_map<TokenId, double> a;
   for (size_t t = 0; t < state.ids.size(); ++t) a[state.ids[t]] = state.alpha[t];
+  const bool seeded = hints != nullptr && hints->size() == static_cast<size_t>(tokens.size());
+  if (seeded) m.b = state.b;  // the offset the bounds refer to (memory_restore.cpp)
   for (int r = 0; r < tokens.size(); ++r) {
     const int s =
         m.insert_token(tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data());
     auto it = a.find(tokens.ids[r]);
     m.alpha[s] = it == a.end() ? 0.0 : it->second;
+    if (seeded && m.alpha[s] == 0.0) m.seed_gradient_bound(s, (*hints)[static_cast<size_t>(r)]);
   }
   if (m.num_tokens > 0) {
     m.finish(dg);

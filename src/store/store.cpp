@@ -225,6 +225,11 @@ const Memory& Store::memory(const std::string& name) {
   return *im.read([&] { return im.ensure_loaded(im.read_memory_row(name)).memory.get(); });
 }
 
+RestoreReport Store::last_restore(const std::string& name) const {
+  const auto it = impl_->restores.find(name);
+  return it == impl_->restores.end() ? RestoreReport{} : it->second;
+}
+
 State Store::stored_state(const std::string& name) const {
   Impl& im = *impl_;
   return im.read([&] {

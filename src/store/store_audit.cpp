@@ -90,6 +90,14 @@ void Store::Impl::check_chain(
     if (recomputed != e.entry_hash) {
       v.problems.push_back(where + ": entry hash does not match its contents (row edited)");
     }
+    if (e.operation == "upgrade") {  // store-level: the schema upgrade concerns no memory
+      if (!e.memory.empty() || !e.state_before.empty() || !e.state_after.empty()) {
+        v.problems.push_back(where + ": an upgrade entry names a memory or a state");
+      }
+      prev = e.entry_hash;
+      expect_seq = e.seq + 1;
+      continue;
+    }
     auto it = last_state.find(e.memory);
     if (e.operation == "create") {
       if (it != last_state.end()) {

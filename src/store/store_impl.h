@@ -84,6 +84,10 @@ struct ImportPlan {
   std::vector<std::vector<Eigen::Index>> rows;  // input rows of each record, in input order
 };
 
+/// Checksum of a screening row (docs/store.md "Persisted screening").
+std::string screening_checksum(std::int64_t memory_id, const std::string& state_sha256,
+                               const double* bounds, std::size_t n);
+
 /// The token set of one planned import record (ids from the record, rows in input order).
 TokenSet import_record_set(std::int64_t record, const std::vector<Eigen::Index>& rows,
                            const RowMatrix& keys, const RowMatrix& values);
@@ -105,6 +109,8 @@ struct Store::Impl {
   Database db;
   std::map<std::string, Cached> cache;
   std::map<std::string, StoredSupport> supports;
+  std::map<std::string, RestoreReport> restores;  // the last restore of each memory
+  std::int64_t schema_version = 0;                 // of the open file (1: no screening table)
 
   // ------------------------------------------------------------------ store_schema.cpp
   void open();
@@ -112,6 +118,7 @@ struct Store::Impl {
   void require_writable() const;
   void initialise_schema();
   void validate_existing();
+  void upgrade_schema();
   void checkpoint(bool* truncated);
 
   // ------------------------------------------------------------------ store_rows.cpp
@@ -134,6 +141,12 @@ struct Store::Impl {
   std::int64_t delete_evicted(std::int64_t memory_id, const State& before, const Memory& mem,
                               const std::vector<TokenId>& removed_on_purpose);
   RecordRow read_record(std::int64_t memory_id, std::int64_t record);
+  /// Persists mem.gradient_lower_bounds() for memory `memory_id` (deletes the row when the memory
+  /// has none). Returns whether a row was written.
+  bool write_screening(std::int64_t memory_id, const Memory& mem);
+  /// The persisted bounds of `row` for `ids` when present and intact; otherwise empty, with
+  /// `problem` saying why when a row exists but fails its check.
+  std::vector<double> read_screening(const MemoryRow& row, std::size_t n, std::string* problem);
   /// Token rows of a record (ascending id) with their keys and values.
   TokenSet record_tokens(const MemoryRow& row, std::int64_t record);
   /// Token ids of a record (ascending), no key/value bytes read.
@@ -169,6 +182,8 @@ struct Store::Impl {
   // ------------------------------------------------------------------ store_verify.cpp
   bool tables_present(std::vector<std::string>& problems);
   void check_orphans(std::vector<std::string>& problems);
+  void check_screening(const MemoryRow& row, const TokenSet& tokens, const State& stored,
+                       std::vector<std::string>& problems);
   MemoryVerification verify_memory(const MemoryRow& row,
                                    const std::pair<std::string, std::int64_t>* last_audit,
                                    const std::vector<AuditEntry>& entries,

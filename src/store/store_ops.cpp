@@ -89,6 +89,7 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       e.state_after = after.state_sha256;
       append_audit(e);
       write_state(row.id, ctx.before, after, e.seq, name);
+      write_screening(row.id, ctx.mem);
       out.memory_tokens = ctx.mem.size();
       Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
       q.bind(1, row.id);

@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <cstring>
 
+#include <chrono>
+
 #include "store_impl.h"
+#include "svattn/hash.h"
 
 namespace svattn {
 
@@ -166,35 +169,115 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
     return it->second;
   }
   cache.erase(row.name);
-  const TokenSet tokens = load_active_tokens(row);
-  const State state = load_state(row, tokens.ids);
-  OpDiagnostics diag;
-  Memory mem = [&] {
-    try {
-      return Memory::restore(row.settings, tokens, state, &diag);
-    } catch (const InvalidArgument& e) {
-      throw FormatError("memory '" + row.name +
-                        "': stored state cannot be restored: " + e.what());
+  const auto t0 = std::chrono::steady_clock::now();
+  RestoreReport rep;
+  rep.restored = true;
+  std::unique_ptr<Memory> mem;
+  {
+    const TokenSet tokens = load_active_tokens(row);
+    const State state = load_state(row, tokens.ids);
+    const std::vector<double> bounds =
+        read_screening(row, tokens.ids.size(), &rep.screening_problem);
+    if (!rep.screening_problem.empty()) {
+      std::fprintf(stderr,
+                   "svattn: warning: memory '%s': the persisted screening bounds fail their check "
+                   "(%s); they are not used, the gradients are re-derived from the tokens\n",
+                   row.name.c_str(), rep.screening_problem.c_str());
     }
-  }();
-  if (diag.batch_fallbacks > 0) {
+    rep.screening_used = !bounds.empty();
+    OpDiagnostics diag;
+    try {
+      mem = std::make_unique<Memory>(Memory::restore(row.settings, tokens, state, &diag,
+                                                     bounds.empty() ? nullptr : &bounds));
+    } catch (const InvalidArgument& e) {
+      throw FormatError("memory '" + row.name + "': stored state cannot be restored: " + e.what());
+    }
+    rep.kernel_evaluations = diag.kernel_evaluations;
+    rep.resolved = diag.batch_fallbacks > 0;
+  }  // the loaded rows are freed before the hash is computed
+  if (rep.resolved) {
     std::fprintf(stderr,
                  "svattn: warning: memory '%s': the stored state did not check against its "
                  "tokens; it was re-solved from the tokens (not used)\n",
                  row.name.c_str());
   }
-  if (mem.state_sha256() != row.state_sha256) {
+  const std::string restored = mem->state_sha256();
+  if (restored != row.state_sha256) {
     throw FormatError("memory '" + row.name + "' in store '" + path +
                       "': the stored state does not match its tokens (stored " +
-                      row.state_sha256.substr(0, 16) + "…, tokens give " +
-                      mem.state_sha256().substr(0, 16) +
+                      row.state_sha256.substr(0, 16) + "…, tokens give " + restored.substr(0, 16) +
                       "…); the store is corrupted, run `svattn memory verify`");
   }
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  restores[row.name] = rep;
   Cached c;
   c.id = row.id;
   c.seq = row.last_audit_seq;
-  c.memory = std::make_unique<Memory>(std::move(mem));
+  c.memory = std::move(mem);
   return cache[row.name] = std::move(c);
+}
+
+// Checksum of a screening row: binds the bounds to the memory, its state hash and token count
+// (docs/store.md "Persisted screening").
+std::string store_detail::screening_checksum(std::int64_t memory_id, const std::string& state_sha256,
+                               const double* bounds, std::size_t n) {
+  std::string head = "svattn-screening-v1\n" + std::to_string(memory_id) + "\n" + state_sha256 +
+                     "\n" + std::to_string(n) + "\n";
+  std::vector<std::uint8_t> bytes(head.begin(), head.end());
+  const auto* p = reinterpret_cast<const std::uint8_t*>(bounds);
+  bytes.insert(bytes.end(), p, p + n * sizeof(double));
+  return sha256_hex(bytes);
+}
+
+bool Store::Impl::write_screening(std::int64_t memory_id, const Memory& mem) {
+  const std::vector<double> bounds = mem.gradient_lower_bounds();
+  if (bounds.empty()) {
+    Statement del(db.handle(), "DELETE FROM screening WHERE memory_id = ?1");
+    del.bind(1, memory_id).run();
+    return false;
+  }
+  const std::string sha = mem.state_sha256();
+  Statement put(db.handle(),
+                "INSERT INTO screening(memory_id, state_sha256, tokens, bounds, checksum) VALUES "
+                "(?1, ?2, ?3, ?4, ?5) ON CONFLICT(memory_id) DO UPDATE SET state_sha256 = "
+                "excluded.state_sha256, tokens = excluded.tokens, bounds = excluded.bounds, "
+                "checksum = excluded.checksum");
+  put.bind(1, memory_id)
+      .bind(2, sha)
+      .bind(3, static_cast<std::int64_t>(bounds.size()))
+      .bind_blob(4, bounds.data(), bounds.size() * sizeof(double))
+      .bind(5, screening_checksum(memory_id, sha, bounds.data(), bounds.size()))
+      .run();
+  return true;
+}
+
+std::vector<double> Store::Impl::read_screening(const MemoryRow& row, std::size_t n,
+                                                std::string* problem) {
+  problem->clear();
+  if (schema_version < 2) return {};
+  Statement q(db.handle(),
+              "SELECT state_sha256, tokens, bounds, checksum FROM screening WHERE memory_id = ?1");
+  q.bind(1, row.id);
+  if (!q.step()) return {};
+  const std::string sha = q.text(0);
+  const std::int64_t count = q.int64(1);
+  const std::size_t bytes = static_cast<std::size_t>(q.bytes(2));
+  if (sha != row.state_sha256) {
+    *problem = "they belong to state " + sha.substr(0, 16) + "…, not the stored state";
+    return {};
+  }
+  if (count < 0 || static_cast<std::size_t>(count) != n || bytes != n * sizeof(double)) {
+    *problem = "they hold " + std::to_string(bytes / sizeof(double)) + " bounds for " +
+               std::to_string(n) + " active tokens";
+    return {};
+  }
+  std::vector<double> bounds(n);
+  if (n > 0) std::memcpy(bounds.data(), q.blob_data(2), bytes);
+  if (screening_checksum(row.id, sha, bounds.data(), n) != q.text(3)) {
+    *problem = "checksum mismatch";
+    return {};
+  }
+  return bounds;
 }
 
 void Store::Impl::write_state(std::int64_t memory_id, const State& before, const State& after,

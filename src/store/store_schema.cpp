@@ -15,6 +15,7 @@ using namespace store_detail;
 
 namespace {
 
+// Schema version 2 (docs/store.md "Schema"). Version 1 is this without the screening table.
 const char* kSchemaSql = R"SQL(
 CREATE TABLE meta(
   key   TEXT PRIMARY KEY,
@@ -73,6 +74,13 @@ CREATE TABLE audit(
   prev_hash    TEXT    NOT NULL,
   entry_hash   TEXT    NOT NULL
 );
+CREATE TABLE screening(
+  memory_id    INTEGER PRIMARY KEY,
+  state_sha256 TEXT    NOT NULL,
+  tokens       INTEGER NOT NULL,
+  bounds       BLOB    NOT NULL,
+  checksum     TEXT    NOT NULL
+);
 CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
   BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
@@ -99,6 +107,17 @@ std::string immutable_uri(const std::string& path) {
   }
   return u + "?immutable=1";
 }
+
+// Version 1 -> 2: the persisted screening bounds (docs/store.md "Persisted screening").
+const char* kScreeningTableSql = R"SQL(
+CREATE TABLE screening(
+  memory_id    INTEGER PRIMARY KEY,
+  state_sha256 TEXT    NOT NULL,
+  tokens       INTEGER NOT NULL,
+  bounds       BLOB    NOT NULL,
+  checksum     TEXT    NOT NULL
+);
+)SQL";
 }  // namespace
 
 void Store::Impl::open() {
@@ -148,6 +167,41 @@ void Store::Impl::open() {
   const std::string mode = db.query_text("PRAGMA journal_mode=WAL");
   if (mode != "wal")
     throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
+  if (schema_version < kStoreSchemaVersion) upgrade_schema();
+}
+
+// Upgrades a version-1 store in place, in one transaction logged in the audit chain: the
+// screening table is created and filled for every memory (each restored once from its tokens).
+// A read-only connection reads a version-1 store as it is (every restore re-derives).
+void Store::Impl::upgrade_schema() {
+  Transaction t(db, true, path, options.busy_timeout_ms);
+  const std::int64_t version = db.query_int("PRAGMA user_version");
+  if (version >= kStoreSchemaVersion) {  // another process upgraded it meanwhile
+    schema_version = version;
+    return;
+  }
+  db.exec(kScreeningTableSql);
+  db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
+  Statement meta(db.handle(), "UPDATE meta SET value = ?1 WHERE key = 'schema_version'");
+  meta.bind(1, std::to_string(kStoreSchemaVersion)).run();
+  schema_version = kStoreSchemaVersion;
+  std::int64_t rows = 0;
+  for (const MemoryRow& row : all_memory_rows()) {
+    const Cached& c = ensure_loaded(row);
+    rows += write_screening(row.id, *c.memory) ? 1 : 0;
+  }
+  AuditEntry e;
+  e.operation = "upgrade";
+  e.record = -1;
+  e.certificate = nlohmann::json{{"operation", "upgrade"},
+                                 {"from_schema_version", version},
+                                 {"to_schema_version", kStoreSchemaVersion},
+                                 {"screening_rows", rows}}
+                      .dump();
+  append_audit(e);
+  t.commit();
+  std::fprintf(stderr, "svattn: store '%s' upgraded from schema version %lld to %d\n",
+               path.c_str(), static_cast<long long>(version), kStoreSchemaVersion);
 }
 
 bool Store::Impl::cannot_share_wal() const {
@@ -207,6 +261,7 @@ void Store::Impl::validate_existing() {
   if (version < 1) {
     throw FormatError(not_store + " (schema version " + std::to_string(version) + ")");
   }
+  schema_version = version;
   if (options.check_on_open) {
     std::string first;
     try {

@@ -1,9 +1,11 @@
 // Store::verify (docs/store.md "Verification"): SQLite structure, the audit chain, and every
 // memory's stored state against a batch re-solve of its stored tokens and verify_state.
+#include <cmath>
 #include <map>
 
 #include "store_impl.h"
 #include "svattn/batch_solver.h"
+#include "svattn/kernel.h"
 
 namespace svattn {
 
@@ -54,7 +56,9 @@ StoreVerification Store::verify() const {
 
 bool Store::Impl::tables_present(std::vector<std::string>& problems) {
   bool all = true;
-  for (const char* table : {"meta", "memories", "records", "tokens", "support", "audit"}) {
+  std::vector<const char*> tables = {"meta", "memories", "records", "tokens", "support", "audit"};
+  if (schema_version >= 2) tables.push_back("screening");
+  for (const char* table : tables) {
     Statement q(db.handle(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
     q.bind(1, std::string(table));
     if (!q.step()) {
@@ -66,7 +70,9 @@ bool Store::Impl::tables_present(std::vector<std::string>& problems) {
 }
 
 void Store::Impl::check_orphans(std::vector<std::string>& problems) {
-  for (const char* table : {"records", "tokens", "support"}) {
+  std::vector<const char*> tables = {"records", "tokens", "support"};
+  if (schema_version >= 2) tables.push_back("screening");
+  for (const char* table : tables) {
     const std::string sql = std::string("SELECT count(*) FROM ") + table +
                             " WHERE memory_id NOT IN (SELECT id FROM memories)";
     const std::int64_t n = db.query_int(sql);
@@ -102,6 +108,38 @@ void compare_fields(const MemoryRow& row, const State& derived, bool exact,
 }
 
 }  // namespace
+
+// The persisted screening bounds (docs/store.md "Persisted screening"): intact, and a lower bound
+// of every reserve token's exact gradient g_i = sum_j a_j k(x_i, x_j) - k(x_i, x_i) / 2 + b.
+void Store::Impl::check_screening(const MemoryRow& row, const TokenSet& tokens,
+                                  const State& stored, std::vector<std::string>& problems) {
+  std::string problem;
+  const std::vector<double> bounds = read_screening(row, tokens.ids.size(), &problem);
+  if (!problem.empty()) {
+    problems.push_back("memory '" + row.name + "': persisted screening bounds: " + problem);
+    return;
+  }
+  if (bounds.empty()) return;
+  const KernelSettings& ks = row.settings.problem.kernel;
+  std::vector<Eigen::Index> support;
+  for (std::size_t t = 0; t < stored.alpha.size(); ++t)
+    if (stored.alpha[t] != 0.0) support.push_back(static_cast<Eigen::Index>(t));
+  const double scale = 1.0 + std::abs(stored.b);
+  for (Eigen::Index i = 0; i < tokens.size(); ++i) {
+    if (stored.alpha[static_cast<std::size_t>(i)] != 0.0) continue;
+    const double* xi = tokens.keys.row(i).data();
+    double g = stored.b - kernel(ks, xi, xi, row.dim) / 2;
+    for (Eigen::Index j : support)
+      g += stored.alpha[static_cast<std::size_t>(j)] * kernel(ks, xi, tokens.keys.row(j).data(), row.dim);
+    if (bounds[static_cast<std::size_t>(i)] > g + 1e-9 * scale) {
+      problems.push_back("memory '" + row.name + "': persisted screening bound of token " +
+                         std::to_string(tokens.ids[static_cast<std::size_t>(i)]) + " (" +
+                         std::to_string(bounds[static_cast<std::size_t>(i)]) +
+                         ") exceeds its gradient " + std::to_string(g));
+      return;
+    }
+  }
+}
 
 MemoryVerification Store::Impl::verify_memory(
     const MemoryRow& row, const std::pair<std::string, std::int64_t>* last_audit,
@@ -176,6 +214,7 @@ MemoryVerification Store::Impl::verify_memory(
                        "': stored state is not the last state recorded in the audit log");
   }
   compare_fields(row, br.state, mv.resolve_equal, problems);
+  check_screening(row, tokens, stored, problems);
   mv.fields_ok = problems.size() == problems_before;
   return mv;
 }
