@@ -214,7 +214,7 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
   }
   const ProblemSettings& p = state.settings;
   rep.hash_ok =
-      sha256_hex(canonical_bytes(p, tokens, order, state.alpha, state.b)) == state.state_sha256;
+      canonical_sha256(p, tokens, order, state.alpha, state.b) == state.state_sha256;
   check_feasibility(state, rep);
   check_kkt(tokens, order, state, rep);
   uniqueness(tokens, p, rep);
@@ -293,8 +293,7 @@ OptimalityCheck reference_check(const TokenSet& remaining, const State& before,
   std::vector<int> order(remaining.ids.size());
   for (size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);  // ascending ids
   vr.hash_ok = remaining.ids == after.ids &&
-               sha256_hex(canonical_bytes(after.settings, remaining, order, after.alpha,
-                                          after.b)) == after.state_sha256;
+               canonical_sha256(after.settings, remaining, order, after.alpha, after.b) == after.state_sha256;
   check_feasibility(after, vr);
   uniqueness(remaining, after.settings, vr);
   OptimalityCheck v;

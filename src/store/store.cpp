@@ -245,54 +245,50 @@ State Store::stored_state(const std::string& name) const {
   });
 }
 
-// Queries read the stored support instead of restoring the memory (docs/store.md "Cost"): the
-// active tokens are read (O(n d)), the stored state's canonical hash is recomputed from them and
-// compared with the hash the audit chain holds, and the readout runs on the support. A state that
-// fails the check is never used: the query falls back to restoring (which re-derives and reports).
+// Queries read the stored support instead of restoring the memory (docs/store.md "Cost"). The
+// readout depends only on the support (alpha > 0) and b, so the support rows are read with their
+// token rows (O(|S u E| d)) and checked against the support digest persisted with the state hash
+// the audit chain holds. Without a digest (a version-1 store read-only) the active tokens are read
+// and the state's canonical hash recomputed (O(n d)). A support that fails its check is never
+// used: the query falls back to restoring (which re-derives and reports).
 const StoredSupport& Store::Impl::stored_support(const std::string& name) {
   const MemoryRow row = read_memory_row(name);
-  auto cached = cache.find(name);
-  if (cached != cache.end() && cached->second.id == row.id &&
-      cached->second.seq == row.last_audit_seq) {
-    const Memory& m = *cached->second.memory;
-    supports[name] = StoredSupport{row.id,
-                                   row.last_audit_seq,
-                                   row.dim,
-                                   row.value_dim,
-                                   row.settings.problem.kernel,
-                                   m.state().b,
-                                   support_of(m.state(), m.tokens())};
-    return supports[name];
-  }
   auto it = supports.find(name);
   if (it != supports.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq) {
     return it->second;
   }
-  const TokenSet tokens = load_active_tokens(row);
-  const State state = load_state(row, tokens.ids);
-  std::vector<int> order(tokens.ids.size());
-  for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);
-  const bool hash_ok = sha256_hex(canonical_bytes(row.settings.problem, tokens, order, state.alpha,
-                                                  state.b)) == row.state_sha256;
-  if (!hash_ok) {
-    std::fprintf(stderr,
-                 "svattn: warning: memory '%s': the stored state does not hash to its recorded "
-                 "hash; re-deriving it from the tokens\n",
-                 name.c_str());
-    const Memory& m = *ensure_loaded(row).memory;  // throws FormatError when it cannot be trusted
-    supports[name] = StoredSupport{row.id,
-                                   row.last_audit_seq,
-                                   row.dim,
-                                   row.value_dim,
-                                   row.settings.problem.kernel,
-                                   m.state().b,
-                                   support_of(m.state(), m.tokens())};
-    return supports[name];
+  StoredSupport out{row.id,   row.last_audit_seq, row.dim, row.value_dim, row.settings.problem.kernel,
+                    row.b, Support{}};
+  bool ok = false;
+  std::string digest;
+  if (schema_version >= 2) {
+    Statement q(db.handle(),
+                "SELECT support_sha256 FROM screening WHERE memory_id = ?1 AND state_sha256 = ?2");
+    q.bind(1, row.id).bind(2, row.state_sha256);
+    if (q.step()) digest = q.text(0);
   }
-  supports[name] = StoredSupport{
-      row.id,  row.last_audit_seq,       row.dim, row.value_dim, row.settings.problem.kernel,
-      state.b, support_of(state, tokens)};
-  return supports[name];
+  if (!digest.empty()) {
+    ok = support_digest(row.id, row.dim, row.value_dim, row.state_sha256, row.b, &out.support) ==
+         digest;
+  } else {
+    const TokenSet tokens = load_active_tokens(row);
+    const State state = load_state(row, tokens.ids);
+    std::vector<int> order(tokens.ids.size());
+    for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);
+    ok = canonical_sha256(row.settings.problem, tokens, order, state.alpha, state.b) ==
+         row.state_sha256;
+    if (ok) out.support = support_of(state, tokens);
+  }
+  if (!ok) {
+    std::fprintf(stderr,
+                 "svattn: warning: memory '%s': the stored %s does not match its recorded hash; "
+                 "re-deriving it from the tokens\n",
+                 name.c_str(), digest.empty() ? "state" : "support");
+    const Memory& m = *ensure_loaded(row).memory;  // throws FormatError when it cannot be trusted
+    out.b = m.state().b;
+    out.support = support_of(m.state(), m.tokens());
+  }
+  return supports[name] = std::move(out);
 }
 
 namespace {

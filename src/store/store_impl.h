@@ -141,9 +141,14 @@ struct Store::Impl {
   std::int64_t delete_evicted(std::int64_t memory_id, const State& before, const Memory& mem,
                               const std::vector<TokenId>& removed_on_purpose);
   RecordRow read_record(std::int64_t memory_id, std::int64_t record);
-  /// Persists mem.gradient_lower_bounds() for memory `memory_id` (deletes the row when the memory
-  /// has none). Returns whether a row was written.
-  bool write_screening(std::int64_t memory_id, const Memory& mem);
+  /// Writes the screening row of memory `memory_id` after an operation: mem.gradient_lower_bounds()
+  /// (none while the memory is empty or in warm-up) and the digest of the stored support.
+  void write_screening(std::int64_t memory_id, const Memory& mem);
+  /// The stored support of memory `memory_id` (support rows joined with their token rows, alpha > 0
+  /// in `out`) and its digest bound to `state_sha256` and `b` (docs/store.md "Persisted
+  /// screening"). O(|S u E| d).
+  std::string support_digest(std::int64_t memory_id, int dim, int value_dim,
+                             const std::string& state_sha256, double b, Support* out);
   /// The persisted bounds of `row` for `ids` when present and intact; otherwise empty, with
   /// `problem` saying why when a row exists but fails its check.
   std::vector<double> read_screening(const MemoryRow& row, std::size_t n, std::string* problem);

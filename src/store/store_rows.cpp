@@ -229,26 +229,70 @@ std::string store_detail::screening_checksum(std::int64_t memory_id, const std::
   return sha256_hex(bytes);
 }
 
-bool Store::Impl::write_screening(std::int64_t memory_id, const Memory& mem) {
+void Store::Impl::write_screening(std::int64_t memory_id, const Memory& mem) {
   const std::vector<double> bounds = mem.gradient_lower_bounds();
-  if (bounds.empty()) {
-    Statement del(db.handle(), "DELETE FROM screening WHERE memory_id = ?1");
-    del.bind(1, memory_id).run();
-    return false;
-  }
-  const std::string sha = mem.state_sha256();
+  const State& st = mem.state();
+  const std::string support_sha =
+      support_digest(memory_id, st.dim, st.value_dim, st.state_sha256, st.b, nullptr);
   Statement put(db.handle(),
-                "INSERT INTO screening(memory_id, state_sha256, tokens, bounds, checksum) VALUES "
-                "(?1, ?2, ?3, ?4, ?5) ON CONFLICT(memory_id) DO UPDATE SET state_sha256 = "
-                "excluded.state_sha256, tokens = excluded.tokens, bounds = excluded.bounds, "
-                "checksum = excluded.checksum");
+                "INSERT INTO screening(memory_id, state_sha256, tokens, bounds, checksum, "
+                "support_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(memory_id) DO UPDATE "
+                "SET state_sha256 = excluded.state_sha256, tokens = excluded.tokens, bounds = "
+                "excluded.bounds, checksum = excluded.checksum, support_sha256 = "
+                "excluded.support_sha256");
   put.bind(1, memory_id)
-      .bind(2, sha)
+      .bind(2, st.state_sha256)
       .bind(3, static_cast<std::int64_t>(bounds.size()))
       .bind_blob(4, bounds.data(), bounds.size() * sizeof(double))
-      .bind(5, screening_checksum(memory_id, sha, bounds.data(), bounds.size()))
+      .bind(5, screening_checksum(memory_id, st.state_sha256, bounds.data(), bounds.size()))
+      .bind(6, support_sha)
       .run();
-  return true;
+}
+
+std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int value_dim,
+                                        const std::string& state_sha256, double b, Support* out) {
+  Statement q(db.handle(),
+              "SELECT s.token_id, s.alpha, t.key, t.value FROM support s JOIN tokens t ON "
+              "t.memory_id = s.memory_id AND t.token_id = s.token_id WHERE s.memory_id = ?1 "
+              "ORDER BY s.token_id");
+  q.bind(1, memory_id);
+  const std::string head =
+      "svattn-support-v1\n" + std::to_string(memory_id) + "\n" + state_sha256 + "\n";
+  std::vector<std::uint8_t> bytes(head.begin(), head.end());
+  std::vector<double> keys, values, alpha;
+  auto put = [&](const void* p, std::size_t n) {
+    const auto* c = static_cast<const std::uint8_t*>(p);
+    bytes.insert(bytes.end(), c, c + n);
+  };
+  while (q.step()) {
+    const TokenId id = q.int64(0);
+    const double a = q.real(1);
+    const std::size_t kb = static_cast<std::size_t>(dim) * sizeof(double);
+    const std::size_t vb = static_cast<std::size_t>(value_dim) * sizeof(double);
+    if (static_cast<std::size_t>(q.bytes(2)) != kb || static_cast<std::size_t>(q.bytes(3)) != vb) {
+      throw FormatError("store '" + path + "': token " + std::to_string(id) +
+                        " has a key or value blob of the wrong size");
+    }
+    put(&id, sizeof id);
+    put(&a, sizeof a);
+    put(q.blob_data(2), kb);
+    put(q.blob_data(3), vb);
+    if (out != nullptr && a > 0) {
+      alpha.push_back(a);
+      const auto* k = static_cast<const double*>(q.blob_data(2));
+      const auto* v = static_cast<const double*>(q.blob_data(3));
+      keys.insert(keys.end(), k, k + dim);
+      values.insert(values.end(), v, v + value_dim);
+    }
+  }
+  put(&b, sizeof b);
+  if (out != nullptr) {
+    const auto m = static_cast<Eigen::Index>(alpha.size());
+    out->keys = Eigen::Map<const RowMatrix>(keys.data(), m, dim);
+    out->values = Eigen::Map<const RowMatrix>(values.data(), m, value_dim);
+    out->alpha = Eigen::Map<const Eigen::VectorXd>(alpha.data(), m);
+  }
+  return sha256_hex(bytes);
 }
 
 std::vector<double> Store::Impl::read_screening(const MemoryRow& row, std::size_t n,
@@ -261,6 +305,10 @@ std::vector<double> Store::Impl::read_screening(const MemoryRow& row, std::size_
   if (!q.step()) return {};
   const std::string sha = q.text(0);
   const std::int64_t count = q.int64(1);
+  if (count == 0 && q.bytes(2) == 0 && sha == row.state_sha256 &&
+      screening_checksum(row.id, sha, nullptr, 0) == q.text(3)) {
+    return {};  // the memory had no bounds (empty or in warm-up)
+  }
   const std::size_t bytes = static_cast<std::size_t>(q.bytes(2));
   if (sha != row.state_sha256) {
     *problem = "they belong to state " + sha.substr(0, 16) + "…, not the stored state";

@@ -79,7 +79,8 @@ CREATE TABLE screening(
   state_sha256 TEXT    NOT NULL,
   tokens       INTEGER NOT NULL,
   bounds       BLOB    NOT NULL,
-  checksum     TEXT    NOT NULL
+  checksum     TEXT    NOT NULL,
+  support_sha256 TEXT  NOT NULL
 );
 CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
   BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
@@ -115,7 +116,8 @@ CREATE TABLE screening(
   state_sha256 TEXT    NOT NULL,
   tokens       INTEGER NOT NULL,
   bounds       BLOB    NOT NULL,
-  checksum     TEXT    NOT NULL
+  checksum     TEXT    NOT NULL,
+  support_sha256 TEXT  NOT NULL
 );
 )SQL";
 }  // namespace
@@ -188,7 +190,8 @@ void Store::Impl::upgrade_schema() {
   std::int64_t rows = 0;
   for (const MemoryRow& row : all_memory_rows()) {
     const Cached& c = ensure_loaded(row);
-    rows += write_screening(row.id, *c.memory) ? 1 : 0;
+    write_screening(row.id, *c.memory);
+    ++rows;
   }
   AuditEntry e;
   e.operation = "upgrade";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "streams.h"
+#include "svattn/hash.h"
 #include "svattn/memory.h"
 
 namespace svattn {
@@ -50,6 +51,28 @@ TEST(MemoryRestore, BoundsSeedTheRestoreWithFewerKernelValues) {
   EXPECT_EQ(seeded.state_sha256(), m.state_sha256());
   EXPECT_EQ(plain.state_sha256(), m.state_sha256());
   seeded.check_invariants();
+}
+
+// The streamed hash is the digest of the documented byte layout (docs/math.md "Canonical state
+// hash"), for every kernel type and for a permuted row order.
+TEST(CanonicalHash, StreamedDigestEqualsTheDigestOfTheBytes) {
+  TokenSet t = TokenSet::from_rows(make_keys(Stream::kGaussian, 50, 3, 26));
+  std::vector<int> order(50);
+  std::vector<double> alpha(50);
+  for (int i = 0; i < 50; ++i) {
+    order[i] = 49 - i;
+    alpha[i] = 0.01 * i;
+  }
+  for (KernelType k : {KernelType::kRbf, KernelType::kLinear, KernelType::kPoly}) {
+    ProblemSettings p;
+    p.kernel.type = k;
+    EXPECT_EQ(canonical_sha256(p, t, order, alpha, 0.25),
+              sha256_hex(canonical_bytes(p, t, order, alpha, 0.25)));
+  }
+  const std::vector<int> none;
+  const std::vector<double> no_alpha;
+  EXPECT_EQ(canonical_sha256(ProblemSettings{}, t, none, no_alpha, 0.0),
+            sha256_hex(canonical_bytes(ProblemSettings{}, t, none, no_alpha, 0.0)));
 }
 
 TEST(MemoryRestore, NoBoundsForAnEmptyOrWarmupMemory) {

@@ -155,6 +155,42 @@ TEST(StoreScreening, ForgedBoundWithAValidChecksumIsCaughtByVerify) {
   EXPECT_TRUE(named) << (v.problems.empty() ? "(no problem)" : v.problems[0]);
 }
 
+// A query reads only the support rows and checks them against the persisted support digest: a
+// support token's key edited in the file is caught (the query falls back to restoring, which
+// refuses the corrupted memory), an edited reserve key does not change the answer.
+TEST(StoreScreening, QueryChecksTheSupportDigest) {
+  TempDir dir;
+  const std::string path = make_store(dir);
+  const RowMatrix q = store_test::random_keys(3, kDim, 77);
+  const RowMatrix want = Store(path).query("m", q);
+  const State st = Store(path).stored_state("m");
+  TokenId support_id = -1, reserve_id = -1;
+  for (std::size_t t = 0; t < st.ids.size(); ++t) {
+    if (st.alpha[t] > 0 && support_id < 0) support_id = st.ids[t];
+    if (st.alpha[t] == 0 && reserve_id < 0) reserve_id = st.ids[t];
+  }
+  ASSERT_GE(support_id, 0);
+  ASSERT_GE(reserve_id, 0);
+  const std::string edit = "UPDATE tokens SET key = zeroblob(" + std::to_string(kDim * 8) +
+                           ") WHERE token_id = ";
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.exec(edit + std::to_string(reserve_id)), SQLITE_OK);
+  }
+  const RowMatrix same = Store(path).query("m", q);
+  for (Eigen::Index i = 0; i < q.rows(); ++i)
+    for (Eigen::Index k = 0; k < want.cols(); ++k) EXPECT_EQ(same(i, k), want(i, k));
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.exec(edit + std::to_string(support_id)), SQLITE_OK);
+  }
+  testing::internal::CaptureStderr();
+  Store s(path);
+  EXPECT_THROW(s.query("m", q), FormatError);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("stored support does not match"), std::string::npos) << err;
+}
+
 // A version-1 file is a version-2 file without the screening table, with version 1 in the header
 // and the meta table (docs/store.md "Schema"); this makes one from a fresh store.
 void downgrade_to_v1(const std::string& path) {
