@@ -47,8 +47,11 @@ class CanonicalWriter {
     raw("SVATTN-STATE-v1", 16);  // 15 chars + NUL
     put<std::uint8_t>(static_cast<std::uint8_t>(s.kernel.type));
     switch (s.kernel.type) {
-      case KernelType::kRbf: put<double>(s.kernel.bandwidth); break;
-      case KernelType::kLinear: break;
+      case KernelType::kRbf:
+        put<double>(s.kernel.bandwidth);
+        break;
+      case KernelType::kLinear:
+        break;
       case KernelType::kPoly:
         put<std::int32_t>(s.kernel.degree);
         put<double>(s.kernel.coef0);
@@ -143,10 +146,13 @@ std::vector<std::uint8_t> canonical_bytes(const ProblemSettings& s, const TokenS
   out.reserve(64 + order.size() * (8 * (d + dv + 2)));
   VectorSink sink{out};
   CanonicalWriter<VectorSink> w(sink);
-  w.state(s, order.size(), d, dv, [&](std::size_t t) {
-    const int r = order[t];
-    return CanonicalRow{tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data()};
-  }, alpha, b);
+  w.state(
+      s, order.size(), d, dv,
+      [&](std::size_t t) {
+        const int r = order[t];
+        return CanonicalRow{tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data()};
+      },
+      alpha, b);
   return out;
 }
 
@@ -154,12 +160,13 @@ std::string canonical_sha256(const ProblemSettings& s, const TokenSet& tokens,
                              const std::vector<int>& order, const std::vector<double>& alpha,
                              double b) {
   SVATTN_ASSERT(order.size() == alpha.size(), "order and alpha must align");
-  return canonical_sha256_rows(s, order.size(), static_cast<int>(tokens.keys.cols()),
-                               static_cast<int>(tokens.values.cols()), [&](std::size_t t) {
-                                 const int r = order[t];
-                                 return CanonicalRow{tokens.ids[r], tokens.keys.row(r).data(),
-                                                     tokens.values.row(r).data()};
-                               }, alpha, b);
+  return canonical_sha256_rows(
+      s, order.size(), static_cast<int>(tokens.keys.cols()), static_cast<int>(tokens.values.cols()),
+      [&](std::size_t t) {
+        const int r = order[t];
+        return CanonicalRow{tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data()};
+      },
+      alpha, b);
 }
 
 std::string canonical_sha256_rows(const ProblemSettings& s, std::size_t n, int d, int dv,

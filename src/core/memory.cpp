@@ -319,12 +319,14 @@ State Memory::state() const {
     // Residuals of the last canonical refinement; operations that leave (a, b) untouched (a new
     // reserve token with g >= 0, removing or evicting reserve tokens) leave them unchanged.
     const KktReport kkt = m.num_tokens > 0 ? m.kkt : KktReport{};
-    m.state_cache = detail::build_state_unhashed(m.settings.problem, ids, m.key_dim, m.value_dim,
-                                                 a, s, m.b, kkt, m.status, m.warmup);
+    m.state_cache = detail::build_state_unhashed(m.settings.problem, ids, m.key_dim, m.value_dim, a,
+                                                 s, m.b, kkt, m.status, m.warmup);
     m.state_cache.state_sha256 = canonical_sha256_rows(
         m.settings.problem, sl.size(), m.key_dim, m.value_dim,
-        [&](size_t r) { return CanonicalRow{m.ids[sl[r]], m.key(sl[r]), m.value(sl[r])}; }, a,
-        m.b);
+        [&](size_t r) {
+          return CanonicalRow{m.ids[sl[r]], m.key(sl[r]), m.value(sl[r])};
+        },
+        a, m.b);
     m.state_valid = true;
   }
   return m.state_cache;

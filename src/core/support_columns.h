@@ -194,8 +194,8 @@ class SupportColumns {
 
   ZeroedDoubles data_;
   std::vector<LazyEntry> lazy_log_;  // lazy columns in ascending epoch (entries may be stale)
-  std::vector<int> pos_;   // per slot
-  std::vector<int> slot_;  // per position
+  std::vector<int> pos_;             // per slot
+  std::vector<int> slot_;            // per position
   std::vector<int> free_;
   std::vector<std::uint64_t> col_epoch_;  // per position: 0 = eager (valid for every row)
   std::vector<std::uint64_t> row_epoch_;  // per row: lazy columns with a larger epoch are stale

@@ -65,13 +65,11 @@ void add_outcome_fields(nlohmann::json& cert, const Memory& mem, const State& af
   cert["diagnostics"] = diagnostics_to_json(diagnostics);
 }
 
-
 void check_record(std::int64_t record) {
   if (record < 0 || record > kMaxRecordId) {
     throw InvalidArgument("record id " + std::to_string(record) + " out of range [0, 2^40)");
   }
 }
-
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
@@ -257,8 +255,8 @@ const StoredSupport& Store::Impl::stored_support(const std::string& name) {
   if (it != supports.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq) {
     return it->second;
   }
-  StoredSupport out{row.id,   row.last_audit_seq, row.dim, row.value_dim, row.settings.problem.kernel,
-                    row.b, Support{}};
+  StoredSupport out{row.id, row.last_audit_seq, row.dim, row.value_dim, row.settings.problem.kernel,
+                    row.b,  Support{}};
   bool ok = false;
   std::string digest;
   if (schema_version >= 2) {

@@ -104,8 +104,7 @@ void Store::Impl::check_chain(
         v.problems.push_back(where + ": memory '" + e.memory + "' created twice");
       }
     } else if (it == last_state.end()) {
-      v.problems.push_back(where + ": operation on memory '" + e.memory +
-                           "' before its creation");
+      v.problems.push_back(where + ": operation on memory '" + e.memory + "' before its creation");
     } else if (it->second.first != e.state_before) {
       v.problems.push_back(where +
                            ": state_before does not continue the memory's previous "
@@ -128,8 +127,8 @@ void Store::Impl::check_chain(
     const std::string have_seq = entries.empty() ? "0" : std::to_string(entries.back().seq);
     if (head_seq != have_seq || head_hash != v.audit_head) {
       v.problems.push_back("audit head anchor (meta) says entry " + head_seq + " " +
-                           head_hash.substr(0, 16) + "…, the log ends at entry " + have_seq +
-                           " " + v.audit_head.substr(0, 16) +
+                           head_hash.substr(0, 16) + "…, the log ends at entry " + have_seq + " " +
+                           v.audit_head.substr(0, 16) +
                            "… (entries deleted or appended outside the store)");
     }
   }

@@ -110,7 +110,7 @@ struct Store::Impl {
   std::map<std::string, Cached> cache;
   std::map<std::string, StoredSupport> supports;
   std::map<std::string, RestoreReport> restores;  // the last restore of each memory
-  std::int64_t schema_version = 0;                 // of the open file (1: no screening table)
+  std::int64_t schema_version = 0;                // of the open file (1: no screening table)
 
   // ------------------------------------------------------------------ store_schema.cpp
   void open();
@@ -124,8 +124,7 @@ struct Store::Impl {
   // ------------------------------------------------------------------ store_rows.cpp
   MemoryRow read_memory_row(const std::string& name);
   std::vector<MemoryRow> all_memory_rows();
-  void decode_row(const Statement& q, int col, int cols, double* out, const char* what,
-                  TokenId id);
+  void decode_row(const Statement& q, int col, int cols, double* out, const char* what, TokenId id);
   /// Tokens of the memory's active (not suspended) records, ascending id.
   TokenSet load_active_tokens(const MemoryRow& row);
   /// The state as stored: ids from the active tokens, alpha/partition from the support table.

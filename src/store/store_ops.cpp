@@ -27,7 +27,6 @@ struct Store::Impl::OpContext {
   State before;
 };
 
-
 // Defaults of the steps; an operation overrides what it needs. The skeleton calls, in one BEGIN
 // IMMEDIATE transaction: check(record, row) for every record of `records`, prepare(), apply()
 // (timed as memory_seconds), write() (rows and the certificate), then appends the audit entry,
@@ -49,7 +48,7 @@ static void require_exists(const RecordRow& rr, const std::string& name, std::in
 }
 
 static void check_mode_change(bool suspend, bool currently_suspended, const std::string& name,
-                       std::int64_t record) {
+                              std::int64_t record) {
   if (suspend && currently_suspended) {
     throw InvalidArgument("record " + std::to_string(record) + " of memory '" + name +
                           "' is already suspended");
@@ -59,7 +58,6 @@ static void check_mode_change(bool suspend, bool currently_suspended, const std:
                           "' is not suspended");
   }
 }
-
 
 template <class Op>
 auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_result()) {
@@ -114,7 +112,6 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
 
 // ------------------------------------------------------------------------------------------ add
 
-
 struct Store::Impl::AddOp : Store::Impl::OpSteps<OpResult> {
   const std::string& name;
   const RowMatrix& keys;
@@ -168,8 +165,8 @@ void Store::Impl::AddOp::prepare(Store::Impl&, Store::Impl::OpContext& ctx) {
   token_count = ts.size();
 }
 
-std::string Store::Impl::AddOp::write(Store::Impl& im, Store::Impl::OpContext& ctx, const State& after,
-                         OpResult& res) {
+std::string Store::Impl::AddOp::write(Store::Impl& im, Store::Impl::OpContext& ctx,
+                                      const State& after, OpResult& res) {
   const MemoryRow& row = ctx.row;
   Store::Impl::Statement rec(
       im.db.handle(),
@@ -194,7 +191,6 @@ std::string Store::Impl::AddOp::write(Store::Impl& im, Store::Impl::OpContext& c
   return cert.dump();
 }
 
-
 OpResult Store::add_record(const std::string& name, std::int64_t record, const RowMatrix& keys,
                            const RowMatrix* values) {
   check_record(record);
@@ -203,7 +199,6 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
 }
 
 // --------------------------------------------------------------------------------------- forget
-
 
 struct Store::Impl::ForgetOp : Store::Impl::OpSteps<ForgetResult> {
   const std::string& name;
@@ -238,7 +233,7 @@ struct Store::Impl::ForgetOp : Store::Impl::OpSteps<ForgetResult> {
 };
 
 std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext& ctx, const State&,
-                            ForgetResult& fr) {
+                                         ForgetResult& fr) {
   const MemoryRow& row = ctx.row;
   // Probes: the erased keys themselves (where a leftover would show most). Only the maximal
   // readout deviation enters the certificate.
@@ -250,8 +245,8 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   co.optimality_check = im.options.certificate_check;
   co.allow_reference = im.options.certificate_reference;
   co.resolve = im.options.certificate_resolve;
-  fr.certificate = removal_certificate(ctx.before, ctx.mem, in_memory,
-                                       std::to_string(audit_record), fr.diagnostics, co, probes);
+  fr.certificate = removal_certificate(ctx.before, ctx.mem, in_memory, std::to_string(audit_record),
+                                       fr.diagnostics, co, probes);
   fr.certificate_seconds = since(c0);
   StoreErasure se;
   se.path = im.path;
@@ -271,7 +266,6 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   return fr.certificate.to_json().dump();
 }
 
-
 ForgetResult Store::forget_record(const std::string& name, std::int64_t record) {
   check_record(record);
   Impl::ForgetOp op(name, record);
@@ -279,7 +273,6 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
 }
 
 // ------------------------------------------------------------------------------ suspend, resume
-
 
 struct Store::Impl::SuspendOp : Store::Impl::OpSteps<OpResult> {
   const std::string& name;
@@ -357,7 +350,6 @@ struct Store::Impl::ResumeOp : Store::Impl::OpSteps<OpResult> {
   }
 };
 
-
 OpResult Store::suspend_record(const std::string& name, std::int64_t record) {
   check_record(record);
   Impl::SuspendOp op(name, record);
@@ -372,9 +364,8 @@ OpResult Store::resume_record(const std::string& name, std::int64_t record) {
 
 // --------------------------------------------------------------------------------- import chunk
 
-
 static TokenSet record_set(std::int64_t record, const std::vector<Eigen::Index>& rows,
-                    const RowMatrix& keys, const RowMatrix& values) {
+                           const RowMatrix& keys, const RowMatrix& values) {
   TokenSet ts;
   ts.keys.resize(static_cast<Eigen::Index>(rows.size()), keys.cols());
   ts.values.resize(static_cast<Eigen::Index>(rows.size()), values.cols());
@@ -445,9 +436,7 @@ struct Store::Impl::ImportChunkOp : Store::Impl::OpSteps<OpResult> {
   }
 };
 
-
-TokenSet store_detail::import_record_set(std::int64_t record,
-                                         const std::vector<Eigen::Index>& rows,
+TokenSet store_detail::import_record_set(std::int64_t record, const std::vector<Eigen::Index>& rows,
                                          const RowMatrix& keys, const RowMatrix& values) {
   return record_set(record, rows, keys, values);
 }
@@ -497,7 +486,8 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
   e.certificate = nlohmann::json{
       {"settings", memory_settings_to_json(settings)},
       {"dim", dim},
-      {"value_dim", value_dim}}.dump();
+      {"value_dim",
+       value_dim}}.dump();
   im.append_audit(e);
   Impl::Statement ins(im.db.handle(),
                       "INSERT INTO memories(name, settings, dim, value_dim, b, status, warmup, "

@@ -1,11 +1,10 @@
 // Row I/O of the store (docs/store.md "Schema"): the memories row, token rows, record rows and
 // the support table; restoring a memory from them and writing a state's diff back.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-
-#include <chrono>
 
 #include "store_impl.h"
 #include "svattn/hash.h"
@@ -28,7 +27,6 @@ std::map<TokenId, std::pair<int, double>> support_map(const State& s) {
   for (TokenId id : s.partition.error) m[id] = {kPartError, alpha_of(id)};
   return m;
 }
-
 
 // Every number that enters the memories/support rows must be finite (NOT NULL REAL columns take a
 // NaN as NULL): a non-finite b or alpha means the kernel is not representable for these settings.
@@ -81,7 +79,7 @@ std::vector<MemoryRow> Store::Impl::all_memory_rows() {
 }
 
 void Store::Impl::decode_row(const Statement& q, int col, int cols, double* out, const char* what,
-                TokenId id) {
+                             TokenId id) {
   const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
   if (static_cast<std::size_t>(q.bytes(col)) != need) {
     throw FormatError("store '" + path + "': token " + std::to_string(id) + " has a " + what +
@@ -187,8 +185,8 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
     rep.screening_used = !bounds.empty();
     OpDiagnostics diag;
     try {
-      mem = std::make_unique<Memory>(Memory::restore(row.settings, tokens, state, &diag,
-                                                     bounds.empty() ? nullptr : &bounds));
+      mem = std::make_unique<Memory>(
+          Memory::restore(row.settings, tokens, state, &diag, bounds.empty() ? nullptr : &bounds));
     } catch (const InvalidArgument& e) {
       throw FormatError("memory '" + row.name + "': stored state cannot be restored: " + e.what());
     }
@@ -219,8 +217,9 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
 
 // Checksum of a screening row: binds the bounds to the memory, its state hash and token count
 // (docs/store.md "Persisted screening").
-std::string store_detail::screening_checksum(std::int64_t memory_id, const std::string& state_sha256,
-                               const double* bounds, std::size_t n) {
+std::string store_detail::screening_checksum(std::int64_t memory_id,
+                                             const std::string& state_sha256, const double* bounds,
+                                             std::size_t n) {
   std::string head = "svattn-screening-v1\n" + std::to_string(memory_id) + "\n" + state_sha256 +
                      "\n" + std::to_string(n) + "\n";
   std::vector<std::uint8_t> bytes(head.begin(), head.end());
@@ -329,7 +328,7 @@ std::vector<double> Store::Impl::read_screening(const MemoryRow& row, std::size_
 }
 
 void Store::Impl::write_state(std::int64_t memory_id, const State& before, const State& after,
-                 std::int64_t seq, const std::string& memory) {
+                              std::int64_t seq, const std::string& memory) {
   check_finite_state(memory, after);
   const auto old_sup = support_map(before);
   const auto new_sup = support_map(after);
@@ -393,8 +392,9 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, cons
   }
 }
 
-std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& before, const Memory& mem,
-                            const std::vector<TokenId>& removed_on_purpose) {
+std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& before,
+                                         const Memory& mem,
+                                         const std::vector<TokenId>& removed_on_purpose) {
   std::int64_t n = 0;
   Statement del(db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id = ?2");
   for (TokenId id : before.ids) {

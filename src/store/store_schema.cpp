@@ -196,15 +196,16 @@ void Store::Impl::upgrade_schema() {
   AuditEntry e;
   e.operation = "upgrade";
   e.record = -1;
-  e.certificate = nlohmann::json{{"operation", "upgrade"},
-                                 {"from_schema_version", version},
-                                 {"to_schema_version", kStoreSchemaVersion},
-                                 {"screening_rows", rows}}
-                      .dump();
+  e.certificate = nlohmann::json{
+      {"operation", "upgrade"},
+      {"from_schema_version", version},
+      {"to_schema_version", kStoreSchemaVersion},
+      {"screening_rows",
+       rows}}.dump();
   append_audit(e);
   t.commit();
-  std::fprintf(stderr, "svattn: store '%s' upgraded from schema version %lld to %d\n",
-               path.c_str(), static_cast<long long>(version), kStoreSchemaVersion);
+  std::fprintf(stderr, "svattn: store '%s' upgraded from schema version %lld to %d\n", path.c_str(),
+               static_cast<long long>(version), kStoreSchemaVersion);
 }
 
 bool Store::Impl::cannot_share_wal() const {
@@ -258,8 +259,8 @@ void Store::Impl::validate_existing() {
   }
   if (version > kStoreSchemaVersion) {
     throw FormatError("store '" + path + "' has schema version " + std::to_string(version) +
-                      ", newer than this svattn supports (" +
-                      std::to_string(kStoreSchemaVersion) + "); upgrade svattn");
+                      ", newer than this svattn supports (" + std::to_string(kStoreSchemaVersion) +
+                      "); upgrade svattn");
   }
   if (version < 1) {
     throw FormatError(not_store + " (schema version " + std::to_string(version) + ")");

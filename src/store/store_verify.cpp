@@ -33,7 +33,8 @@ StoreVerification Store::verify() const {
         v.problems.push_back(std::string("audit protection trigger '") + trig + "' is missing");
     }
     // 2. The audit chain.
-    std::map<std::string, std::pair<std::string, std::int64_t>> last_state;  // memory -> (hash, seq)
+    std::map<std::string, std::pair<std::string, std::int64_t>>
+        last_state;  // memory -> (hash, seq)
     im.check_chain(entries, v, last_state);
     // 3. Every memory: stored state vs batch re-solve of the stored tokens, and verify_state.
     for (const MemoryRow& row : im.all_memory_rows()) {
@@ -52,7 +53,6 @@ StoreVerification Store::verify() const {
   });
   return v;
 }
-
 
 bool Store::Impl::tables_present(std::vector<std::string>& problems) {
   bool all = true;
@@ -111,8 +111,8 @@ void compare_fields(const MemoryRow& row, const State& derived, bool exact,
 
 // The persisted screening bounds (docs/store.md "Persisted screening"): intact, and a lower bound
 // of every reserve token's exact gradient g_i = sum_j a_j k(x_i, x_j) - k(x_i, x_i) / 2 + b.
-void Store::Impl::check_screening(const MemoryRow& row, const TokenSet& tokens,
-                                  const State& stored, std::vector<std::string>& problems) {
+void Store::Impl::check_screening(const MemoryRow& row, const TokenSet& tokens, const State& stored,
+                                  std::vector<std::string>& problems) {
   std::string problem;
   const std::vector<double> bounds = read_screening(row, tokens.ids.size(), &problem);
   if (!problem.empty()) {
@@ -130,7 +130,8 @@ void Store::Impl::check_screening(const MemoryRow& row, const TokenSet& tokens,
     const double* xi = tokens.keys.row(i).data();
     double g = stored.b - kernel(ks, xi, xi, row.dim) / 2;
     for (Eigen::Index j : support)
-      g += stored.alpha[static_cast<std::size_t>(j)] * kernel(ks, xi, tokens.keys.row(j).data(), row.dim);
+      g += stored.alpha[static_cast<std::size_t>(j)] *
+           kernel(ks, xi, tokens.keys.row(j).data(), row.dim);
     if (bounds[static_cast<std::size_t>(i)] > g + 1e-9 * scale) {
       problems.push_back("memory '" + row.name + "': persisted screening bound of token " +
                          std::to_string(tokens.ids[static_cast<std::size_t>(i)]) + " (" +

@@ -62,9 +62,8 @@ std::vector<double> read_bounds(RawDb& db) {
 }
 
 void write_bounds(RawDb& db, const std::vector<double>& b, const std::string* checksum) {
-  const std::string sql = checksum != nullptr
-                              ? "UPDATE screening SET bounds = ?1, checksum = ?2"
-                              : "UPDATE screening SET bounds = ?1";
+  const std::string sql = checksum != nullptr ? "UPDATE screening SET bounds = ?1, checksum = ?2"
+                                              : "UPDATE screening SET bounds = ?1";
   sqlite3_stmt* q = nullptr;
   sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &q, nullptr);
   sqlite3_bind_blob(q, 1, b.data(), static_cast<int>(b.size() * sizeof(double)), SQLITE_TRANSIENT);
@@ -171,8 +170,8 @@ TEST(StoreScreening, QueryChecksTheSupportDigest) {
   }
   ASSERT_GE(support_id, 0);
   ASSERT_GE(reserve_id, 0);
-  const std::string edit = "UPDATE tokens SET key = zeroblob(" + std::to_string(kDim * 8) +
-                           ") WHERE token_id = ";
+  const std::string edit =
+      "UPDATE tokens SET key = zeroblob(" + std::to_string(kDim * 8) + ") WHERE token_id = ";
   {
     RawDb raw(path);
     ASSERT_EQ(raw.exec(edit + std::to_string(reserve_id)), SQLITE_OK);
