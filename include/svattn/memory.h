@@ -124,8 +124,20 @@ class Memory {
   /// records a batch fallback. Throws InvalidArgument if dimensions disagree or if the state was
   /// solved under other problem settings (state.settings != settings.problem: kernel, bandwidth,
   /// degree, coef0, C, ridge; the message names the field).
+  ///
+  /// With `hints` (gradient_lower_bounds() of the memory that produced `state`, aligned with
+  /// tokens.ids), reserve tokens whose bound proves g_i > 0 are not re-checked: restoring costs the
+  /// tokens' insertion, the hash, the KKT check of the support and of the tokens whose bound is not
+  /// conclusive, and R (O(n d + |S u E|^2 d + |S|^3) when the bounds are tight). The caller must
+  /// have checked the hints' integrity (docs/store.md "Persisted screening"); hints of the wrong
+  /// length are ignored.
   static Memory restore(const MemorySettings& settings, const TokenSet& tokens, const State& state,
-                        OpDiagnostics* diag = nullptr);
+                        OpDiagnostics* diag = nullptr, const std::vector<double>* hints = nullptr);
+  /// Lower bounds of the KKT gradient g_i = ((K + mu I) a)_i - K_ii / 2 + b of every token held,
+  /// ascending id (0 for margin and error tokens, whose gradient restore always recomputes). Empty
+  /// unless the memory is optimal and out of warm-up. O(n), no kernel value: the screening bounds
+  /// the memory keeps (docs/math.md §4, "Screened KKT checks"). For Memory::restore.
+  std::vector<double> gradient_lower_bounds() const;
 
   /// Versioned binary serialization with a SHA-256 checksum (docs/math.md).
   std::vector<std::uint8_t> serialize() const;

@@ -58,8 +58,9 @@ TokenId store_token_id(std::int64_t record, std::int64_t position);
 inline std::int64_t record_of(TokenId id) { return id >> kPositionBits; }
 inline std::int64_t position_of(TokenId id) { return id & kMaxPosition; }
 
-/// Store schema version written to PRAGMA user_version and the meta table.
-constexpr int kStoreSchemaVersion = 1;
+/// Store schema version written to PRAGMA user_version and the meta table. Version 2 added the
+/// persisted screening bounds; a version-1 file is upgraded in place when opened for writing.
+constexpr int kStoreSchemaVersion = 2;
 /// PRAGMA application_id of a store file: ASCII "SVAT".
 constexpr std::int32_t kStoreApplicationId = 0x53564154;
 
@@ -105,6 +106,16 @@ struct RecordInfo {
   std::int64_t record = 0;
   int tokens = 0;  ///< token rows held for the record
   bool suspended = false;
+};
+
+/// How a Store object last restored a memory from the file (Store::last_restore).
+struct RestoreReport {
+  bool restored = false;          ///< this object restored the memory (false: never loaded)
+  bool screening_used = false;    ///< persisted screening bounds seeded the restore
+  std::string screening_problem;  ///< why persisted bounds were refused ("" when absent or used)
+  bool resolved = false;          ///< the stored state did not check and was re-solved
+  long kernel_evaluations = 0;    ///< kernel values the restore computed
+  double seconds = 0;             ///< reading the rows, restoring, the hash check
 };
 
 struct MemoryInfo {
@@ -248,6 +259,8 @@ class Store {
   /// changed it). Throws NotFound. The reference is valid until the next operation on this Store
   /// (a failed operation drops the in-RAM memory and reloads it on next use); copy it to keep it.
   const Memory& memory(const std::string& name);
+  /// How this object last restored memory `name` (restored == false if it never did).
+  RestoreReport last_restore(const std::string& name) const;
   /// The canonical state as stored in the file (not re-derived). Throws NotFound.
   State stored_state(const std::string& name) const;
 

@@ -442,29 +442,39 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
 
 namespace svattn::detail {
 
-State build_state(const ProblemSettings& p, const TokenSet& tokens, const std::vector<double>& alpha,
-                  const std::vector<Set>& set, double b, const KktReport& kkt, Status status,
-                  bool warmup) {
+State build_state_unhashed(const ProblemSettings& p, const std::vector<TokenId>& ids, int dim,
+                           int value_dim, const std::vector<double>& alpha,
+                           const std::vector<Set>& set, double b, const KktReport& kkt,
+                           Status status, bool warmup) {
   State s;
   s.settings = p;
-  s.dim = static_cast<int>(tokens.keys.cols());
-  s.value_dim = static_cast<int>(tokens.values.cols());
-  s.ids = tokens.ids;
+  s.dim = dim;
+  s.value_dim = value_dim;
+  s.ids = ids;
   s.alpha = alpha;
   s.b = b;
   s.kkt = kkt;
   s.status = status;
   s.warmup = warmup;
-  for (size_t r = 0; r < tokens.ids.size(); ++r) {
+  for (size_t r = 0; r < ids.size(); ++r) {
     switch (set[r]) {
-      case Set::kMargin: s.partition.margin.push_back(tokens.ids[r]); break;
-      case Set::kError: s.partition.error.push_back(tokens.ids[r]); break;
-      case Set::kReserve: s.partition.reserve.push_back(tokens.ids[r]); break;
+      case Set::kMargin: s.partition.margin.push_back(ids[r]); break;
+      case Set::kError: s.partition.error.push_back(ids[r]); break;
+      case Set::kReserve: s.partition.reserve.push_back(ids[r]); break;
     }
   }
+  return s;
+}
+
+State build_state(const ProblemSettings& p, const TokenSet& tokens, const std::vector<double>& alpha,
+                  const std::vector<Set>& set, double b, const KktReport& kkt, Status status,
+                  bool warmup) {
+  State s = build_state_unhashed(p, tokens.ids, static_cast<int>(tokens.keys.cols()),
+                                 static_cast<int>(tokens.values.cols()), alpha, set, b, kkt,
+                                 status, warmup);
   std::vector<int> order(tokens.ids.size());
   for (size_t r = 0; r < order.size(); ++r) order[r] = static_cast<int>(r);
-  s.state_sha256 = sha256_hex(canonical_bytes(p, tokens, order, alpha, b));
+  s.state_sha256 = canonical_sha256(p, tokens, order, alpha, b);
   return s;
 }
 

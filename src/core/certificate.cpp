@@ -59,39 +59,37 @@ void check_feasibility(const State& state, VerifyReport& rep) {
   rep.feasible = sets_ok && rep.kkt.sum_error <= 1e-10 && rep.kkt.box_violation == 0.0;
 }
 
-// Kernel block K(all, support) and diag(K) with dense algebra (Eigen products, not the solver's
-// scalar loops): the check has a tolerance, so it needs no bit-for-bit agreement with the solver.
-void kernel_block(const KernelSettings& k, const RowMatrix& X, const std::vector<int>& sup,
-                  Eigen::MatrixXd& KS, Eigen::VectorXd& kdiag) {
+// Kernel block K(rows, support) and diag(K) of the rows with dense algebra (Eigen products, not the
+// solver's scalar loops): the check has a tolerance, so it needs no bit-for-bit agreement with the
+// solver. XS holds the support keys, sq_s their squared norms.
+void kernel_block(const KernelSettings& k, const RowMatrix& X, const RowMatrix& XS,
+                  const Eigen::VectorXd& sq_s, Eigen::MatrixXd& KS, Eigen::VectorXd& kdiag) {
   const Eigen::Index n = X.rows();
-  RowMatrix XS(static_cast<Eigen::Index>(sup.size()), X.cols());
-  for (size_t c = 0; c < sup.size(); ++c) XS.row(c) = X.row(sup[c]);
-  const Eigen::MatrixXd G = X * XS.transpose();
+  KS.noalias() = X * XS.transpose();
   const Eigen::VectorXd sq = X.rowwise().squaredNorm();
-  KS.resize(n, static_cast<Eigen::Index>(sup.size()));
   kdiag.resize(n);
   switch (k.type) {
     case KernelType::kRbf: {
       const double s2 = k.bandwidth * k.bandwidth;
       for (Eigen::Index c = 0; c < KS.cols(); ++c)
         for (Eigen::Index t = 0; t < n; ++t)
-          KS(t, c) = std::exp(-std::max(0.0, sq[t] + sq[sup[c]] - 2 * G(t, c)) / s2);
+          KS(t, c) = std::exp(-std::max(0.0, sq[t] + sq_s[c] - 2 * KS(t, c)) / s2);
       kdiag.setOnes();
       break;
     }
-    case KernelType::kLinear:
-      KS = G;
-      kdiag = sq;
-      break;
+    case KernelType::kLinear: kdiag = sq; break;
     case KernelType::kPoly:
       for (Eigen::Index c = 0; c < KS.cols(); ++c)
-        for (Eigen::Index t = 0; t < n; ++t) KS(t, c) = std::pow(G(t, c) + k.coef0, k.degree);
+        for (Eigen::Index t = 0; t < n; ++t) KS(t, c) = std::pow(KS(t, c) + k.coef0, k.degree);
       for (Eigen::Index t = 0; t < n; ++t) kdiag[t] = std::pow(sq[t] + k.coef0, k.degree);
       break;
   }
 }
 
-// KKT signs: g_i = sum_j K_ij a_j + mu a_i - K_ii/2 + b on every token (vacuous for n = 0).
+// KKT signs: g_i = sum_j K_ij a_j + mu a_i - K_ii/2 + b on every token (vacuous for n = 0), in
+// blocks of kCheckBlock rows so the check holds O(block * |S u E|) numbers, not O(n * |S u E|).
+constexpr int kCheckBlock = 4096;
+
 void check_kkt(const TokenSet& tokens, const std::vector<int>& order, const State& state,
                VerifyReport& rep) {
   const int n = static_cast<int>(order.size());
@@ -101,33 +99,45 @@ void check_kkt(const TokenSet& tokens, const std::vector<int>& order, const Stat
     return;
   }
   const ProblemSettings& p = state.settings;
-  RowMatrix X(n, tokens.keys.cols());
-  for (int t = 0; t < n; ++t) X.row(t) = tokens.keys.row(order[t]);
+  const Eigen::Index d = tokens.keys.cols();
   std::vector<int> sup;
   for (int t = 0; t < n; ++t)
     if (state.alpha[t] != 0) sup.push_back(t);
   Eigen::VectorXd aS(static_cast<Eigen::Index>(sup.size()));
-  for (size_t c = 0; c < sup.size(); ++c) aS[c] = state.alpha[sup[c]];
+  RowMatrix XS(static_cast<Eigen::Index>(sup.size()), d);
+  for (size_t c = 0; c < sup.size(); ++c) {
+    aS[c] = state.alpha[sup[c]];
+    XS.row(c) = tokens.keys.row(order[sup[c]]);
+  }
+  const Eigen::VectorXd sq_s = XS.rowwise().squaredNorm();
+  const bool warm = is_warm(n, p.C);
+  double scale = 1.0;
+  double worst = 0.0;
+  RowMatrix X;
   Eigen::MatrixXd KS;
   Eigen::VectorXd kdiag;
-  kernel_block(p.kernel, X, sup, KS, kdiag);
-  const Eigen::VectorXd ka = KS * aS;
-  const bool warm = is_warm(n, p.C);
-  const double scale = std::max(1.0, kdiag.maxCoeff());
-  double worst = 0.0;
-  for (int t = 0; t < n; ++t) {
-    const double a = state.alpha[t];
-    const double g = ka[t] + p.ridge * a - kdiag[t] / 2 + state.b;
-    double v;
-    if (warm)
-      v = std::max(0.0, g);
-    else if (a == 0)
-      v = std::max(0.0, -g);
-    else if (a == p.C)
-      v = std::max(0.0, g);
-    else
-      v = std::abs(g);
-    worst = std::max(worst, v);
+  for (int t0 = 0; t0 < n; t0 += kCheckBlock) {
+    const int m = std::min(kCheckBlock, n - t0);
+    X.resize(m, d);
+    for (int r = 0; r < m; ++r) X.row(r) = tokens.keys.row(order[t0 + r]);
+    kernel_block(p.kernel, X, XS, sq_s, KS, kdiag);
+    const Eigen::VectorXd ka = KS * aS;
+    scale = std::max(scale, kdiag.maxCoeff());
+    for (int r = 0; r < m; ++r) {
+      const int t = t0 + r;
+      const double a = state.alpha[t];
+      const double g = ka[r] + p.ridge * a - kdiag[r] / 2 + state.b;
+      double v;
+      if (warm)
+        v = std::max(0.0, g);
+      else if (a == 0)
+        v = std::max(0.0, -g);
+      else if (a == p.C)
+        v = std::max(0.0, g);
+      else
+        v = std::abs(g);
+      worst = std::max(worst, v);
+    }
   }
   rep.kkt.max_violation = worst;
   // Accept violations up to 1e-8 * scale: the canonical refinement's own acceptance is tighter
@@ -213,8 +223,7 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
     order[t] = it->second;
   }
   const ProblemSettings& p = state.settings;
-  rep.hash_ok =
-      sha256_hex(canonical_bytes(p, tokens, order, state.alpha, state.b)) == state.state_sha256;
+  rep.hash_ok = canonical_sha256(p, tokens, order, state.alpha, state.b) == state.state_sha256;
   check_feasibility(state, rep);
   check_kkt(tokens, order, state, rep);
   uniqueness(tokens, p, rep);
@@ -293,8 +302,8 @@ OptimalityCheck reference_check(const TokenSet& remaining, const State& before,
   std::vector<int> order(remaining.ids.size());
   for (size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);  // ascending ids
   vr.hash_ok = remaining.ids == after.ids &&
-               sha256_hex(canonical_bytes(after.settings, remaining, order, after.alpha,
-                                          after.b)) == after.state_sha256;
+               canonical_sha256(after.settings, remaining, order, after.alpha, after.b) ==
+                   after.state_sha256;
   check_feasibility(after, vr);
   uniqueness(remaining, after.settings, vr);
   OptimalityCheck v;

@@ -10,32 +10,129 @@
 namespace svattn {
 namespace {
 
-class ByteWriter {
+bool little_endian() {
+  const std::uint16_t one = 1;
+  std::uint8_t first;
+  std::memcpy(&first, &one, 1);
+  return first == 1;
+}
+
+// The canonical byte layout (docs/math.md "Canonical state hash") written to a sink: the byte
+// vector of canonical_bytes, or a streaming SHA-256 that never holds the whole layout.
+template <class Sink>
+class CanonicalWriter {
  public:
-  explicit ByteWriter(std::vector<std::uint8_t>& out) : out_(out) {}
+  explicit CanonicalWriter(Sink& sink) : sink_(sink) {}
   template <typename T>
   void put(T v) {  // little-endian
     std::uint8_t b[sizeof(T)];
     std::memcpy(b, &v, sizeof(T));
     if (!little_endian()) std::reverse(b, b + sizeof(T));
-    const std::size_t old = out_.size();
-    out_.resize(old + sizeof(T));
-    std::memcpy(out_.data() + old, b, sizeof(T));
+    sink_.append(b, sizeof(T));
   }
   void raw(const char* s, std::size_t n) {
-    const std::size_t old = out_.size();
-    out_.resize(old + n);
-    std::memcpy(out_.data() + old, s, n);
+    sink_.append(reinterpret_cast<const std::uint8_t*>(s), n);
+  }
+  void doubles(const double* p, std::size_t n) {
+    if (little_endian()) {
+      sink_.append(reinterpret_cast<const std::uint8_t*>(p), n * sizeof(double));
+    } else {
+      for (std::size_t k = 0; k < n; ++k) put<double>(p[k]);
+    }
+  }
+
+  template <class RowFn>
+  void state(const ProblemSettings& s, std::size_t n, std::size_t d, std::size_t dv, RowFn&& row,
+             const std::vector<double>& alpha, double b) {
+    raw("SVATTN-STATE-v1", 16);  // 15 chars + NUL
+    put<std::uint8_t>(static_cast<std::uint8_t>(s.kernel.type));
+    switch (s.kernel.type) {
+      case KernelType::kRbf:
+        put<double>(s.kernel.bandwidth);
+        break;
+      case KernelType::kLinear:
+        break;
+      case KernelType::kPoly:
+        put<std::int32_t>(s.kernel.degree);
+        put<double>(s.kernel.coef0);
+        break;
+    }
+    put<double>(s.C);
+    put<double>(s.ridge);
+    put<std::uint64_t>(n);
+    put<std::uint32_t>(static_cast<std::uint32_t>(d));
+    put<std::uint32_t>(static_cast<std::uint32_t>(dv));
+    for (std::size_t t = 0; t < n; ++t) {
+      const CanonicalRow r = row(t);
+      put<std::int64_t>(r.id);
+      doubles(r.key, d);
+      doubles(r.value, dv);
+      put<double>(alpha[t]);
+    }
+    put<double>(b);
   }
 
  private:
-  static bool little_endian() {
-    const std::uint16_t one = 1;
-    std::uint8_t first;
-    std::memcpy(&first, &one, 1);
-    return first == 1;
+  Sink& sink_;
+};
+
+struct VectorSink {
+  std::vector<std::uint8_t>& out;
+  void append(const std::uint8_t* p, std::size_t n) {
+    const std::size_t old = out.size();
+    out.resize(old + n);
+    std::memcpy(out.data() + old, p, n);
   }
-  std::vector<std::uint8_t>& out_;
+};
+
+// Streaming SHA-256 through a 64 KiB buffer.
+class Sha256Sink {
+ public:
+  Sha256Sink() : ctx_(EVP_MD_CTX_new()) {
+    if (ctx_ == nullptr || EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr) != 1)
+      throw Error("sha256: OpenSSL EVP_DigestInit failed");
+    buf_.reserve(kBuffer);
+  }
+  ~Sha256Sink() { EVP_MD_CTX_free(ctx_); }
+  Sha256Sink(const Sha256Sink&) = delete;
+  Sha256Sink& operator=(const Sha256Sink&) = delete;
+  void append(const std::uint8_t* p, std::size_t n) {
+    if (buf_.size() + n > kBuffer) flush();
+    if (n >= kBuffer) {
+      update(p, n);
+    } else {
+      buf_.insert(buf_.end(), p, p + n);
+    }
+  }
+  std::string hex() {
+    flush();
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_DigestFinal_ex(ctx_, md, &len) != 1) throw Error("sha256: EVP_DigestFinal failed");
+    return to_hex(md, len);
+  }
+  static std::string to_hex(const unsigned char* md, unsigned int len) {
+    static const char* hexd = "0123456789abcdef";
+    std::string s;
+    s.reserve(2 * len);
+    for (unsigned int i = 0; i < len; ++i) {
+      s.push_back(hexd[md[i] >> 4]);
+      s.push_back(hexd[md[i] & 15]);
+    }
+    return s;
+  }
+
+ private:
+  static constexpr std::size_t kBuffer = 1 << 16;
+  void flush() {
+    if (!buf_.empty()) update(buf_.data(), buf_.size());
+    buf_.clear();
+  }
+  void update(const std::uint8_t* p, std::size_t n) {
+    if (EVP_DigestUpdate(ctx_, p, n) != 1) throw Error("sha256: EVP_DigestUpdate failed");
+  }
+  EVP_MD_CTX* ctx_;
+  std::vector<std::uint8_t> buf_;
 };
 
 }  // namespace
@@ -47,31 +144,39 @@ std::vector<std::uint8_t> canonical_bytes(const ProblemSettings& s, const TokenS
   std::vector<std::uint8_t> out;
   const std::size_t d = tokens.keys.cols(), dv = tokens.values.cols();
   out.reserve(64 + order.size() * (8 * (d + dv + 2)));
-  ByteWriter w(out);
-  w.raw("SVATTN-STATE-v1", 16);  // 15 chars + NUL
-  w.put<std::uint8_t>(static_cast<std::uint8_t>(s.kernel.type));
-  switch (s.kernel.type) {
-    case KernelType::kRbf: w.put<double>(s.kernel.bandwidth); break;
-    case KernelType::kLinear: break;
-    case KernelType::kPoly:
-      w.put<std::int32_t>(s.kernel.degree);
-      w.put<double>(s.kernel.coef0);
-      break;
-  }
-  w.put<double>(s.C);
-  w.put<double>(s.ridge);
-  w.put<std::uint64_t>(order.size());
-  w.put<std::uint32_t>(static_cast<std::uint32_t>(d));
-  w.put<std::uint32_t>(static_cast<std::uint32_t>(dv));
-  for (std::size_t t = 0; t < order.size(); ++t) {
-    const int r = order[t];
-    w.put<std::int64_t>(tokens.ids[r]);
-    for (std::size_t k = 0; k < d; ++k) w.put<double>(tokens.keys(r, k));
-    for (std::size_t k = 0; k < dv; ++k) w.put<double>(tokens.values(r, k));
-    w.put<double>(alpha[t]);
-  }
-  w.put<double>(b);
+  VectorSink sink{out};
+  CanonicalWriter<VectorSink> w(sink);
+  w.state(
+      s, order.size(), d, dv,
+      [&](std::size_t t) {
+        const int r = order[t];
+        return CanonicalRow{tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data()};
+      },
+      alpha, b);
   return out;
+}
+
+std::string canonical_sha256(const ProblemSettings& s, const TokenSet& tokens,
+                             const std::vector<int>& order, const std::vector<double>& alpha,
+                             double b) {
+  SVATTN_ASSERT(order.size() == alpha.size(), "order and alpha must align");
+  return canonical_sha256_rows(
+      s, order.size(), static_cast<int>(tokens.keys.cols()), static_cast<int>(tokens.values.cols()),
+      [&](std::size_t t) {
+        const int r = order[t];
+        return CanonicalRow{tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data()};
+      },
+      alpha, b);
+}
+
+std::string canonical_sha256_rows(const ProblemSettings& s, std::size_t n, int d, int dv,
+                                  const std::function<CanonicalRow(std::size_t)>& row,
+                                  const std::vector<double>& alpha, double b) {
+  SVATTN_ASSERT(n == alpha.size(), "rows and alpha must align");
+  Sha256Sink sink;
+  CanonicalWriter<Sha256Sink> w(sink);
+  w.state(s, n, static_cast<std::size_t>(d), static_cast<std::size_t>(dv), row, alpha, b);
+  return sink.hex();
 }
 
 std::string sha256_hex(const std::uint8_t* data, std::size_t n) {
@@ -79,14 +184,7 @@ std::string sha256_hex(const std::uint8_t* data, std::size_t n) {
   unsigned int len = 0;
   if (EVP_Digest(data, n, md, &len, EVP_sha256(), nullptr) != 1)
     throw Error("sha256: OpenSSL EVP_Digest failed");
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  s.reserve(2 * len);
-  for (unsigned int i = 0; i < len; ++i) {
-    s.push_back(hex[md[i] >> 4]);
-    s.push_back(hex[md[i] & 15]);
-  }
-  return s;
+  return Sha256Sink::to_hex(md, len);
 }
 
 }  // namespace svattn

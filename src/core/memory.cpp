@@ -13,6 +13,7 @@
 #include "memory_impl.h"
 #include "svattn/batch_solver.h"
 #include "svattn/errors.h"
+#include "svattn/hash.h"
 #include "svattn/readout.h"
 
 namespace svattn {
@@ -301,18 +302,31 @@ double Memory::decision(const Eigen::Ref<const Eigen::VectorXd>& q) const {
 State Memory::state() const {
   Impl& m = *impl_;
   if (!m.state_valid) {
-    TokenSet t = m.tokens_sorted();
-    std::vector<double> a(t.ids.size());
-    std::vector<Set> s(t.ids.size());
-    for (size_t r = 0; r < t.ids.size(); ++r) {
-      const int sl = m.slot_of.at(t.ids[r]);
-      a[r] = m.alpha[sl];
-      s[r] = m.set_of[sl];
+    // Slots in ascending id; the hash streams from the slots (no copy of the tokens).
+    std::vector<int> sl;
+    sl.reserve(static_cast<size_t>(m.num_tokens));
+    for (int i = 0; i < m.slots_used; ++i)
+      if (m.live[i]) sl.push_back(i);
+    std::sort(sl.begin(), sl.end(), [&](int x, int y) { return m.ids[x] < m.ids[y]; });
+    std::vector<TokenId> ids(sl.size());
+    std::vector<double> a(sl.size());
+    std::vector<Set> s(sl.size());
+    for (size_t r = 0; r < sl.size(); ++r) {
+      ids[r] = m.ids[sl[r]];
+      a[r] = m.alpha[sl[r]];
+      s[r] = m.set_of[sl[r]];
     }
     // Residuals of the last canonical refinement; operations that leave (a, b) untouched (a new
     // reserve token with g >= 0, removing or evicting reserve tokens) leave them unchanged.
     const KktReport kkt = m.num_tokens > 0 ? m.kkt : KktReport{};
-    m.state_cache = detail::build_state(m.settings.problem, t, a, s, m.b, kkt, m.status, m.warmup);
+    m.state_cache = detail::build_state_unhashed(m.settings.problem, ids, m.key_dim, m.value_dim, a,
+                                                 s, m.b, kkt, m.status, m.warmup);
+    m.state_cache.state_sha256 = canonical_sha256_rows(
+        m.settings.problem, sl.size(), m.key_dim, m.value_dim,
+        [&](size_t r) {
+          return CanonicalRow{m.ids[sl[r]], m.key(sl[r]), m.value(sl[r])};
+        },
+        a, m.b);
     m.state_valid = true;
   }
   return m.state_cache;
@@ -337,7 +351,7 @@ std::vector<TokenId> Memory::margin_order() const {
 }
 
 Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, const State& state,
-                       OpDiagnostics* diag) {
+                       OpDiagnostics* diag, const std::vector<double>* hints) {
   settings.validate();
   tokens.validate(settings.problem);
   if (tokens.size() > 0 &&
@@ -376,11 +390,19 @@ Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, c
   OpDiagnostics dg;
   std::unordered_map<TokenId, double> a;
   for (size_t t = 0; t < state.ids.size(); ++t) a[state.ids[t]] = state.alpha[t];
+  // Room for the support's columns while there are no rows, then every slot at once: no
+  // regrowth copies the column cache (support_columns.h), untouched rows stay unmapped.
+  const size_t support = state.partition.margin.size() + state.partition.error.size();
+  m.columns.reserve_columns(static_cast<int>(2 * support) + 16);
+  m.grow(tokens.size());
+  const bool seeded = hints != nullptr && hints->size() == static_cast<size_t>(tokens.size());
+  if (seeded) m.b = state.b;  // the offset the bounds refer to (memory_restore.cpp)
   for (int r = 0; r < tokens.size(); ++r) {
     const int s =
         m.insert_token(tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data());
     auto it = a.find(tokens.ids[r]);
     m.alpha[s] = it == a.end() ? 0.0 : it->second;
+    if (seeded && m.alpha[s] == 0.0) m.seed_gradient_bound(s, (*hints)[static_cast<size_t>(r)]);
   }
   if (m.num_tokens > 0) {
     m.finish(dg);

@@ -161,6 +161,8 @@ struct Memory::Impl final : detail::KernelAccess {
   void load_support(int c, const std::vector<int>& elist);
   double exact_g(int i);
   void refresh(int i, OpDiagnostics& dg);
+  double gradient_lower_bound(int i) const;
+  void seed_gradient_bound(int i, double lower);
 
   // ---------------------------------------------------------------- memory_path.cpp
   double gradient_of_new(int c);

@@ -67,4 +67,18 @@ void Memory::Impl::refresh(int i, OpDiagnostics& dg) {
   ++dg.tracked;
 }
 
+// Lower bound of reserve token i's gradient at the current (a, b): the bound reserve_safe tests
+// with extra = 0. Persisted by the store for Memory::restore (docs/store.md "Persisted screening").
+double Memory::Impl::gradient_lower_bound(int i) const {
+  const double gain = detail::g_exact_offset_screening ? b - b_at_refresh[i] : 0.0;
+  return (grad[i] + gain) - (drift - drift_at_refresh[i]);
+}
+
+// Starts the screening of reserve token i from `lower`, a lower bound of its gradient at the
+// current (a, b) (Memory::restore with hints): as if its gradient had just been refreshed.
+void Memory::Impl::seed_gradient_bound(int i, double lower) {
+  grad[i] = lower;
+  mark_refreshed(i, b);
+}
+
 }  // namespace svattn

@@ -3,13 +3,67 @@
 // gradient sums of SPEC §4 read contiguous memory. Columns are filled eagerly (add) or lazily
 // (add_lazy): a lazy column's entries are computed row by row when a row is first read after the
 // column appeared (ready_row), so a new support token costs O(rows actually read) kernel values,
-// not O(n). Internal.
+// not O(n). The entries live in calloc'd zero pages, so rows that are never read (reserve tokens
+// a restore skips, docs/store.md "Persisted screening") take no resident memory. Internal.
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <vector>
 
 namespace svattn::detail {
+
+/// fp64 entries, zero-initialised by calloc (large blocks are fresh, untouched pages).
+class ZeroedDoubles {
+ public:
+  ZeroedDoubles() = default;
+  ~ZeroedDoubles() { std::free(p_); }
+  ZeroedDoubles(const ZeroedDoubles& o) : ZeroedDoubles() {
+    assign_zero(o.n_);
+    if (o.n_ > 0) std::memcpy(p_, o.p_, o.n_ * sizeof(double));
+  }
+  ZeroedDoubles& operator=(const ZeroedDoubles& o) {
+    if (this != &o) {
+      ZeroedDoubles t(o);
+      swap(t);
+    }
+    return *this;
+  }
+  ZeroedDoubles(ZeroedDoubles&& o) noexcept { swap(o); }
+  ZeroedDoubles& operator=(ZeroedDoubles&& o) noexcept {
+    swap(o);
+    return *this;
+  }
+  void swap(ZeroedDoubles& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+  }
+  /// n zeros (the old entries are dropped).
+  void assign_zero(size_t n) {
+    double* q = n > 0 ? static_cast<double*>(std::calloc(n, sizeof(double))) : nullptr;
+    if (n > 0 && q == nullptr) throw std::bad_alloc();
+    std::free(p_);
+    p_ = q;
+    n_ = n;
+  }
+  /// Grows to n entries keeping the first size() (the new ones are zero).
+  void grow_keep(size_t n) {
+    if (n <= n_) return;
+    ZeroedDoubles t;
+    t.assign_zero(n);
+    if (n_ > 0) std::memcpy(t.p_, p_, n_ * sizeof(double));
+    swap(t);
+  }
+  double* data() { return p_; }
+  const double* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  double* p_ = nullptr;
+  size_t n_ = 0;
+};
 
 class SupportColumns {
  public:
@@ -25,10 +79,15 @@ class SupportColumns {
   /// Grows the number of rows (slots); new rows are zero.
   void resize_rows(int rows) {
     if (rows <= rows_) return;
-    data_.resize(static_cast<size_t>(rows) * kcap_, 0.0);
+    data_.grow_keep(static_cast<size_t>(rows) * kcap_);
     pos_.resize(rows, -1);
     row_epoch_.resize(rows, 0);
     rows_ = rows;
+  }
+
+  /// Makes room for `k` columns now (cheap while there are few rows: a restore calls it first).
+  void reserve_columns(int k) {
+    while (kcap_ < k) grow_columns();
   }
 
   /// Adds column j (if absent) without computing it; rows fill it on their next ready_row().
@@ -72,7 +131,7 @@ class SupportColumns {
     if (pos(j) >= 0) return pos_[j];
     const int p = take_position(j);
     col_epoch_[p] = 0;  // filled for every row below
-    for (int i : fill_rows) data_[static_cast<size_t>(i) * kcap_ + p] = value(i);
+    for (int i : fill_rows) data_.data()[static_cast<size_t>(i) * kcap_ + p] = value(i);
     return p;
   }
 
@@ -107,11 +166,11 @@ class SupportColumns {
 
   void grow_columns() {
     const int nk = std::max(16, 2 * kcap_);
-    std::vector<double> nd(static_cast<size_t>(rows_) * nk, 0.0);
-    for (int i = 0; i < rows_; ++i)
-      std::copy(data_.begin() + static_cast<size_t>(i) * kcap_,
-                data_.begin() + static_cast<size_t>(i) * kcap_ + kcap_,
-                nd.begin() + static_cast<size_t>(i) * nk);
+    ZeroedDoubles nd;
+    nd.assign_zero(static_cast<size_t>(rows_) * nk);
+    for (int i = 0; i < rows_ && kcap_ > 0; ++i)
+      std::memcpy(nd.data() + static_cast<size_t>(i) * nk,
+                  data_.data() + static_cast<size_t>(i) * kcap_, kcap_ * sizeof(double));
     data_.swap(nd);
     slot_.resize(nk, -1);
     col_epoch_.resize(nk, 0);
@@ -133,10 +192,10 @@ class SupportColumns {
     int pos;
   };
 
-  std::vector<double> data_;
+  ZeroedDoubles data_;
   std::vector<LazyEntry> lazy_log_;  // lazy columns in ascending epoch (entries may be stale)
-  std::vector<int> pos_;   // per slot
-  std::vector<int> slot_;  // per position
+  std::vector<int> pos_;             // per slot
+  std::vector<int> slot_;            // per position
   std::vector<int> free_;
   std::vector<std::uint64_t> col_epoch_;  // per position: 0 = eager (valid for every row)
   std::vector<std::uint64_t> row_epoch_;  // per row: lazy columns with a larger epoch are stale

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -149,7 +150,14 @@ void kill_and_resume(int trials, std::uint64_t seed) {
   const std::string args =
       " --memory m --keys " + dir.file("k.npy") + " --records " + dir.file("r.npy") + " --chunk 3";
   ASSERT_EQ(cli(dir, "memory create " + dir.file("ref.db") + create).code, 0);
+  // Kill points are drawn inside the span an uninterrupted import takes (process start included),
+  // so trials interrupt it however fast the machine is.
+  const auto r0 = std::chrono::steady_clock::now();
   ASSERT_EQ(cli(dir, "memory import " + dir.file("ref.db") + args).code, 0);
+  const auto span_ms = std::max<long long>(
+      2, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                r0)
+             .count());
   const std::string want = Store(dir.file("ref.db")).memory_info("m").state_sha256;
   std::mt19937_64 gen(seed);
   int interrupted = 0;
@@ -163,7 +171,8 @@ void kill_and_resume(int trials, std::uint64_t seed) {
       ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50 + gen() % 600));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(span_ms / 10 + static_cast<long long>(gen() % (span_ms * 8 / 10 + 1))));
     ::kill(pid, SIGKILL);
     int st = 0;
     ::waitpid(pid, &st, 0);

@@ -1,0 +1,27 @@
+// The screening bounds a memory hands to Memory::restore (docs/store.md "Persisted screening"):
+// per-token lower bounds of the KKT gradient, which let a restore skip the kernel work on reserve
+// tokens whose bound is conclusive.
+#include <algorithm>
+
+#include "memory_impl.h"
+
+namespace svattn {
+
+std::vector<double> Memory::gradient_lower_bounds() const {
+  const Impl& m = *impl_;
+  std::vector<double> out;
+  if (m.num_tokens == 0 || m.status != Status::kOptimal || m.warmup) return out;
+  std::vector<int> sl;
+  sl.reserve(static_cast<size_t>(m.num_tokens));
+  for (int i = 0; i < m.slots_used; ++i)
+    if (m.live[i]) sl.push_back(i);
+  std::sort(sl.begin(), sl.end(), [&](int x, int y) { return m.ids[x] < m.ids[y]; });
+  out.reserve(sl.size());
+  for (int s : sl) {
+    const bool reserve = m.set_of[s] == Impl::Set::kReserve && m.alpha[s] == 0.0;
+    out.push_back(reserve ? m.gradient_lower_bound(s) : 0.0);
+  }
+  return out;
+}
+
+}  // namespace svattn

@@ -1,0 +1,138 @@
+// The audit chain (docs/store.md "Audit log"): appending an entry (sequence, time, previous hash,
+// entry hash, head anchor), reading the log, and checking the chain and its anchor.
+#include "store_impl.h"
+#include "svattn/hash.h"
+
+namespace svattn {
+
+using namespace store_detail;
+
+std::int64_t Store::Impl::next_seq_and_head(std::string* head) {
+  Statement q(db.handle(), "SELECT seq, entry_hash FROM audit ORDER BY seq DESC LIMIT 1");
+  if (q.step()) {
+    *head = q.text(1);
+    return q.int64(0) + 1;
+  }
+  *head = kZeroHash;
+  return 1;
+}
+
+void Store::Impl::append_audit(AuditEntry& e) {
+  e.seq = next_seq_and_head(&e.prev_hash);
+  e.time_utc = now_utc();
+  e.entry_hash = sha256_hex(canonical_audit_bytes(e));
+  Statement ins(db.handle(),
+                "INSERT INTO audit(seq, time_utc, operation, memory, record, token_count, "
+                "state_before, state_after, certificate, prev_hash, entry_hash) VALUES "
+                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+  ins.bind(1, e.seq)
+      .bind(2, e.time_utc)
+      .bind(3, e.operation)
+      .bind(4, e.memory)
+      .bind(5, e.record)
+      .bind(6, e.token_count)
+      .bind(7, e.state_before)
+      .bind(8, e.state_after)
+      .bind(9, e.certificate)
+      .bind(10, e.prev_hash)
+      .bind(11, e.entry_hash)
+      .run();
+  Statement meta(db.handle(), "UPDATE meta SET value = ?2 WHERE key = ?1");
+  meta.bind(1, std::string("audit_head_seq")).bind(2, std::to_string(e.seq)).run();
+  meta.reset();
+  meta.bind(1, std::string("audit_head_hash")).bind(2, e.entry_hash).run();
+}
+
+std::vector<AuditEntry> Store::Impl::read_audit() {
+  Impl& im = *this;
+  {
+    std::vector<AuditEntry> out;
+    Statement q(im.db.handle(),
+                "SELECT seq, time_utc, operation, memory, record, token_count, state_before, "
+                "state_after, certificate, prev_hash, entry_hash FROM audit ORDER BY seq");
+    while (q.step()) {
+      AuditEntry e;
+      e.seq = q.int64(0);
+      e.time_utc = q.text(1);
+      e.operation = q.text(2);
+      e.memory = q.text(3);
+      e.record = q.int64(4);
+      e.token_count = q.int64(5);
+      e.state_before = q.text(6);
+      e.state_after = q.text(7);
+      e.certificate = q.text(8);
+      e.prev_hash = q.text(9);
+      e.entry_hash = q.text(10);
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+}
+
+void Store::Impl::check_chain(
+    const std::vector<AuditEntry>& entries, StoreVerification& v,
+    std::map<std::string, std::pair<std::string, std::int64_t>>& last_state) {
+  const std::size_t problems_before_chain = v.problems.size();
+  std::string prev = kZeroHash;
+  std::int64_t expect_seq = 1;
+  for (const AuditEntry& e : entries) {
+    const std::string where = "audit entry " + std::to_string(e.seq);
+    if (e.seq != expect_seq) {
+      v.problems.push_back(where + ": expected sequence number " + std::to_string(expect_seq) +
+                           " (a row was deleted, inserted or renumbered)");
+    }
+    if (e.prev_hash != prev) {
+      v.problems.push_back(where +
+                           ": prev_hash does not match the previous entry's hash "
+                           "(rows edited, deleted or reordered)");
+    }
+    const std::string recomputed = sha256_hex(canonical_audit_bytes(e));
+    if (recomputed != e.entry_hash) {
+      v.problems.push_back(where + ": entry hash does not match its contents (row edited)");
+    }
+    if (e.operation == "upgrade") {  // store-level: the schema upgrade concerns no memory
+      if (!e.memory.empty() || !e.state_before.empty() || !e.state_after.empty()) {
+        v.problems.push_back(where + ": an upgrade entry names a memory or a state");
+      }
+      prev = e.entry_hash;
+      expect_seq = e.seq + 1;
+      continue;
+    }
+    auto it = last_state.find(e.memory);
+    if (e.operation == "create") {
+      if (it != last_state.end()) {
+        v.problems.push_back(where + ": memory '" + e.memory + "' created twice");
+      }
+    } else if (it == last_state.end()) {
+      v.problems.push_back(where + ": operation on memory '" + e.memory + "' before its creation");
+    } else if (it->second.first != e.state_before) {
+      v.problems.push_back(where +
+                           ": state_before does not continue the memory's previous "
+                           "state_after");
+    }
+    last_state[e.memory] = {e.state_after, e.seq};
+    prev = e.entry_hash;
+    expect_seq = e.seq + 1;
+  }
+  v.audit_entries = static_cast<std::int64_t>(entries.size());
+  v.audit_head = entries.empty() ? kZeroHash : entries.back().entry_hash;
+  {
+    std::string head_seq;
+    std::string head_hash;
+    Statement q(db.handle(), "SELECT key, value FROM meta WHERE key LIKE 'audit_head_%'");
+    while (q.step()) {
+      if (q.text(0) == "audit_head_seq") head_seq = q.text(1);
+      if (q.text(0) == "audit_head_hash") head_hash = q.text(1);
+    }
+    const std::string have_seq = entries.empty() ? "0" : std::to_string(entries.back().seq);
+    if (head_seq != have_seq || head_hash != v.audit_head) {
+      v.problems.push_back("audit head anchor (meta) says entry " + head_seq + " " +
+                           head_hash.substr(0, 16) + "…, the log ends at entry " + have_seq + " " +
+                           v.audit_head.substr(0, 16) +
+                           "… (entries deleted or appended outside the store)");
+    }
+  }
+  v.chain_ok = v.problems.size() == problems_before_chain;
+}
+
+}  // namespace svattn

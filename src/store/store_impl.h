@@ -1,0 +1,207 @@
+// Store::Impl, the state of an open store, shared by the files that implement it (internal):
+//   store.cpp          Store: construction, read-only views (info, records, query, audit)
+//   store_schema.cpp   opening, the schema, validation and migrations (docs/store.md "Schema")
+//   store_rows.cpp     row I/O: memories, tokens, records, support, persisted screening
+//   store_audit.cpp    the audit chain: append, read, check (docs/store.md "Audit log")
+//   store_ops.cpp      the one skeleton of every mutating operation, and create/add/forget/
+//                      suspend/resume/import chunks on it
+//   store_import.cpp   bulk import planning and resume (docs/store.md "Bulk import")
+//   store_verify.cpp   Store::verify (docs/store.md "Verification")
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sqlite_db.h"
+#include "svattn/readout.h"
+#include "svattn/store.h"
+
+namespace svattn {
+
+namespace store_detail {
+
+extern const char* const kMagic;
+extern const std::string kZeroHash;
+
+// Partition codes of the support table.
+constexpr int kPartMargin = 1;
+constexpr int kPartError = 2;
+
+std::string now_utc();
+nlohmann::json diagnostics_to_json(const OpDiagnostics& d);
+/// The outcome fields every operation's certificate carries.
+void add_outcome_fields(nlohmann::json& cert, const Memory& mem, const State& after,
+                        const OpDiagnostics& diagnostics);
+inline std::int64_t record_lo(std::int64_t record) { return record << kPositionBits; }
+inline std::int64_t record_hi(std::int64_t record) {
+  return (record << kPositionBits) | kMaxPosition;
+}
+void check_record(std::int64_t record);
+bool same_bits(double a, double b);
+bool valid_utf8(const std::string& s);
+
+struct MemoryRow {
+  std::int64_t id = 0;
+  std::string name;
+  MemorySettings settings;
+  int dim = 0;
+  int value_dim = 0;
+  double b = 0;
+  Status status = Status::kEmpty;
+  bool warmup = false;
+  KktReport kkt;
+  std::string state_sha256;
+  std::int64_t last_audit_seq = 0;
+};
+
+struct RecordRow {
+  bool exists = false;
+  bool suspended = false;
+};
+
+// What a query needs: the support (alpha > 0, ascending id) and b of the stored state.
+struct StoredSupport {
+  std::int64_t id = 0;
+  std::int64_t seq = 0;
+  int dim = 0;
+  int value_dim = 0;
+  KernelSettings kernel;
+  double b = 0;
+  Support support;
+};
+
+struct Cached {
+  std::int64_t id = 0;
+  std::int64_t seq = 0;
+  std::unique_ptr<Memory> memory;
+};
+
+struct ImportPlan {
+  std::vector<std::int64_t> records;            // ascending, distinct
+  std::vector<std::vector<Eigen::Index>> rows;  // input rows of each record, in input order
+};
+
+/// Checksum of a screening row (docs/store.md "Persisted screening").
+std::string screening_checksum(std::int64_t memory_id, const std::string& state_sha256,
+                               const double* bounds, std::size_t n);
+
+/// The token set of one planned import record (ids from the record, rows in input order).
+TokenSet import_record_set(std::int64_t record, const std::vector<Eigen::Index>& rows,
+                           const RowMatrix& keys, const RowMatrix& values);
+
+}  // namespace store_detail
+
+struct Store::Impl {
+  using Database = store_detail::Database;
+  using Statement = store_detail::Statement;
+  using Transaction = store_detail::Transaction;
+  using MemoryRow = store_detail::MemoryRow;
+  using RecordRow = store_detail::RecordRow;
+  using Cached = store_detail::Cached;
+  using StoredSupport = store_detail::StoredSupport;
+  using ImportPlan = store_detail::ImportPlan;
+
+  std::string path;
+  StoreOptions options;
+  Database db;
+  std::map<std::string, Cached> cache;
+  std::map<std::string, StoredSupport> supports;
+  std::map<std::string, RestoreReport> restores;  // the last restore of each memory
+  std::int64_t schema_version = 0;                // of the open file (1: no screening table)
+
+  // ------------------------------------------------------------------ store_schema.cpp
+  void open();
+  bool cannot_share_wal() const;
+  void require_writable() const;
+  void initialise_schema();
+  void validate_existing();
+  void upgrade_schema();
+  void checkpoint(bool* truncated);
+
+  // ------------------------------------------------------------------ store_rows.cpp
+  MemoryRow read_memory_row(const std::string& name);
+  std::vector<MemoryRow> all_memory_rows();
+  void decode_row(const Statement& q, int col, int cols, double* out, const char* what, TokenId id);
+  /// Tokens of the memory's active (not suspended) records, ascending id.
+  TokenSet load_active_tokens(const MemoryRow& row);
+  /// The state as stored: ids from the active tokens, alpha/partition from the support table.
+  State load_state(const MemoryRow& row, const std::vector<TokenId>& ids);
+  /// The in-RAM memory of `row`, restored from the file when absent or stale.
+  Cached& ensure_loaded(const MemoryRow& row);
+  /// Writes the support diff between `before` and `after` and the memories row of `after`.
+  void write_state(std::int64_t memory_id, const State& before, const State& after,
+                   std::int64_t seq, const std::string& memory);
+  void insert_tokens(std::int64_t memory_id, const TokenSet& ts, const Memory& mem);
+  /// Bounded mode: tokens that were in the memory before (and not removed on purpose) but are no
+  /// longer retained are deleted from the file. Returns how many.
+  std::int64_t delete_evicted(std::int64_t memory_id, const State& before, const Memory& mem,
+                              const std::vector<TokenId>& removed_on_purpose);
+  RecordRow read_record(std::int64_t memory_id, std::int64_t record);
+  /// Writes the screening row of memory `memory_id` after an operation: mem.gradient_lower_bounds()
+  /// (none while the memory is empty or in warm-up) and the digest of the stored support.
+  void write_screening(std::int64_t memory_id, const Memory& mem);
+  /// The stored support of memory `memory_id` (support rows joined with their token rows, alpha > 0
+  /// in `out`) and its digest bound to `state_sha256` and `b` (docs/store.md "Persisted
+  /// screening"). O(|S u E| d).
+  std::string support_digest(std::int64_t memory_id, int dim, int value_dim,
+                             const std::string& state_sha256, double b, Support* out);
+  /// The persisted bounds of `row` for `ids` when present and intact; otherwise empty, with
+  /// `problem` saying why when a row exists but fails its check.
+  std::vector<double> read_screening(const MemoryRow& row, std::size_t n, std::string* problem);
+  /// Token rows of a record (ascending id) with their keys and values.
+  TokenSet record_tokens(const MemoryRow& row, std::int64_t record);
+  /// Token ids of a record (ascending), no key/value bytes read.
+  std::vector<TokenId> record_token_ids(const MemoryRow& row, std::int64_t record);
+  /// The support of the stored state, for queries (no restore when the hash checks).
+  const StoredSupport& stored_support(const std::string& name);
+
+  // ------------------------------------------------------------------ store_audit.cpp
+  std::int64_t next_seq_and_head(std::string* head);
+  /// Fills seq, time, prev_hash and entry_hash, inserts the row, moves the head anchor.
+  void append_audit(AuditEntry& e);
+  std::vector<AuditEntry> read_audit();
+  /// Checks the chain of `entries` and the head anchor; fills the last state of every memory.
+  void check_chain(const std::vector<AuditEntry>& entries, StoreVerification& v,
+                   std::map<std::string, std::pair<std::string, std::int64_t>>& last_state);
+
+  // ------------------------------------------------------------------ store_ops.cpp
+  struct OpContext;
+  template <class Result>
+  struct OpSteps;
+  struct AddOp;
+  struct ForgetOp;
+  struct SuspendOp;
+  struct ResumeOp;
+  struct ImportChunkOp;
+  /// The skeleton of every mutating operation (docs/store.md "Operations").
+  template <class Op>
+  auto run_op(const std::string& name, Op& op) -> decltype(op.make_result());
+  AuditEntry import_chunk(const std::string& name, const ImportPlan& plan,
+                          const std::vector<std::size_t>& chunk, const RowMatrix& keys,
+                          const RowMatrix& vals, ImportProgress& totals);
+
+  // ------------------------------------------------------------------ store_verify.cpp
+  bool tables_present(std::vector<std::string>& problems);
+  void check_orphans(std::vector<std::string>& problems);
+  void check_screening(const MemoryRow& row, const TokenSet& tokens, const State& stored,
+                       std::vector<std::string>& problems);
+  MemoryVerification verify_memory(const MemoryRow& row,
+                                   const std::pair<std::string, std::int64_t>* last_audit,
+                                   const std::vector<AuditEntry>& entries,
+                                   std::vector<std::string>& problems,
+                                   std::vector<std::string>& notes);
+
+  /// Runs f() in one read transaction (one snapshot).
+  template <class F>
+  auto read(F&& f) {
+    Transaction t(db, false, path, options.busy_timeout_ms);
+    auto r = f();
+    t.commit();
+    return r;
+  }
+};
+
+}  // namespace svattn

@@ -1,0 +1,455 @@
+// Row I/O of the store (docs/store.md "Schema"): the memories row, token rows, record rows and
+// the support table; restoring a memory from them and writing a state's diff back.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "store_impl.h"
+#include "svattn/hash.h"
+
+namespace svattn {
+
+using namespace store_detail;
+
+namespace {
+
+/// Support coefficients of a state: id -> (part, alpha) for margin and error tokens.
+std::map<TokenId, std::pair<int, double>> support_map(const State& s) {
+  std::map<TokenId, std::pair<int, double>> m;
+  auto alpha_of = [&](TokenId id) {
+    const auto it = std::lower_bound(s.ids.begin(), s.ids.end(), id);
+    SVATTN_ASSERT(it != s.ids.end() && *it == id, "support id missing from state ids");
+    return s.alpha[static_cast<std::size_t>(it - s.ids.begin())];
+  };
+  for (TokenId id : s.partition.margin) m[id] = {kPartMargin, alpha_of(id)};
+  for (TokenId id : s.partition.error) m[id] = {kPartError, alpha_of(id)};
+  return m;
+}
+
+// Every number that enters the memories/support rows must be finite (NOT NULL REAL columns take a
+// NaN as NULL): a non-finite b or alpha means the kernel is not representable for these settings.
+void check_finite_state(const std::string& memory, const State& s) {
+  bool finite = std::isfinite(s.b);
+  for (double a : s.alpha) finite = finite && std::isfinite(a);
+  if (!finite) {
+    throw InvalidArgument(
+        "memory '" + memory +
+        "': the operation produced a non-finite state (b = " + std::to_string(s.b) +
+        "); the kernel is not representable for these settings (check "
+        "--bandwidth); nothing was written");
+  }
+}
+}  // namespace
+
+MemoryRow Store::Impl::read_memory_row(const std::string& name) {
+  Statement q(db.handle(),
+              "SELECT id, name, settings, dim, value_dim, b, status, warmup, kkt_max_violation, "
+              "kkt_sum_error, kkt_box_violation, state_sha256, last_audit_seq FROM memories "
+              "WHERE name = ?1");
+  q.bind(1, name);
+  if (!q.step()) throw NotFound("store '" + path + "' has no memory '" + name + "'");
+  MemoryRow r;
+  r.id = q.int64(0);
+  r.name = q.text(1);
+  const nlohmann::json sj = nlohmann::json::parse(q.text(2), nullptr, false);
+  if (sj.is_discarded()) throw FormatError("memory '" + name + "': settings are not JSON");
+  r.settings = memory_settings_from_json(sj);
+  r.dim = static_cast<int>(q.int64(3));
+  r.value_dim = static_cast<int>(q.int64(4));
+  r.b = q.real(5);
+  r.status = status_from_string(q.text(6));
+  r.warmup = q.int64(7) != 0;
+  r.kkt.max_violation = q.real(8);
+  r.kkt.sum_error = q.real(9);
+  r.kkt.box_violation = q.real(10);
+  r.state_sha256 = q.text(11);
+  r.last_audit_seq = q.int64(12);
+  return r;
+}
+
+std::vector<MemoryRow> Store::Impl::all_memory_rows() {
+  std::vector<std::string> names;
+  Statement q(db.handle(), "SELECT name FROM memories ORDER BY name");
+  while (q.step()) names.push_back(q.text(0));
+  std::vector<MemoryRow> rows;
+  for (const std::string& n : names) rows.push_back(read_memory_row(n));
+  return rows;
+}
+
+void Store::Impl::decode_row(const Statement& q, int col, int cols, double* out, const char* what,
+                             TokenId id) {
+  const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
+  if (static_cast<std::size_t>(q.bytes(col)) != need) {
+    throw FormatError("store '" + path + "': token " + std::to_string(id) + " has a " + what +
+                      " blob of " + std::to_string(q.bytes(col)) + " bytes, expected " +
+                      std::to_string(need));
+  }
+  if (need > 0) std::memcpy(out, q.blob_data(col), need);
+}
+
+TokenSet Store::Impl::load_active_tokens(const MemoryRow& row) {
+  const std::int64_t n = [&] {
+    Statement c(db.handle(),
+                "SELECT count(*) FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
+                "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0");
+    c.bind(1, row.id);
+    c.step();
+    return c.int64(0);
+  }();
+  TokenSet ts;
+  ts.ids.reserve(static_cast<std::size_t>(n));
+  ts.keys.resize(n, row.dim);
+  ts.values.resize(n, row.value_dim);
+  Statement q(db.handle(),
+              "SELECT t.token_id, t.key, t.value FROM tokens t JOIN records r ON r.memory_id = "
+              "t.memory_id AND r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 "
+              "ORDER BY t.token_id");
+  q.bind(1, row.id);
+  Eigen::Index i = 0;
+  while (q.step()) {
+    if (i >= n) throw StoreError("store '" + path + "': token count changed while reading");
+    const TokenId id = q.int64(0);
+    ts.ids.push_back(id);
+    decode_row(q, 1, row.dim, ts.keys.row(i).data(), "key", id);
+    decode_row(q, 2, row.value_dim, ts.values.row(i).data(), "value", id);
+    ++i;
+  }
+  if (i != n) throw StoreError("store '" + path + "': token count changed while reading");
+  return ts;
+}
+
+State Store::Impl::load_state(const MemoryRow& row, const std::vector<TokenId>& ids) {
+  State s;
+  s.settings = row.settings.problem;
+  s.dim = row.dim;
+  s.value_dim = row.value_dim;
+  s.ids = ids;
+  s.alpha.assign(ids.size(), 0.0);
+  s.b = row.b;
+  s.kkt = row.kkt;
+  s.status = row.status;
+  s.warmup = row.warmup;
+  s.state_sha256 = row.state_sha256;
+  std::vector<char> in_support(ids.size(), 0);
+  Statement q(db.handle(),
+              "SELECT token_id, part, alpha FROM support WHERE memory_id = ?1 ORDER BY token_id");
+  q.bind(1, row.id);
+  while (q.step()) {
+    const TokenId id = q.int64(0);
+    const auto it = std::lower_bound(ids.begin(), ids.end(), id);
+    if (it == ids.end() || *it != id) {
+      throw FormatError("memory '" + row.name + "': support token " + std::to_string(id) +
+                        " is not an active token of the memory (corrupted store)");
+    }
+    const std::size_t k = static_cast<std::size_t>(it - ids.begin());
+    s.alpha[k] = q.real(2);
+    in_support[k] = 1;
+    const std::int64_t part = q.int64(1);
+    if (part == kPartMargin) {
+      s.partition.margin.push_back(id);
+    } else if (part == kPartError) {
+      s.partition.error.push_back(id);
+    } else {
+      throw FormatError("memory '" + row.name + "': bad partition code " + std::to_string(part));
+    }
+  }
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    if (in_support[k] == 0) s.partition.reserve.push_back(ids[k]);
+  }
+  return s;
+}
+
+Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
+  auto it = cache.find(row.name);
+  if (it != cache.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq) {
+    return it->second;
+  }
+  cache.erase(row.name);
+  const auto t0 = std::chrono::steady_clock::now();
+  RestoreReport rep;
+  rep.restored = true;
+  std::unique_ptr<Memory> mem;
+  {
+    const TokenSet tokens = load_active_tokens(row);
+    const State state = load_state(row, tokens.ids);
+    const std::vector<double> bounds =
+        read_screening(row, tokens.ids.size(), &rep.screening_problem);
+    if (!rep.screening_problem.empty()) {
+      std::fprintf(stderr,
+                   "svattn: warning: memory '%s': the persisted screening bounds fail their check "
+                   "(%s); they are not used, the gradients are re-derived from the tokens\n",
+                   row.name.c_str(), rep.screening_problem.c_str());
+    }
+    rep.screening_used = !bounds.empty();
+    OpDiagnostics diag;
+    try {
+      mem = std::make_unique<Memory>(
+          Memory::restore(row.settings, tokens, state, &diag, bounds.empty() ? nullptr : &bounds));
+    } catch (const InvalidArgument& e) {
+      throw FormatError("memory '" + row.name + "': stored state cannot be restored: " + e.what());
+    }
+    rep.kernel_evaluations = diag.kernel_evaluations;
+    rep.resolved = diag.batch_fallbacks > 0;
+  }  // the loaded rows are freed before the hash is computed
+  if (rep.resolved) {
+    std::fprintf(stderr,
+                 "svattn: warning: memory '%s': the stored state did not check against its "
+                 "tokens; it was re-solved from the tokens (not used)\n",
+                 row.name.c_str());
+  }
+  const std::string restored = mem->state_sha256();
+  if (restored != row.state_sha256) {
+    throw FormatError("memory '" + row.name + "' in store '" + path +
+                      "': the stored state does not match its tokens (stored " +
+                      row.state_sha256.substr(0, 16) + "…, tokens give " + restored.substr(0, 16) +
+                      "…); the store is corrupted, run `svattn memory verify`");
+  }
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  restores[row.name] = rep;
+  Cached c;
+  c.id = row.id;
+  c.seq = row.last_audit_seq;
+  c.memory = std::move(mem);
+  return cache[row.name] = std::move(c);
+}
+
+// Checksum of a screening row: binds the bounds to the memory, its state hash and token count
+// (docs/store.md "Persisted screening").
+std::string store_detail::screening_checksum(std::int64_t memory_id,
+                                             const std::string& state_sha256, const double* bounds,
+                                             std::size_t n) {
+  std::string head = "svattn-screening-v1\n" + std::to_string(memory_id) + "\n" + state_sha256 +
+                     "\n" + std::to_string(n) + "\n";
+  std::vector<std::uint8_t> bytes(head.begin(), head.end());
+  const auto* p = reinterpret_cast<const std::uint8_t*>(bounds);
+  bytes.insert(bytes.end(), p, p + n * sizeof(double));
+  return sha256_hex(bytes);
+}
+
+void Store::Impl::write_screening(std::int64_t memory_id, const Memory& mem) {
+  const std::vector<double> bounds = mem.gradient_lower_bounds();
+  const State& st = mem.state();
+  const std::string support_sha =
+      support_digest(memory_id, st.dim, st.value_dim, st.state_sha256, st.b, nullptr);
+  Statement put(db.handle(),
+                "INSERT INTO screening(memory_id, state_sha256, tokens, bounds, checksum, "
+                "support_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(memory_id) DO UPDATE "
+                "SET state_sha256 = excluded.state_sha256, tokens = excluded.tokens, bounds = "
+                "excluded.bounds, checksum = excluded.checksum, support_sha256 = "
+                "excluded.support_sha256");
+  put.bind(1, memory_id)
+      .bind(2, st.state_sha256)
+      .bind(3, static_cast<std::int64_t>(bounds.size()))
+      .bind_blob(4, bounds.data(), bounds.size() * sizeof(double))
+      .bind(5, screening_checksum(memory_id, st.state_sha256, bounds.data(), bounds.size()))
+      .bind(6, support_sha)
+      .run();
+}
+
+std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int value_dim,
+                                        const std::string& state_sha256, double b, Support* out) {
+  Statement q(db.handle(),
+              "SELECT s.token_id, s.alpha, t.key, t.value FROM support s JOIN tokens t ON "
+              "t.memory_id = s.memory_id AND t.token_id = s.token_id WHERE s.memory_id = ?1 "
+              "ORDER BY s.token_id");
+  q.bind(1, memory_id);
+  const std::string head =
+      "svattn-support-v1\n" + std::to_string(memory_id) + "\n" + state_sha256 + "\n";
+  std::vector<std::uint8_t> bytes(head.begin(), head.end());
+  std::vector<double> keys, values, alpha;
+  auto put = [&](const void* p, std::size_t n) {
+    const auto* c = static_cast<const std::uint8_t*>(p);
+    bytes.insert(bytes.end(), c, c + n);
+  };
+  while (q.step()) {
+    const TokenId id = q.int64(0);
+    const double a = q.real(1);
+    const std::size_t kb = static_cast<std::size_t>(dim) * sizeof(double);
+    const std::size_t vb = static_cast<std::size_t>(value_dim) * sizeof(double);
+    if (static_cast<std::size_t>(q.bytes(2)) != kb || static_cast<std::size_t>(q.bytes(3)) != vb) {
+      throw FormatError("store '" + path + "': token " + std::to_string(id) +
+                        " has a key or value blob of the wrong size");
+    }
+    put(&id, sizeof id);
+    put(&a, sizeof a);
+    put(q.blob_data(2), kb);
+    put(q.blob_data(3), vb);
+    if (out != nullptr && a > 0) {
+      alpha.push_back(a);
+      const auto* k = static_cast<const double*>(q.blob_data(2));
+      const auto* v = static_cast<const double*>(q.blob_data(3));
+      keys.insert(keys.end(), k, k + dim);
+      values.insert(values.end(), v, v + value_dim);
+    }
+  }
+  put(&b, sizeof b);
+  if (out != nullptr) {
+    const auto m = static_cast<Eigen::Index>(alpha.size());
+    out->keys = Eigen::Map<const RowMatrix>(keys.data(), m, dim);
+    out->values = Eigen::Map<const RowMatrix>(values.data(), m, value_dim);
+    out->alpha = Eigen::Map<const Eigen::VectorXd>(alpha.data(), m);
+  }
+  return sha256_hex(bytes);
+}
+
+std::vector<double> Store::Impl::read_screening(const MemoryRow& row, std::size_t n,
+                                                std::string* problem) {
+  problem->clear();
+  if (schema_version < 2) return {};
+  Statement q(db.handle(),
+              "SELECT state_sha256, tokens, bounds, checksum FROM screening WHERE memory_id = ?1");
+  q.bind(1, row.id);
+  if (!q.step()) return {};
+  const std::string sha = q.text(0);
+  const std::int64_t count = q.int64(1);
+  if (count == 0 && q.bytes(2) == 0 && sha == row.state_sha256 &&
+      screening_checksum(row.id, sha, nullptr, 0) == q.text(3)) {
+    return {};  // the memory had no bounds (empty or in warm-up)
+  }
+  const std::size_t bytes = static_cast<std::size_t>(q.bytes(2));
+  if (sha != row.state_sha256) {
+    *problem = "they belong to state " + sha.substr(0, 16) + "…, not the stored state";
+    return {};
+  }
+  if (count < 0 || static_cast<std::size_t>(count) != n || bytes != n * sizeof(double)) {
+    *problem = "they hold " + std::to_string(bytes / sizeof(double)) + " bounds for " +
+               std::to_string(n) + " active tokens";
+    return {};
+  }
+  std::vector<double> bounds(n);
+  if (n > 0) std::memcpy(bounds.data(), q.blob_data(2), bytes);
+  if (screening_checksum(row.id, sha, bounds.data(), n) != q.text(3)) {
+    *problem = "checksum mismatch";
+    return {};
+  }
+  return bounds;
+}
+
+void Store::Impl::write_state(std::int64_t memory_id, const State& before, const State& after,
+                              std::int64_t seq, const std::string& memory) {
+  check_finite_state(memory, after);
+  const auto old_sup = support_map(before);
+  const auto new_sup = support_map(after);
+  Statement del(db.handle(), "DELETE FROM support WHERE memory_id = ?1 AND token_id = ?2");
+  Statement put(db.handle(),
+                "INSERT INTO support(memory_id, token_id, part, alpha) VALUES (?1, ?2, ?3, ?4) "
+                "ON CONFLICT(memory_id, token_id) DO UPDATE SET part = excluded.part, "
+                "alpha = excluded.alpha");
+  for (const auto& [id, pa] : old_sup) {
+    if (new_sup.find(id) == new_sup.end()) {
+      del.bind(1, memory_id).bind(2, static_cast<std::int64_t>(id)).run();
+      del.reset();
+    }
+  }
+  for (const auto& [id, pa] : new_sup) {
+    const auto it = old_sup.find(id);
+    if (it != old_sup.end() && it->second.first == pa.first &&
+        same_bits(it->second.second, pa.second)) {
+      continue;
+    }
+    put.bind(1, memory_id)
+        .bind(2, static_cast<std::int64_t>(id))
+        .bind(3, static_cast<std::int64_t>(pa.first))
+        .bind(4, pa.second)
+        .run();
+    put.reset();
+  }
+  Statement up(db.handle(),
+               "UPDATE memories SET b = ?2, status = ?3, warmup = ?4, kkt_max_violation = ?5, "
+               "kkt_sum_error = ?6, kkt_box_violation = ?7, state_sha256 = ?8, "
+               "last_audit_seq = ?9 WHERE id = ?1");
+  up.bind(1, memory_id)
+      .bind(2, after.b)
+      .bind(3, to_string(after.status))
+      .bind(4, static_cast<std::int64_t>(after.warmup ? 1 : 0))
+      .bind(5, after.kkt.max_violation)
+      .bind(6, after.kkt.sum_error)
+      .bind(7, after.kkt.box_violation)
+      .bind(8, after.state_sha256)
+      .bind(9, seq)
+      .run();
+}
+
+void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, const Memory& mem) {
+  Statement ins(db.handle(),
+                "INSERT INTO tokens(memory_id, token_id, record, position, key, value) VALUES "
+                "(?1, ?2, ?3, ?4, ?5, ?6)");
+  for (int i = 0; i < ts.size(); ++i) {
+    const TokenId id = ts.ids[static_cast<std::size_t>(i)];
+    if (!mem.contains(id)) continue;  // bounded mode evicted it on arrival: not retained
+    ins.bind(1, memory_id)
+        .bind(2, static_cast<std::int64_t>(id))
+        .bind(3, record_of(id))
+        .bind(4, position_of(id))
+        .bind_blob(5, ts.keys.row(i).data(),
+                   sizeof(double) * static_cast<std::size_t>(ts.keys.cols()))
+        .bind_blob(6, ts.values.row(i).data(),
+                   sizeof(double) * static_cast<std::size_t>(ts.values.cols()))
+        .run();
+    ins.reset();
+  }
+}
+
+std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& before,
+                                         const Memory& mem,
+                                         const std::vector<TokenId>& removed_on_purpose) {
+  std::int64_t n = 0;
+  Statement del(db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id = ?2");
+  for (TokenId id : before.ids) {
+    if (mem.contains(id)) continue;
+    if (std::binary_search(removed_on_purpose.begin(), removed_on_purpose.end(), id)) continue;
+    del.bind(1, memory_id).bind(2, static_cast<std::int64_t>(id)).run();
+    del.reset();
+    ++n;
+  }
+  return n;
+}
+
+RecordRow Store::Impl::read_record(std::int64_t memory_id, std::int64_t record) {
+  Statement q(db.handle(), "SELECT suspended FROM records WHERE memory_id = ?1 AND record = ?2");
+  q.bind(1, memory_id).bind(2, record);
+  RecordRow r;
+  if (q.step()) {
+    r.exists = true;
+    r.suspended = q.int64(0) != 0;
+  }
+  return r;
+}
+
+TokenSet Store::Impl::record_tokens(const MemoryRow& row, std::int64_t record) {
+  Statement q(db.handle(),
+              "SELECT token_id, key, value FROM tokens WHERE memory_id = ?1 AND token_id "
+              "BETWEEN ?2 AND ?3 ORDER BY token_id");
+  q.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record));
+  std::vector<TokenId> ids;
+  std::vector<double> keys;
+  std::vector<double> values;
+  while (q.step()) {
+    const TokenId id = q.int64(0);
+    ids.push_back(id);
+    keys.resize(keys.size() + static_cast<std::size_t>(row.dim));
+    values.resize(values.size() + static_cast<std::size_t>(row.value_dim));
+    decode_row(q, 1, row.dim, keys.data() + keys.size() - row.dim, "key", id);
+    decode_row(q, 2, row.value_dim, values.data() + values.size() - row.value_dim, "value", id);
+  }
+  TokenSet ts;
+  const auto n = static_cast<Eigen::Index>(ids.size());
+  ts.ids = std::move(ids);
+  ts.keys = Eigen::Map<const RowMatrix>(keys.data(), n, row.dim);
+  ts.values = Eigen::Map<const RowMatrix>(values.data(), n, row.value_dim);
+  return ts;
+}
+
+std::vector<TokenId> Store::Impl::record_token_ids(const MemoryRow& row, std::int64_t record) {
+  std::vector<TokenId> ids;
+  Statement q(db.handle(),
+              "SELECT token_id FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3 "
+              "ORDER BY token_id");
+  q.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record));
+  while (q.step()) ids.push_back(q.int64(0));
+  return ids;
+}
+
+}  // namespace svattn

@@ -1,0 +1,310 @@
+// Opening a store file and its schema (docs/store.md "Schema"): file checks, the schema of a new
+// store, validation of an existing one, migrations of older schema versions, WAL checkpoints.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "store_impl.h"
+
+namespace svattn {
+
+using namespace store_detail;
+
+namespace {
+
+// Schema version 2 (docs/store.md "Schema"). Version 1 is this without the screening table.
+const char* kSchemaSql = R"SQL(
+CREATE TABLE meta(
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE memories(
+  id                INTEGER PRIMARY KEY,
+  name              TEXT    NOT NULL UNIQUE,
+  settings          TEXT    NOT NULL,
+  dim               INTEGER NOT NULL,
+  value_dim         INTEGER NOT NULL,
+  b                 REAL    NOT NULL,
+  status            TEXT    NOT NULL,
+  warmup            INTEGER NOT NULL,
+  kkt_max_violation REAL    NOT NULL,
+  kkt_sum_error     REAL    NOT NULL,
+  kkt_box_violation REAL    NOT NULL,
+  state_sha256      TEXT    NOT NULL,
+  last_audit_seq    INTEGER NOT NULL,
+  created_utc       TEXT    NOT NULL
+);
+CREATE TABLE records(
+  memory_id INTEGER NOT NULL,
+  record    INTEGER NOT NULL,
+  suspended INTEGER NOT NULL DEFAULT 0,
+  added_utc TEXT    NOT NULL,
+  PRIMARY KEY(memory_id, record)
+) WITHOUT ROWID;
+CREATE TABLE tokens(
+  rowid     INTEGER PRIMARY KEY,
+  memory_id INTEGER NOT NULL,
+  token_id  INTEGER NOT NULL,
+  record    INTEGER NOT NULL,
+  position  INTEGER NOT NULL,
+  key       BLOB    NOT NULL,
+  value     BLOB    NOT NULL,
+  UNIQUE(memory_id, token_id)
+);
+CREATE TABLE support(
+  memory_id INTEGER NOT NULL,
+  token_id  INTEGER NOT NULL,
+  part      INTEGER NOT NULL,
+  alpha     REAL    NOT NULL,
+  PRIMARY KEY(memory_id, token_id)
+) WITHOUT ROWID;
+CREATE TABLE audit(
+  seq          INTEGER PRIMARY KEY,
+  time_utc     TEXT    NOT NULL,
+  operation    TEXT    NOT NULL,
+  memory       TEXT    NOT NULL,
+  record       INTEGER NOT NULL,
+  token_count  INTEGER NOT NULL,
+  state_before TEXT    NOT NULL,
+  state_after  TEXT    NOT NULL,
+  certificate  TEXT    NOT NULL,
+  prev_hash    TEXT    NOT NULL,
+  entry_hash   TEXT    NOT NULL
+);
+CREATE TABLE screening(
+  memory_id    INTEGER PRIMARY KEY,
+  state_sha256 TEXT    NOT NULL,
+  tokens       INTEGER NOT NULL,
+  bounds       BLOB    NOT NULL,
+  checksum     TEXT    NOT NULL,
+  support_sha256 TEXT  NOT NULL
+);
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+)SQL";
+
+std::string fs_parent(const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// file: URI of `path` with immutable=1 ('%', '?' and '#' percent-encoded).
+std::string immutable_uri(const std::string& path) {
+  std::string u = "file:";
+  for (char ch : path) {
+    if (ch == '%' || ch == '?' || ch == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(ch));
+      u += buf;
+    } else {
+      u += ch;
+    }
+  }
+  return u + "?immutable=1";
+}
+
+// Version 1 -> 2: the persisted screening bounds (docs/store.md "Persisted screening").
+const char* kScreeningTableSql = R"SQL(
+CREATE TABLE screening(
+  memory_id    INTEGER PRIMARY KEY,
+  state_sha256 TEXT    NOT NULL,
+  tokens       INTEGER NOT NULL,
+  bounds       BLOB    NOT NULL,
+  checksum     TEXT    NOT NULL,
+  support_sha256 TEXT  NOT NULL
+);
+)SQL";
+}  // namespace
+
+void Store::Impl::open() {
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) throw IoError("store '" + path + "' is not a regular file");
+  if (!exists && !options.create) throw IoError("store '" + path + "' does not exist");
+  bool fresh = !exists || st.st_size == 0;
+  if (fresh && !options.create) {
+    throw FormatError("'" + path + "' is empty: not a svattn store");
+  }
+  if (!fresh) {
+    if (st.st_size < 100) {
+      throw FormatError("'" + path + "' is not a svattn store (" + std::to_string(st.st_size) +
+                        " bytes: too short for an SQLite header)");
+    }
+    char header[16] = {};
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw IoError("cannot read '" + path + "'");
+    in.read(header, 16);
+    if (!in || std::memcmp(header, "SQLite format 3\0", 16) != 0) {
+      throw FormatError("'" + path + "' is not a svattn store (not an SQLite database)");
+    }
+  }
+  if (fresh && options.read_only) {
+    throw InvalidArgument("store '" + path + "' does not exist (cannot create it read-only)");
+  }
+  int flags =
+      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_FULLMUTEX;
+  if (fresh) flags |= SQLITE_OPEN_CREATE;
+  if (options.read_only && cannot_share_wal()) {
+    // A WAL reader needs the -shm file; in a directory the user cannot write it cannot be made.
+    // With no -wal file the database file is complete, so it is opened immutable (docs/store.md).
+    db = Database(immutable_uri(path), flags | SQLITE_OPEN_URI);
+  } else {
+    db = Database(path, flags);
+  }
+  sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
+  if (fresh) {
+    db.exec("PRAGMA journal_mode=WAL");
+    initialise_schema();
+  }
+  validate_existing();
+  if (options.read_only) return;  // connection settings below only matter to writers
+  db.exec("PRAGMA secure_delete=ON");
+  db.exec("PRAGMA synchronous=FULL");
+  const std::string mode = db.query_text("PRAGMA journal_mode=WAL");
+  if (mode != "wal")
+    throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
+  if (schema_version < kStoreSchemaVersion) upgrade_schema();
+}
+
+// Upgrades a version-1 store in place, in one transaction logged in the audit chain: the
+// screening table is created and filled for every memory (each restored once from its tokens).
+// A read-only connection reads a version-1 store as it is (every restore re-derives).
+void Store::Impl::upgrade_schema() {
+  Transaction t(db, true, path, options.busy_timeout_ms);
+  const std::int64_t version = db.query_int("PRAGMA user_version");
+  if (version >= kStoreSchemaVersion) {  // another process upgraded it meanwhile
+    schema_version = version;
+    return;
+  }
+  db.exec(kScreeningTableSql);
+  db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
+  Statement meta(db.handle(), "UPDATE meta SET value = ?1 WHERE key = 'schema_version'");
+  meta.bind(1, std::to_string(kStoreSchemaVersion)).run();
+  schema_version = kStoreSchemaVersion;
+  std::int64_t rows = 0;
+  for (const MemoryRow& row : all_memory_rows()) {
+    const Cached& c = ensure_loaded(row);
+    write_screening(row.id, *c.memory);
+    ++rows;
+  }
+  AuditEntry e;
+  e.operation = "upgrade";
+  e.record = -1;
+  e.certificate = nlohmann::json{
+      {"operation", "upgrade"},
+      {"from_schema_version", version},
+      {"to_schema_version", kStoreSchemaVersion},
+      {"screening_rows",
+       rows}}.dump();
+  append_audit(e);
+  t.commit();
+  std::fprintf(stderr, "svattn: store '%s' upgraded from schema version %lld to %d\n", path.c_str(),
+               static_cast<long long>(version), kStoreSchemaVersion);
+}
+
+bool Store::Impl::cannot_share_wal() const {
+  const std::string dir = fs_parent(path);
+  return ::access((path + "-wal").c_str(), F_OK) != 0 &&
+         ::access((path + "-shm").c_str(), F_OK) != 0 && ::access(dir.c_str(), W_OK) != 0;
+}
+
+void Store::Impl::require_writable() const {
+  if (options.read_only) {
+    throw InvalidArgument("store '" + path + "' was opened read-only (StoreOptions::read_only)");
+  }
+}
+
+void Store::Impl::initialise_schema() {
+  Transaction t(db, true, path, options.busy_timeout_ms);
+  // Another process may have initialised the file between our stat and the lock.
+  if (db.query_int("PRAGMA user_version") != 0 ||
+      db.query_int("SELECT count(*) FROM sqlite_master") != 0) {
+    return;  // rolled back (nothing written); validate_existing() checks what is there
+  }
+  db.exec(kSchemaSql);
+  db.exec("PRAGMA application_id=" + std::to_string(kStoreApplicationId));
+  db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
+  Statement ins(db.handle(), "INSERT INTO meta(key, value) VALUES (?1, ?2)");
+  const std::pair<const char*, std::string> rows[] = {
+      {"magic", kMagic},          {"schema_version", std::to_string(kStoreSchemaVersion)},
+      {"created_utc", now_utc()}, {"token_id_layout", "record << 23 | position"},
+      {"audit_head_seq", "0"},    {"audit_head_hash", kZeroHash}};
+  for (const auto& [k, v] : rows) {
+    ins.bind(1, std::string(k)).bind(2, v).run();
+    ins.reset();
+  }
+  t.commit();
+}
+
+void Store::Impl::validate_existing() {
+  const std::string not_store = "'" + path + "' is not a svattn store";
+  std::int64_t app_id = 0;
+  std::int64_t version = 0;
+  try {
+    app_id = db.query_int("PRAGMA application_id");
+    version = db.query_int("PRAGMA user_version");
+  } catch (const FormatError& e) {
+    throw FormatError(not_store + " or is corrupted: " + e.what());
+  }
+  if (app_id != kStoreApplicationId) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "0x%08llx", static_cast<unsigned long long>(app_id));
+    throw FormatError(not_store + " (SQLite application_id " + buf + ", expected 0x53564154)");
+  }
+  if (version > kStoreSchemaVersion) {
+    throw FormatError("store '" + path + "' has schema version " + std::to_string(version) +
+                      ", newer than this svattn supports (" + std::to_string(kStoreSchemaVersion) +
+                      "); upgrade svattn");
+  }
+  if (version < 1) {
+    throw FormatError(not_store + " (schema version " + std::to_string(version) + ")");
+  }
+  schema_version = version;
+  if (options.check_on_open) {
+    std::string first;
+    try {
+      Statement q(db.handle(), "PRAGMA quick_check");
+      if (q.step()) first = q.text(0);
+    } catch (const Error& e) {
+      throw FormatError("store '" + path + "' is corrupted or truncated: " + e.what());
+    }
+    if (first != "ok") {
+      throw FormatError("store '" + path + "' is corrupted or truncated: " + first);
+    }
+  }
+  std::string magic;
+  try {
+    Statement q(db.handle(), "SELECT value FROM meta WHERE key = 'magic'");
+    if (q.step()) magic = q.text(0);
+  } catch (const StoreError& e) {
+    throw FormatError(not_store + " (no meta table: " + e.what() + ")");
+  }
+  if (magic != kMagic) throw FormatError(not_store + " (meta magic '" + magic + "')");
+  std::string meta_version;
+  {
+    Statement q(db.handle(), "SELECT value FROM meta WHERE key = 'schema_version'");
+    if (q.step()) meta_version = q.text(0);
+  }
+  if (meta_version != std::to_string(version)) {
+    throw FormatError("store '" + path + "': unsupported schema version " +
+                      (meta_version.empty() ? std::string("(missing)") : meta_version) +
+                      " in the meta table (the file header says " + std::to_string(version) +
+                      "; this svattn supports " + std::to_string(kStoreSchemaVersion) + ")");
+  }
+}
+
+void Store::Impl::checkpoint(bool* truncated) {
+  int log = 0;
+  int done = 0;
+  const int rc =
+      sqlite3_wal_checkpoint_v2(db.handle(), "main", SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
+  *truncated = rc == SQLITE_OK;
+}
+
+}  // namespace svattn

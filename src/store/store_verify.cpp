@@ -1,0 +1,223 @@
+// Store::verify (docs/store.md "Verification"): SQLite structure, the audit chain, and every
+// memory's stored state against a batch re-solve of its stored tokens and verify_state.
+#include <cmath>
+#include <map>
+
+#include "store_impl.h"
+#include "svattn/batch_solver.h"
+#include "svattn/kernel.h"
+
+namespace svattn {
+
+using namespace store_detail;
+
+StoreVerification Store::verify() const {
+  Impl& im = *impl_;
+  StoreVerification v;
+  im.read([&] {
+    if (!im.tables_present(v.problems)) return 0;             // nothing further can be read
+    const std::vector<AuditEntry> entries = im.read_audit();  // same snapshot as the memories
+    // 1. SQLite structure.
+    {
+      Statement q(im.db.handle(), "PRAGMA integrity_check");
+      std::string first;
+      if (q.step()) first = q.text(0);
+      v.integrity_ok = first == "ok";
+      if (!v.integrity_ok) v.problems.push_back("integrity_check: " + first);
+    }
+    for (const char* trig : {"audit_no_update", "audit_no_delete"}) {
+      Statement q(im.db.handle(),
+                  "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?1");
+      q.bind(1, std::string(trig));
+      if (!q.step())
+        v.problems.push_back(std::string("audit protection trigger '") + trig + "' is missing");
+    }
+    // 2. The audit chain.
+    std::map<std::string, std::pair<std::string, std::int64_t>>
+        last_state;  // memory -> (hash, seq)
+    im.check_chain(entries, v, last_state);
+    // 3. Every memory: stored state vs batch re-solve of the stored tokens, and verify_state.
+    for (const MemoryRow& row : im.all_memory_rows()) {
+      const auto it = last_state.find(row.name);
+      v.memories.push_back(im.verify_memory(row, it == last_state.end() ? nullptr : &it->second,
+                                            entries, v.problems, v.notes));
+    }
+    im.check_orphans(v.problems);
+    for (const auto& [mem_name, st] : last_state) {
+      Statement q(im.db.handle(), "SELECT 1 FROM memories WHERE name = ?1");
+      q.bind(1, mem_name);
+      if (!q.step())
+        v.problems.push_back("audit log mentions memory '" + mem_name + "' which is missing");
+    }
+    return 0;
+  });
+  return v;
+}
+
+bool Store::Impl::tables_present(std::vector<std::string>& problems) {
+  bool all = true;
+  std::vector<const char*> tables = {"meta", "memories", "records", "tokens", "support", "audit"};
+  if (schema_version >= 2) tables.push_back("screening");
+  for (const char* table : tables) {
+    Statement q(db.handle(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
+    q.bind(1, std::string(table));
+    if (!q.step()) {
+      problems.push_back(std::string("table '") + table + "' is missing");
+      all = false;
+    }
+  }
+  return all;
+}
+
+void Store::Impl::check_orphans(std::vector<std::string>& problems) {
+  std::vector<const char*> tables = {"records", "tokens", "support"};
+  if (schema_version >= 2) tables.push_back("screening");
+  for (const char* table : tables) {
+    const std::string sql = std::string("SELECT count(*) FROM ") + table +
+                            " WHERE memory_id NOT IN (SELECT id FROM memories)";
+    const std::int64_t n = db.query_int(sql);
+    if (n != 0) {
+      problems.push_back(std::to_string(n) + " row(s) of table '" + table +
+                         "' belong to no memory (memories.id edited or rows inserted)");
+    }
+  }
+}
+
+namespace {
+
+// Every stored field of the memories row against the re-derived state (issue 18 row 8).
+void compare_fields(const MemoryRow& row, const State& derived, bool exact,
+                    std::vector<std::string>& out) {
+  const std::string m = "memory '" + row.name + "': stored ";
+  auto bits = [&](const char* field, double stored, double want) {
+    if (!same_bits(stored, want)) {
+      out.push_back(m + field + " " + std::to_string(stored) + " differs from the re-derived " +
+                    std::to_string(want));
+    }
+  };
+  if (row.warmup != derived.warmup) out.push_back(m + "warmup differs from the re-derived state");
+  if (!exact) return;  // non-unique optimum: only the hash chain and verify_state speak
+  if (row.status != derived.status) {
+    out.push_back(m + "status '" + to_string(row.status) + "' differs from the re-derived '" +
+                  to_string(derived.status) + "'");
+  }
+  bits("b", row.b, derived.b);
+  bits("kkt_max_violation", row.kkt.max_violation, derived.kkt.max_violation);
+  bits("kkt_sum_error", row.kkt.sum_error, derived.kkt.sum_error);
+  bits("kkt_box_violation", row.kkt.box_violation, derived.kkt.box_violation);
+}
+
+}  // namespace
+
+// The persisted screening bounds (docs/store.md "Persisted screening"): intact, and a lower bound
+// of every reserve token's exact gradient g_i = sum_j a_j k(x_i, x_j) - k(x_i, x_i) / 2 + b.
+void Store::Impl::check_screening(const MemoryRow& row, const TokenSet& tokens, const State& stored,
+                                  std::vector<std::string>& problems) {
+  std::string problem;
+  const std::vector<double> bounds = read_screening(row, tokens.ids.size(), &problem);
+  if (!problem.empty()) {
+    problems.push_back("memory '" + row.name + "': persisted screening bounds: " + problem);
+    return;
+  }
+  if (bounds.empty()) return;
+  const KernelSettings& ks = row.settings.problem.kernel;
+  std::vector<Eigen::Index> support;
+  for (std::size_t t = 0; t < stored.alpha.size(); ++t)
+    if (stored.alpha[t] != 0.0) support.push_back(static_cast<Eigen::Index>(t));
+  const double scale = 1.0 + std::abs(stored.b);
+  for (Eigen::Index i = 0; i < tokens.size(); ++i) {
+    if (stored.alpha[static_cast<std::size_t>(i)] != 0.0) continue;
+    const double* xi = tokens.keys.row(i).data();
+    double g = stored.b - kernel(ks, xi, xi, row.dim) / 2;
+    for (Eigen::Index j : support)
+      g += stored.alpha[static_cast<std::size_t>(j)] *
+           kernel(ks, xi, tokens.keys.row(j).data(), row.dim);
+    if (bounds[static_cast<std::size_t>(i)] > g + 1e-9 * scale) {
+      problems.push_back("memory '" + row.name + "': persisted screening bound of token " +
+                         std::to_string(tokens.ids[static_cast<std::size_t>(i)]) + " (" +
+                         std::to_string(bounds[static_cast<std::size_t>(i)]) +
+                         ") exceeds its gradient " + std::to_string(g));
+      return;
+    }
+  }
+}
+
+MemoryVerification Store::Impl::verify_memory(
+    const MemoryRow& row, const std::pair<std::string, std::int64_t>* last_audit,
+    const std::vector<AuditEntry>& entries, std::vector<std::string>& problems,
+    std::vector<std::string>& notes) {
+  MemoryVerification mv;
+  mv.name = row.name;
+  mv.stored_sha256 = row.state_sha256;
+  const std::size_t problems_before = problems.size();
+  const TokenSet tokens = load_active_tokens(row);
+  mv.tokens = tokens.size();
+  {
+    Statement q(db.handle(),
+                "SELECT count(*) FROM tokens WHERE memory_id = ?1 AND (record != (token_id >> "
+                "23) OR position != (token_id & 8388607) OR record NOT IN (SELECT record FROM "
+                "records WHERE memory_id = ?1))");
+    q.bind(1, row.id);
+    q.step();
+    if (q.int64(0) != 0) {
+      problems.push_back("memory '" + row.name + "': " + std::to_string(q.int64(0)) +
+                         " token rows with inconsistent record/position/id");
+    }
+  }
+  for (const AuditEntry& e : entries) {
+    if (e.operation == "create" && e.memory == row.name) {
+      Statement q(db.handle(), "SELECT created_utc FROM memories WHERE id = ?1");
+      q.bind(1, row.id);
+      if (q.step() && q.text(0) != e.time_utc) {
+        problems.push_back("memory '" + row.name + "': stored created_utc '" + q.text(0) +
+                           "' is not the time of its create entry '" + e.time_utc + "'");
+      }
+      break;
+    }
+  }
+  State stored;
+  try {
+    stored = load_state(row, tokens.ids);
+  } catch (const FormatError& e) {
+    problems.push_back(e.what());  // load_state names the memory
+    return mv;
+  }
+  BatchSettings bs;
+  bs.problem = row.settings.problem;
+  bs.tolerances = row.settings.tolerances;
+  const BatchResult br = solve_batch(tokens, bs);
+  mv.resolved_sha256 = br.state.state_sha256;
+  mv.resolve_equal = br.state.state_sha256 == row.state_sha256;
+  mv.report = verify_state(tokens, stored, row.settings.tolerances, false);
+  mv.audit_consistent = last_audit != nullptr && last_audit->first == row.state_sha256 &&
+                        last_audit->second == row.last_audit_seq;
+  // Ridge 0 with duplicate keys: a verified-optimal stored state may differ from the re-solve's
+  // equally optimal one. That is "uniqueness not established", not tampering (issue 18 row 7).
+  mv.uniqueness_not_established = !mv.resolve_equal && mv.report.ok() && !mv.report.unique;
+  if (mv.uniqueness_not_established) {
+    notes.push_back("memory '" + row.name + "': uniqueness not established (" +
+                    mv.report.uniqueness_reason +
+                    "): the stored state is verified optimal but differs from the re-solve " +
+                    br.state.state_sha256.substr(0, 16) + "…, which is equally optimal");
+  } else if (!mv.resolve_equal) {
+    problems.push_back("memory '" + row.name + "': stored state " + row.state_sha256.substr(0, 16) +
+                       "… differs from the batch re-solve " + br.state.state_sha256.substr(0, 16) +
+                       "… of its stored tokens");
+  }
+  if (!mv.report.ok()) {
+    problems.push_back("memory '" + row.name + "': verify_state failed (feasible " +
+                       std::to_string(mv.report.feasible) + ", kkt " +
+                       std::to_string(mv.report.kkt_ok) + ", hash " +
+                       std::to_string(mv.report.hash_ok) + ")");
+  }
+  if (!mv.audit_consistent) {
+    problems.push_back("memory '" + row.name +
+                       "': stored state is not the last state recorded in the audit log");
+  }
+  compare_fields(row, br.state, mv.resolve_equal, problems);
+  check_screening(row, tokens, stored, problems);
+  mv.fields_ok = problems.size() == problems_before;
+  return mv;
+}
+
+}  // namespace svattn

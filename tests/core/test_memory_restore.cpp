@@ -1,0 +1,87 @@
+// Memory::restore seeded with gradient_lower_bounds() (docs/store.md "Persisted screening"): the
+// same state and hash with fewer kernel values, a memory that keeps working bit-exactly, valid
+// screening invariants, and hints of the wrong length ignored.
+#include <gtest/gtest.h>
+
+#include "streams.h"
+#include "svattn/hash.h"
+#include "svattn/memory.h"
+
+namespace svattn {
+namespace {
+
+using testing::make_keys;
+using testing::Stream;
+
+MemorySettings restore_settings() {
+  MemorySettings s;
+  s.problem.C = 0.02;
+  s.problem.kernel.bandwidth = 1.5;
+  return s;
+}
+
+TEST(MemoryRestore, BoundsSeedTheRestoreWithFewerKernelValues) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 400, 4, 23);
+  Memory m(restore_settings(), 4, 4);
+  m.add_batch(TokenSet::from_rows(x));
+  m.remove_batch({3, 17, 250});
+  const State st = m.state();
+  const TokenSet tokens = m.tokens();
+  const std::vector<double> hints = m.gradient_lower_bounds();
+  ASSERT_EQ(hints.size(), tokens.ids.size());
+  OpDiagnostics plain_dg, seeded_dg, wrong_dg;
+  Memory plain = Memory::restore(restore_settings(), tokens, st, &plain_dg);
+  Memory seeded = Memory::restore(restore_settings(), tokens, st, &seeded_dg, &hints);
+  EXPECT_EQ(plain.state_sha256(), st.state_sha256);
+  EXPECT_EQ(seeded.state_sha256(), st.state_sha256);
+  EXPECT_EQ(seeded_dg.batch_fallbacks, 0);
+  EXPECT_LT(seeded_dg.kernel_evaluations, plain_dg.kernel_evaluations);
+  seeded.check_invariants();  // includes: every kept bound is below the exact gradient
+  const std::vector<double> short_hints(hints.begin(), hints.end() - 1);
+  const Memory wrong = Memory::restore(restore_settings(), tokens, st, &wrong_dg, &short_hints);
+  EXPECT_EQ(wrong.state_sha256(), st.state_sha256);
+  EXPECT_EQ(wrong_dg.kernel_evaluations, plain_dg.kernel_evaluations);  // ignored
+  // Both restored memories keep working exactly like the original.
+  TokenSet more = TokenSet::from_rows(make_keys(Stream::kGaussian, 30, 4, 24));
+  for (TokenId& id : more.ids) id += 1000;
+  for (Memory* r : {&m, &plain, &seeded}) {
+    r->remove_batch({5, 6, 7, 100});
+    r->add_batch(more);
+  }
+  EXPECT_EQ(seeded.state_sha256(), m.state_sha256());
+  EXPECT_EQ(plain.state_sha256(), m.state_sha256());
+  seeded.check_invariants();
+}
+
+// The streamed hash is the digest of the documented byte layout (docs/math.md "Canonical state
+// hash"), for every kernel type and for a permuted row order.
+TEST(CanonicalHash, StreamedDigestEqualsTheDigestOfTheBytes) {
+  TokenSet t = TokenSet::from_rows(make_keys(Stream::kGaussian, 50, 3, 26));
+  std::vector<int> order(50);
+  std::vector<double> alpha(50);
+  for (int i = 0; i < 50; ++i) {
+    order[i] = 49 - i;
+    alpha[i] = 0.01 * i;
+  }
+  for (KernelType k : {KernelType::kRbf, KernelType::kLinear, KernelType::kPoly}) {
+    ProblemSettings p;
+    p.kernel.type = k;
+    EXPECT_EQ(canonical_sha256(p, t, order, alpha, 0.25),
+              sha256_hex(canonical_bytes(p, t, order, alpha, 0.25)));
+  }
+  const std::vector<int> none;
+  const std::vector<double> no_alpha;
+  EXPECT_EQ(canonical_sha256(ProblemSettings{}, t, none, no_alpha, 0.0),
+            sha256_hex(canonical_bytes(ProblemSettings{}, t, none, no_alpha, 0.0)));
+}
+
+TEST(MemoryRestore, NoBoundsForAnEmptyOrWarmupMemory) {
+  Memory empty(restore_settings(), 4, 4);
+  EXPECT_TRUE(empty.gradient_lower_bounds().empty());
+  Memory few(restore_settings(), 4, 4);
+  few.add_batch(TokenSet::from_rows(make_keys(Stream::kGaussian, 10, 4, 25)));  // n C < 1
+  EXPECT_TRUE(few.gradient_lower_bounds().empty());
+}
+
+}  // namespace
+}  // namespace svattn
