@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "forward.h"
 #include "svattn/errors.h"
 
 namespace svattn::cli {
@@ -20,6 +21,9 @@ Registrar::Registrar(const char* name, Setup setup) {
 }  // namespace svattn::cli
 
 int main(int argc, char** argv) {
+#ifdef SVATTN_FORWARD_TORCH
+  if (const int rc = svattn::cli::forward_to_torch_cli(argc, argv); rc >= 0) return rc;
+#endif
   CLI::App app{
       "svattn: support-vector attention memory with certified eviction and exact forgetting"};
   app.require_subcommand(1);
