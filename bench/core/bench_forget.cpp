@@ -5,7 +5,8 @@
 //                [--C 0.01] [--tokens 20] [--random-tokens 200] [--reps 3]
 //                [--stream-budget-s 60] [--seed 42]
 //   bench_forget --scaling-n 1000,5000,20000,100000,200000 [--scaling-clustered-n 20000]
-//                [--margin-tokens 20] [--records 5] [--random-tokens 200] [--reps 1] ...
+//                [--margin-tokens 20] [--records 5] [--random-tokens 200] [--reps 1]
+//                [--old-bound-n N,...] [--scan-n N,...] ...
 //     prints only the scaling tables of issue 15 (forget_scaling.h).
 #include <cmath>
 #include <cstdio>
@@ -273,6 +274,9 @@ int main(int argc, char** argv) {
   // Extra rows at these n with the earlier screening bound (|db| counted as drift): A/B of the
   // gradients recomputed per removal in the same run.
   const std::vector<int> old_bound = args.ints("old-bound-n", "");
+  // Extra rows at these n whose screening candidates come from a scan of every slot instead of the
+  // slack index (same bound, same tokens rechecked): A/B of the bookkeeping in the same run.
+  const std::vector<int> scan_rows = args.ints("scan-n", "");
   // From n = 100k on: fewer margin tokens, records and random draws (each re-add hashes 200k
   // tokens).
   const int large_tokens = static_cast<int>(args.num("large-margin-tokens", 10));
@@ -282,7 +286,8 @@ int main(int argc, char** argv) {
   if (scalar_sums) detail::set_vector_sums(false);
   std::printf("<!-- fixed-order sums: %s -->\n\n",
               detail::g_vector_sums ? "AVX vector lanes" : "scalar lanes");
-  if (!scaling.empty() || !scaling_clustered.empty() || !old_bound.empty()) {
+  if (!scaling.empty() || !scaling_clustered.empty() || !old_bound.empty() ||
+      !scan_rows.empty()) {
     std::printf("### Exact removal at scale (RBF, d = %d, sigma^2 = %g d, C = %g, ridge = %g)\n\n",
                 p.d, p.sigma2_per_dim, p.C, p.settings().ridge);
     std::printf(
@@ -310,6 +315,16 @@ int main(int argc, char** argv) {
       rows.push_back(bench::scaling_row("gaussian, earlier bound", n, p, false, margin_tokens,
                                         records, random_tokens, reps));
       detail::g_exact_offset_screening = true;
+      bench::print_scaling({rows.back()});
+    }
+    for (int n : scan_rows) {
+      const bool large = n >= 100000;
+      detail::g_slack_index = false;
+      rows.push_back(bench::scaling_row(
+          "gaussian, slot scan", n, p, false, large ? large_tokens : margin_tokens,
+          large ? large_records : records, large ? large_random : random_tokens,
+          large ? large_reps : reps));
+      detail::g_slack_index = true;
       bench::print_scaling({rows.back()});
     }
     for (int n : scaling_clustered) {

@@ -68,6 +68,7 @@ bool Memory::Impl::add_one(TokenId id_, const double* k, const double* v, OpDiag
   grad[c] = gc;
   if (gc >= 0) {  // inside the description: a reserve token, nothing else moves
     set_of[c] = Set::kReserve;
+    mark_refreshed(c, b);  // its gradient is exact at the current (a, b)
     return false;
   }
   if (!path(c, +1, dg)) {
@@ -411,6 +412,7 @@ void Memory::check_invariants() const {
                         "cached kernel column differs from a fresh value");
   }
   SVATTN_ASSERT(count == m.num_tokens, "token count out of sync");
+  m.check_slack_index();
   // Screening (docs/math.md §4): the bound kept for every reserve token is a lower bound of its
   // exact gradient, and the exact gradient has the reserve sign, on every token (screened or not).
   if (m.status == Status::kOptimal && !m.warmup) {
@@ -420,7 +422,7 @@ void Memory::check_invariants() const {
       double acc = 0.0;
       for (int j : m.support_by_id) acc += m.kernel_at(i, j) * m.alpha[j];
       const double g = acc - m.kdiag[i] / 2 + m.b;
-      const double gain = detail::g_exact_offset_screening ? m.b - m.b_at_refresh[i] : 0.0;
+      const double gain = m.exact_offset ? m.b - m.b_at_refresh[i] : 0.0;
       const double lower = m.grad[i] + gain - (m.drift - m.drift_at_refresh[i]);
       SVATTN_ASSERT(g >= -1e-9 * scale, "reserve token " + std::to_string(m.ids[i]) +
                                             " violates KKT: g = " + std::to_string(g));

@@ -61,8 +61,13 @@ void Memory::Impl::finish(OpDiagnostics& dg) {
   for (int i = 0; i < slots_used; ++i) {
     if (!live[i]) continue;
     guess[i] = alpha[i];
-    skip[i] = set_of[i] == Set::kReserve && alpha[i] == 0 && reserve_safe(i, 0.0, b);
+    skip[i] = set_of[i] == Set::kReserve && alpha[i] == 0;
   }
+  // Only the tokens the slack index cannot clear need their bound evaluated (docs/math.md §4).
+  for_each_screen_candidate([&] { return screen_limit(0.0, b, 0.0, b); },
+                            [&](int i) {
+                              if (skip[i] && !reserve_safe(i, 0.0, b)) skip[i] = 0;
+                            });
   detail::CanonicalResult res = timed_canonicalize(guess, &skip, dg);
   if (res.screened) {
     // The canonical adjustment (and any repair) moved (a, b): re-check the screened bounds.
@@ -71,8 +76,10 @@ void Memory::Impl::finish(OpDiagnostics& dg) {
       if (live[i]) da += std::abs(res.alpha[i] - alpha[i]);
     const double extra = kmax * da + offset_drift(res.b - b);
     bool ok = true;
-    for (int i = 0; i < slots_used && ok; ++i)
-      if (live[i] && skip[i] && !reserve_safe(i, extra, res.b)) ok = false;
+    for_each_screen_candidate([&] { return screen_limit(extra, res.b, extra, res.b); },
+                              [&](int i) {
+                                if (skip[i] && !reserve_safe(i, extra, res.b)) ok = false;
+                              });
     if (!ok) {
       res = timed_canonicalize(guess, nullptr, dg);
     }

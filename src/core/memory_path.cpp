@@ -46,15 +46,18 @@ struct Memory::Impl::PathWalk {
   const int c, dir;
   OpDiagnostics& dg;
   const double C;
-  std::vector<char> refused;  // Schur-guard refusals of this walk
-  std::vector<int> elist;     // error tokens (their gradients are tracked exactly)
-  std::vector<double> gam;    // gamma_i = d g_i / d a_c of tracked tokens
-  std::vector<int> near;      // reserve tokens whose bound fails within the current step
+  // Per-slot arrays live in Memory::Impl (walk_*) and are reset on the entries this walk touched.
+  std::vector<char>& refused;  // Schur-guard refusals of this walk
+  std::vector<int> refused_list;
+  std::vector<int> elist;       // error tokens (their gradients are tracked exactly)
+  std::vector<double>& gam;     // gamma_i = d g_i / d a_c of tracked tokens
+  std::vector<int> near;        // reserve tokens whose bound fails within the current step
   std::vector<int> prev_near;
   // exact[i]: reserve token i's gradient was recomputed or updated exactly at every step since its
   // last refresh (it was in `near` at the previous step), so grad[i] is its gradient at the current
   // (a, b) and only its gamma is needed.
-  std::vector<char> exact;
+  std::vector<char>& exact;
+  std::vector<int> exact_list;
   // Sensitivities of the current step.
   Eigen::VectorXd beta;  // (beta_b, beta_S) = d(b, a_S) / d a_c
   int posc = -1, beta_end = 0;
@@ -66,9 +69,9 @@ struct Memory::Impl::PathWalk {
         dir(direction),
         dg(diag),
         C(mem.settings.problem.C),
-        refused(mem.slots_used, 0),
-        gam(mem.slots_used, 0.0),
-        exact(mem.slots_used, 0) {
+        refused(mem.walk_refused),
+        gam(mem.walk_gamma),
+        exact(mem.walk_exact) {
     m.ensure_column(c);
     for (int j : m.support_by_id)
       if (j != c && m.live[j] && m.set_of[j] == Set::kError) {
@@ -76,6 +79,12 @@ struct Memory::Impl::PathWalk {
         elist.push_back(j);
       }
   }
+  ~PathWalk() {
+    for (int i : refused_list) refused[i] = 0;
+    for (int i : exact_list) exact[i] = 0;
+  }
+  PathWalk(const PathWalk&) = delete;
+  PathWalk& operator=(const PathWalk&) = delete;
 
   bool run() {
     for (int step = 0; step < m.settings.max_steps_per_op; ++step) {
@@ -146,12 +155,14 @@ struct Memory::Impl::PathWalk {
     if (who == c) {  // c joins the margin set at its current coefficient
       m.grad[c] = 0;
       m.set_of[c] = Set::kMargin;
+      m.screen_touch(c);
       m.expand(c);
       return Next::kDone;
     }
     m.grad[who] = 0;
     if (m.set_of[who] == Set::kError) elist_erase(who);
     m.set_of[who] = Set::kMargin;
+    m.screen_touch(who);
     m.expand(who);
     return Next::kContinue;
   }
@@ -237,17 +248,24 @@ struct Memory::Impl::PathWalk {
   }
 
   // Reserve tokens: only those whose bound fails within the tentative step can reach g = 0 first;
-  // recompute them exactly (the step only shrinks, so no others are needed).
+  // recompute them exactly (the step only shrinks, so no others are needed). The candidates come
+  // from the slack index in ascending key order, the threshold following the shrinking step
+  // (docs/math.md §4 "The slack index").
   void screen_reserve(Event& ev) {
     const double s = dir;
     prev_near.swap(near);
     near.clear();
     bool loaded = false;
-    for (int i = 0; i < m.slots_used; ++i) {
-      if (!tracked_reserve(i)) continue;
+    auto b_end = [&] { return m.b + beta(0) * (dir * ev.t); };
+    auto limit = [&] {
+      const double t = std::isfinite(ev.t) ? ev.t : 0.0;
+      const double extra = std::isfinite(ev.t) ? drift_rate * t : kInf;
+      return m.screen_limit(0.0, m.b, extra, m.b + beta(0) * (dir * t));
+    };
+    m.for_each_screen_candidate(limit, [&](int i) {
+      if (!tracked_reserve(i)) return;
       // The bound is linear along the step: positive at both ends means positive throughout.
-      const double b_end = m.b + beta(0) * (dir * ev.t);
-      if (m.reserve_safe(i, 0.0, m.b) && m.reserve_safe(i, drift_rate * ev.t, b_end)) continue;
+      if (m.reserve_safe(i, 0.0, m.b) && m.reserve_safe(i, drift_rate * ev.t, b_end())) return;
       if (!exact[i]) {
         if (!loaded) {
           m.load_support(c, elist);
@@ -259,7 +277,7 @@ struct Memory::Impl::PathWalk {
       near.push_back(i);
       const double rate = gam[i] * s;
       if (rate < 0) offer(ev, m.grad[i] / -rate, kEnters, i, Set::kMargin);
-    }
+    });
   }
 
   // Moves a_c by dir * t and everything tracked with it.
@@ -279,6 +297,7 @@ struct Memory::Impl::PathWalk {
       m.grad[i] += gam[i] * dc;  // exact again after the step
       m.mark_refreshed(i, m.b);
       exact[i] = 1;
+      exact_list.push_back(i);
     }
     ++dg.events;
   }
@@ -304,6 +323,7 @@ struct Memory::Impl::PathWalk {
     const double kap = m.schur(who, nullptr);
     if (kap <= m.settings.schur_tol * m.kdiag[who]) {
       refused[who] = 1;
+      refused_list.push_back(who);
       ++dg.refused_entrants;
       return Next::kContinue;
     }
@@ -311,11 +331,16 @@ struct Memory::Impl::PathWalk {
     exact[who] = 0;
     if (m.set_of[who] == Set::kError) elist_erase(who);
     m.set_of[who] = Set::kMargin;
+    m.screen_touch(who);
     m.expand(who);
     return Next::kContinue;
   }
 
   void settle_moving(Set target) {
+    settle_moving_set(target);
+    m.screen_touch(c);  // c's set (or its gradient) changed
+  }
+  void settle_moving_set(Set target) {
     if (dir < 0) {
       m.alpha[c] = 0;
       return;

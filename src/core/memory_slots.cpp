@@ -24,6 +24,11 @@ void Memory::Impl::grow(int need) {
   set_of.resize(nc, Set::kReserve);
   drift_at_refresh.resize(nc, 0.0);
   b_at_refresh.resize(nc, 0.0);
+  slack_version.resize(nc, 0);
+  slack_key_now.resize(nc, 0.0);
+  walk_refused.resize(nc, 0);
+  walk_exact.resize(nc, 0);
+  walk_gamma.resize(nc, 0.0);
   columns.resize_rows(nc);
   slot_capacity = nc;
 }
@@ -58,6 +63,7 @@ void Memory::Impl::erase_token(int s) {
   alpha[s] = 0;
   grad[s] = 0;
   set_of[s] = Set::kReserve;
+  screen_touch(s);  // its index entry is stale from now on
   drop_column(s);
   slot_of.erase(ids[s]);
   free_slots.push_back(s);
