@@ -423,13 +423,20 @@ void Memory::check_invariants() const {
       for (int j : m.support_by_id) acc += m.kernel_at(i, j) * m.alpha[j];
       const double g = acc - m.kdiag[i] / 2 + m.b;
       const double gain = m.exact_offset ? m.b - m.b_at_refresh[i] : 0.0;
-      const double lower = m.grad[i] + gain - (m.drift - m.drift_at_refresh[i]);
+      const double lower = m.screen_base[i] + gain - (m.drift - m.drift_at_refresh[i]);
       SVATTN_ASSERT(g >= -1e-9 * scale, "reserve token " + std::to_string(m.ids[i]) +
                                             " violates KKT: g = " + std::to_string(g));
       SVATTN_ASSERT(lower <= g + 1e-9 * scale,
                     "screening bound of token " + std::to_string(m.ids[i]) +
                         " exceeds its gradient: " + std::to_string(lower) + " > " +
                         std::to_string(g));
+      if (m.exact_offset && std::isfinite(m.spread_s[i])) {
+        const double spread_lower = m.grad[i] + (m.b - m.spread_b[i]) - m.spread_loss(i, 0, 0);
+        SVATTN_ASSERT(spread_lower <= g + 1e-9 * scale,
+                      "spread bound of token " + std::to_string(m.ids[i]) +
+                          " exceeds its gradient: " + std::to_string(spread_lower) + " > " +
+                          std::to_string(g));
+      }
     }
   }
   const int ms = static_cast<int>(m.margin.size());

@@ -17,6 +17,9 @@ namespace svattn {
 namespace detail {
 bool g_exact_offset_screening = true;
 bool g_slack_index = true;
+bool g_net_displacement = true;
+bool g_spread_bound = true;
+long g_spread_cleared = 0;
 }  // namespace detail
 
 // Lower bound of reserve token i's gradient once the w-drift has grown by `extra` and the offset
@@ -24,7 +27,7 @@ bool g_slack_index = true;
 // checks"), compared with a round-off margin.
 bool Memory::Impl::reserve_safe(int i, double extra, double b_then) const {
   const double gain = exact_offset ? b_then - b_at_refresh[i] : 0.0;
-  const double slack = (grad[i] + gain) - (drift + extra - drift_at_refresh[i]);
+  const double slack = (screen_base[i] + gain) - (drift + extra - drift_at_refresh[i]);
   const double scale = 1.0 + drift + std::abs(b_then) + std::abs(b_at_refresh[i]);
   return slack > 1e-12 * scale * std::max(1.0, kmax);
 }
@@ -34,9 +37,141 @@ double Memory::Impl::offset_drift(double db) const {
 }
 
 void Memory::Impl::mark_refreshed(int i, double b_now) {
+  screen_base[i] = grad[i];
   drift_at_refresh[i] = drift;
   b_at_refresh[i] = b_now;
+  spread_b[i] = b_now;
+  spread_snapshot(i);
   screen_touch(i);
+}
+
+// The spread bound proved g_i >= lower at the current (a, b): the drift bound restarts from
+// there (its base is then a proven lower bound, no longer an exact gradient; docs/math.md §4).
+void Memory::Impl::rebase_screening(int i, double lower) {
+  screen_base[i] = lower;
+  drift_at_refresh[i] = drift;
+  b_at_refresh[i] = b;
+  screen_touch(i);
+}
+
+// ---------------------------------------------------------------- the spread bound
+// docs/math.md §4 "The spread bound". Every change of the coefficients conserves the mass up to
+// round-off (sum_j a_j = 1), so sum_j K_ij da_j = sum_j (K_ij - kappa_i) da_j + kappa_i sum_j da_j.
+// A column cached in row i when grad_i was exact has |K_ij - kappa_i| <= s_i; any other
+// |K_ij - kappa_i| <= r_i (K_ij in [0, kmax] for RBF, [-kmax, kmax] otherwise).
+
+// Records kappa_i, s_i over the valid entries of row i as it is (no new kernel values), the row's
+// epoch and the accumulators. Called with every exact gradient (mark_refreshed).
+void Memory::Impl::spread_snapshot(int i) {
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  if (live[i] && set_of[i] == Set::kReserve) {
+    const double* r = columns.row(i);
+    const int own = columns.pos(i);  // a reserve token's own coefficient does not move
+    for (int p = 0; p < columns.capacity(); ++p)
+      if (columns.valid(i, p) && p != own) {
+        lo = std::min(lo, r[p]);
+        hi = std::max(hi, r[p]);
+      }
+  }
+  if (!(lo <= hi)) {
+    spread_s[i] = std::numeric_limits<double>::infinity();  // nothing known: the bound is off
+    return;
+  }
+  spread_kappa[i] = lo + (hi - lo) / 2;
+  // Half the range, rounded up by a few ulps so that |K_ij - kappa_i| <= s_i holds in reals.
+  spread_s[i] = (hi - lo) / 2 * (1 + 1e-15) + 4e-16 * (std::abs(lo) + std::abs(hi));
+  spread_epoch[i] = columns.row_epoch(i);
+  spread_l1[i] = move_l1;
+  spread_mass[i] = move_mass;
+  spread_young[i] = young_movement(spread_epoch[i]);
+}
+
+// Adds |da_j| = amount to the movement of j's column epoch (no column: an epoch younger than every
+// row, i.e. unknown to every token).
+void Memory::Impl::record_move(int j, double amount) {
+  if (!(amount > 0)) return;
+  const int p = columns.pos(j);
+  const std::uint64_t e =
+      p >= 0 ? columns.col_epoch(p) : std::numeric_limits<std::uint64_t>::max();
+  move_l1 += amount;
+  auto it = std::lower_bound(move_log.begin(), move_log.end(), e,
+                             [](const MoveEntry& x, std::uint64_t v) { return x.epoch < v; });
+  if (it != move_log.end() && it->epoch == e) {
+    it->amount += amount;
+  } else {
+    move_log.insert(it, {e, amount});
+    if (move_log.size() > 2 * static_cast<std::size_t>(columns.count()) + 64) compact_move_log();
+  }
+  move_dirty = true;
+}
+
+// Merges the entries of columns no longer cached into the next younger entry (or the
+// unknown-to-all entry): a token counts them as young at least as often as before, never less.
+void Memory::Impl::compact_move_log() {
+  std::vector<std::uint64_t> alive;
+  for (int p = 0; p < columns.capacity(); ++p)
+    if (columns.slot_at(p) >= 0) alive.push_back(columns.col_epoch(p));
+  alive.push_back(std::numeric_limits<std::uint64_t>::max());
+  std::sort(alive.begin(), alive.end());
+  std::vector<MoveEntry> kept;
+  double carry = 0;
+  for (const MoveEntry& x : move_log) {
+    carry += x.amount;
+    if (std::binary_search(alive.begin(), alive.end(), x.epoch)) {
+      kept.push_back({x.epoch, carry});
+      carry = 0;
+    }
+  }
+  if (carry > 0) {
+    const std::uint64_t top = std::numeric_limits<std::uint64_t>::max();
+    if (!kept.empty() && kept.back().epoch == top) kept.back().amount += carry;
+    else kept.push_back({top, carry});
+  }
+  move_log.swap(kept);
+  move_dirty = true;
+}
+
+// Movement recorded for column epochs above `epoch` (columns younger than a row of that epoch).
+double Memory::Impl::young_movement(std::uint64_t epoch) const {
+  if (move_dirty || move_suffix_sums.size() != move_log.size() + 1) {
+    move_suffix_sums.assign(move_log.size() + 1, 0.0);
+    for (std::size_t k = move_log.size(); k-- > 0;)
+      move_suffix_sums[k] = move_suffix_sums[k + 1] + move_log[k].amount;
+    move_dirty = false;
+  }
+  const auto it = std::upper_bound(move_log.begin(), move_log.end(), epoch,
+                                   [](std::uint64_t v, const MoveEntry& x) { return v < x.epoch; });
+  return move_suffix_sums[static_cast<std::size_t>(it - move_log.begin())];
+}
+
+// The most the w-part of g_i can have moved since its snapshot, plus a step of L1 movement
+// step_l1 (counted as unknown) and mass change step_mass:
+// s_i dA + (r_i - s_i) dU + r_i step_l1 + kmax (dM + step_mass), with 1e-15 of the accumulators'
+// magnitude for their rounding (docs/math.md §4 "The spread bound").
+double Memory::Impl::spread_loss(int i, double step_l1, double step_mass) const {
+  const double s = spread_s[i], kap = spread_kappa[i];
+  const bool nonneg = settings.problem.kernel.type == KernelType::kRbf;
+  const double r = nonneg ? std::max(std::abs(kap), std::abs(kmax - kap)) : kmax + std::abs(kap);
+  const double d_l1 = std::max(0.0, move_l1 - spread_l1[i]);
+  const double d_young = std::max(0.0, young_movement(spread_epoch[i]) - spread_young[i]);
+  const double d_mass = std::max(0.0, move_mass - spread_mass[i]);
+  const double round = 1e-15 * (move_l1 + move_mass) * (r + kmax);
+  return s * d_l1 + std::max(0.0, r - s) * d_young + r * step_l1 + kmax * (d_mass + step_mass) +
+         round;
+}
+
+// The spread bound's proof that reserve token i keeps g_i > 0 (exact-offset mode only); *lower
+// (optional) receives the proven lower bound of g_i less the round-off margin.
+bool Memory::Impl::spread_safe(int i, double step_l1, double step_mass, double b_then,
+                               double* lower) const {
+  if (!exact_offset || !detail::g_spread_bound || !std::isfinite(spread_s[i])) return false;
+  const double loss = spread_loss(i, step_l1, step_mass);
+  const double slack = (grad[i] + (b_then - spread_b[i])) - loss;
+  const double scale = 1.0 + loss + std::abs(grad[i]) + std::abs(b_then) + std::abs(spread_b[i]);
+  const double margin = 1e-12 * scale * std::max(1.0, kmax);
+  if (lower) *lower = slack - margin;
+  if (slack > margin) ++detail::g_spread_cleared;
+  return slack > margin;
 }
 
 // ---------------------------------------------------------------- the slack index
@@ -45,8 +180,8 @@ void Memory::Impl::mark_refreshed(int i, double b_now) {
 // k_i = grad_i + drift_i and the threshold drift + extra), so one threshold serves every token.
 
 double Memory::Impl::slack_key(int i) const {
-  return exact_offset ? (grad[i] - b_at_refresh[i]) + drift_at_refresh[i]
-                      : grad[i] + drift_at_refresh[i];
+  return exact_offset ? (screen_base[i] - b_at_refresh[i]) + drift_at_refresh[i]
+                      : screen_base[i] + drift_at_refresh[i];
 }
 
 // Call after any change of token i's grad, drift_at_refresh, b_at_refresh, set or liveness: its

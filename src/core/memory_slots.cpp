@@ -3,6 +3,7 @@
 // order, and the public Support view. Kernel columns K(:, j) are kept only for the support and the
 // moving token (support_columns.h); an erased token's slot and column are overwritten, never kept.
 #include <algorithm>
+#include <limits>
 
 #include "memory_impl.h"
 
@@ -25,6 +26,14 @@ void Memory::Impl::grow(int need) {
   drift_at_refresh.resize(nc, 0.0);
   b_at_refresh.resize(nc, 0.0);
   slack_version.resize(nc, 0);
+  spread_s.resize(nc, std::numeric_limits<double>::infinity());
+  spread_kappa.resize(nc, 0.0);
+  spread_b.resize(nc, 0.0);
+  screen_base.resize(nc, 0.0);
+  spread_l1.resize(nc, 0.0);
+  spread_mass.resize(nc, 0.0);
+  spread_young.resize(nc, 0.0);
+  spread_epoch.resize(nc, 0);
   slack_key_now.resize(nc, 0.0);
   walk_refused.resize(nc, 0);
   walk_exact.resize(nc, 0);
