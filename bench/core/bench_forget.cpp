@@ -17,9 +17,9 @@
 #include <string>
 
 #include "bench_common.h"
+#include "bound_study.h"
 #include "core/fixed_sum.h"
 #include "core/memory_impl.h"  // detail::g_exact_offset_screening
-#include "bound_study.h"
 #include "forget_scaling.h"
 #include "svattn/batch_solver.h"
 #include "svattn/memory.h"
@@ -301,8 +301,8 @@ int main(int argc, char** argv) {
               detail::g_vector_sums ? "AVX vector lanes" : "scalar lanes");
   for (int n : study) bench::bound_study(n, p, study_removals);
   if (!study.empty() && scaling.empty() && scaling_clustered.empty()) return 0;
-  if (!scaling.empty() || !scaling_clustered.empty() || !old_bound.empty() ||
-      !scan_rows.empty() || !path_length_rows.empty() || !drift_only_rows.empty()) {
+  if (!scaling.empty() || !scaling_clustered.empty() || !old_bound.empty() || !scan_rows.empty() ||
+      !path_length_rows.empty() || !drift_only_rows.empty()) {
     std::printf("### Exact removal at scale (RBF, d = %d, sigma^2 = %g d, C = %g, ridge = %g)\n\n",
                 p.d, p.sigma2_per_dim, p.C, p.settings().ridge);
     std::printf(
@@ -332,36 +332,22 @@ int main(int argc, char** argv) {
       detail::g_exact_offset_screening = true;
       bench::print_scaling({rows.back()});
     }
-    for (int n : scan_rows) {
-      const bool large = n >= 100000;
-      detail::g_slack_index = false;
-      rows.push_back(bench::scaling_row(
-          "gaussian, slot scan", n, p, false, large ? large_tokens : margin_tokens,
-          large ? large_records : records, large ? large_random : random_tokens,
-          large ? large_reps : reps));
-      detail::g_slack_index = true;
-      bench::print_scaling({rows.back()});
-    }
-    for (int n : drift_only_rows) {
-      const bool large = n >= 100000;
-      detail::g_spread_bound = false;
-      rows.push_back(bench::scaling_row(
-          "gaussian, drift bound only", n, p, false, large ? large_tokens : margin_tokens,
-          large ? large_records : records, large ? large_random : random_tokens,
-          large ? large_reps : reps));
-      detail::g_spread_bound = true;
-      bench::print_scaling({rows.back()});
-    }
-    for (int n : path_length_rows) {
-      const bool large = n >= 100000;
-      detail::g_net_displacement = false;
-      rows.push_back(bench::scaling_row(
-          "gaussian, path-length drift", n, p, false, large ? large_tokens : margin_tokens,
-          large ? large_records : records, large ? large_random : random_tokens,
-          large ? large_reps : reps));
-      detail::g_net_displacement = true;
-      bench::print_scaling({rows.back()});
-    }
+    // A/B rows: the same scaling row with one screening switch turned off for its duration.
+    auto ab_rows = [&](const std::vector<int>& ns, const char* name, bool& flag) {
+      for (int n : ns) {
+        const bool large = n >= 100000;
+        flag = false;
+        rows.push_back(bench::scaling_row(name, n, p, false, large ? large_tokens : margin_tokens,
+                                          large ? large_records : records,
+                                          large ? large_random : random_tokens,
+                                          large ? large_reps : reps));
+        flag = true;
+        bench::print_scaling({rows.back()});
+      }
+    };
+    ab_rows(scan_rows, "gaussian, slot scan", detail::g_slack_index);
+    ab_rows(drift_only_rows, "gaussian, drift bound only", detail::g_spread_bound);
+    ab_rows(path_length_rows, "gaussian, path-length drift", detail::g_net_displacement);
     for (int n : scaling_clustered) {
       rows.push_back(
           bench::scaling_row("clustered", n, p, true, margin_tokens, records, random_tokens, reps));

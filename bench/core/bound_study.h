@@ -39,7 +39,9 @@ inline void bound_study(int n, const BenchProblem& p, int removals) {
   Memory memory = Memory::restore(ms, tokens, st);
   const KernelSettings& ks = ms.problem.kernel;
   const int d = static_cast<int>(keys.cols());
-  auto kv = [&](TokenId a, TokenId b) { return kernel(ks, keys.row(a).data(), keys.row(b).data(), d); };
+  auto kv = [&](TokenId a, TokenId b) {
+    return kernel(ks, keys.row(a).data(), keys.row(b).data(), d);
+  };
   auto alpha_map = [](const State& s) {
     std::map<TokenId, double> a;
     for (std::size_t r = 0; r < s.ids.size(); ++r)
@@ -51,9 +53,9 @@ inline void bound_study(int n, const BenchProblem& p, int removals) {
   const double b_first = st.b;
   std::vector<double> cs_sum(n, 0.0);  // accumulated allowance per token (path of removals)
   double cs_total = 0;
-  const std::vector<TokenId> victims(st.partition.margin.begin(),
-                                     st.partition.margin.begin() +
-                                         std::min<std::size_t>(removals, st.partition.margin.size()));
+  const std::vector<TokenId> victims(
+      st.partition.margin.begin(),
+      st.partition.margin.begin() + std::min<std::size_t>(removals, st.partition.margin.size()));
   std::vector<double> g_first;
   for (TokenId c : victims) {
     const State s0 = memory.state();
@@ -149,9 +151,13 @@ inline void bound_study(int n, const BenchProblem& p, int removals) {
     if (slack < net) ++acc_net;
     if (slack < std::abs(dw)) ++acc_oracle;
   }
-  std::printf("\n### Screening bounds, measured (n = %d, d = %d, sigma^2 = %g d, C = %g, |S u E| = %zu)\n\n",
-              n, p.d, p.sigma2_per_dim, p.C, st.partition.margin.size() + st.partition.error.size());
-  std::printf("| removal | sqrt(kmax)\\|dw\\| | max_i \\|<phi_i, dw>\\| | p99 | CS / max | reserve not cleared: CS | top-8 exact + CS rest | spread s_i \\|da\\|_1 | oracle \\|<phi_i, dw>\\| |\n");
+  std::printf(
+      "\n### Screening bounds, measured (n = %d, d = %d, sigma^2 = %g d, C = %g, |S u E| = "
+      "%zu)\n\n",
+      n, p.d, p.sigma2_per_dim, p.C, st.partition.margin.size() + st.partition.error.size());
+  std::printf(
+      "| removal | sqrt(kmax)\\|dw\\| | max_i \\|<phi_i, dw>\\| | p99 | CS / max | reserve not "
+      "cleared: CS | top-8 exact + CS rest | spread s_i \\|da\\|_1 | oracle \\|<phi_i, dw>\\| |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (std::size_t k = 0; k < ops.size(); ++k) {
     const StudyOp& o = ops[k];
@@ -159,10 +165,11 @@ inline void bound_study(int n, const BenchProblem& p, int removals) {
                 o.true_max, o.true_p99, o.true_max > 0 ? o.cs / o.true_max : 0.0, o.cs_fail,
                 o.top_fail, o.spread_fail, o.oracle_fail);
   }
-  std::printf("\nAccumulated over the %zu removals: sum of allowances %.3e (not cleared: %ld), net "
-              "sqrt(kmax)|w_end - w_first| %.3e (%ld; needs erased tokens' kernel values), true max "
-              "%.3e (%ld)\n",
-              ops.size(), cs_total, acc_cs, net, acc_net, tmax, acc_oracle);
+  std::printf(
+      "\nAccumulated over the %zu removals: sum of allowances %.3e (not cleared: %ld), net "
+      "sqrt(kmax)|w_end - w_first| %.3e (%ld; needs erased tokens' kernel values), true max "
+      "%.3e (%ld)\n",
+      ops.size(), cs_total, acc_cs, net, acc_net, tmax, acc_oracle);
   std::fflush(stdout);
 }
 

@@ -92,12 +92,12 @@ void Memory::Impl::finish(OpDiagnostics& dg) {
     const double extra = kmax * da + offset_drift(res.b - b);
     const double extra_mass = std::abs(mass) + 4.6e-16 * (slots_used + 1) * (1 + da);
     bool ok = true;
-    for_each_screen_candidate([&] { return screen_limit(extra, res.b, extra, res.b); },
-                              [&](int i) {
-                                if (skip[i] && !reserve_safe(i, extra, res.b) &&
-                                    !spread_safe(i, da, extra_mass, res.b))
-                                  ok = false;
-                              });
+    for_each_screen_candidate(
+        [&] { return screen_limit(extra, res.b, extra, res.b); },
+        [&](int i) {
+          if (skip[i] && !reserve_safe(i, extra, res.b) && !spread_safe(i, da, extra_mass, res.b))
+            ok = false;
+        });
     if (!ok) {
       res = timed_canonicalize(guess, nullptr, dg);
     }

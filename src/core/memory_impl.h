@@ -92,8 +92,8 @@ struct Memory::Impl final : detail::KernelAccess {
   // gradient recomputed.
   //
   // The slack index (docs/math.md §4 "The slack index") orders the live reserve tokens by
-  // k_i = screen_base_i - b_at_refresh_i + drift_at_refresh_i, so the tokens whose bound may fail are
-  // the prefix k_i <= drift - b + round-off, found without visiting the others.
+  // k_i = screen_base_i - b_at_refresh_i + drift_at_refresh_i, so the tokens whose bound may fail
+  // are the prefix k_i <= drift - b + round-off, found without visiting the others.
   //
   // Initialising the screening state from exact gradients (e.g. a restore from persisted
   // per-token gradients): for every live token set set_of[i], alpha[i] and grad[i] (the exact
@@ -108,9 +108,10 @@ struct Memory::Impl final : detail::KernelAccess {
   std::vector<double> drift_at_refresh;
   std::vector<double> b_at_refresh;  // the offset b at the base
   double drift = 0;
-  double kmax = 0;  // max_i |K_ii| >= |K_ij|
+  double kmax = 0;                                       // max_i |K_ii| >= |K_ij|
   bool exact_offset = detail::g_exact_offset_screening;  // fixed at construction
   bool use_slack_index = detail::g_slack_index;          // fixed at construction
+  bool use_spread = detail::g_spread_bound;               // fixed at construction
   detail::SlackIndex slack_index;
   std::vector<std::uint32_t> slack_version;  // per slot: version of its current index entry
   std::vector<double> slack_key_now;         // per slot: key of that entry (NaN: not indexed)

@@ -49,9 +49,9 @@ struct Memory::Impl::PathWalk {
   // Per-slot arrays live in Memory::Impl (walk_*) and are reset on the entries this walk touched.
   std::vector<char>& refused;  // Schur-guard refusals of this walk
   std::vector<int> refused_list;
-  std::vector<int> elist;       // error tokens (their gradients are tracked exactly)
-  std::vector<double>& gam;     // gamma_i = d g_i / d a_c of tracked tokens
-  std::vector<int> near;        // reserve tokens whose bound fails within the current step
+  std::vector<int> elist;    // error tokens (their gradients are tracked exactly)
+  std::vector<double>& gam;  // gamma_i = d g_i / d a_c of tracked tokens
+  std::vector<int> near;     // reserve tokens whose bound fails within the current step
   std::vector<int> prev_near;
   // exact[i]: reserve token i's gradient was recomputed or updated exactly at every step since its
   // last refresh (it was in `near` at the previous step), so grad[i] is its gradient at the current

@@ -32,9 +32,7 @@ bool Memory::Impl::reserve_safe(int i, double extra, double b_then) const {
   return slack > 1e-12 * scale * std::max(1.0, kmax);
 }
 
-double Memory::Impl::offset_drift(double db) const {
-  return exact_offset ? 0.0 : std::abs(db);
-}
+double Memory::Impl::offset_drift(double db) const { return exact_offset ? 0.0 : std::abs(db); }
 
 void Memory::Impl::mark_refreshed(int i, double b_now) {
   screen_base[i] = grad[i];
@@ -63,16 +61,22 @@ void Memory::Impl::rebase_screening(int i, double lower) {
 // Records kappa_i, s_i over the valid entries of row i as it is (no new kernel values), the row's
 // epoch and the accumulators. Called with every exact gradient (mark_refreshed).
 void Memory::Impl::spread_snapshot(int i) {
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  if (live[i] && set_of[i] == Set::kReserve) {
-    const double* r = columns.row(i);
-    const int own = columns.pos(i);  // a reserve token's own coefficient does not move
-    for (int p = 0; p < columns.capacity(); ++p)
-      if (columns.valid(i, p) && p != own) {
-        lo = std::min(lo, r[p]);
-        hi = std::max(hi, r[p]);
-      }
+  if (!use_spread) return;
+  if (!live[i] || set_of[i] != Set::kReserve) {
+    spread_s[i] = std::numeric_limits<double>::infinity();
+    return;
   }
+  const double* r = columns.row(i);
+  const int own = columns.pos(i);  // a reserve token's own coefficient does not move
+  const std::uint64_t re = columns.row_epoch(i);
+  // Every valid entry of the row, recomputed at each snapshot (an incremental range missed
+  // entries in the slow screening test, so it is not used).
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (int p = 0; p < columns.capacity(); ++p)
+    if (p != own && columns.valid(i, p)) {
+      lo = std::min(lo, r[p]);
+      hi = std::max(hi, r[p]);
+    }
   if (!(lo <= hi)) {
     spread_s[i] = std::numeric_limits<double>::infinity();  // nothing known: the bound is off
     return;
@@ -80,19 +84,18 @@ void Memory::Impl::spread_snapshot(int i) {
   spread_kappa[i] = lo + (hi - lo) / 2;
   // Half the range, rounded up by a few ulps so that |K_ij - kappa_i| <= s_i holds in reals.
   spread_s[i] = (hi - lo) / 2 * (1 + 1e-15) + 4e-16 * (std::abs(lo) + std::abs(hi));
-  spread_epoch[i] = columns.row_epoch(i);
+  spread_epoch[i] = re;
   spread_l1[i] = move_l1;
   spread_mass[i] = move_mass;
-  spread_young[i] = young_movement(spread_epoch[i]);
+  spread_young[i] = young_movement(re);
 }
 
 // Adds |da_j| = amount to the movement of j's column epoch (no column: an epoch younger than every
 // row, i.e. unknown to every token).
 void Memory::Impl::record_move(int j, double amount) {
-  if (!(amount > 0)) return;
+  if (!use_spread || !(amount > 0)) return;
   const int p = columns.pos(j);
-  const std::uint64_t e =
-      p >= 0 ? columns.col_epoch(p) : std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t e = p >= 0 ? columns.col_epoch(p) : std::numeric_limits<std::uint64_t>::max();
   move_l1 += amount;
   auto it = std::lower_bound(move_log.begin(), move_log.end(), e,
                              [](const MoveEntry& x, std::uint64_t v) { return x.epoch < v; });
@@ -124,8 +127,10 @@ void Memory::Impl::compact_move_log() {
   }
   if (carry > 0) {
     const std::uint64_t top = std::numeric_limits<std::uint64_t>::max();
-    if (!kept.empty() && kept.back().epoch == top) kept.back().amount += carry;
-    else kept.push_back({top, carry});
+    if (!kept.empty() && kept.back().epoch == top)
+      kept.back().amount += carry;
+    else
+      kept.push_back({top, carry});
   }
   move_log.swap(kept);
   move_dirty = true;
@@ -164,7 +169,7 @@ double Memory::Impl::spread_loss(int i, double step_l1, double step_mass) const 
 // (optional) receives the proven lower bound of g_i less the round-off margin.
 bool Memory::Impl::spread_safe(int i, double step_l1, double step_mass, double b_then,
                                double* lower) const {
-  if (!exact_offset || !detail::g_spread_bound || !std::isfinite(spread_s[i])) return false;
+  if (!exact_offset || !use_spread || !std::isfinite(spread_s[i])) return false;
   const double loss = spread_loss(i, step_l1, step_mass);
   const double slack = (grad[i] + (b_then - spread_b[i])) - loss;
   const double scale = 1.0 + loss + std::abs(grad[i]) + std::abs(b_then) + std::abs(spread_b[i]);
@@ -234,10 +239,9 @@ void Memory::Impl::check_slack_index() const {
   for (int i = 0; i < slots_used; ++i) {
     if (!live[i] || set_of[i] != Set::kReserve) continue;
     const double key = slack_key(i);
-    SVATTN_ASSERT(slack_key_now[i] == key, "slack index holds a stale key for token " +
-                                               std::to_string(ids[i]) + ": " +
-                                               std::to_string(slack_key_now[i]) + " vs " +
-                                               std::to_string(key));
+    SVATTN_ASSERT(slack_key_now[i] == key,
+                  "slack index holds a stale key for token " + std::to_string(ids[i]) + ": " +
+                      std::to_string(slack_key_now[i]) + " vs " + std::to_string(key));
     SVATTN_ASSERT(std::abs(b_at_refresh[i]) <= bref_absmax, "slack index offset bound too small");
   }
 }

@@ -60,6 +60,7 @@ int Memory::Impl::insert_token(TokenId id_, const double* k, const double* v) {
   alpha[s] = 0;
   grad[s] = 0;
   set_of[s] = Set::kReserve;
+  spread_s[s] = std::numeric_limits<double>::infinity();  // a new row: nothing cached yet
   mark_refreshed(s, b);
   slot_of[id_] = s;
   ++num_tokens;
