@@ -2,7 +2,8 @@
 //   memory.cpp            public API, one add / remove and its finish (warm-up, fallbacks)
 //   memory_slots.cpp      token slots (keys, values, coefficients, gradients) and the column cache
 //   memory_bordered.cpp   margin-set changes on the bordered inverse R (docs/math.md §4)
-//   memory_screening.cpp  the rigorous screening bound of reserve gradients (docs/math.md §4,
+//   memory_screening.cpp  the rigorous screening bounds of reserve gradients (drift, spread) and
+//                         the slack index over them (slack_index.h; docs/math.md §4,
 //                         "Screened KKT checks")
 //   memory_path.cpp       the Cauwenberghs–Poggio path, in named steps
 //   memory_canonical.cpp  the canonical refinement after a partition change and batch repairs
