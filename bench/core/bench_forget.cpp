@@ -5,7 +5,11 @@
 //                [--C 0.01] [--tokens 20] [--random-tokens 200] [--reps 3]
 //                [--stream-budget-s 60] [--seed 42]
 //   bench_forget --scaling-n 1000,5000,20000,100000,200000 [--scaling-clustered-n 20000]
-//                [--margin-tokens 20] [--records 5] [--random-tokens 200] [--reps 1] ...
+//                [--margin-tokens 20] [--records 5] [--random-tokens 200] [--reps 1]
+//                [--old-bound-n N,...] [--scan-n N,...] [--path-length-n N,...]
+//                [--drift-only-n N,...] ...
+//   bench_forget --bound-study-n 20000 [--study-removals 10]
+//     measured evaluation of screening bounds (bound_study.h).
 //     prints only the scaling tables of issue 15 (forget_scaling.h).
 #include <cmath>
 #include <cstdio>
@@ -13,6 +17,7 @@
 #include <string>
 
 #include "bench_common.h"
+#include "bound_study.h"
 #include "core/fixed_sum.h"
 #include "core/memory_impl.h"  // detail::g_exact_offset_screening
 #include "forget_scaling.h"
@@ -273,6 +278,18 @@ int main(int argc, char** argv) {
   // Extra rows at these n with the earlier screening bound (|db| counted as drift): A/B of the
   // gradients recomputed per removal in the same run.
   const std::vector<int> old_bound = args.ints("old-bound-n", "");
+  // Extra rows at these n whose screening candidates come from a scan of every slot instead of the
+  // slack index (same bound, same tokens rechecked): A/B of the bookkeeping in the same run.
+  const std::vector<int> scan_rows = args.ints("scan-n", "");
+  // Extra rows at these n where each operation adds its path length to the screening drift (the
+  // bound of the earlier sessions) instead of its net displacement: A/B of the rechecks.
+  const std::vector<int> path_length_rows = args.ints("path-length-n", "");
+  // Extra rows at these n with the drift bound alone (no spread bound): A/B of the rechecks.
+  const std::vector<int> drift_only_rows = args.ints("drift-only-n", "");
+  // Measured evaluation of screening bounds (bound_study.h) at these n: a sustained sequence of
+  // --study-removals margin-token removals, every reserve gradient change computed from the keys.
+  const std::vector<int> study = args.ints("bound-study-n", "");
+  const int study_removals = static_cast<int>(args.num("study-removals", 10));
   // From n = 100k on: fewer margin tokens, records and random draws (each re-add hashes 200k
   // tokens).
   const int large_tokens = static_cast<int>(args.num("large-margin-tokens", 10));
@@ -282,7 +299,10 @@ int main(int argc, char** argv) {
   if (scalar_sums) detail::set_vector_sums(false);
   std::printf("<!-- fixed-order sums: %s -->\n\n",
               detail::g_vector_sums ? "AVX vector lanes" : "scalar lanes");
-  if (!scaling.empty() || !scaling_clustered.empty() || !old_bound.empty()) {
+  for (int n : study) bench::bound_study(n, p, study_removals);
+  if (!study.empty() && scaling.empty() && scaling_clustered.empty()) return 0;
+  if (!scaling.empty() || !scaling_clustered.empty() || !old_bound.empty() || !scan_rows.empty() ||
+      !path_length_rows.empty() || !drift_only_rows.empty()) {
     std::printf("### Exact removal at scale (RBF, d = %d, sigma^2 = %g d, C = %g, ridge = %g)\n\n",
                 p.d, p.sigma2_per_dim, p.C, p.settings().ridge);
     std::printf(
@@ -312,6 +332,22 @@ int main(int argc, char** argv) {
       detail::g_exact_offset_screening = true;
       bench::print_scaling({rows.back()});
     }
+    // A/B rows: the same scaling row with one screening switch turned off for its duration.
+    auto ab_rows = [&](const std::vector<int>& ns, const char* name, bool& flag) {
+      for (int n : ns) {
+        const bool large = n >= 100000;
+        flag = false;
+        rows.push_back(bench::scaling_row(name, n, p, false, large ? large_tokens : margin_tokens,
+                                          large ? large_records : records,
+                                          large ? large_random : random_tokens,
+                                          large ? large_reps : reps));
+        flag = true;
+        bench::print_scaling({rows.back()});
+      }
+    };
+    ab_rows(scan_rows, "gaussian, slot scan", detail::g_slack_index);
+    ab_rows(drift_only_rows, "gaussian, drift bound only", detail::g_spread_bound);
+    ab_rows(path_length_rows, "gaussian, path-length drift", detail::g_net_displacement);
     for (int n : scaling_clustered) {
       rows.push_back(
           bench::scaling_row("clustered", n, p, true, margin_tokens, records, random_tokens, reps));

@@ -69,6 +69,7 @@ bool Memory::Impl::add_one(TokenId id_, const double* k, const double* v, OpDiag
   grad[c] = gc;
   if (gc >= 0) {  // inside the description: a reserve token, nothing else moves
     set_of[c] = Set::kReserve;
+    mark_refreshed(c, b);  // its gradient is exact at the current (a, b)
     return false;
   }
   if (!path(c, +1, dg)) {
@@ -433,6 +434,7 @@ void Memory::check_invariants() const {
                         "cached kernel column differs from a fresh value");
   }
   SVATTN_ASSERT(count == m.num_tokens, "token count out of sync");
+  m.check_slack_index();
   // Screening (docs/math.md §4): the bound kept for every reserve token is a lower bound of its
   // exact gradient, and the exact gradient has the reserve sign, on every token (screened or not).
   if (m.status == Status::kOptimal && !m.warmup) {
@@ -442,14 +444,21 @@ void Memory::check_invariants() const {
       double acc = 0.0;
       for (int j : m.support_by_id) acc += m.kernel_at(i, j) * m.alpha[j];
       const double g = acc - m.kdiag[i] / 2 + m.b;
-      const double gain = detail::g_exact_offset_screening ? m.b - m.b_at_refresh[i] : 0.0;
-      const double lower = m.grad[i] + gain - (m.drift - m.drift_at_refresh[i]);
+      const double gain = m.exact_offset ? m.b - m.b_at_refresh[i] : 0.0;
+      const double lower = m.screen_base[i] + gain - (m.drift - m.drift_at_refresh[i]);
       SVATTN_ASSERT(g >= -1e-9 * scale, "reserve token " + std::to_string(m.ids[i]) +
                                             " violates KKT: g = " + std::to_string(g));
       SVATTN_ASSERT(lower <= g + 1e-9 * scale,
                     "screening bound of token " + std::to_string(m.ids[i]) +
                         " exceeds its gradient: " + std::to_string(lower) + " > " +
                         std::to_string(g));
+      if (m.exact_offset && std::isfinite(m.spread_s[i])) {
+        const double spread_lower = m.grad[i] + (m.b - m.spread_b[i]) - m.spread_loss(i, 0, 0);
+        SVATTN_ASSERT(spread_lower <= g + 1e-9 * scale,
+                      "spread bound of token " + std::to_string(m.ids[i]) +
+                          " exceeds its gradient: " + std::to_string(spread_lower) + " > " +
+                          std::to_string(g));
+      }
     }
   }
   const int ms = static_cast<int>(m.margin.size());

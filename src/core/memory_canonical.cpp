@@ -29,10 +29,17 @@ detail::CanonicalResult Memory::Impl::timed_canonicalize(const std::vector<doubl
 
 void Memory::Impl::set_from_canonical(const detail::CanonicalResult& res,
                                       const std::vector<char>* skip) {
-  // Drift of the canonical adjustment relative to the path's coefficients.
-  double da = 0;
+  // Drift of the canonical adjustment relative to the path's coefficients; its movement and mass
+  // change for the spread bound (docs/math.md §4).
+  double da = 0, mass = 0;
   for (int i = 0; i < slots_used; ++i)
-    if (live[i]) da += std::abs(res.alpha[i] - alpha[i]);
+    if (live[i]) {
+      const double d = res.alpha[i] - alpha[i];
+      da += std::abs(d);
+      mass += d;
+      record_move(i, std::abs(d));
+    }
+  move_mass += std::abs(mass) + 4.6e-16 * (slots_used + 1) * (1 + da);
   // |<phi_i, dw>| <= sqrt(kmax) |dw| <= kmax |da|_1; the offset enters every gradient exactly.
   drift += kmax * da + offset_drift(res.b - b);
   for (int i = 0; i < slots_used; ++i) {
@@ -61,18 +68,36 @@ void Memory::Impl::finish(OpDiagnostics& dg) {
   for (int i = 0; i < slots_used; ++i) {
     if (!live[i]) continue;
     guess[i] = alpha[i];
-    skip[i] = set_of[i] == Set::kReserve && alpha[i] == 0 && reserve_safe(i, 0.0, b);
+    skip[i] = set_of[i] == Set::kReserve && alpha[i] == 0;
   }
+  // Only the tokens the slack index cannot clear need their bound evaluated (docs/math.md §4).
+  for_each_screen_candidate([&] { return screen_limit(0.0, b, 0.0, b); },
+                            [&](int i) {
+                              double lower = 0;
+                              if (!skip[i] || reserve_safe(i, 0.0, b)) return;
+                              if (spread_safe(i, 0.0, 0.0, b, &lower))
+                                rebase_screening(i, lower);
+                              else
+                                skip[i] = 0;
+                            });
   detail::CanonicalResult res = timed_canonicalize(guess, &skip, dg);
   if (res.screened) {
     // The canonical adjustment (and any repair) moved (a, b): re-check the screened bounds.
-    double da = 0;
+    double da = 0, mass = 0;
     for (int i = 0; i < slots_used; ++i)
-      if (live[i]) da += std::abs(res.alpha[i] - alpha[i]);
+      if (live[i]) {
+        da += std::abs(res.alpha[i] - alpha[i]);
+        mass += res.alpha[i] - alpha[i];
+      }
     const double extra = kmax * da + offset_drift(res.b - b);
+    const double extra_mass = std::abs(mass) + 4.6e-16 * (slots_used + 1) * (1 + da);
     bool ok = true;
-    for (int i = 0; i < slots_used && ok; ++i)
-      if (live[i] && skip[i] && !reserve_safe(i, extra, res.b)) ok = false;
+    for_each_screen_candidate(
+        [&] { return screen_limit(extra, res.b, extra, res.b); },
+        [&](int i) {
+          if (skip[i] && !reserve_safe(i, extra, res.b) && !spread_safe(i, da, extra_mass, res.b))
+            ok = false;
+        });
     if (!ok) {
       res = timed_canonicalize(guess, nullptr, dg);
     }

@@ -2,7 +2,8 @@
 //   memory.cpp            public API, one add / remove and its finish (warm-up, fallbacks)
 //   memory_slots.cpp      token slots (keys, values, coefficients, gradients) and the column cache
 //   memory_bordered.cpp   margin-set changes on the bordered inverse R (docs/math.md §4)
-//   memory_screening.cpp  the rigorous screening bound of reserve gradients (docs/math.md §4,
+//   memory_screening.cpp  the rigorous screening bounds of reserve gradients (drift, spread) and
+//                         the slack index over them (slack_index.h; docs/math.md §4,
 //                         "Screened KKT checks")
 //   memory_path.cpp       the Cauwenberghs–Poggio path, in named steps
 //   memory_canonical.cpp  the canonical refinement after a partition change and batch repairs
@@ -14,6 +15,7 @@
 
 #include "bordered_inverse.h"
 #include "canonical.h"
+#include "slack_index.h"
 #include "support_columns.h"
 #include "svattn/kernel.h"
 #include "svattn/memory.h"
@@ -32,6 +34,18 @@ namespace detail {
 /// Screening of reserve gradients: true (default) counts the offset b exactly (g_i moves by db);
 /// false is the earlier bound that added |db| to the drift. Bench A/B and tests only.
 extern bool g_exact_offset_screening;
+/// Screening candidates from the slack index (true, default) or from a scan of every slot (false,
+/// the bookkeeping of the earlier sessions; the same bound, bench A/B only). Both flags are read
+/// when a memory is constructed and fixed for its life.
+extern bool g_slack_index;
+/// true (default): an operation's path length in `drift` is replaced by its net displacement at
+/// the end of the walk (docs/math.md §4); false: the path length stays (bench A/B and tests).
+extern bool g_net_displacement;
+/// true (default): tokens the drift bound cannot clear are tested by the spread bound before an
+/// exact recomputation (docs/math.md §4); false: the drift bound alone (bench A/B and tests).
+extern bool g_spread_bound;
+/// Tokens the spread bound proved safe (over the process; tests check that it is exercised).
+extern long g_spread_cleared;
 }  // namespace detail
 
 struct Memory::Impl final : detail::KernelAccess {
@@ -73,16 +87,63 @@ struct Memory::Impl final : detail::KernelAccess {
   // docs/math.md §4 "Screened KKT checks". Every move of w = sum_j a_j phi_j adds a bound on
   // |<phi_i, dw>| to `drift`; the offset b moves every gradient by exactly db. A reserve token
   // whose gradient was grad_i when drift and b were drift_at_refresh_i and b_at_refresh_i still has
-  // g_i(now) >= grad_i + (b - b_at_refresh_i) - (drift - drift_at_refresh_i). Tokens whose bound
+  // g_i(now) >= screen_base_i + (b - b_at_refresh_i) - (drift - drift_at_refresh_i), where the
+  // base is grad_i when it was last exact (or a bound the spread test proved). Tokens whose bound
   // stays positive need neither path updates nor canonical re-checks; only the others get their
   // gradient recomputed.
+  //
+  // The slack index (docs/math.md §4 "The slack index") orders the live reserve tokens by
+  // k_i = screen_base_i - b_at_refresh_i + drift_at_refresh_i, so the tokens whose bound may fail
+  // are the prefix k_i <= drift - b + round-off, found without visiting the others.
+  //
+  // Initialising the screening state from exact gradients (e.g. a restore from persisted
+  // per-token gradients): for every live token set set_of[i], alpha[i] and grad[i] (the exact
+  // g_i at the state's b), set `b`, then call mark_refreshed(i, b) for each reserve token (it
+  // records drift_at_refresh_i = drift, b_at_refresh_i = b and indexes the token); drift may stay
+  // 0. Setting grad, drift_at_refresh and b_at_refresh directly is allowed too, followed by one
+  // rebuild_slack_index(); set screen_base = grad and spread_b = b_at_refresh with them, and leave
+  // spread_s = inf (no spread snapshot; the first exact refresh takes one).
+  // check_invariants() asserts that the index matches these arrays.
+  std::vector<double> screen_base;  // the drift bound's base: grad_i when exact, or a proven
+                                    // lower bound of g_i (rebase_screening)
   std::vector<double> drift_at_refresh;
-  std::vector<double> b_at_refresh;  // the offset b when grad_i was last exact
+  std::vector<double> b_at_refresh;  // the offset b at the base
   double drift = 0;
-  double kmax = 0;  // max_i |K_ii| >= |K_ij|
+  double kmax = 0;                                       // max_i |K_ii| >= |K_ij|
+  bool exact_offset = detail::g_exact_offset_screening;  // fixed at construction
+  bool use_slack_index = detail::g_slack_index;          // fixed at construction
+  bool use_spread = detail::g_spread_bound;               // fixed at construction
+  detail::SlackIndex slack_index;
+  std::vector<std::uint32_t> slack_version;  // per slot: version of its current index entry
+  std::vector<double> slack_key_now;         // per slot: key of that entry (NaN: not indexed)
+  double bref_absmax = 0;                    // >= |b_at_refresh_i| of every indexed token
+  std::vector<detail::SlackIndex::Entry> slack_held;  // scratch of one query
+  // The spread bound (docs/math.md §4 "The spread bound"), a second test for the tokens the
+  // drift bound cannot clear. Every coefficient change moves the mass-conserving displacement; with
+  // kappa_i, s_i the centre and half-range of token i's cached kernel values when its gradient was
+  // last exact, a change da_j of a token whose column was then cached moves g_i by at most
+  // s_i |da_j| (after the mass term), any other by r_i |da_j|. Global accumulators: move_l1 (sum of
+  // |da_j|), move_mass (sum of |sum_j da_j| per change), move_log (|da_j| per column epoch, in
+  // ascending epoch, so the movement of columns younger than a row is one suffix sum).
+  struct MoveEntry {
+    std::uint64_t epoch;
+    double amount;
+  };
+  std::vector<double> spread_s, spread_kappa;  // per slot (s = inf: no cached values)
+  std::vector<double> spread_b;                // the offset b when grad_i was last exact
+  std::vector<double> spread_l1, spread_mass, spread_young;  // accumulators at the snapshot
+  std::vector<std::uint64_t> spread_epoch;                   // row epoch at the snapshot
+  double move_l1 = 0, move_mass = 0;
+  std::vector<MoveEntry> move_log;
+  mutable std::vector<double> move_suffix_sums;  // move_suffix_sums[k] = sum of amounts from k on
+  mutable bool move_dirty = false;
   // The path's current support as dense weights over the column positions (load_support).
   std::vector<double> weights_dense, beta_dense;
   int weights_end = 0;
+  // Per-slot scratch of a path walk (PathWalk), sized with the slots and reset by the walk on the
+  // entries it touched, so a walk costs no O(n) allocation.
+  std::vector<char> walk_refused, walk_exact;
+  std::vector<double> walk_gamma;
 
   // ---------------------------------------------------------------- life and diagnostics
   OpDiagnostics totals;
@@ -158,6 +219,25 @@ struct Memory::Impl final : detail::KernelAccess {
   bool reserve_safe(int i, double extra, double b_then) const;
   double offset_drift(double db) const;
   void mark_refreshed(int i, double b_now);
+  double slack_key(int i) const;
+  void screen_touch(int i);
+  void rebuild_slack_index();
+  double screen_limit(double extra0, double b0, double extra1, double b1) const;
+  void check_slack_index() const;
+  void spread_snapshot(int i);
+  void record_move(int j, double amount);
+  void compact_move_log();
+  double young_movement(std::uint64_t epoch) const;
+  double spread_loss(int i, double step_l1, double step_mass) const;
+  bool spread_safe(int i, double step_l1, double step_mass, double b_then,
+                   double* lower = nullptr) const;
+  void rebase_screening(int i, double lower);
+  // Calls visit(i) for every live reserve token whose bound may fail at the threshold
+  // limit() (screen_limit; re-read after every visit, it may only shrink), in ascending key
+  // order; with the index off, for every live reserve token in slot order. visit may refresh
+  // tokens (mark_refreshed) but must not start another query.
+  template <typename Limit, typename Visit>
+  void for_each_screen_candidate(Limit&& limit, Visit&& visit);
   void load_support(int c, const std::vector<int>& elist);
   double exact_g(int i);
   void refresh(int i, OpDiagnostics& dg);
@@ -177,5 +257,27 @@ struct Memory::Impl final : detail::KernelAccess {
   void rebuild_margin(bool force, OpDiagnostics& dg);
   void batch_rebuild(OpDiagnostics& dg, bool boundary = false);
 };
+
+template <typename Limit, typename Visit>
+void Memory::Impl::for_each_screen_candidate(Limit&& limit, Visit&& visit) {
+  if (!use_slack_index) {
+    for (int i = 0; i < slots_used; ++i)
+      if (live[i] && set_of[i] == Set::kReserve) visit(i);
+    return;
+  }
+  if (slack_index.size() > 2 * static_cast<std::size_t>(num_tokens) + 4096) rebuild_slack_index();
+  slack_index.flush();
+  slack_held.clear();
+  detail::SlackIndex::Entry e;
+  while (slack_index.pop_below(limit(), &e)) {
+    if (e.version != slack_version[e.slot]) continue;  // stale: the token changed since
+    slack_held.push_back(e);
+    visit(e.slot);
+  }
+  // Entries whose token was not refreshed go back; refreshed ones pushed their new entry.
+  for (const detail::SlackIndex::Entry& h : slack_held)
+    if (h.version == slack_version[h.slot]) slack_index.push(h);
+  slack_index.flush();
+}
 
 }  // namespace svattn

@@ -46,19 +46,33 @@ struct Memory::Impl::PathWalk {
   const int c, dir;
   OpDiagnostics& dg;
   const double C;
-  std::vector<char> refused;  // Schur-guard refusals of this walk
-  std::vector<int> elist;     // error tokens (their gradients are tracked exactly)
-  std::vector<double> gam;    // gamma_i = d g_i / d a_c of tracked tokens
-  std::vector<int> near;      // reserve tokens whose bound fails within the current step
+  // Per-slot arrays live in Memory::Impl (walk_*) and are reset on the entries this walk touched.
+  std::vector<char>& refused;  // Schur-guard refusals of this walk
+  std::vector<int> refused_list;
+  std::vector<int> elist;    // error tokens (their gradients are tracked exactly)
+  std::vector<double>& gam;  // gamma_i = d g_i / d a_c of tracked tokens
+  std::vector<int> near;     // reserve tokens whose bound fails within the current step
   std::vector<int> prev_near;
   // exact[i]: reserve token i's gradient was recomputed or updated exactly at every step since its
   // last refresh (it was in `near` at the previous step), so grad[i] is its gradient at the current
   // (a, b) and only its gamma is needed.
-  std::vector<char> exact;
+  std::vector<char>& exact;
+  std::vector<int> exact_list;
+  // Net displacement (docs/math.md §4 "Net displacement of an operation"): the coefficients of
+  // the support and of c at the start of the walk, the drift then, and the tokens whose bound was
+  // reset during the walk.
+  std::vector<int> start_slots;
+  std::vector<double> start_alpha;
+  double drift_start = 0;
+  bool net_ok = true;  // false after a step that refreshed every reserve token
+  std::vector<int> marked;
+  double step_round = 0;  // the coefficients' rounding in one step, as mass change
   // Sensitivities of the current step.
   Eigen::VectorXd beta;  // (beta_b, beta_S) = d(b, a_S) / d a_c
   int posc = -1, beta_end = 0;
   double drift_rate = 0;
+  // L1 movement and mass change of the coefficients per unit step (the spread bound).
+  double move_rate = 0, mass_rate = 0;
 
   PathWalk(Memory::Impl& mem, int moving, int direction, OpDiagnostics& diag)
       : m(mem),
@@ -66,18 +80,35 @@ struct Memory::Impl::PathWalk {
         dir(direction),
         dg(diag),
         C(mem.settings.problem.C),
-        refused(mem.slots_used, 0),
-        gam(mem.slots_used, 0.0),
-        exact(mem.slots_used, 0) {
+        refused(mem.walk_refused),
+        gam(mem.walk_gamma),
+        exact(mem.walk_exact) {
     m.ensure_column(c);
     for (int j : m.support_by_id)
       if (j != c && m.live[j] && m.set_of[j] == Set::kError) {
         m.ensure_column(j);
         elist.push_back(j);
       }
+    drift_start = m.drift;
+    start_slots = m.margin;
+    start_slots.insert(start_slots.end(), elist.begin(), elist.end());
+    start_slots.push_back(c);
+    for (int j : start_slots) start_alpha.push_back(m.alpha[j]);
   }
+  ~PathWalk() {
+    for (int i : refused_list) refused[i] = 0;
+    for (int i : exact_list) exact[i] = 0;
+  }
+  PathWalk(const PathWalk&) = delete;
+  PathWalk& operator=(const PathWalk&) = delete;
 
   bool run() {
+    if (!walk()) return false;
+    if (m.exact_offset && net_ok && detail::g_net_displacement) account_net_displacement();
+    return true;
+  }
+
+  bool walk() {
     for (int step = 0; step < m.settings.max_steps_per_op; ++step) {
       Next next;
       if (m.margin.empty()) {
@@ -118,6 +149,7 @@ struct Memory::Impl::PathWalk {
         }
     } else {
       // lower b until a reserve gradient reaches 0: exact gradients for every reserve token
+      net_ok = false;
       m.load_support(c, elist);
       for (int i = 0; i < m.slots_used; ++i) {
         if (!tracked_reserve(i)) continue;
@@ -146,12 +178,14 @@ struct Memory::Impl::PathWalk {
     if (who == c) {  // c joins the margin set at its current coefficient
       m.grad[c] = 0;
       m.set_of[c] = Set::kMargin;
+      m.screen_touch(c);
       m.expand(c);
       return Next::kDone;
     }
     m.grad[who] = 0;
     if (m.set_of[who] == Set::kError) elist_erase(who);
     m.set_of[who] = Set::kMargin;
+    m.screen_touch(who);
     m.expand(who);
     return Next::kContinue;
   }
@@ -188,6 +222,17 @@ struct Memory::Impl::PathWalk {
     // under the path-length bound of the earlier sessions (offset_drift).
     drift_rate =
         std::sqrt(m.kmax * (w2 + 1e-12 * (1 + std::abs(gam[c])))) + m.offset_drift(beta(0));
+    // c moves by 1 per unit step, margin token k by beta_k; 1' beta_S = -1 up to round-off, and the
+    // update of each coefficient rounds by an ulp of it (both go into the mass change).
+    double l1 = 1, mass = 1, amax = std::abs(m.alpha[c]);
+    for (int k = 0; k < ms; ++k) {
+      l1 += std::abs(beta(k + 1));
+      mass += beta(k + 1);
+      amax = std::max(amax, std::abs(m.alpha[m.margin[k]]));
+    }
+    move_rate = l1;
+    mass_rate = std::abs(mass) + 1e-15 * l1;
+    step_round = 2.3e-16 * (ms + 1) * (amax + C);
   }
 
   // gamma_i = Q_ic + Q_iS beta_S + beta_b, read from row i of the support columns as one
@@ -237,29 +282,46 @@ struct Memory::Impl::PathWalk {
   }
 
   // Reserve tokens: only those whose bound fails within the tentative step can reach g = 0 first;
-  // recompute them exactly (the step only shrinks, so no others are needed).
+  // recompute them exactly (the step only shrinks, so no others are needed). The candidates come
+  // from the slack index in ascending key order, the threshold following the shrinking step
+  // (docs/math.md §4 "The slack index").
   void screen_reserve(Event& ev) {
     const double s = dir;
     prev_near.swap(near);
     near.clear();
     bool loaded = false;
-    for (int i = 0; i < m.slots_used; ++i) {
-      if (!tracked_reserve(i)) continue;
+    auto b_end = [&] { return m.b + beta(0) * (dir * ev.t); };
+    auto limit = [&] {
+      const double t = std::isfinite(ev.t) ? ev.t : 0.0;
+      const double extra = std::isfinite(ev.t) ? drift_rate * t : kInf;
+      return m.screen_limit(0.0, m.b, extra, m.b + beta(0) * (dir * t));
+    };
+    m.for_each_screen_candidate(limit, [&](int i) {
+      if (!tracked_reserve(i)) return;
       // The bound is linear along the step: positive at both ends means positive throughout.
-      const double b_end = m.b + beta(0) * (dir * ev.t);
-      if (m.reserve_safe(i, 0.0, m.b) && m.reserve_safe(i, drift_rate * ev.t, b_end)) continue;
+      if (m.reserve_safe(i, 0.0, m.b) && m.reserve_safe(i, drift_rate * ev.t, b_end())) return;
+      // The spread bound, also checked at both ends of the step (docs/math.md §4). A proof at the
+      // start also restarts the drift bound from the proven value.
+      double lower = 0;
+      if (m.spread_safe(i, 0.0, 0.0, m.b, &lower)) {
+        m.rebase_screening(i, lower);
+        if (m.reserve_safe(i, drift_rate * ev.t, b_end()) ||
+            m.spread_safe(i, move_rate * ev.t, mass_rate * ev.t + step_round, b_end()))
+          return;
+      }
       if (!exact[i]) {
         if (!loaded) {
           m.load_support(c, elist);
           loaded = true;
         }
         m.refresh(i, dg);
+        marked.push_back(i);
       }
       gam[i] = gamma_of(i);
       near.push_back(i);
       const double rate = gam[i] * s;
       if (rate < 0) offer(ev, m.grad[i] / -rate, kEnters, i, Set::kMargin);
-    }
+    });
   }
 
   // Moves a_c by dir * t and everything tracked with it.
@@ -271,6 +333,11 @@ struct Memory::Impl::PathWalk {
     m.b += beta(0) * dc;
     for (size_t k = 0; k < m.margin.size(); ++k)
       m.alpha[m.margin[k]] += beta(static_cast<Eigen::Index>(k) + 1) * dc;
+    // The movement, recorded before the tracked tokens take their new exact values.
+    m.record_move(c, t);
+    for (size_t k = 0; k < m.margin.size(); ++k)
+      m.record_move(m.margin[k], std::abs(beta(static_cast<Eigen::Index>(k) + 1)) * t);
+    m.move_mass += mass_rate * t + step_round;
     m.drift += drift_rate * t;
     m.grad[c] += gam[c] * dc;
     for (int i : elist) m.grad[i] += gam[i] * dc;
@@ -278,7 +345,9 @@ struct Memory::Impl::PathWalk {
     for (int i : near) {
       m.grad[i] += gam[i] * dc;  // exact again after the step
       m.mark_refreshed(i, m.b);
+      marked.push_back(i);
       exact[i] = 1;
+      exact_list.push_back(i);
     }
     ++dg.events;
   }
@@ -291,11 +360,12 @@ struct Memory::Impl::PathWalk {
       return Next::kDone;
     }
     if (ev.kind == kLeaves) {
-      m.alpha[who] = ev.target == Set::kError ? C : 0.0;
+      snap(who, ev.target == Set::kError ? C : 0.0);
       m.set_of[who] = ev.target;
       m.grad[who] = 0;
       exact[who] = 0;
       m.mark_refreshed(who, m.b);  // bound 0: checked exactly at the next step
+      marked.push_back(who);
       m.contract_slot(who);
       if (ev.target == Set::kError) elist.push_back(who);
       return Next::kContinue;
@@ -304,6 +374,7 @@ struct Memory::Impl::PathWalk {
     const double kap = m.schur(who, nullptr);
     if (kap <= m.settings.schur_tol * m.kdiag[who]) {
       refused[who] = 1;
+      refused_list.push_back(who);
       ++dg.refused_entrants;
       return Next::kContinue;
     }
@@ -311,17 +382,73 @@ struct Memory::Impl::PathWalk {
     exact[who] = 0;
     if (m.set_of[who] == Set::kError) elist_erase(who);
     m.set_of[who] = Set::kMargin;
+    m.screen_touch(who);
     m.expand(who);
     return Next::kContinue;
   }
 
+  // Replaces the walk's path length in `drift` by its net displacement sqrt(kmax) |w_end -
+  // w_start| (docs/math.md §4 "Net displacement of an operation"), computed while c's kernel
+  // values are still available. Tokens whose bound was reset during the walk keep the path length
+  // from their reset to the end: their drift_at_refresh moves down by the same amount.
+  void account_net_displacement() {
+    std::vector<int> movers = start_slots;
+    std::vector<double> da;
+    for (size_t k = 0; k < start_slots.size(); ++k) da.push_back(-start_alpha[k]);
+    auto add_end = [&](int j) {
+      const auto it = std::find(movers.begin(), movers.end(), j);
+      if (it == movers.end()) {
+        movers.push_back(j);
+        da.push_back(0.0);
+      }
+    };
+    for (int j : m.margin) add_end(j);
+    for (int j : elist) add_end(j);
+    for (size_t k = 0; k < movers.size(); ++k) da[k] += m.alpha[movers[k]];
+    for (int j : movers) m.ensure_column(j);
+    double q = 0, l1 = 0;
+    for (size_t k = 0; k < movers.size(); ++k) {
+      if (da[k] == 0) continue;
+      const double* rk = m.row_ready(movers[k]);
+      double acc = 0;
+      for (size_t l = 0; l < movers.size(); ++l) acc += rk[m.columns.pos(movers[l])] * da[l];
+      q += da[k] * acc;
+      l1 += std::abs(da[k]);
+    }
+    // Rounding of the quadratic form: at most (m + 2) eps kmax |da|_1^2 (docs/math.md §4).
+    const double err = 4.0 * (static_cast<double>(movers.size()) + 2) * 1.2e-16 * m.kmax * l1 * l1;
+    const double net = std::sqrt(m.kmax * (std::max(0.0, q) + err)) * (1 + 1e-12);
+    const double shift = m.drift - (drift_start + net);
+    if (!(shift > 0)) return;
+    m.drift = drift_start + net;
+    std::sort(marked.begin(), marked.end());
+    marked.erase(std::unique(marked.begin(), marked.end()), marked.end());
+    for (int i : marked)
+      if (m.live[i] && m.drift_at_refresh[i] > drift_start) {
+        m.drift_at_refresh[i] -= shift;
+        m.screen_touch(i);
+      }
+  }
+
   void settle_moving(Set target) {
+    settle_moving_set(target);
+    m.screen_touch(c);  // c's set (or its gradient) changed
+  }
+  // Sets a coefficient to its bound (a round-off move, recorded for the spread bound).
+  void snap(int j, double value) {
+    const double d = value - m.alpha[j];
+    m.alpha[j] = value;
+    m.record_move(j, std::abs(d));
+    m.move_mass += std::abs(d);
+  }
+
+  void settle_moving_set(Set target) {
     if (dir < 0) {
-      m.alpha[c] = 0;
+      snap(c, 0.0);
       return;
     }
     if (target == Set::kError) {
-      m.alpha[c] = C;
+      snap(c, C);
       m.set_of[c] = Set::kError;
       return;
     }

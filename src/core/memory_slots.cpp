@@ -3,6 +3,7 @@
 // order, and the public Support view. Kernel columns K(:, j) are kept only for the support and the
 // moving token (support_columns.h); an erased token's slot and column are overwritten, never kept.
 #include <algorithm>
+#include <limits>
 
 #include "memory_impl.h"
 
@@ -24,6 +25,19 @@ void Memory::Impl::grow(int need) {
   set_of.resize(nc, Set::kReserve);
   drift_at_refresh.resize(nc, 0.0);
   b_at_refresh.resize(nc, 0.0);
+  slack_version.resize(nc, 0);
+  spread_s.resize(nc, std::numeric_limits<double>::infinity());
+  spread_kappa.resize(nc, 0.0);
+  spread_b.resize(nc, 0.0);
+  screen_base.resize(nc, 0.0);
+  spread_l1.resize(nc, 0.0);
+  spread_mass.resize(nc, 0.0);
+  spread_young.resize(nc, 0.0);
+  spread_epoch.resize(nc, 0);
+  slack_key_now.resize(nc, 0.0);
+  walk_refused.resize(nc, 0);
+  walk_exact.resize(nc, 0);
+  walk_gamma.resize(nc, 0.0);
   columns.resize_rows(nc);
   slot_capacity = nc;
 }
@@ -46,6 +60,7 @@ int Memory::Impl::insert_token(TokenId id_, const double* k, const double* v) {
   alpha[s] = 0;
   grad[s] = 0;
   set_of[s] = Set::kReserve;
+  spread_s[s] = std::numeric_limits<double>::infinity();  // a new row: nothing cached yet
   mark_refreshed(s, b);
   slot_of[id_] = s;
   ++num_tokens;
@@ -58,6 +73,7 @@ void Memory::Impl::erase_token(int s) {
   alpha[s] = 0;
   grad[s] = 0;
   set_of[s] = Set::kReserve;
+  screen_touch(s);  // its index entry is stale from now on
   drop_column(s);
   slot_of.erase(ids[s]);
   free_slots.push_back(s);

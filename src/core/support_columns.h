@@ -124,6 +124,10 @@ class SupportColumns {
 
   /// Whether entry (i, p) holds K(i, slot_at(p)).
   bool valid(int i, int p) const { return slot_[p] >= 0 && col_epoch_[p] <= row_epoch_[i]; }
+  /// Epoch of the column at position p (0: eager, valid in every row) and of row i's last fill:
+  /// entry (i, p) is valid when col_epoch(p) <= row_epoch(i).
+  std::uint64_t col_epoch(int p) const { return col_epoch_[p]; }
+  std::uint64_t row_epoch(int i) const { return row_epoch_[i]; }
 
   /// Adds column j (if absent) and fills row i with value(i) for every i in `fill_rows`.
   template <typename F>

@@ -6,7 +6,7 @@
 #include <random>
 #include <set>
 
-#include "core/memory_impl.h"  // detail::g_exact_offset_screening
+#include "core/memory_impl.h"  // detail:: screening switches and counters
 #include "streams.h"
 #include "svattn/batch_solver.h"
 #include "svattn/certificate.h"
@@ -733,10 +733,38 @@ long screened_ops(Stream stream, int n, int d, int ops, std::uint64_t seed) {
 TEST(Memory, ScreeningBoundHoldsOnEveryToken) {
   std::uint64_t seed = 50;
   long tracked = 0;
+  const long cleared0 = svattn::detail::g_spread_cleared;
   for (Stream s : {Stream::kGaussian, Stream::kClustered, Stream::kNearDuplicate,
                    Stream::kDuplicate, Stream::kHeavyTailed})
     tracked += screened_ops(s, 400, 8, 300, seed++);
   EXPECT_GT(tracked, 0) << "the path never relied on the bound";
+  EXPECT_GT(svattn::detail::g_spread_cleared, cleared0) << "the spread bound never cleared a token";
+}
+
+// The slack index and the spread bound change which tokens are recomputed, never the state: the
+// same stream with each of them off ends in the same hash, and every op passes check_invariants.
+TEST(Memory, ScreeningVariantsReachTheSameState) {
+  const int n = 300, d = 6;
+  const RowMatrix x = make_keys(Stream::kGaussian, n, d, 70);
+  auto run = [&] {
+    Memory m(msettings(4.0 / (n / 2.0), 3.0), d, d);
+    for (int i = 0; i < n; ++i) m.add(i, x.row(i).transpose(), x.row(i).transpose());
+    for (int i = 0; i < n; i += 3) {
+      m.remove(i);
+      m.check_invariants();
+    }
+    return m.state_sha256();
+  };
+  const std::string base = run();
+  svattn::detail::g_spread_bound = false;
+  EXPECT_EQ(run(), base);
+  svattn::detail::g_spread_bound = true;
+  svattn::detail::g_slack_index = false;
+  EXPECT_EQ(run(), base);
+  svattn::detail::g_slack_index = true;
+  svattn::detail::g_net_displacement = false;
+  EXPECT_EQ(run(), base);
+  svattn::detail::g_net_displacement = true;
 }
 
 TEST(MemorySlow, ScreeningBoundNeverSkipsAChangedSign) {
@@ -747,10 +775,14 @@ TEST(MemorySlow, ScreeningBoundNeverSkipsAChangedSign) {
                    Stream::kDuplicate, Stream::kHeavyTailed})
     tracked += screened_ops(s, 400, 8, ops, seed++);
   EXPECT_GT(tracked, 0) << "the path never relied on the bound";
-  // The same workload under the earlier bound (|db| counted as drift) holds too.
+  // The same workload under the earlier bound (|db| counted as drift) and under the drift bound
+  // alone (no spread bound) holds too.
   svattn::detail::g_exact_offset_screening = false;
   for (Stream s : {Stream::kGaussian, Stream::kClustered}) screened_ops(s, 400, 8, 600, seed++);
   svattn::detail::g_exact_offset_screening = true;
+  svattn::detail::g_spread_bound = false;
+  for (Stream s : {Stream::kGaussian, Stream::kHeavyTailed}) screened_ops(s, 400, 8, 600, seed++);
+  svattn::detail::g_spread_bound = true;
 }
 
 // A sustained erasure workload: 1,000 different tokens (margin tokens first, then uniform draws)
