@@ -284,8 +284,11 @@ void Memory::Impl::refresh(int i, OpDiagnostics& dg) {
 // Lower bound of reserve token i's gradient at the current (a, b): the bound reserve_safe tests
 // with extra = 0. Persisted by the store for Memory::restore (docs/store.md "Persisted screening").
 double Memory::Impl::gradient_lower_bound(int i) const {
-  const double gain = detail::g_exact_offset_screening ? b - b_at_refresh[i] : 0.0;
-  return (grad[i] + gain) - (drift - drift_at_refresh[i]);
+  // The drift bound reserve_safe tests (extra = 0, b_then = b), from its base screen_base_i (an
+  // exact gradient or a proven lower bound, docs/math.md §4), not from grad_i, which a rebase
+  // leaves at an older exact value.
+  const double gain = exact_offset ? b - b_at_refresh[i] : 0.0;
+  return (screen_base[i] + gain) - (drift - drift_at_refresh[i]);
 }
 
 // Starts the screening of reserve token i from `lower`, a lower bound of its gradient at the
