@@ -220,8 +220,13 @@ double max_abs_dalpha(const State& a, const State& b) {
 
 }  // namespace
 
-VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tolerances& tol,
-                          bool resolve) {
+namespace {
+
+// verify_state's body. recompute_hash = false: the caller vouches that state.state_sha256 was just
+// streamed from these tokens' bytes (removal_certificate: Memory::state() after the removal), so a
+// second O(n d) pass is skipped and hash_ok only checks the hash is present.
+VerifyReport verify_impl(const TokenSet& tokens, const State& state, const Tolerances& tol,
+                         bool resolve, bool recompute_hash) {
   tol.validate();
   VerifyReport rep;
   const int n = tokens.size();
@@ -242,19 +247,31 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
     rep.error = "state has a non-finite coefficient (alpha or b)";
     return rep;
   }
-  std::unordered_map<TokenId, int> row;
-  for (int r = 0; r < n; ++r) row[tokens.ids[r]] = r;
   std::vector<int> order(n);
-  for (int t = 0; t < n; ++t) {
-    auto it = row.find(state.ids[t]);
-    if (it == row.end() || (t > 0 && state.ids[t] <= state.ids[t - 1])) {
+  if (tokens.ids == state.ids) {  // the token set is in the state's order: no id lookup
+    for (int t = 0; t < n; ++t) order[t] = t;
+  } else {
+    std::unordered_map<TokenId, int> row;
+    for (int r = 0; r < n; ++r) row[tokens.ids[r]] = r;
+    for (int t = 0; t < n; ++t) {
+      auto it = row.find(state.ids[t]);
+      if (it == row.end()) {
+        rep.error = "state ids are not the token ids in ascending order";
+        return rep;
+      }
+      order[t] = it->second;
+    }
+  }
+  for (int t = 1; t < n; ++t) {
+    if (state.ids[t] <= state.ids[t - 1]) {
       rep.error = "state ids are not the token ids in ascending order";
       return rep;
     }
-    order[t] = it->second;
   }
   const ProblemSettings& p = state.settings;
-  rep.hash_ok = canonical_sha256(p, tokens, order, state.alpha, state.b) == state.state_sha256;
+  rep.hash_ok = recompute_hash
+                    ? canonical_sha256(p, tokens, order, state.alpha, state.b) == state.state_sha256
+                    : state.state_sha256.size() == 64;
   check_feasibility(state, rep);
   check_kkt(tokens, order, state, rep);
   uniqueness(tokens, p, rep);
@@ -270,6 +287,13 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
     rep.resolve_max_abs_dalpha = max_abs_dalpha(br.state, state);
   }
   return rep;
+}
+
+}  // namespace
+
+VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tolerances& tol,
+                          bool resolve) {
+  return verify_impl(tokens, state, tol, resolve, true);
 }
 
 StateSummary summarize(const State& s) {
@@ -313,7 +337,7 @@ bool unmoved(const State& before, const State& after, const std::vector<TokenId>
 }
 
 OptimalityCheck full_check(const TokenSet& remaining, const State& after, const Tolerances& tol) {
-  const VerifyReport vr = verify_state(remaining, after, tol, false);
+  const VerifyReport vr = verify_impl(remaining, after, tol, false, false);
   OptimalityCheck v;
   v.performed = true;
   v.argument = CertificateArgument::kFull;

@@ -8,22 +8,22 @@
 namespace svattn::detail {
 
 namespace {
-bool use_avx2() {
+using Run = void (*)(const CheckKernelArgs&, double*, double*);
+Run choose() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  return check_kernel_avx2::kBuilt && __builtin_cpu_supports("avx2") &&
-         __builtin_cpu_supports("fma");
-#else
-  return false;
+  if (check_kernel_avx512::kBuilt && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512dq"))
+    return check_kernel_avx512::run;
+  if (check_kernel_avx2::kBuilt && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return check_kernel_avx2::run;
 #endif
+  return check_kernel_baseline::run;
 }
 }  // namespace
 
 void check_kernel_block(const CheckKernelArgs& a, double* ka, double* kdiag) {
-  static const bool avx2 = use_avx2();
-  if (avx2)
-    check_kernel_avx2::run(a, ka, kdiag);
-  else
-    check_kernel_baseline::run(a, ka, kdiag);
+  static const Run run = choose();
+  run(a, ka, kdiag);
 }
 
 }  // namespace svattn::detail

@@ -1,7 +1,8 @@
 // The kernel-times-coefficients product of the independent KKT check (docs/api.md
 // "Certificates"): ka = K(X, XS) aS for a block of rows, with dense algebra (GEMM for the inner
 // products, vectorised exp). No bit-determinism: the check has a tolerance. The body
-// (check_kernel.inc) is compiled twice, for baseline x86-64 and with AVX2+FMA (chosen at run time);
+// (check_kernel.inc) is compiled three times, for baseline x86-64, AVX2+FMA and AVX-512 (the widest
+// the CPU has is chosen at run time);
 // this header is free of Eigen so that the two copies share no Eigen symbol.
 #pragma once
 
@@ -27,6 +28,10 @@ void check_kernel_block(const CheckKernelArgs& a, double* ka, double* kdiag);
 namespace check_kernel_baseline {
 void run(const CheckKernelArgs& a, double* ka, double* kdiag);
 }
+namespace check_kernel_avx512 {
+extern const bool kBuilt;  ///< compiled with AVX-512 F+DQ (else it forwards to baseline)
+void run(const CheckKernelArgs& a, double* ka, double* kdiag);
+}  // namespace check_kernel_avx512
 namespace check_kernel_avx2 {
 extern const bool kBuilt;  ///< this copy was compiled with AVX2+FMA (else it forwards to baseline)
 void run(const CheckKernelArgs& a, double* ka, double* kdiag);

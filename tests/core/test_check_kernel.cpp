@@ -64,7 +64,7 @@ TEST(CheckKernel, BothCopiesMatchTheScalarKernel) {
     Eigen::VectorXd ka(37), kd(37);
     using Run = void (*)(const detail::CheckKernelArgs&, double*, double*);
     for (Run run : {Run(detail::check_kernel_baseline::run), Run(detail::check_kernel_avx2::run),
-                    Run(detail::check_kernel_block)}) {
+                    Run(detail::check_kernel_avx512::run), Run(detail::check_kernel_block)}) {
       ka.setConstant(NAN);
       kd.setConstant(NAN);
       run(args, ka.data(), kd.data());
