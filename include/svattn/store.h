@@ -88,7 +88,7 @@ struct StoreOptions {
   /// InvalidArgument. Incompatible with create.
   bool read_only = false;
   /// Forget: the certificate's independent optimality check of the state after removal
-  /// (feasibility, KKT signs on every remaining token, uniqueness, recomputed hash; O(n |S u E|
+  /// (feasibility, KKT signs on every remaining token, uniqueness, the after hash; O(n |S u E|
   /// d)), or the O(n) reference argument when the removal moved no coefficient (see
   /// certificate_reference). docs/store.md "Certificates".
   bool certificate_check = true;
