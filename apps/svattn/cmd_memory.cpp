@@ -81,10 +81,10 @@ StoreOptions store_options(const Common& c, bool create = false) {
   return o;
 }
 
-// verify, show, audit and query never write: they work on files the user cannot write. show and
-// query skip the O(file) quick_check on open: pages they read are still checked by SQLite, query
-// recomputes the state hash from the tokens, and `verify` runs the full integrity_check.
-StoreOptions read_only_options(const Common& c, bool quick_check = true) {
+// verify, show, audit and query never write: they work on files the user cannot write. No command
+// runs the O(file) quick_check on open (StoreOptions::check_on_open, off by default): pages they
+// read are still checked by SQLite, and `verify` runs the full integrity_check.
+StoreOptions read_only_options(const Common& c, bool quick_check = false) {
   StoreOptions o = store_options(c);
   o.read_only = true;
   o.check_on_open = quick_check;

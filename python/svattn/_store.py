@@ -25,7 +25,7 @@ class Store:
     """
 
     def __init__(self, path: str, create: bool = False, *, busy_timeout_ms: int = 5000,
-                 check_on_open: bool = True, certificate_check: bool = True,
+                 check_on_open: bool = False, certificate_check: bool = True,
                  certificate_reference: bool = True, certificate_resolve: bool = False,
                  certificate_probes: int = 8) -> None:
         if not HAVE_STORE:

@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "check_kernel.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
 #include "svattn/io.h"
@@ -59,36 +62,54 @@ void check_feasibility(const State& state, VerifyReport& rep) {
   rep.feasible = sets_ok && rep.kkt.sum_error <= 1e-10 && rep.kkt.box_violation == 0.0;
 }
 
-// Kernel block K(rows, support) and diag(K) of the rows with dense algebra (Eigen products, not the
-// solver's scalar loops): the check has a tolerance, so it needs no bit-for-bit agreement with the
-// solver. XS holds the support keys, sq_s their squared norms.
-void kernel_block(const KernelSettings& k, const RowMatrix& X, const RowMatrix& XS,
-                  const Eigen::VectorXd& sq_s, Eigen::MatrixXd& KS, Eigen::VectorXd& kdiag) {
-  const Eigen::Index n = X.rows();
-  KS.noalias() = X * XS.transpose();
-  const Eigen::VectorXd sq = X.rowwise().squaredNorm();
-  kdiag.resize(n);
-  switch (k.type) {
-    case KernelType::kRbf: {
-      const double s2 = k.bandwidth * k.bandwidth;
-      for (Eigen::Index c = 0; c < KS.cols(); ++c)
-        for (Eigen::Index t = 0; t < n; ++t)
-          KS(t, c) = std::exp(-std::max(0.0, sq[t] + sq_s[c] - 2 * KS(t, c)) / s2);
-      kdiag.setOnes();
-      break;
-    }
-    case KernelType::kLinear: kdiag = sq; break;
-    case KernelType::kPoly:
-      for (Eigen::Index c = 0; c < KS.cols(); ++c)
-        for (Eigen::Index t = 0; t < n; ++t) KS(t, c) = std::pow(KS(t, c) + k.coef0, k.degree);
-      for (Eigen::Index t = 0; t < n; ++t) kdiag[t] = std::pow(sq[t] + k.coef0, k.degree);
-      break;
+// KKT signs: g_i = sum_j K_ij a_j + mu a_i - K_ii/2 + b on every token (vacuous for n = 0), in
+// blocks of kCheckBlock rows (O(block * |S u E|) numbers, not O(n * |S u E|)). The kernel block is
+// dense algebra (check_kernel.h: GEMM inner products, vectorised exp), not the solver's scalar
+// loops: the check has a tolerance, so it needs no bit-for-bit agreement with the solver. Blocks
+// are shared out to up to kCheckThreads threads; the maximum over them does not depend on the
+// split.
+constexpr int kCheckBlock = 4096;
+constexpr int kCheckThreads = 4;
+
+struct BlockWorst {
+  double worst = 0.0;
+  double scale = 1.0;
+};
+
+void check_block(const TokenSet& tokens, const std::vector<int>& order, const State& state,
+                 detail::CheckKernelArgs args, int t0, RowMatrix& X, std::vector<double>& ka,
+                 std::vector<double>& kdiag, BlockWorst& out) {
+  const ProblemSettings& p = state.settings;
+  const int m = args.m;
+  bool contiguous = true;  // rows t0.. are consecutive rows of the token set: read them in place
+  for (int r = 1; r < m && contiguous; ++r) contiguous = order[t0 + r] == order[t0] + r;
+  if (contiguous) {
+    args.x = tokens.keys.row(order[t0]).data();
+  } else {
+    X.resize(m, args.d);
+    for (int r = 0; r < m; ++r) X.row(r) = tokens.keys.row(order[t0 + r]);
+    args.x = X.data();
+  }
+  ka.resize(static_cast<size_t>(m));
+  kdiag.resize(static_cast<size_t>(m));
+  detail::check_kernel_block(args, ka.data(), kdiag.data());
+  const bool warm = is_warm(static_cast<int>(order.size()), p.C);
+  for (int r = 0; r < m; ++r) {
+    const double a = state.alpha[t0 + r];
+    const double g = ka[r] + p.ridge * a - kdiag[r] / 2 + state.b;
+    double v;
+    if (warm)
+      v = std::max(0.0, g);
+    else if (a == 0)
+      v = std::max(0.0, -g);
+    else if (a == p.C)
+      v = std::max(0.0, g);
+    else
+      v = std::abs(g);
+    out.worst = std::max(out.worst, v);
+    out.scale = std::max(out.scale, kdiag[r]);
   }
 }
-
-// KKT signs: g_i = sum_j K_ij a_j + mu a_i - K_ii/2 + b on every token (vacuous for n = 0), in
-// blocks of kCheckBlock rows so the check holds O(block * |S u E|) numbers, not O(n * |S u E|).
-constexpr int kCheckBlock = 4096;
 
 void check_kkt(const TokenSet& tokens, const std::vector<int>& order, const State& state,
                VerifyReport& rep) {
@@ -110,34 +131,44 @@ void check_kkt(const TokenSet& tokens, const std::vector<int>& order, const Stat
     XS.row(c) = tokens.keys.row(order[sup[c]]);
   }
   const Eigen::VectorXd sq_s = XS.rowwise().squaredNorm();
-  const bool warm = is_warm(n, p.C);
-  double scale = 1.0;
-  double worst = 0.0;
-  RowMatrix X;
-  Eigen::MatrixXd KS;
-  Eigen::VectorXd kdiag;
-  for (int t0 = 0; t0 < n; t0 += kCheckBlock) {
-    const int m = std::min(kCheckBlock, n - t0);
-    X.resize(m, d);
-    for (int r = 0; r < m; ++r) X.row(r) = tokens.keys.row(order[t0 + r]);
-    kernel_block(p.kernel, X, XS, sq_s, KS, kdiag);
-    const Eigen::VectorXd ka = KS * aS;
-    scale = std::max(scale, kdiag.maxCoeff());
-    for (int r = 0; r < m; ++r) {
-      const int t = t0 + r;
-      const double a = state.alpha[t];
-      const double g = ka[r] + p.ridge * a - kdiag[r] / 2 + state.b;
-      double v;
-      if (warm)
-        v = std::max(0.0, g);
-      else if (a == 0)
-        v = std::max(0.0, -g);
-      else if (a == p.C)
-        v = std::max(0.0, g);
-      else
-        v = std::abs(g);
-      worst = std::max(worst, v);
+  detail::CheckKernelArgs args;
+  args.type = static_cast<int>(p.kernel.type);
+  args.bandwidth = p.kernel.bandwidth;
+  args.degree = p.kernel.degree;
+  args.coef0 = p.kernel.coef0;
+  args.d = static_cast<int>(d);
+  args.xs = XS.data();
+  args.sq_s = sq_s.data();
+  args.a_s = aS.data();
+  args.s = static_cast<int>(sup.size());
+  const int blocks = (n + kCheckBlock - 1) / kCheckBlock;
+  const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1,
+                                 std::min(blocks, kCheckThreads));
+  std::vector<BlockWorst> part(static_cast<size_t>(threads));
+  std::vector<std::exception_ptr> failed(static_cast<size_t>(threads));
+  auto work = [&](int w) {
+    try {
+      RowMatrix X;
+      std::vector<double> ka, kdiag;
+      for (int b = w; b < blocks; b += threads) {
+        detail::CheckKernelArgs a = args;
+        a.m = std::min(kCheckBlock, n - b * kCheckBlock);
+        check_block(tokens, order, state, a, b * kCheckBlock, X, ka, kdiag, part[w]);
+      }
+    } catch (...) {
+      failed[w] = std::current_exception();
     }
+  };
+  std::vector<std::thread> pool;
+  for (int w = 1; w < threads; ++w) pool.emplace_back(work, w);
+  work(0);
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : failed)
+    if (e) std::rethrow_exception(e);
+  double worst = 0.0, scale = 1.0;
+  for (const BlockWorst& b : part) {
+    worst = std::max(worst, b.worst);
+    scale = std::max(scale, b.scale);
   }
   rep.kkt.max_violation = worst;
   // Accept violations up to 1e-8 * scale: the canonical refinement's own acceptance is tighter
@@ -189,8 +220,13 @@ double max_abs_dalpha(const State& a, const State& b) {
 
 }  // namespace
 
-VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tolerances& tol,
-                          bool resolve) {
+namespace {
+
+// verify_state's body. recompute_hash = false: the caller vouches that state.state_sha256 was just
+// streamed from these tokens' bytes (removal_certificate: Memory::state() after the removal), so a
+// second O(n d) pass is skipped and hash_ok only checks the hash is present.
+VerifyReport verify_impl(const TokenSet& tokens, const State& state, const Tolerances& tol,
+                         bool resolve, bool recompute_hash) {
   tol.validate();
   VerifyReport rep;
   const int n = tokens.size();
@@ -211,19 +247,31 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
     rep.error = "state has a non-finite coefficient (alpha or b)";
     return rep;
   }
-  std::unordered_map<TokenId, int> row;
-  for (int r = 0; r < n; ++r) row[tokens.ids[r]] = r;
   std::vector<int> order(n);
-  for (int t = 0; t < n; ++t) {
-    auto it = row.find(state.ids[t]);
-    if (it == row.end() || (t > 0 && state.ids[t] <= state.ids[t - 1])) {
+  if (tokens.ids == state.ids) {  // the token set is in the state's order: no id lookup
+    for (int t = 0; t < n; ++t) order[t] = t;
+  } else {
+    std::unordered_map<TokenId, int> row;
+    for (int r = 0; r < n; ++r) row[tokens.ids[r]] = r;
+    for (int t = 0; t < n; ++t) {
+      auto it = row.find(state.ids[t]);
+      if (it == row.end()) {
+        rep.error = "state ids are not the token ids in ascending order";
+        return rep;
+      }
+      order[t] = it->second;
+    }
+  }
+  for (int t = 1; t < n; ++t) {
+    if (state.ids[t] <= state.ids[t - 1]) {
       rep.error = "state ids are not the token ids in ascending order";
       return rep;
     }
-    order[t] = it->second;
   }
   const ProblemSettings& p = state.settings;
-  rep.hash_ok = canonical_sha256(p, tokens, order, state.alpha, state.b) == state.state_sha256;
+  rep.hash_ok = recompute_hash
+                    ? canonical_sha256(p, tokens, order, state.alpha, state.b) == state.state_sha256
+                    : state.state_sha256.size() == 64;
   check_feasibility(state, rep);
   check_kkt(tokens, order, state, rep);
   uniqueness(tokens, p, rep);
@@ -239,6 +287,13 @@ VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tole
     rep.resolve_max_abs_dalpha = max_abs_dalpha(br.state, state);
   }
   return rep;
+}
+
+}  // namespace
+
+VerifyReport verify_state(const TokenSet& tokens, const State& state, const Tolerances& tol,
+                          bool resolve) {
+  return verify_impl(tokens, state, tol, resolve, true);
 }
 
 StateSummary summarize(const State& s) {
@@ -282,7 +337,7 @@ bool unmoved(const State& before, const State& after, const std::vector<TokenId>
 }
 
 OptimalityCheck full_check(const TokenSet& remaining, const State& after, const Tolerances& tol) {
-  const VerifyReport vr = verify_state(remaining, after, tol, false);
+  const VerifyReport vr = verify_impl(remaining, after, tol, false, false);
   OptimalityCheck v;
   v.performed = true;
   v.argument = CertificateArgument::kFull;
@@ -296,16 +351,25 @@ OptimalityCheck full_check(const TokenSet& remaining, const State& after, const 
   return v;
 }
 
-OptimalityCheck reference_check(const TokenSet& remaining, const State& before,
+// The reference argument reads no token bytes and hashes nothing: `after` comes from
+// after_memory.state(), whose hash Memory::state() streamed from the remaining tokens' bytes after
+// the removal (every mutation drops the cached state), and hashing them a second time would add
+// O(n d) and prove nothing new (docs/api.md "Certificates"). Only the uniqueness argument for RBF
+// with ridge = 0 needs the keys, so only then are they copied out of the memory.
+OptimalityCheck reference_check(const Memory& after_memory, const State& before,
                                 const State& after) {
   VerifyReport vr;
-  std::vector<int> order(remaining.ids.size());
-  for (size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);  // ascending ids
-  vr.hash_ok = remaining.ids == after.ids &&
-               canonical_sha256(after.settings, remaining, order, after.alpha, after.b) ==
-                   after.state_sha256;
+  vr.hash_ok = after.state_sha256.size() == 64;
   check_feasibility(after, vr);
-  uniqueness(remaining, after.settings, vr);
+  const ProblemSettings& p = after.settings;
+  const int n = static_cast<int>(after.ids.size());
+  if (n > 0 && !is_warm(n, p.C) && p.ridge == 0 && p.kernel.type == KernelType::kRbf) {
+    uniqueness(after_memory.tokens(), p, vr);
+  } else {
+    TokenSet sized;  // uniqueness() reads only the size in the other cases
+    sized.ids = after.ids;
+    uniqueness(sized, p, vr);
+  }
   OptimalityCheck v;
   v.performed = true;
   v.argument = CertificateArgument::kReference;
@@ -385,12 +449,17 @@ RemovalCertificate removal_certificate(const State& before, const Memory& after_
   c.after = summarize(after);
   c.solver = diag;
   c.evictions = after_memory.evictions();
-  const TokenSet remaining = after_memory.tokens();
+  // The remaining tokens are copied out of the memory only for the checks that read them all.
+  const bool by_reference =
+      options.optimality_check && options.allow_reference && unmoved(before, after, c.removed_ids);
+  TokenSet remaining;
+  if ((options.optimality_check && !by_reference) || options.resolve)
+    remaining = after_memory.tokens();
   if (!options.optimality_check) {
     c.verify.note =
         "run `svattn memory verify` or verify_state() to check this state independently";
-  } else if (options.allow_reference && unmoved(before, after, c.removed_ids)) {
-    c.verify = reference_check(remaining, before, after);
+  } else if (by_reference) {
+    c.verify = reference_check(after_memory, before, after);
   } else {
     c.verify = full_check(remaining, after, ms.tolerances);
   }

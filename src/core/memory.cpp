@@ -389,20 +389,28 @@ Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, c
              state.value_dim > 0 ? state.value_dim : static_cast<int>(tokens.values.cols()));
   Impl& m = *mem.impl_;
   OpDiagnostics dg;
+  // The store hands the state's ids in the tokens' order: then alpha is read by row, else by id.
+  const bool aligned = state.ids == tokens.ids && state.alpha.size() == state.ids.size();
   std::unordered_map<TokenId, double> a;
-  for (size_t t = 0; t < state.ids.size(); ++t) a[state.ids[t]] = state.alpha[t];
+  if (!aligned)
+    for (size_t t = 0; t < state.ids.size(); ++t) a[state.ids[t]] = state.alpha[t];
   // Room for the support's columns while there are no rows, then every slot at once: no
   // regrowth copies the column cache (support_columns.h), untouched rows stay unmapped.
   const size_t support = state.partition.margin.size() + state.partition.error.size();
   m.columns.reserve_columns(static_cast<int>(2 * support) + 16);
   m.grow(tokens.size());
+  m.slot_of.reserve(static_cast<size_t>(tokens.size()));
   const bool seeded = hints != nullptr && hints->size() == static_cast<size_t>(tokens.size());
   if (seeded) m.b = state.b;  // the offset the bounds refer to (memory_restore.cpp)
   for (int r = 0; r < tokens.size(); ++r) {
     const int s =
         m.insert_token(tokens.ids[r], tokens.keys.row(r).data(), tokens.values.row(r).data());
-    auto it = a.find(tokens.ids[r]);
-    m.alpha[s] = it == a.end() ? 0.0 : it->second;
+    if (aligned) {
+      m.alpha[s] = state.alpha[static_cast<size_t>(r)];
+    } else {
+      auto it = a.find(tokens.ids[r]);
+      m.alpha[s] = it == a.end() ? 0.0 : it->second;
+    }
     if (seeded && m.alpha[s] == 0.0) m.seed_gradient_bound(s, (*hints)[static_cast<size_t>(r)]);
   }
   if (m.num_tokens > 0) {

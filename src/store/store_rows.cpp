@@ -89,34 +89,49 @@ void Store::Impl::decode_row(const Statement& q, int col, int cols, double* out,
   if (need > 0) std::memcpy(out, q.blob_data(col), need);
 }
 
+// One pass over the memory's token rows in token-id order (the UNIQUE(memory_id, token_id)
+// index), each key and value blob decoded straight into its row of the matrices (decode_row). No
+// join: a token's record is its id's high bits, so the few suspended records are read first and
+// their rows skipped. The rows are sized from a count over that index (no table pages read).
 TokenSet Store::Impl::load_active_tokens(const MemoryRow& row) {
-  const std::int64_t n = [&] {
-    Statement c(db.handle(),
-                "SELECT count(*) FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
-                "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0");
+  std::vector<std::int64_t> suspended;
+  {
+    Statement q(
+        db.handle(),
+        "SELECT record FROM records WHERE memory_id = ?1 AND suspended = 1 ORDER BY record");
+    q.bind(1, row.id);
+    while (q.step()) suspended.push_back(q.int64(0));
+  }
+  const std::int64_t rows = [&] {
+    Statement c(db.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
     c.bind(1, row.id);
     c.step();
     return c.int64(0);
   }();
   TokenSet ts;
-  ts.ids.reserve(static_cast<std::size_t>(n));
-  ts.keys.resize(n, row.dim);
-  ts.values.resize(n, row.value_dim);
+  ts.ids.reserve(static_cast<std::size_t>(rows));
+  ts.keys.resize(rows, row.dim);
+  ts.values.resize(rows, row.value_dim);
   Statement q(db.handle(),
-              "SELECT t.token_id, t.key, t.value FROM tokens t JOIN records r ON r.memory_id = "
-              "t.memory_id AND r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 "
-              "ORDER BY t.token_id");
+              "SELECT token_id, key, value FROM tokens WHERE memory_id = ?1 ORDER BY token_id");
   q.bind(1, row.id);
   Eigen::Index i = 0;
   while (q.step()) {
-    if (i >= n) throw StoreError("store '" + path + "': token count changed while reading");
     const TokenId id = q.int64(0);
+    if (!suspended.empty() &&
+        std::binary_search(suspended.begin(), suspended.end(), record_of(id))) {
+      continue;
+    }
+    if (i >= rows) throw StoreError("store '" + path + "': token count changed while reading");
     ts.ids.push_back(id);
     decode_row(q, 1, row.dim, ts.keys.row(i).data(), "key", id);
     decode_row(q, 2, row.value_dim, ts.values.row(i).data(), "value", id);
     ++i;
   }
-  if (i != n) throw StoreError("store '" + path + "': token count changed while reading");
+  if (i < rows) {  // suspended tokens were counted above
+    ts.keys.conservativeResize(i, row.dim);
+    ts.values.conservativeResize(i, row.value_dim);
+  }
   return ts;
 }
 

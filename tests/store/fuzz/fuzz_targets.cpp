@@ -85,6 +85,7 @@ int store_file(const std::uint8_t* data, std::size_t size) {
   try {
     StoreOptions o;
     o.busy_timeout_ms = 0;
+    o.check_on_open = true;  // the opt-in quick_check is fuzzed too
     Store s(p, o);
     (void)s.verify();
     for (const std::string& name : s.memory_names()) {

@@ -1,0 +1,29 @@
+// Baseline-ISA copy of the KKT check's kernel block and the run-time choice between the copies
+// (check_kernel.h).
+#include "check_kernel.h"
+
+#define SVATTN_CHECK_KERNEL_NS check_kernel_baseline
+#include "check_kernel.inc"
+
+namespace svattn::detail {
+
+namespace {
+using Run = void (*)(const CheckKernelArgs&, double*, double*);
+Run choose() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (check_kernel_avx512::kBuilt && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512dq"))
+    return check_kernel_avx512::run;
+  if (check_kernel_avx2::kBuilt && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return check_kernel_avx2::run;
+#endif
+  return check_kernel_baseline::run;
+}
+}  // namespace
+
+void check_kernel_block(const CheckKernelArgs& a, double* ka, double* kdiag) {
+  static const Run run = choose();
+  run(a, ka, kdiag);
+}
+
+}  // namespace svattn::detail
