@@ -66,11 +66,8 @@ void reexec_with_fast_blas_if_misdetected() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::fprintf(stderr,
-               "note: OpenBLAS chose its generic Prescott kernels on this %s CPU; re-running with "
-               "OPENBLAS_CORETYPE=%s (set SVATTN_NO_BLAS_FIX=1 to keep them)\n",
-               target == std::string("SkylakeX") ? "AVX-512" : "AVX2", target);
-  std::fflush(stderr);
+  // Silent: a command's stderr carries only its own messages (one line on bad input); `train`
+  // prints the kernels in use in its header, and SVATTN_NO_BLAS_FIX=1 keeps OpenBLAS's choice.
   ::setenv("OPENBLAS_CORETYPE", target, 1);
   ::execv("/proc/self/exe", argv.data());
   ::unsetenv("OPENBLAS_CORETYPE");  // execv failed: carry on with the slow kernels

@@ -18,9 +18,9 @@ std::string blas_core_name();
 void set_blas_threads(int threads);
 
 /// When OpenBLAS runs its Prescott kernels on a CPU with AVX2 (AVX-512), OPENBLAS_CORETYPE is
-/// unset and SVATTN_NO_BLAS_FIX is unset: prints one note on stderr and re-executes the current
-/// process (same pid, same arguments) with OPENBLAS_CORETYPE=Haswell (SkylakeX). Returns only when
-/// nothing is to be done or the re-execution failed.
+/// unset and SVATTN_NO_BLAS_FIX is unset: re-executes the current process (same pid, same
+/// arguments) with OPENBLAS_CORETYPE=Haswell (SkylakeX), silently (`train` prints the kernels in
+/// use in its header). Returns only when nothing is to be done or the re-execution failed.
 void reexec_with_fast_blas_if_misdetected();
 
 }  // namespace svattn::lm
