@@ -4,6 +4,7 @@
 #
 #   scripts/install-deps.sh            # core + torch + tests + bench + plots
 #   SVATTN_NO_TORCH=1 scripts/install-deps.sh   # skip LibTorch (core-only deployment)
+#   SVATTN_WITH_POSTGRES=1 scripts/install-deps.sh   # also PostgreSQL 15 (scripts/pg-cluster.sh)
 set -euo pipefail
 
 pkgs=(
@@ -25,6 +26,11 @@ if [ -z "${SVATTN_NO_TORCH:-}" ]; then
   # libopenblas0-pthread: without it Debian's LibTorch falls back to reference BLAS (~20x slower).
   # python3-torch: Debian's torch 1.13 (shares libtorch1.13 with libtorch-dev) for svattn.torch.
   pkgs+=(libtorch-dev libopenblas0-pthread python3-torch)
+fi
+
+if [ -n "${SVATTN_WITH_POSTGRES:-}" ]; then
+  # Debian 12's postgresql is version 15: a throw-away test server (scripts/pg-cluster.sh).
+  pkgs+=(postgresql)
 fi
 
 missing=()

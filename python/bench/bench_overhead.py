@@ -1,80 +1,133 @@
 """Python call overhead against the C++ library (docs/performance.md "Python"): Memory.add,
-Memory.remove and a 1,000-query readout on the same data and the same operation sequence, C++
-(bench_overhead binary) and Python timed in the same run, interleaved rounds.
+Memory.remove and a 1,000-query readout, C++ and Python in ONE process on the same data and the
+same operation sequence, alternating call by call (the C++ side is a small C ABI library loaded
+with ctypes and timed inside C++), so that both sides see the same cache state, CPU frequency and
+machine load.
+
+Two figures per call:
+  * C++ vs Python: the median of the C++ call (timed inside C++) against the median of the Python
+    call (timed around it in Python) on two identical memories;
+  * in-call overhead (add, remove): for each Python call, its wall time minus the seconds the C++
+    operation itself reports (OpDiagnostics.seconds), i.e. everything the binding adds.
+Two workloads: "warm" (add then remove, repeated) and "with readout" (a 1,000-query readout
+between, as in an attention loop).
 
     PYTHONPATH=build/python /usr/bin/python3 python/bench/bench_overhead.py \
-        --cpp build/python/bench_overhead [--n 2000 --dim 16 --reps 200 --rounds 3]
+        --lib build/python/libsvattn_bench_overhead.so [--n 2000 --dim 16 --reps 300]
 """
 import argparse
-import json
-import os
+import ctypes
 import statistics
-import subprocess
-import tempfile
 import time
 
 import numpy as np
 
 import svattn
 
+_dp = ctypes.POINTER(ctypes.c_double)
 
-def python_run(base, extra, queries, bandwidth, C, reps):
-    m = svattn.Memory(svattn.MemorySettings(bandwidth=bandwidth, C=C), base.shape[1])
-    m.add_batch(np.arange(len(base)), base)
-    add_s, remove_s, readout_s = [], [], []
-    first = len(base)
+
+def load(path):
+    lib = ctypes.CDLL(path)
+    lib.svattn_bench_create.restype = ctypes.c_void_p
+    lib.svattn_bench_create.argtypes = [_dp, ctypes.c_long, ctypes.c_int, ctypes.c_double,
+                                        ctypes.c_double]
+    lib.svattn_bench_free.argtypes = [ctypes.c_void_p]
+    for name, args in (("add", [ctypes.c_void_p, ctypes.c_long, _dp]),
+                       ("remove", [ctypes.c_void_p, ctypes.c_long]),
+                       ("readout", [ctypes.c_void_p, _dp, ctypes.c_long])):
+        f = getattr(lib, "svattn_bench_" + name)
+        f.restype, f.argtypes = ctypes.c_double, args
+    lib.svattn_bench_state_sha256.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    return lib
+
+
+def checked(t):
+    if t < 0:
+        raise RuntimeError("the C++ side of the benchmark failed")
+    return t
+
+
+def run(lib, handle, m, extra, queries, first, reps, with_readout, python_only=False):
+    """Alternates C++ and Python call by call (which goes first alternates too); python_only runs
+    the Python calls alone (no C++ call between them evicts their caches)."""
+    rows = {k: [] for k in ("add_cpp", "add_py", "add_in", "remove_cpp", "remove_py",
+                            "remove_in", "readout_cpp", "readout_py")}
+    qp = queries.ctypes.data_as(_dp)
     for r in range(reps):
         k = extra[r % len(extra)]
-        t0 = time.perf_counter()
-        m.add(first + r, k)
-        add_s.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        m.remove(first + r)
-        remove_s.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        m.readout(queries)
-        readout_s.append(time.perf_counter() - t0)
-    return {"add_s": add_s, "remove_s": remove_s, "readout_s": readout_s,
-            "state_sha256": m.state_sha256}
+        kp = k.ctypes.data_as(_dp)
+        tid = first + r
+        for side in ((1,) if python_only else (0, 1) if r % 2 == 0 else (1, 0)):
+            if side == 0:
+                rows["add_cpp"].append(checked(lib.svattn_bench_add(handle, tid, kp)))
+                rows["remove_cpp"].append(checked(lib.svattn_bench_remove(handle, tid)))
+                if with_readout:
+                    rows["readout_cpp"].append(
+                        checked(lib.svattn_bench_readout(handle, qp, len(queries))))
+                continue
+            t0 = time.perf_counter()
+            d = m.add(tid, k)
+            t1 = time.perf_counter()
+            rows["add_py"].append(t1 - t0)
+            rows["add_in"].append(t1 - t0 - d.seconds)
+            t0 = time.perf_counter()
+            d = m.remove(tid)
+            t1 = time.perf_counter()
+            rows["remove_py"].append(t1 - t0)
+            rows["remove_in"].append(t1 - t0 - d.seconds)
+            if with_readout:
+                t0 = time.perf_counter()
+                m.readout(queries)
+                rows["readout_py"].append(time.perf_counter() - t0)
+    return rows
+
+
+def report(title, rows):
+    med = {k: statistics.median(v) for k, v in rows.items() if v}
+    print(f"\n{title}: medians per call")
+    print(f"{'call':<24}{'C++':>11}{'Python':>11}{'Py - C++':>11}{'ratio':>8}{'in-call':>11}")
+    for call in ("add", "remove", "readout"):
+        if call + "_py" not in med:
+            continue
+        c, p = med.get(call + "_cpp", float("nan")), med[call + "_py"]
+        inc = f"{med[call + '_in'] * 1e6:>9.2f}us" if call + "_in" in med else f"{'':>11}"
+        print(f"{call:<24}{c * 1e6:>9.1f}us{p * 1e6:>9.1f}us{(p - c) * 1e6:>9.2f}us"
+              f"{p / c:>8.3f}{inc}")
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cpp", required=True)
+    ap.add_argument("--lib", required=True)
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--dim", type=int, default=16)
-    ap.add_argument("--reps", type=int, default=200)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=300)
     ap.add_argument("--bandwidth", type=float, default=3.0)
     ap.add_argument("--C", type=float, default=0.01)
     a = ap.parse_args()
+    lib = load(a.lib)
     rng = np.random.default_rng(0)
-    base = rng.normal(size=(a.n, a.dim))
-    extra = rng.normal(size=(64, a.dim))
-    queries = rng.normal(size=(1000, a.dim))
-    tmp = tempfile.mkdtemp()
-    paths = []
-    for name, arr in (("base", base), ("extra", extra), ("queries", queries)):
-        p = os.path.join(tmp, name + ".npy")
-        np.save(p, arr)
-        paths.append(p)
-    rows = {k: {"cpp": [], "py": []} for k in ("add_s", "remove_s", "readout_s")}
-    for _ in range(a.rounds):
-        out = subprocess.run([a.cpp, *paths, str(a.bandwidth), str(a.C), str(a.reps)], check=True,
-                             capture_output=True, text=True).stdout
-        cpp = json.loads(out)
-        py = python_run(base, extra, queries, a.bandwidth, a.C, a.reps)
-        assert cpp["state_sha256"] == py["state_sha256"], "the two runs did different work"
-        for k in rows:
-            rows[k]["cpp"].extend(cpp[k])
-            rows[k]["py"].extend(py[k])
-    print(f"n={a.n} dim={a.dim} C={a.C} bandwidth={a.bandwidth} reps={a.reps} x rounds={a.rounds}; "
-          f"median per call")
-    print(f"{'call':<22}{'C++':>12}{'Python':>12}{'overhead':>12}{'ratio':>9}")
-    for k, label in (("add_s", "Memory.add"), ("remove_s", "Memory.remove"),
-                     ("readout_s", "readout(1000 queries)")):
-        c, p = statistics.median(rows[k]["cpp"]), statistics.median(rows[k]["py"])
-        print(f"{label:<22}{c * 1e6:>10.1f}us{p * 1e6:>10.1f}us{(p - c) * 1e6:>10.2f}us{p / c:>9.3f}")
+    base = np.ascontiguousarray(rng.normal(size=(a.n, a.dim)))
+    extra = np.ascontiguousarray(rng.normal(size=(64, a.dim)))
+    queries = np.ascontiguousarray(rng.normal(size=(1000, a.dim)))
+    handle = lib.svattn_bench_create(base.ctypes.data_as(_dp), a.n, a.dim, a.bandwidth, a.C)
+    if not handle:
+        raise RuntimeError("svattn_bench_create failed")
+    m = svattn.Memory(svattn.MemorySettings(bandwidth=a.bandwidth, C=a.C), a.dim)
+    m.add_batch(np.arange(a.n), base)
+    print(f"n={a.n} dim={a.dim} C={a.C} bandwidth={a.bandwidth} reps={a.reps} per workload; "
+          "C++ and Python alternate call by call in one process")
+    warm = run(lib, handle, m, extra, queries, a.n, a.reps, False)
+    mixed = run(lib, handle, m, extra, queries, a.n + a.reps, a.reps, True)
+    alone = run(lib, handle, m, extra, queries, a.n + 2 * a.reps, a.reps, False, python_only=True)
+    sha = ctypes.create_string_buffer(65)
+    lib.svattn_bench_state_sha256(handle, sha)
+    # The Python memory ran one more workload (add-then-remove pairs leave the state unchanged).
+    assert sha.value.decode() == m.state_sha256, "the two sides did different work"
+    lib.svattn_bench_free(handle)
+    report("warm (add, remove)", warm)
+    report("with a 1,000-query readout between", mixed)
+    report("Python alone (add, remove; no C++ call between)", alone)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,192 @@
+// Online copy of an SQLite data file through sqlite3_backup_init/step/finish, written to a
+// temporary file and linked into place without overwriting (docs/store.md "Encryption at rest
+// (building blocks)").
+#include "backup.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "sqlite_db.h"
+#include "svattn/errors.h"
+#include "svattn/store.h"
+
+namespace svattn::store_detail {
+namespace {
+
+bool path_exists(const std::string& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+std::string parent_dir(const std::string& p) {
+  const auto slash = p.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+void fsync_path(const std::string& p, int flags) {
+  const int fd = ::open(p.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw IoError("backup: cannot open '" + p + "' to sync: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw IoError("backup: fsync of '" + p + "' failed: " + std::strerror(err));
+}
+
+// SHA-256 of a file, streamed (a backup can be far larger than memory should hold twice).
+std::string file_sha256(const std::string& p, std::int64_t& bytes) {
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("backup: cannot read '" + p + "': " + std::strerror(errno));
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  bool ok = md != nullptr && EVP_DigestInit_ex(md, EVP_sha256(), nullptr) == 1;
+  std::vector<std::uint8_t> buf(1 << 20);
+  bytes = 0;
+  ssize_t got = 0;
+  while (ok && (got = ::read(fd, buf.data(), buf.size())) > 0) {
+    ok = EVP_DigestUpdate(md, buf.data(), static_cast<std::size_t>(got)) == 1;
+    bytes += got;
+  }
+  ::close(fd);
+  unsigned char h[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  ok = ok && got == 0 && EVP_DigestFinal_ex(md, h, &n) == 1;
+  EVP_MD_CTX_free(md);
+  if (!ok) throw IoError("backup: cannot hash '" + p + "'");
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out.push_back(kHex[h[i] >> 4]);
+    out.push_back(kHex[h[i] & 15]);
+  }
+  return out;
+}
+
+// A temporary file beside `dest` that is removed unless released.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& dest) {
+    std::string tmpl = dest + ".partial-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    const int fd = ::mkstemp(buf.data());
+    if (fd < 0) {
+      throw IoError("backup: cannot create a file beside '" + dest + "': " + std::strerror(errno));
+    }
+    ::close(fd);
+    path_ = buf.data();
+  }
+  ~TempFile() {
+    ::unlink(path_.c_str());
+    for (const char* suffix : {"-journal", "-wal", "-shm"}) ::unlink((path_ + suffix).c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Runs the backup steps; returns the number of steps that copied pages.
+int copy_pages(sqlite3* src, sqlite3* dst, const std::string& source, const BackupSettings& s) {
+  sqlite3_backup* b = sqlite3_backup_init(dst, "main", src, "main");
+  if (b == nullptr) throw_sqlite(dst, sqlite3_errcode(dst), "backup of '" + source + "'");
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(s.busy_timeout_ms);
+  int steps = 0;
+  int rc = SQLITE_OK;
+  while (true) {
+    rc = sqlite3_backup_step(b, s.pages_per_step);
+    if (rc == SQLITE_OK || rc == SQLITE_DONE) ++steps;
+    if (rc == SQLITE_DONE) break;
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+      if (std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
+    if (rc != SQLITE_OK) break;
+  }
+  sqlite3_backup_finish(b);
+  if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+    throw StoreBusy("backup: source '" + source + "' stayed locked for " +
+                    std::to_string(s.busy_timeout_ms) + " ms");
+  }
+  if (rc != SQLITE_DONE) throw_sqlite(dst, rc, "backup of '" + source + "'");
+  return steps;
+}
+
+}  // namespace
+
+void BackupSettings::validate() const {
+  if (pages_per_step == 0 || pages_per_step < -1) {
+    throw InvalidArgument("BackupSettings.pages_per_step must be -1 or > 0, got " +
+                          std::to_string(pages_per_step));
+  }
+  if (busy_timeout_ms < 0) {
+    throw InvalidArgument("BackupSettings.busy_timeout_ms must be >= 0, got " +
+                          std::to_string(busy_timeout_ms));
+  }
+}
+
+nlohmann::json BackupResult::to_json() const {
+  return {{"source", source},
+          {"destination", destination},
+          {"pages", pages},
+          {"page_size", page_size},
+          {"bytes", bytes},
+          {"sha256", sha256},
+          {"steps", steps},
+          {"integrity_ok", integrity_ok},
+          {"keys_included", keys_included},
+          {"keys_note", keys_note},
+          {"seconds", seconds}};
+}
+
+BackupResult backup_database(const std::string& source, const std::string& destination,
+                             const BackupSettings& settings) {
+  settings.validate();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!path_exists(source)) throw NotFound("backup: source '" + source + "' does not exist");
+  if (path_exists(destination)) {
+    throw AlreadyExists("backup: destination '" + destination +
+                        "' exists; a backup never overwrites (choose a new path)");
+  }
+  BackupResult r;
+  r.source = source;
+  r.destination = destination;
+  TempFile tmp(destination);
+  {
+    Database src(source, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX);
+    sqlite3_busy_timeout(src.handle(), settings.busy_timeout_ms);
+    Database dst(tmp.path(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX);
+    r.steps = copy_pages(src.handle(), dst.handle(), source, settings);
+    r.pages = dst.query_int("PRAGMA page_count");
+    r.page_size = dst.query_int("PRAGMA page_size");
+    r.integrity_ok = dst.query_text("PRAGMA quick_check") == "ok";
+  }
+  fsync_path(tmp.path(), O_RDONLY);
+  if (::link(tmp.path().c_str(), destination.c_str()) != 0) {
+    if (errno == EEXIST) {
+      throw AlreadyExists("backup: destination '" + destination +
+                          "' appeared during the backup; it was not overwritten");
+    }
+    throw IoError("backup: cannot create '" + destination + "': " + std::strerror(errno));
+  }
+  fsync_path(parent_dir(destination), O_RDONLY | O_DIRECTORY);
+  r.sha256 = file_sha256(destination, r.bytes);
+  r.keys_note = "data keys are not included: they stay in the key store beside the source (" +
+                source + ".keys); records in this copy are readable only with that key store, " +
+                "and a record whose key is destroyed later stays unreadable in the copy";
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace svattn::store_detail

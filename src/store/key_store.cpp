@@ -1,0 +1,347 @@
+// The key store file STORE.keys: schema, key creation, lookup, destruction with secure_delete and
+// WAL truncation (docs/store.md "Encryption at rest (building blocks)").
+#include "key_store.h"
+
+#include <openssl/crypto.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "svattn/hash.h"
+#include "svattn/store.h"
+
+namespace svattn::store_detail {
+namespace {
+
+constexpr char kFormat[] = "svattn-keys";
+constexpr char kVersion[] = "1";
+constexpr int kKeyStoreApplicationId = 0x5356414b;  // "SVAK"
+constexpr char kWrapGcm[] = "aes-256-gcm";
+constexpr char kWrapNone[] = "none";
+
+constexpr const char* kSchemaSql = R"SQL(
+CREATE TABLE meta(
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE data_keys(
+  seq            INTEGER PRIMARY KEY,
+  key_id         TEXT    NOT NULL UNIQUE,
+  memory_id      INTEGER NOT NULL,
+  record_id      INTEGER NOT NULL,
+  live           INTEGER NOT NULL,
+  stored         BLOB    NOT NULL,
+  wrapped_sha256 TEXT    NOT NULL,
+  created_utc    TEXT    NOT NULL
+);
+CREATE TABLE shredded_keys(
+  key_id         TEXT    PRIMARY KEY,
+  memory_id      INTEGER NOT NULL,
+  record_id      INTEGER NOT NULL,
+  wrapped_sha256 TEXT    NOT NULL,
+  created_utc    TEXT    NOT NULL,
+  destroyed_utc  TEXT    NOT NULL
+) WITHOUT ROWID;
+)SQL";
+
+std::string now_utc() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms.count()));
+  return buf;
+}
+
+// -1 if the file does not exist, else its size.
+long long file_size(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? static_cast<long long>(st.st_size) : -1;
+}
+
+std::string meta_value(Database& db, const char* key) {
+  Statement s(db.handle(), "SELECT value FROM meta WHERE key = ?");
+  s.bind(1, std::string(key));
+  return s.step() ? s.text(0) : std::string();
+}
+
+void cleanse(std::vector<std::uint8_t>& v) {
+  if (!v.empty()) OPENSSL_cleanse(v.data(), v.size());
+}
+
+nlohmann::json owner_json(const KeyOwner& o) {
+  return {{"memory_id", o.memory_id}, {"record_id", o.record_id}};
+}
+
+}  // namespace
+
+const char* to_string(KeyState s) { return s == KeyState::kLive ? "live" : "shredded"; }
+
+nlohmann::json KeyLookup::to_json() const {
+  return {{"state", to_string(state)},  {"key_id", key_id},
+          {"owner", owner_json(owner)}, {"wrapped_sha256", wrapped_sha256},
+          {"created_utc", created_utc}, {"destroyed_utc", destroyed_utc}};
+}
+
+nlohmann::json KeyDestruction::to_json() const {
+  return {{"key_id", key_id},
+          {"owner", owner_json(owner)},
+          {"wrapped_sha256", wrapped_sha256},
+          {"destroyed_utc", destroyed_utc},
+          {"already_shredded", already_shredded},
+          {"wal_truncated", wal_truncated}};
+}
+
+void KeyStoreOptions::validate() const {
+  master.validate();
+  if (busy_timeout_ms < 0) {
+    throw InvalidArgument("KeyStoreOptions.busy_timeout_ms must be >= 0, got " +
+                          std::to_string(busy_timeout_ms));
+  }
+}
+
+std::string KeyStore::wrapped_sha256(const std::string& key_id,
+                                     const std::vector<std::uint8_t>& stored) {
+  static const std::string kLabel = "svattn-keyhash-v1";
+  std::vector<std::uint8_t> buf(kLabel.begin(), kLabel.end());
+  buf.push_back(static_cast<std::uint8_t>(key_id.size()));
+  buf.insert(buf.end(), key_id.begin(), key_id.end());
+  buf.insert(buf.end(), stored.begin(), stored.end());
+  const std::string h = sha256_hex(buf);
+  cleanse(buf);
+  return h;
+}
+
+KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
+    : path_(std::move(path)), options_(options) {
+  options_.validate();
+  has_master_ = load_master_key(options_.master, master_);
+  const long long size = file_size(path_);
+  if (size < 0 && !options_.create) {
+    throw NotFound("key store '" + path_ + "' does not exist (KeyStoreOptions.create is false)");
+  }
+  // An empty file (a creation interrupted before its schema) is initialised like a new one.
+  const bool exists = size > 0 || (size == 0 && !options_.create);
+  db_ = Database(
+      path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (size < 0 ? SQLITE_OPEN_CREATE : 0));
+  sqlite3_busy_timeout(db_.handle(), options_.busy_timeout_ms);
+  if (exists) check_schema();  // before any pragma changes a file that is not a key store
+  const std::string mode = db_.query_text("PRAGMA journal_mode=WAL");
+  if (mode != "wal")
+    throw StoreError("key store '" + path_ + "': cannot enable WAL (" + mode + ")");
+  db_.exec("PRAGMA secure_delete=ON");
+  db_.exec("PRAGMA synchronous=FULL");
+  if (!exists) {
+    create_schema();
+    check_schema();
+  }
+  truncate_wal();  // finishes a truncation an earlier destroy could not complete
+}
+
+void KeyStore::create_schema() {
+  Transaction t(db_, true, path_, options_.busy_timeout_ms);
+  if (db_.query_int("SELECT count(*) FROM sqlite_master") != 0) return;  // made by another process
+  db_.exec(kSchemaSql);
+  db_.exec("PRAGMA application_id=" + std::to_string(kKeyStoreApplicationId));
+  Statement ins(db_.handle(), "INSERT INTO meta(key, value) VALUES (?, ?)");
+  auto put = [&](const char* k, const std::string& v) {
+    ins.bind(1, std::string(k)).bind(2, v).run();
+    ins.reset();
+  };
+  put("format", kFormat);
+  put("version", kVersion);
+  put("wrapping", has_master_ ? kWrapGcm : kWrapNone);
+  if (has_master_) put("master_check", master_key_check(master_));
+  put("created_utc", now_utc());
+  t.commit();
+}
+
+void KeyStore::check_schema() {
+  if (db_.query_int("PRAGMA application_id") != kKeyStoreApplicationId ||
+      meta_value(db_, "format") != kFormat) {
+    throw FormatError("'" + path_ + "' is not an svattn key store");
+  }
+  const std::string version = meta_value(db_, "version");
+  if (version != kVersion) {
+    throw FormatError("key store '" + path_ + "' has version " + version + "; this build reads " +
+                      kVersion);
+  }
+  wrapping_ = meta_value(db_, "wrapping");
+  if (wrapping_ == kWrapNone) {
+    if (has_master_) {
+      throw MasterKeyError("key store '" + path_ + "' was created without a master key, but one " +
+                           "was given (" + options_.master.describe() + ")");
+    }
+  } else if (wrapping_ == kWrapGcm) {
+    if (!has_master_) {
+      throw MasterKeyError("key store '" + path_ +
+                           "' wraps its keys under a master key; none was given (set " +
+                           options_.master.env_var + " or give a key file)");
+    }
+    if (meta_value(db_, "master_check") != master_key_check(master_)) {
+      throw MasterKeyError("the master key from " + options_.master.describe() +
+                           " is not the key the key store '" + path_ + "' was created with");
+    }
+  } else {
+    throw FormatError("key store '" + path_ + "': unknown wrapping '" + wrapping_ + "'");
+  }
+}
+
+std::vector<std::uint8_t> KeyStore::stored_form(const std::string& key_id,
+                                                const SecretKey& key) const {
+  if (has_master_) return wrap_key(master_, key_id, key);
+  return std::vector<std::uint8_t>(key.data(), key.data() + kKeyBytes);
+}
+
+SecretKey KeyStore::key_from_stored(const std::string& key_id,
+                                    std::vector<std::uint8_t>& stored) const {
+  if (has_master_) {
+    try {
+      SecretKey k = unwrap_key(master_, key_id, stored);
+      cleanse(stored);
+      return k;
+    } catch (const MasterKeyError&) {
+      // The master key matched the key store's check, so the wrapped key itself was altered.
+      cleanse(stored);
+      throw FormatError("key store '" + path_ + "': wrapped key '" + key_id +
+                        "' fails authentication under the key store's master key (altered, or "
+                        "moved from another key row)");
+    }
+  }
+  if (stored.size() != kKeyBytes) {
+    cleanse(stored);
+    throw FormatError("key store '" + path_ + "': key '" + key_id + "' has " +
+                      std::to_string(stored.size()) + " bytes, expected " +
+                      std::to_string(kKeyBytes));
+  }
+  SecretKey k = SecretKey::from_bytes(stored.data(), stored.size());
+  cleanse(stored);
+  return k;
+}
+
+NewDataKey KeyStore::insert_key(const KeyOwner& owner, const std::string& now) {
+  NewDataKey k;
+  k.key_id = random_id_hex();
+  k.key = SecretKey::random();
+  std::vector<std::uint8_t> stored = stored_form(k.key_id, k.key);
+  k.wrapped_sha256 = wrapped_sha256(k.key_id, stored);
+  Statement ins(db_.handle(),
+                "INSERT INTO data_keys(key_id, memory_id, record_id, live, stored, wrapped_sha256, "
+                "created_utc) VALUES (?, ?, ?, 1, ?, ?, ?)");
+  ins.bind(1, k.key_id).bind(2, owner.memory_id).bind(3, owner.record_id);
+  ins.bind_blob(4, stored.data(), stored.size()).bind(5, k.wrapped_sha256).bind(6, now);
+  cleanse(stored);
+  ins.run();
+  return k;
+}
+
+NewDataKey KeyStore::create_key(const KeyOwner& owner) {
+  std::vector<NewDataKey> keys = create_keys({owner});
+  return std::move(keys.front());
+}
+
+std::vector<NewDataKey> KeyStore::create_keys(const std::vector<KeyOwner>& owners) {
+  Transaction t(db_, true, path_, options_.busy_timeout_ms);
+  const std::string now = now_utc();
+  std::vector<NewDataKey> out;
+  out.reserve(owners.size());
+  for (const KeyOwner& o : owners) out.push_back(insert_key(o, now));
+  t.commit();
+  return out;
+}
+
+KeyLookup KeyStore::get(const std::string& key_id) {
+  KeyLookup r;
+  r.key_id = key_id;
+  Statement live(db_.handle(),
+                 "SELECT memory_id, record_id, stored, wrapped_sha256, created_utc FROM data_keys "
+                 "WHERE key_id = ? AND live = 1");
+  live.bind(1, key_id);
+  if (live.step()) {
+    r.state = KeyState::kLive;
+    r.owner = {live.int64(0), live.int64(1)};
+    std::vector<std::uint8_t> stored = live.blob(2);
+    r.wrapped_sha256 = live.text(3);
+    r.created_utc = live.text(4);
+    r.key = key_from_stored(key_id, stored);
+    return r;
+  }
+  Statement dead(db_.handle(),
+                 "SELECT memory_id, record_id, wrapped_sha256, created_utc, destroyed_utc FROM "
+                 "shredded_keys WHERE key_id = ?");
+  dead.bind(1, key_id);
+  if (!dead.step()) throw NotFound("key store '" + path_ + "': no data key '" + key_id + "'");
+  r.state = KeyState::kShredded;
+  r.owner = {dead.int64(0), dead.int64(1)};
+  r.wrapped_sha256 = dead.text(2);
+  r.created_utc = dead.text(3);
+  r.destroyed_utc = dead.text(4);
+  return r;
+}
+
+KeyDestruction KeyStore::destroy(const std::string& key_id) {
+  KeyDestruction d;
+  d.key_id = key_id;
+  {
+    Transaction t(db_, true, path_, options_.busy_timeout_ms);
+    Statement sel(db_.handle(),
+                  "SELECT memory_id, record_id, wrapped_sha256, created_utc FROM data_keys WHERE "
+                  "key_id = ? AND live = 1");
+    sel.bind(1, key_id);
+    if (sel.step()) {
+      d.owner = {sel.int64(0), sel.int64(1)};
+      d.wrapped_sha256 = sel.text(2);
+      const std::string created = sel.text(3);
+      d.destroyed_utc = now_utc();
+      // Overwritten in place, never deleted (docs/store.md "Encryption at rest"): the row keeps its
+      // size (live 1 -> 0 and an all-zero blob of the same length), so SQLite rewrites the cell
+      // where it is and no b-tree page is rebalanced. A DELETE can move other rows between pages,
+      // and the copies a move leaves in a page's free space are not erased by secure_delete.
+      Statement zero(db_.handle(),
+                     "UPDATE data_keys SET live = 0, stored = zeroblob(length(stored)) "
+                     "WHERE key_id = ?");
+      zero.bind(1, key_id).run();
+      Statement tomb(db_.handle(),
+                     "INSERT INTO shredded_keys(key_id, memory_id, record_id, wrapped_sha256, "
+                     "created_utc, destroyed_utc) VALUES (?, ?, ?, ?, ?, ?)");
+      tomb.bind(1, key_id).bind(2, d.owner.memory_id).bind(3, d.owner.record_id);
+      tomb.bind(4, d.wrapped_sha256).bind(5, created).bind(6, d.destroyed_utc).run();
+      t.commit();
+    } else {
+      const KeyLookup prior = get(key_id);  // NotFound for an id never seen
+      d.owner = prior.owner;
+      d.wrapped_sha256 = prior.wrapped_sha256;
+      d.destroyed_utc = prior.destroyed_utc;
+      d.already_shredded = true;
+    }
+  }
+  d.wal_truncated = truncate_wal();
+  return d;
+}
+
+bool KeyStore::truncate_wal() {
+  int log_frames = -1;
+  int checkpointed = -1;
+  const int rc = sqlite3_wal_checkpoint_v2(db_.handle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE,
+                                           &log_frames, &checkpointed);
+  if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return false;
+  if (rc != SQLITE_OK)
+    throw_sqlite(db_.handle(), rc, "truncating the WAL of key store '" + path_ + "'");
+  return log_frames == 0;
+}
+
+std::int64_t KeyStore::live_keys() {
+  return db_.query_int("SELECT count(*) FROM data_keys WHERE live = 1");
+}
+std::int64_t KeyStore::shredded_keys() {
+  return db_.query_int("SELECT count(*) FROM shredded_keys");
+}
+
+}  // namespace svattn::store_detail

@@ -1,0 +1,123 @@
+// The key store (docs/store.md "Encryption at rest (building blocks)"): a second SQLite file beside
+// the store (STORE.keys) holding one data key per record, optionally wrapped by a master key;
+// destroying a key (crypto-shredding) zeroes its bytes in the file (secure_delete) and truncates
+// the WAL, and leaves a tombstone so that a later lookup answers "shredded". Private to the store.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "crypto.h"
+#include "sqlite_db.h"
+
+namespace svattn::store_detail {
+
+/// The record a data key belongs to (kept in the key store for audits; the key id is what the
+/// data rows reference).
+struct KeyOwner {
+  std::int64_t memory_id = 0;
+  std::int64_t record_id = 0;
+};
+
+struct KeyStoreOptions {
+  /// Create the key store if the file does not exist (otherwise NotFound).
+  bool create = false;
+  /// A new key store wraps its keys iff a master key is given; an existing one must be opened
+  /// with the master key it was created with (MasterKeyError otherwise).
+  MasterKeySource master;
+  /// How long a locked key store is waited for, in ms (>= 0; default 5000).
+  int busy_timeout_ms = 5000;
+  void validate() const;
+};
+
+/// A freshly created data key. `key` is the only copy outside the key store; it is zeroed when
+/// this object dies.
+struct NewDataKey {
+  std::string key_id;          ///< 32 hex digits, random
+  std::string wrapped_sha256;  ///< see KeyStore::wrapped_sha256 (for audit entries)
+  SecretKey key;
+};
+
+enum class KeyState { kLive, kShredded };
+const char* to_string(KeyState s);
+
+/// The answer to a key lookup. A shredded key has no key bytes (key is all zero).
+struct KeyLookup {
+  KeyState state = KeyState::kLive;
+  std::string key_id;
+  KeyOwner owner;
+  std::string wrapped_sha256;
+  std::string created_utc;
+  std::string destroyed_utc;  ///< empty while live
+  SecretKey key;
+  bool shredded() const { return state == KeyState::kShredded; }
+  /// Everything but the key.
+  nlohmann::json to_json() const;
+};
+
+/// What a destruction did, for the certificate and the audit entry (never the key).
+struct KeyDestruction {
+  std::string key_id;
+  KeyOwner owner;
+  std::string wrapped_sha256;
+  std::string destroyed_utc;
+  /// The key was already shredded before this call (destroy is idempotent, so that a forget
+  /// interrupted after the key's destruction can be completed).
+  bool already_shredded = false;
+  /// wal_checkpoint(TRUNCATE) completed: the WAL file is empty. False only if another connection
+  /// kept a read transaction open past the busy timeout; the key's bytes are then still in the WAL
+  /// until truncate_wal() succeeds (every open and destroy retries it).
+  bool wal_truncated = false;
+  nlohmann::json to_json() const;
+};
+
+class KeyStore {
+ public:
+  /// The key store of the store at `store_path`: "STORE.keys".
+  static std::string path_for(const std::string& store_path) { return store_path + ".keys"; }
+
+  KeyStore(std::string path, const KeyStoreOptions& options);
+  KeyStore(const KeyStore&) = delete;
+  KeyStore& operator=(const KeyStore&) = delete;
+
+  const std::string& path() const { return path_; }
+  /// "aes-256-gcm" when data keys are wrapped by the master key, "none" otherwise.
+  const std::string& wrapping() const { return wrapping_; }
+
+  /// A new random data key for `owner`, committed before returning.
+  NewDataKey create_key(const KeyOwner& owner);
+  /// Several keys in one transaction (an import creates one key per record).
+  std::vector<NewDataKey> create_keys(const std::vector<KeyOwner>& owners);
+  /// The key (unwrapped) or a shredded answer. NotFound if the id was never in this key store.
+  KeyLookup get(const std::string& key_id);
+  /// Destroys the key: deletes its row (secure_delete zeroes the bytes), records a tombstone, and
+  /// truncates the WAL. NotFound if the id was never in this key store.
+  KeyDestruction destroy(const std::string& key_id);
+  /// wal_checkpoint(TRUNCATE); true if the WAL is now empty.
+  bool truncate_wal();
+
+  std::int64_t live_keys();
+  std::int64_t shredded_keys();
+
+  /// SHA-256("svattn-keyhash-v1" | key id | stored bytes), hex: identifies a key in audits without
+  /// revealing it (the stored bytes are the wrapped key, or the raw key when wrapping is "none").
+  static std::string wrapped_sha256(const std::string& key_id,
+                                    const std::vector<std::uint8_t>& stored);
+
+ private:
+  void create_schema();
+  void check_schema();
+  NewDataKey insert_key(const KeyOwner& owner, const std::string& now);
+  std::vector<std::uint8_t> stored_form(const std::string& key_id, const SecretKey& key) const;
+  SecretKey key_from_stored(const std::string& key_id, std::vector<std::uint8_t>& stored) const;
+
+  std::string path_;
+  KeyStoreOptions options_;
+  Database db_;
+  std::string wrapping_;
+  bool has_master_ = false;
+  SecretKey master_;
+};
+
+}  // namespace svattn::store_detail
