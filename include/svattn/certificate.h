@@ -110,6 +110,9 @@ struct StoreErasure {
   std::int64_t token_rows_erased = 0;
   std::int64_t tokens_removed_from_memory = 0;
   bool secure_delete = true;
+  /// "aes-256-gcm": the record's payload was encrypted under its own data key (docs/store.md
+  /// "Encryption at rest"); "none": a plaintext store. Absent in older certificates ("none").
+  std::string encryption = "none";
 };
 
 /// A removal certificate (docs/api.md "Certificates"). to_json/from_json round-trip every field

@@ -204,7 +204,8 @@ json store_to_json(const StoreErasure& s) {
           {"record_was_suspended", s.record_was_suspended},
           {"token_rows_erased", s.token_rows_erased},
           {"tokens_removed_from_memory", s.tokens_removed_from_memory},
-          {"secure_delete", s.secure_delete}};
+          {"secure_delete", s.secure_delete},
+          {"encryption", s.encryption}};
 }
 
 StoreErasure store_from_json(const json& j) {
@@ -217,6 +218,7 @@ StoreErasure store_from_json(const json& j) {
   s.token_rows_erased = get_int(j, "token_rows_erased", w);
   s.tokens_removed_from_memory = get_int(j, "tokens_removed_from_memory", w);
   s.secure_delete = get_bool(j, "secure_delete", w);
+  s.encryption = j.contains("encryption") ? get_string(j, "encryption", w) : "none";
   return s;
 }
 

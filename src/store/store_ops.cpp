@@ -97,11 +97,13 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       t.commit();
       out.commit_seconds = since(k0);
       c.seq = e.seq;
+      new_key_ids.clear();
       return out;
     } catch (...) {
       // Neither the file nor the object changes: the memory is restored from the file on next use.
       t.rollback();
       cache.erase(name);
+      discard_new_keys();
       throw;
     }
   }();
@@ -182,6 +184,7 @@ std::string Store::Impl::AddOp::write(Store::Impl& im, Store::Impl::OpContext& c
       {"tokens", ts.size()},
       {"first_token_id", ts.ids.front()},
       {"last_token_id", ts.ids.back()},
+      {"encryption", im.encryption},
   };
   add_outcome_fields(cert, ctx.mem, after, res.diagnostics);
   if (row.settings.mode == MemoryMode::kBounded) {
@@ -255,6 +258,7 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   se.record_was_suspended = rr.suspended;
   se.token_rows_erased = rec.size();
   se.tokens_removed_from_memory = static_cast<std::int64_t>(in_memory.size());
+  se.encryption = im.encryption;
   fr.certificate.store = se;
   Store::Impl::Statement del(
       im.db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
@@ -430,7 +434,8 @@ struct Store::Impl::ImportChunkOp : Store::Impl::OpSteps<OpResult> {
                         {"records", records.size()},
                         {"first_record", records.front()},
                         {"last_record", records.back()},
-                        {"tokens", ts.size()}};
+                        {"tokens", ts.size()},
+                        {"encryption", im.encryption}};
     add_outcome_fields(cert, ctx.mem, after, res.diagnostics);
     return cert.dump();
   }
@@ -486,8 +491,9 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
   e.certificate = nlohmann::json{
       {"settings", memory_settings_to_json(settings)},
       {"dim", dim},
-      {"value_dim",
-       value_dim}}.dump();
+      {"value_dim", value_dim},
+      {"encryption",
+       im.encryption}}.dump();
   im.append_audit(e);
   Impl::Statement ins(im.db.handle(),
                       "INSERT INTO memories(name, settings, dim, value_dim, b, status, warmup, "

@@ -78,17 +78,6 @@ std::vector<MemoryRow> Store::Impl::all_memory_rows() {
   return rows;
 }
 
-void Store::Impl::decode_row(const Statement& q, int col, int cols, double* out, const char* what,
-                             TokenId id) {
-  const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
-  if (static_cast<std::size_t>(q.bytes(col)) != need) {
-    throw FormatError("store '" + path + "': token " + std::to_string(id) + " has a " + what +
-                      " blob of " + std::to_string(q.bytes(col)) + " bytes, expected " +
-                      std::to_string(need));
-  }
-  if (need > 0) std::memcpy(out, q.blob_data(col), need);
-}
-
 TokenSet Store::Impl::load_active_tokens(const MemoryRow& row) {
   const std::int64_t n = [&] {
     Statement c(db.handle(),
@@ -102,18 +91,20 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row) {
   ts.ids.reserve(static_cast<std::size_t>(n));
   ts.keys.resize(n, row.dim);
   ts.values.resize(n, row.value_dim);
-  Statement q(db.handle(),
-              "SELECT t.token_id, t.key, t.value FROM tokens t JOIN records r ON r.memory_id = "
-              "t.memory_id AND r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 "
-              "ORDER BY t.token_id");
+  const std::string sql = "SELECT t.token_id, t.key, t.value, " + key_id_column() +
+                          " FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
+                          "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 "
+                          "ORDER BY t.token_id";
+  Statement q(db.handle(), sql.c_str());
   q.bind(1, row.id);
+  PayloadReader pr = payload_reader(row.id);
   Eigen::Index i = 0;
   while (q.step()) {
     if (i >= n) throw StoreError("store '" + path + "': token count changed while reading");
     const TokenId id = q.int64(0);
     ts.ids.push_back(id);
-    decode_row(q, 1, row.dim, ts.keys.row(i).data(), "key", id);
-    decode_row(q, 2, row.value_dim, ts.values.row(i).data(), "value", id);
+    pr.read(q, 1, 3, row.dim, ts.keys.row(i).data(), RecordField::kKey, id);
+    pr.read(q, 2, 3, row.value_dim, ts.values.row(i).data(), RecordField::kValue, id);
     ++i;
   }
   if (i != n) throw StoreError("store '" + path + "': token count changed while reading");
@@ -250,11 +241,15 @@ void Store::Impl::write_screening(std::int64_t memory_id, const Memory& mem) {
 
 std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int value_dim,
                                         const std::string& state_sha256, double b, Support* out) {
-  Statement q(db.handle(),
-              "SELECT s.token_id, s.alpha, t.key, t.value FROM support s JOIN tokens t ON "
-              "t.memory_id = s.memory_id AND t.token_id = s.token_id WHERE s.memory_id = ?1 "
-              "ORDER BY s.token_id");
+  const std::string sql = "SELECT s.token_id, s.alpha, t.key, t.value, " + key_id_column() +
+                          " FROM support s JOIN tokens t ON t.memory_id = s.memory_id AND "
+                          "t.token_id = s.token_id JOIN records r ON r.memory_id = t.memory_id AND "
+                          "r.record = t.record WHERE s.memory_id = ?1 ORDER BY s.token_id";
+  Statement q(db.handle(), sql.c_str());
   q.bind(1, memory_id);
+  PayloadReader pr = payload_reader(memory_id);
+  std::vector<double> key(static_cast<std::size_t>(dim)),
+      value(static_cast<std::size_t>(value_dim));
   const std::string head =
       "svattn-support-v1\n" + std::to_string(memory_id) + "\n" + state_sha256 + "\n";
   std::vector<std::uint8_t> bytes(head.begin(), head.end());
@@ -268,18 +263,16 @@ std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int val
     const double a = q.real(1);
     const std::size_t kb = static_cast<std::size_t>(dim) * sizeof(double);
     const std::size_t vb = static_cast<std::size_t>(value_dim) * sizeof(double);
-    if (static_cast<std::size_t>(q.bytes(2)) != kb || static_cast<std::size_t>(q.bytes(3)) != vb) {
-      throw FormatError("store '" + path + "': token " + std::to_string(id) +
-                        " has a key or value blob of the wrong size");
-    }
+    pr.read(q, 2, 4, dim, key.data(), RecordField::kKey, id);  // the digest is of plaintext
+    pr.read(q, 3, 4, value_dim, value.data(), RecordField::kValue, id);
     put(&id, sizeof id);
     put(&a, sizeof a);
-    put(q.blob_data(2), kb);
-    put(q.blob_data(3), vb);
+    put(key.data(), kb);
+    put(value.data(), vb);
     if (out != nullptr && a > 0) {
       alpha.push_back(a);
-      const auto* k = static_cast<const double*>(q.blob_data(2));
-      const auto* v = static_cast<const double*>(q.blob_data(3));
+      const double* k = key.data();
+      const double* v = value.data();
       keys.insert(keys.end(), k, k + dim);
       values.insert(values.end(), v, v + value_dim);
     }
@@ -372,26 +365,6 @@ void Store::Impl::write_state(std::int64_t memory_id, const State& before, const
       .run();
 }
 
-void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, const Memory& mem) {
-  Statement ins(db.handle(),
-                "INSERT INTO tokens(memory_id, token_id, record, position, key, value) VALUES "
-                "(?1, ?2, ?3, ?4, ?5, ?6)");
-  for (int i = 0; i < ts.size(); ++i) {
-    const TokenId id = ts.ids[static_cast<std::size_t>(i)];
-    if (!mem.contains(id)) continue;  // bounded mode evicted it on arrival: not retained
-    ins.bind(1, memory_id)
-        .bind(2, static_cast<std::int64_t>(id))
-        .bind(3, record_of(id))
-        .bind(4, position_of(id))
-        .bind_blob(5, ts.keys.row(i).data(),
-                   sizeof(double) * static_cast<std::size_t>(ts.keys.cols()))
-        .bind_blob(6, ts.values.row(i).data(),
-                   sizeof(double) * static_cast<std::size_t>(ts.values.cols()))
-        .run();
-    ins.reset();
-  }
-}
-
 std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& before,
                                          const Memory& mem,
                                          const std::vector<TokenId>& removed_on_purpose) {
@@ -419,10 +392,13 @@ RecordRow Store::Impl::read_record(std::int64_t memory_id, std::int64_t record) 
 }
 
 TokenSet Store::Impl::record_tokens(const MemoryRow& row, std::int64_t record) {
-  Statement q(db.handle(),
-              "SELECT token_id, key, value FROM tokens WHERE memory_id = ?1 AND token_id "
-              "BETWEEN ?2 AND ?3 ORDER BY token_id");
+  const std::string sql = "SELECT t.token_id, t.key, t.value, " + key_id_column() +
+                          " FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
+                          "r.record = t.record WHERE t.memory_id = ?1 AND t.token_id BETWEEN ?2 "
+                          "AND ?3 ORDER BY t.token_id";
+  Statement q(db.handle(), sql.c_str());
   q.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record));
+  PayloadReader pr = payload_reader(row.id);
   std::vector<TokenId> ids;
   std::vector<double> keys;
   std::vector<double> values;
@@ -431,8 +407,9 @@ TokenSet Store::Impl::record_tokens(const MemoryRow& row, std::int64_t record) {
     ids.push_back(id);
     keys.resize(keys.size() + static_cast<std::size_t>(row.dim));
     values.resize(values.size() + static_cast<std::size_t>(row.value_dim));
-    decode_row(q, 1, row.dim, keys.data() + keys.size() - row.dim, "key", id);
-    decode_row(q, 2, row.value_dim, values.data() + values.size() - row.value_dim, "value", id);
+    pr.read(q, 1, 3, row.dim, keys.data() + keys.size() - row.dim, RecordField::kKey, id);
+    pr.read(q, 2, 3, row.value_dim, values.data() + values.size() - row.value_dim,
+            RecordField::kValue, id);
   }
   TokenSet ts;
   const auto n = static_cast<Eigen::Index>(ids.size());
