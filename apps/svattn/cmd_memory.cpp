@@ -503,7 +503,9 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   im->callback([&exit_code] { exit_code = run_import(import); });
 
   static RecordOptions forget;
-  auto* f = mem->add_subcommand("forget", "Erase a record: decrement, certificate, secure delete");
+  auto* f = mem->add_subcommand("forget",
+                                "Erase a record: decrement, certificate, secure delete; in an "
+                                "encrypted store its data key is destroyed");
   add_store_arg(f, forget.common, true);
   f->add_option("--record", forget.record, "record id")->required();
   f->add_flag("--no-check", forget.no_check,

@@ -167,6 +167,13 @@ struct Store::Impl {
   store_detail::PayloadReader payload_reader(std::int64_t memory_id) {
     return store_detail::PayloadReader(key_store.get(), path, memory_id);
   }
+  /// Forget of an encrypted record, inside its transaction: fills the erasure's data-key fields
+  /// and records the key in pending_shreds (destroyed after the commit, never before).
+  void schedule_shred(std::int64_t memory_id, const std::string& memory, std::int64_t record,
+                      StoreErasure& se);
+  /// Destroys every key in pending_shreds, logging each destruction as an audit entry "shred" and
+  /// removing its row in one transaction; `done` (optional) receives the destructions.
+  void complete_shreds(std::vector<store_detail::KeyDestruction>* done);
   /// Destroys the keys created by an operation that rolled back (they encrypt nothing).
   void discard_new_keys() noexcept;
 

@@ -230,6 +230,12 @@ struct Store::Impl::ForgetOp : Store::Impl::OpSteps<ForgetResult> {
                     ForgetResult& fr);
   void after_commit(Store::Impl& im, ForgetResult& fr) {
     const auto k0 = Clock::now();
+    std::vector<KeyDestruction> done;
+    im.complete_shreds(&done);  // the key dies only once the tokens are out of the memory
+    for (const KeyDestruction& d : done) {
+      if (d.key_id == fr.certificate.store->data_key_id)
+        fr.certificate.store->data_key_destroyed = true;
+    }
     im.checkpoint(&fr.wal_truncated);
     fr.checkpoint_seconds = since(k0);
   }
@@ -263,6 +269,8 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   Store::Impl::Statement del(
       im.db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
   del.bind(1, row.id).bind(2, record_lo(audit_record)).bind(3, record_hi(audit_record)).run();
+  if (im.key_store != nullptr) im.schedule_shred(row.id, name, audit_record, se);
+  fr.certificate.store = se;
   Store::Impl::Statement delr(im.db.handle(),
                               "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   delr.bind(1, row.id).bind(2, audit_record).run();

@@ -135,4 +135,50 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, cons
   }
 }
 
+void Store::Impl::schedule_shred(std::int64_t memory_id, const std::string& memory,
+                                 std::int64_t record, StoreErasure& se) {
+  Statement q(db.handle(), "SELECT key_id FROM records WHERE memory_id = ?1 AND record = ?2");
+  q.bind(1, memory_id).bind(2, record);
+  if (!q.step() || q.is_null(0)) return;  // a plaintext record: nothing to destroy
+  const std::string key_id = q.text(0);
+  se.data_key_id = key_id;
+  se.data_key_sha256 = key_store->get(key_id).wrapped_sha256;
+  Statement ins(db.handle(),
+                "INSERT INTO pending_shreds(key_id, memory, record) VALUES (?1, ?2, ?3)");
+  ins.bind(1, key_id).bind(2, memory).bind(3, record).run();
+}
+
+void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
+  if (key_store == nullptr || options.read_only) return;
+  struct Pending {
+    std::int64_t rowid;
+    std::string key_id, memory;
+    std::int64_t record;
+  };
+  std::vector<Pending> pending;
+  {
+    Statement q(db.handle(),
+                "SELECT rowid, key_id, memory, record FROM pending_shreds ORDER BY rowid");
+    while (q.step()) pending.push_back({q.int64(0), q.text(1), q.text(2), q.int64(3)});
+  }
+  for (const Pending& p : pending) {
+    const KeyDestruction d = key_store->destroy(p.key_id);  // idempotent: safe to repeat
+    Transaction t(db, true, path, options.busy_timeout_ms);
+    Statement del(db.handle(), "DELETE FROM pending_shreds WHERE rowid = ?1");
+    del.bind(1, p.rowid).run();
+    if (sqlite3_changes(db.handle()) == 0) continue;  // another process completed it
+    AuditEntry e;
+    e.operation = "shred";
+    e.record = p.record;
+    nlohmann::json c = d.to_json();
+    c["operation"] = "shred";
+    c["memory"] = p.memory;
+    c["record"] = p.record;
+    e.certificate = c.dump();
+    append_audit(e);
+    t.commit();
+    if (done != nullptr) done->push_back(d);
+  }
+}
+
 }  // namespace svattn

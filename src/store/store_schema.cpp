@@ -86,6 +86,12 @@ CREATE TABLE screening(
   checksum     TEXT    NOT NULL,
   support_sha256 TEXT  NOT NULL
 );
+CREATE TABLE pending_shreds(
+  rowid     INTEGER PRIMARY KEY,
+  key_id    TEXT    NOT NULL,
+  memory    TEXT    NOT NULL,
+  record    INTEGER NOT NULL
+);
 CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
   BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
@@ -112,6 +118,17 @@ std::string immutable_uri(const std::string& path) {
   }
   return u + "?immutable=1";
 }
+
+// Version 2 -> 3: data keys whose destruction a committed forget scheduled (docs/store.md
+// "Erasure by key destruction").
+const char* kPendingShredsSql = R"SQL(
+CREATE TABLE IF NOT EXISTS pending_shreds(
+  rowid     INTEGER PRIMARY KEY,
+  key_id    TEXT    NOT NULL,
+  memory    TEXT    NOT NULL,
+  record    INTEGER NOT NULL
+);
+)SQL";
 
 // Version 1 -> 2: the persisted screening bounds (docs/store.md "Persisted screening").
 const char* kScreeningTableSql = R"SQL(
@@ -178,6 +195,7 @@ void Store::Impl::open() {
     throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
   if (schema_version < kStoreSchemaVersion) upgrade_schema();
   if (key_store == nullptr) open_key_store(fresh);
+  complete_shreds(nullptr);  // a forget interrupted between its commit and the key's destruction
 }
 
 // Upgrades a version-1 store in place, in one transaction logged in the audit chain: the
@@ -197,6 +215,7 @@ void Store::Impl::upgrade_schema() {
   if (db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'key_id'") == 0)
     db.exec("ALTER TABLE records ADD COLUMN key_id TEXT");
   db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES ('encryption', 'none')");
+  db.exec(kPendingShredsSql);
   encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
   has_key_id_column = true;
   if (key_store == nullptr) open_key_store(false);

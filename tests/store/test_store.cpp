@@ -374,7 +374,14 @@ TEST_F(StoreAuditTamper, EditingAnyFieldOfAnyRowIsDetected) {
                          "prev_hash = entry_hash"};
   int k = 0;
   for (int seq = 1; seq <= entries_; ++seq) {
+    const bool shred = [&] {
+      RawDb raw(path_);
+      return raw.query_int("SELECT count(*) FROM audit WHERE operation = 'shred' AND seq = " +
+                           std::to_string(seq)) == 1;
+    }();
     for (const char* edit : edits) {
+      // A store-level shred entry has empty states: this edit changes nothing.
+      if (shred && std::string(edit) == "state_after = state_before") continue;
       const std::string p = tampered("t" + std::to_string(k++) + ".db",
                                      "UPDATE audit SET " + std::string(edit) +
                                          " WHERE seq = " + std::to_string(seq));

@@ -1,10 +1,17 @@
 // Encryption at rest wired into the store (docs/store.md "Encryption at rest"): new stores seal
 // every token payload under a per-record data key, no plaintext key bytes reach the data file, its
 // WAL or a backup, hashes and certificates are those of a plaintext store, tampering is refused
-// naming the record, --plaintext opts out, and a schema-2 store is upgraded in place.
+// naming the record, --plaintext opts out, and a schema-2 store is upgraded in place. Forget
+// destroys the record's data key after its commit, and kill -9 never leaves a record whose key
+// is destroyed in a memory.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
+#include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "store/backup.h"
 #include "store/crypto.h"
@@ -141,7 +148,13 @@ TEST(StoreEncryption, HashesAndCertificatesEqualAPlaintextStore) {
   run_sequence(pln);
   EXPECT_FALSE(file_exists(dir.file("p.db.keys")));
   EXPECT_EQ(enc.memory_info("m").state_sha256, pln.memory_info("m").state_sha256);
-  const auto ae = enc.audit();
+  auto ae = enc.audit();  // the same entries plus one store-level "shred" per encrypted forget
+  const auto shreds = std::count_if(ae.begin(), ae.end(),
+                                    [](const AuditEntry& e) { return e.operation == "shred"; });
+  EXPECT_EQ(shreds, 1);
+  ae.erase(std::remove_if(ae.begin(), ae.end(),
+                          [](const AuditEntry& e) { return e.operation == "shred"; }),
+           ae.end());
   const auto ap = pln.audit();
   ASSERT_EQ(ae.size(), ap.size());
   for (std::size_t i = 0; i < ae.size(); ++i) {
@@ -262,6 +275,145 @@ TEST(StoreEncryption, SchemaTwoStoreIsUpgradedInPlaceAndStaysPlaintext) {
   RawDb raw(p);
   EXPECT_EQ(raw.query_int("PRAGMA user_version"), kStoreSchemaVersion);
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE key_id IS NOT NULL"), 0);
+}
+
+std::string key_id_of(const std::string& path, std::int64_t record) {
+  RawDb raw(path);
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(raw.handle(), "SELECT key_id FROM records WHERE record = ?1", -1, &q, nullptr);
+  sqlite3_bind_int64(q, 1, record);
+  std::string out;
+  if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL)
+    out = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
+  sqlite3_finalize(q);
+  return out;
+}
+
+TEST(StoreEncryption, ForgetDestroysTheDataKeyAndLogsTheDestruction) {
+  TempDir dir;
+  const std::string p = dir.file("s.db");
+  Store s(p, opts(true));
+  s.create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
+  add_records(s, "m", {1, 2, 3, 4}, kPerRecord, kDim);
+  const std::string id = key_id_of(p, 2);
+  ASSERT_EQ(id.size(), 32u);
+  std::array<std::uint8_t, 32> key{};
+  std::string wrapped_sha;
+  {
+    store_detail::KeyStore ks(p + ".keys", {});
+    const auto k = ks.get(id);
+    std::memcpy(key.data(), k.key.data(), 32);
+    wrapped_sha = k.wrapped_sha256;
+  }
+  // Suspend keeps ciphertext and key; resume decrypts and re-adds.
+  const std::string sha0 = s.memory_info("m").state_sha256;
+  s.suspend_record("m", 2);
+  EXPECT_EQ(key_id_of(p, 2), id);
+  s.resume_record("m", 2);
+  EXPECT_EQ(s.memory_info("m").state_sha256, sha0);
+  const ForgetResult fr = s.forget_record("m", 2);
+  ASSERT_TRUE(fr.certificate.store.has_value());
+  EXPECT_EQ(fr.certificate.store->data_key_id, id);
+  EXPECT_EQ(fr.certificate.store->data_key_sha256, wrapped_sha);
+  EXPECT_TRUE(fr.certificate.store->data_key_destroyed);
+  const auto audit = s.audit();
+  ASSERT_GE(audit.size(), 2u);
+  const auto& f = audit[audit.size() - 2];
+  const auto& sh = audit.back();
+  ASSERT_EQ(f.operation, "forget");
+  const auto fc = nlohmann::json::parse(f.certificate).at("store");
+  EXPECT_EQ(fc.at("data_key_id"), id);
+  EXPECT_FALSE(fc.at("data_key_destroyed").get<bool>());  // committed before the destruction
+  ASSERT_EQ(sh.operation, "shred");
+  EXPECT_EQ(sh.record, 2);
+  const auto sc = nlohmann::json::parse(sh.certificate);
+  EXPECT_EQ(sc.at("key_id"), id);
+  EXPECT_EQ(sc.at("wrapped_sha256"), wrapped_sha);
+  EXPECT_EQ(sc.at("memory"), "m");
+  std::string key_hex;
+  for (std::uint8_t b : key) {
+    char buf[3];
+    std::snprintf(buf, sizeof buf, "%02x", b);
+    key_hex += buf;
+  }
+  for (const AuditEntry& e : audit) EXPECT_EQ(e.certificate.find(key_hex), std::string::npos);
+  {
+    store_detail::KeyStore ks(p + ".keys", {});
+    EXPECT_TRUE(ks.get(id).shredded());
+  }
+  RawDb raw(p);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM pending_shreds"), 0);
+  for (const std::string& file : {p + ".keys", p + ".keys-wal", p + ".keys-shm", p, p + "-wal"}) {
+    const auto bytes = store_test::read_bytes(file);
+    EXPECT_EQ(store_test::count_occurrences(bytes, key.data(), 16), 0u) << file;
+  }
+  EXPECT_TRUE(s.verify().ok());
+}
+
+// kill -9 at random points of a sequence of forgets (20 trials): a record whose data key is
+// destroyed is never still in the file (hence never in a memory); reopening completes every
+// destruction a committed forget scheduled.
+TEST(StoreEncryption, KillNineDuringForgetsNeverLeavesAShreddedRecordInAMemory) {
+  constexpr int kRecords = 10;
+  std::mt19937_64 gen(2026);
+  int partial = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    TempDir dir;
+    const std::string p = dir.file("s.db");
+    std::vector<std::int64_t> ids;
+    for (int r = 0; r < kRecords; ++r) ids.push_back(r);
+    {
+      Store s(p, opts(true));
+      s.create_memory("m", rbf_settings(0.05, 1.5), 4, 4);
+      add_records(s, "m", ids, 6, 4);
+    }
+    std::map<std::int64_t, std::string> key_of;
+    for (std::int64_t r : ids) key_of[r] = key_id_of(p, r);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::_exit([&] {
+        try {
+          Store s(p);
+          for (std::int64_t r : ids) s.forget_record("m", r);
+          return 0;
+        } catch (...) {
+          return 98;
+        }
+      }());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + gen() % 400));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 98) << "child failed";
+    int shredded = 0;
+    {  // the files as the crash left them, before any store open completes anything
+      store_detail::KeyStore ks(p + ".keys", {});
+      RawDb raw(p);
+      for (std::int64_t r : ids) {
+        if (!ks.get(key_of[r]).shredded()) continue;
+        ++shredded;
+        EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE record = " + std::to_string(r)),
+                  0)
+            << "trial " << trial << ": record " << r << " is shredded but still in the store";
+        EXPECT_EQ(raw.query_int("SELECT count(*) FROM tokens WHERE record = " + std::to_string(r)),
+                  0);
+      }
+    }
+    partial += shredded > 0 && shredded < kRecords ? 1 : 0;
+    Store s(p);  // completes pending destructions
+    const auto recs = s.records("m");
+    store_detail::KeyStore ks(p + ".keys", {});
+    for (std::int64_t r : ids) {
+      const bool present = std::any_of(recs.begin(), recs.end(),
+                                       [&](const RecordInfo& ri) { return ri.record == r; });
+      EXPECT_EQ(ks.get(key_of[r]).shredded(), !present) << "trial " << trial << " record " << r;
+    }
+    RawDb raw(p);
+    EXPECT_EQ(raw.query_int("SELECT count(*) FROM pending_shreds"), 0);
+    EXPECT_TRUE(s.verify().ok()) << "trial " << trial;
+  }
+  std::printf("kill -9 trials with a partial sequence of forgets: %d of 20\n", partial);
 }
 
 }  // namespace
