@@ -29,6 +29,7 @@ struct CreateOptions {
   ProblemOptions problem;
   std::string mode = "audit";
   long long budget = 0;
+  bool plaintext = false;  // a new store keeps token payloads unencrypted
 };
 
 struct AddOptions {
@@ -110,7 +111,13 @@ int run_create(const CreateOptions& o) {
   s.validate();
   Store::validate_memory_name(o.common.memory);  // before the store file is created
   const int value_dim = o.value_dim_given ? o.value_dim : o.dim;
-  Store store(o.common.store, store_options(o.common, true));
+  StoreOptions so = store_options(o.common, true);
+  so.encrypt = !o.plaintext;
+  Store store(o.common.store, so);
+  if (o.plaintext && store.encryption() != "none") {
+    throw InvalidArgument("--plaintext applies to a new store; store '" + o.common.store +
+                          "' exists and is encrypted (" + store.encryption() + ")");
+  }
   const OpResult r = store.create_memory(o.common.memory, s, o.dim, value_dim);
   if (o.common.json) {
     print_json({{"store", o.common.store},
@@ -118,6 +125,7 @@ int run_create(const CreateOptions& o) {
                 {"dim", o.dim},
                 {"value_dim", value_dim},
                 {"settings", memory_settings_to_json(s)},
+                {"encryption", store.encryption()},
                 {"state_sha256", r.entry.state_after},
                 {"audit", audit_entry_to_json(r.entry)}});
   } else {
@@ -127,6 +135,10 @@ int run_create(const CreateOptions& o) {
         o.common.memory, o.common.store, o.dim, value_dim, o.problem.kernel, s.problem.C,
         s.problem.ridge, o.mode);
     fmt::print("sha256      {}\n", r.entry.state_after);
+    fmt::print("encryption  {}{}\n", store.encryption(),
+               store.encryption() == "none"
+                   ? " (plaintext store: token keys and values are stored unencrypted)"
+                   : " (per-record data keys in " + o.common.store + ".keys)");
     print_entry_line(r.entry);
   }
   return 0;
@@ -460,6 +472,9 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"audit", "bounded"}));
   c->add_option("--budget", create.budget,
                 "bounded mode: evict reserve tokens only while the memory holds more (0 = always)");
+  c->add_flag("--plaintext", create.plaintext,
+              "a new store keeps token keys and values unencrypted (default: AES-256-GCM per "
+              "record, data keys in STORE.keys)");
   c->callback([&exit_code, value_dim] {
     create.value_dim_given = value_dim->count() > 0;
     exit_code = run_create(create);
@@ -488,7 +503,9 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   im->callback([&exit_code] { exit_code = run_import(import); });
 
   static RecordOptions forget;
-  auto* f = mem->add_subcommand("forget", "Erase a record: decrement, certificate, secure delete");
+  auto* f = mem->add_subcommand("forget",
+                                "Erase a record: decrement, certificate, secure delete; in an "
+                                "encrypted store its data key is destroyed");
   add_store_arg(f, forget.common, true);
   f->add_option("--record", forget.record, "record id")->required();
   f->add_flag("--no-check", forget.no_check,

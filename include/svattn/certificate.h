@@ -110,6 +110,18 @@ struct StoreErasure {
   std::int64_t token_rows_erased = 0;
   std::int64_t tokens_removed_from_memory = 0;
   bool secure_delete = true;
+  /// "aes-256-gcm": the record's payload was encrypted under its own data key (docs/store.md
+  /// "Encryption at rest"); "none": a plaintext store. Absent in older certificates ("none").
+  std::string encryption = "none";
+  /// Encrypted store: the id of the record's data key in STORE.keys and
+  /// SHA-256("svattn-keyhash-v1" | id | stored key bytes), never the key (docs/store.md "Erasure
+  /// by key destruction"). Empty for a plaintext record.
+  std::string data_key_id;
+  std::string data_key_sha256;
+  /// The data key has been destroyed. false in the audit entry of the forget (the key is destroyed
+  /// right after that entry commits and the destruction is logged by a following "shred" entry);
+  /// true in the certificate the forget returns once the key is gone.
+  bool data_key_destroyed = false;
 };
 
 /// A removal certificate (docs/api.md "Certificates"). to_json/from_json round-trip every field

@@ -60,7 +60,7 @@ inline std::int64_t position_of(TokenId id) { return id & kMaxPosition; }
 
 /// Store schema version written to PRAGMA user_version and the meta table. Version 2 added the
 /// persisted screening bounds; a version-1 file is upgraded in place when opened for writing.
-constexpr int kStoreSchemaVersion = 2;
+constexpr int kStoreSchemaVersion = 3;
 /// PRAGMA application_id of a store file: ASCII "SVAT".
 constexpr std::int32_t kStoreApplicationId = 0x53564154;
 
@@ -102,6 +102,11 @@ struct StoreOptions {
   /// Forget: number of probe queries (removed keys first, then retained support keys) on which the
   /// certificate compares readouts. Only the maximal deviation enters the certificate.
   int certificate_probes = 8;
+  /// A store created by this open encrypts every record's token keys and values at rest with
+  /// AES-256-GCM under a data key of its own, kept in the key store STORE.keys (docs/store.md
+  /// "Encryption at rest"). false: a plaintext store (`memory create --plaintext`). Recorded in
+  /// the store when it is created; ignored when opening an existing store.
+  bool encrypt = true;
 };
 
 // ------------------------------------------------------------------------------------ descriptions
@@ -248,6 +253,8 @@ class Store {
 
   const std::string& path() const;
   const StoreOptions& options() const;
+  /// "aes-256-gcm" (token payloads encrypted per record) or "none" (a plaintext store).
+  const std::string& encryption() const;
 
   /// Throws InvalidArgument unless `name` has 1 to 256 bytes, no control characters and is valid
   /// UTF-8 (names enter the audit log and JSON output).

@@ -204,7 +204,11 @@ json store_to_json(const StoreErasure& s) {
           {"record_was_suspended", s.record_was_suspended},
           {"token_rows_erased", s.token_rows_erased},
           {"tokens_removed_from_memory", s.tokens_removed_from_memory},
-          {"secure_delete", s.secure_delete}};
+          {"secure_delete", s.secure_delete},
+          {"encryption", s.encryption},
+          {"data_key_id", s.data_key_id},
+          {"data_key_sha256", s.data_key_sha256},
+          {"data_key_destroyed", s.data_key_destroyed}};
 }
 
 StoreErasure store_from_json(const json& j) {
@@ -217,6 +221,12 @@ StoreErasure store_from_json(const json& j) {
   s.token_rows_erased = get_int(j, "token_rows_erased", w);
   s.tokens_removed_from_memory = get_int(j, "tokens_removed_from_memory", w);
   s.secure_delete = get_bool(j, "secure_delete", w);
+  s.encryption = j.contains("encryption") ? get_string(j, "encryption", w) : "none";
+  if (j.contains("data_key_id")) {
+    s.data_key_id = get_string(j, "data_key_id", w);
+    s.data_key_sha256 = get_string(j, "data_key_sha256", w);
+    s.data_key_destroyed = get_bool(j, "data_key_destroyed", w);
+  }
   return s;
 }
 

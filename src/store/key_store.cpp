@@ -4,6 +4,7 @@
 
 #include <openssl/crypto.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -105,6 +106,10 @@ void KeyStoreOptions::validate() const {
     throw InvalidArgument("KeyStoreOptions.busy_timeout_ms must be >= 0, got " +
                           std::to_string(busy_timeout_ms));
   }
+  if (read_only && create) {
+    throw InvalidArgument(
+        "KeyStoreOptions.read_only and KeyStoreOptions.create exclude each other");
+  }
 }
 
 std::string KeyStore::wrapped_sha256(const std::string& key_id,
@@ -127,6 +132,10 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
   if (size < 0 && !options_.create) {
     throw NotFound("key store '" + path_ + "' does not exist (KeyStoreOptions.create is false)");
   }
+  if (options_.read_only) {
+    open_read_only(size);
+    return;
+  }
   // An empty file (a creation interrupted before its schema) is initialised like a new one.
   const bool exists = size > 0 || (size == 0 && !options_.create);
   db_ = Database(
@@ -143,6 +152,33 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
     check_schema();
   }
   truncate_wal();  // finishes a truncation an earlier destroy could not complete
+}
+
+void KeyStore::open_read_only(long long size) {
+  if (size <= 0) throw NotFound("key store '" + path_ + "' does not exist or is empty");
+  const std::size_t slash = path_.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash + 1);
+  const bool immutable = ::access((path_ + "-wal").c_str(), F_OK) != 0 &&
+                         ::access((path_ + "-shm").c_str(), F_OK) != 0 &&
+                         ::access(dir.c_str(), W_OK) != 0;
+  if (immutable) {  // no WAL to read: the file is complete (as the store's read-only open)
+    std::string uri = "file:";
+    for (char ch : path_) {
+      if (ch == '%' || ch == '?' || ch == '#') {
+        char buf[4];
+        std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(ch));
+        uri += buf;
+      } else {
+        uri += ch;
+      }
+    }
+    db_ = Database(uri + "?immutable=1",
+                   SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI);
+  } else {
+    db_ = Database(path_, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX);
+  }
+  sqlite3_busy_timeout(db_.handle(), options_.busy_timeout_ms);
+  check_schema();
 }
 
 void KeyStore::create_schema() {
@@ -248,6 +284,7 @@ NewDataKey KeyStore::create_key(const KeyOwner& owner) {
 }
 
 std::vector<NewDataKey> KeyStore::create_keys(const std::vector<KeyOwner>& owners) {
+  if (options_.read_only) throw InvalidArgument("key store '" + path_ + "' was opened read-only");
   Transaction t(db_, true, path_, options_.busy_timeout_ms);
   const std::string now = now_utc();
   std::vector<NewDataKey> out;
@@ -287,6 +324,7 @@ KeyLookup KeyStore::get(const std::string& key_id) {
 }
 
 KeyDestruction KeyStore::destroy(const std::string& key_id) {
+  if (options_.read_only) throw InvalidArgument("key store '" + path_ + "' was opened read-only");
   KeyDestruction d;
   d.key_id = key_id;
   {
@@ -327,6 +365,7 @@ KeyDestruction KeyStore::destroy(const std::string& key_id) {
 }
 
 bool KeyStore::truncate_wal() {
+  if (options_.read_only) throw InvalidArgument("key store '" + path_ + "' was opened read-only");
   int log_frames = -1;
   int checkpointed = -1;
   const int rc = sqlite3_wal_checkpoint_v2(db_.handle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE,

@@ -28,6 +28,10 @@ struct KeyStoreOptions {
   MasterKeySource master;
   /// How long a locked key store is waited for, in ms (>= 0; default 5000).
   int busy_timeout_ms = 5000;
+  /// Open for lookups only (SQLITE_OPEN_READONLY; a read-only store): nothing is written, and a
+  /// file without a -wal in a directory the user cannot write is opened immutable. create, destroy
+  /// and WAL truncation are then refused (InvalidArgument). Incompatible with create.
+  bool read_only = false;
   void validate() const;
 };
 
@@ -107,6 +111,7 @@ class KeyStore {
 
  private:
   void create_schema();
+  void open_read_only(long long size);
   void check_schema();
   NewDataKey insert_key(const KeyOwner& owner, const std::string& now);
   std::vector<std::uint8_t> stored_form(const std::string& key_id, const SecretKey& key) const;

@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "crypto.h"
+#include "key_store.h"
 #include "sqlite_db.h"
 #include "svattn/readout.h"
 #include "svattn/store.h"
@@ -84,6 +86,41 @@ struct ImportPlan {
   std::vector<std::vector<Eigen::Index>> rows;  // input rows of each record, in input order
 };
 
+/// A record's data key was destroyed (crypto-shredded) but its ciphertext is still in the file.
+class RecordShredded : public FormatError {
+ public:
+  RecordShredded(const std::string& msg, std::int64_t record) : FormatError(msg), record_(record) {}
+  std::int64_t record() const { return record_; }
+
+ private:
+  std::int64_t record_;
+};
+
+/// Opens the payloads (key and value blobs) of token rows at the row-I/O boundary (docs/store.md
+/// "Encryption at rest"): a row whose record has no key id is plaintext (dim doubles); otherwise
+/// it is a sealed blob opened under the record's data key, looked up in the key store once per
+/// record and kept only as long as this reader.
+class PayloadReader {
+ public:
+  PayloadReader(KeyStore* keys, const std::string& store_path, std::int64_t memory_id)
+      : keys_(keys), path_(store_path), memory_id_(memory_id) {}
+  /// Decodes column `col` of `q` (`cols` doubles) into `out`; the record's key id is column
+  /// `key_col` (NULL: plaintext). FormatError naming the token on a wrong size, RecordTampered on
+  /// failed authentication, RecordShredded when the record's key was destroyed.
+  void read(const Statement& q, int col, int key_col, int cols, double* out, RecordField field,
+            TokenId id);
+  /// The same with the record's key id given (nullptr: plaintext) instead of read from `q`.
+  void read_with_key(const Statement& q, int col, const std::string* key_id, int cols, double* out,
+                     RecordField field, TokenId id);
+
+ private:
+  Opener& opener(const std::string& key_id, std::int64_t record);
+  KeyStore* keys_;
+  const std::string& path_;
+  std::int64_t memory_id_;
+  std::map<std::string, std::unique_ptr<Opener>> openers_;
+};
+
 /// Checksum of a screening row (docs/store.md "Persisted screening").
 std::string screening_checksum(std::int64_t memory_id, const std::string& state_sha256,
                                const double* bounds, std::size_t n);
@@ -109,8 +146,12 @@ struct Store::Impl {
   Database db;
   std::map<std::string, Cached> cache;
   std::map<std::string, StoredSupport> supports;
-  std::map<std::string, RestoreReport> restores;  // the last restore of each memory
-  std::int64_t schema_version = 0;                // of the open file (1: no screening table)
+  std::map<std::string, RestoreReport> restores;      // the last restore of each memory
+  std::int64_t schema_version = 0;                    // of the open file (1: no screening table)
+  std::string encryption = "none";                    // meta 'encryption' (v3; "none" before)
+  bool has_key_id_column = false;                     // records.key_id exists (v3)
+  std::unique_ptr<store_detail::KeyStore> key_store;  // open iff encryption != "none"
+  std::vector<std::string> new_key_ids;  // keys created in the open transaction (see run_op)
 
   // ------------------------------------------------------------------ store_schema.cpp
   void open();
@@ -121,10 +162,27 @@ struct Store::Impl {
   void upgrade_schema();
   void checkpoint(bool* truncated);
 
+  // ------------------------------------------------------------------ store_payload.cpp
+  /// Opens (fresh: creates) the key store of an encrypted store.
+  void open_key_store(bool fresh);
+  /// The records' key id column in a query that joins `records r` ("NULL" before schema v3).
+  std::string key_id_column() const;
+  store_detail::PayloadReader payload_reader(std::int64_t memory_id) {
+    return store_detail::PayloadReader(key_store.get(), path, memory_id);
+  }
+  /// Forget of an encrypted record, inside its transaction: fills the erasure's data-key fields
+  /// and records the key in pending_shreds (destroyed after the commit, never before).
+  void schedule_shred(std::int64_t memory_id, const std::string& memory, std::int64_t record,
+                      StoreErasure& se);
+  /// Destroys every key in pending_shreds, logging each destruction as an audit entry "shred" and
+  /// removing its row in one transaction; `done` (optional) receives the destructions.
+  void complete_shreds(std::vector<store_detail::KeyDestruction>* done);
+  /// Destroys the keys created by an operation that rolled back (they encrypt nothing).
+  void discard_new_keys() noexcept;
+
   // ------------------------------------------------------------------ store_rows.cpp
   MemoryRow read_memory_row(const std::string& name);
   std::vector<MemoryRow> all_memory_rows();
-  void decode_row(const Statement& q, int col, int cols, double* out, const char* what, TokenId id);
   /// Tokens of the memory's active (not suspended) records, ascending id.
   TokenSet load_active_tokens(const MemoryRow& row);
   /// The state as stored: ids from the active tokens, alpha/partition from the support table.
@@ -134,6 +192,9 @@ struct Store::Impl {
   /// Writes the support diff between `before` and `after` and the memories row of `after`.
   void write_state(std::int64_t memory_id, const State& before, const State& after,
                    std::int64_t seq, const std::string& memory);
+  /// Inserts the token rows of `ts` that `mem` retained (store_payload.cpp); in an encrypted store
+  /// each record of `ts` first gets a data key (one key-store transaction) and its payloads are
+  /// sealed (docs/store.md "Encryption at rest").
   void insert_tokens(std::int64_t memory_id, const TokenSet& ts, const Memory& mem);
   /// Bounded mode: tokens that were in the memory before (and not removed on purpose) but are no
   /// longer retained are deleted from the file. Returns how many.

@@ -97,11 +97,13 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       t.commit();
       out.commit_seconds = since(k0);
       c.seq = e.seq;
+      new_key_ids.clear();
       return out;
     } catch (...) {
       // Neither the file nor the object changes: the memory is restored from the file on next use.
       t.rollback();
       cache.erase(name);
+      discard_new_keys();
       throw;
     }
   }();
@@ -182,6 +184,7 @@ std::string Store::Impl::AddOp::write(Store::Impl& im, Store::Impl::OpContext& c
       {"tokens", ts.size()},
       {"first_token_id", ts.ids.front()},
       {"last_token_id", ts.ids.back()},
+      {"encryption", im.encryption},
   };
   add_outcome_fields(cert, ctx.mem, after, res.diagnostics);
   if (row.settings.mode == MemoryMode::kBounded) {
@@ -227,6 +230,12 @@ struct Store::Impl::ForgetOp : Store::Impl::OpSteps<ForgetResult> {
                     ForgetResult& fr);
   void after_commit(Store::Impl& im, ForgetResult& fr) {
     const auto k0 = Clock::now();
+    std::vector<KeyDestruction> done;
+    im.complete_shreds(&done);  // the key dies only once the tokens are out of the memory
+    for (const KeyDestruction& d : done) {
+      if (d.key_id == fr.certificate.store->data_key_id)
+        fr.certificate.store->data_key_destroyed = true;
+    }
     im.checkpoint(&fr.wal_truncated);
     fr.checkpoint_seconds = since(k0);
   }
@@ -255,10 +264,13 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   se.record_was_suspended = rr.suspended;
   se.token_rows_erased = rec.size();
   se.tokens_removed_from_memory = static_cast<std::int64_t>(in_memory.size());
+  se.encryption = im.encryption;
   fr.certificate.store = se;
   Store::Impl::Statement del(
       im.db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
   del.bind(1, row.id).bind(2, record_lo(audit_record)).bind(3, record_hi(audit_record)).run();
+  if (im.key_store != nullptr) im.schedule_shred(row.id, name, audit_record, se);
+  fr.certificate.store = se;
   Store::Impl::Statement delr(im.db.handle(),
                               "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   delr.bind(1, row.id).bind(2, audit_record).run();
@@ -430,7 +442,8 @@ struct Store::Impl::ImportChunkOp : Store::Impl::OpSteps<OpResult> {
                         {"records", records.size()},
                         {"first_record", records.front()},
                         {"last_record", records.back()},
-                        {"tokens", ts.size()}};
+                        {"tokens", ts.size()},
+                        {"encryption", im.encryption}};
     add_outcome_fields(cert, ctx.mem, after, res.diagnostics);
     return cert.dump();
   }
@@ -486,8 +499,9 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
   e.certificate = nlohmann::json{
       {"settings", memory_settings_to_json(settings)},
       {"dim", dim},
-      {"value_dim",
-       value_dim}}.dump();
+      {"value_dim", value_dim},
+      {"encryption",
+       im.encryption}}.dump();
   im.append_audit(e);
   Impl::Statement ins(im.db.handle(),
                       "INSERT INTO memories(name, settings, dim, value_dim, b, status, warmup, "

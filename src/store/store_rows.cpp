@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <unordered_map>
 
 #include "store_impl.h"
 #include "svattn/hash.h"
@@ -78,29 +79,26 @@ std::vector<MemoryRow> Store::Impl::all_memory_rows() {
   return rows;
 }
 
-void Store::Impl::decode_row(const Statement& q, int col, int cols, double* out, const char* what,
-                             TokenId id) {
-  const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
-  if (static_cast<std::size_t>(q.bytes(col)) != need) {
-    throw FormatError("store '" + path + "': token " + std::to_string(id) + " has a " + what +
-                      " blob of " + std::to_string(q.bytes(col)) + " bytes, expected " +
-                      std::to_string(need));
-  }
-  if (need > 0) std::memcpy(out, q.blob_data(col), need);
-}
-
 // One pass over the memory's token rows in token-id order (the UNIQUE(memory_id, token_id)
-// index), each key and value blob decoded straight into its row of the matrices (decode_row). No
-// join: a token's record is its id's high bits, so the few suspended records are read first and
-// their rows skipped. The rows are sized from a count over that index (no table pages read).
+// index), each key and value blob decoded straight into its row of the matrices by the payload
+// reader (store_payload.cpp). No join: a token's record is its id's high bits, so the records'
+// suspension flags and key ids are read first (one row per record) and each token row finds its
+// record's entry (consecutive rows share it). The rows are sized from a count over that index.
 TokenSet Store::Impl::load_active_tokens(const MemoryRow& row) {
-  std::vector<std::int64_t> suspended;
+  struct RecordEntry {
+    bool suspended;
+    bool sealed;
+    std::string key_id;
+  };
+  std::unordered_map<std::int64_t, RecordEntry> records;
   {
-    Statement q(
-        db.handle(),
-        "SELECT record FROM records WHERE memory_id = ?1 AND suspended = 1 ORDER BY record");
+    const std::string sql = "SELECT record, suspended, " +
+                            std::string(has_key_id_column ? "key_id" : "NULL") +
+                            " FROM records WHERE memory_id = ?1";
+    Statement q(db.handle(), sql.c_str());
     q.bind(1, row.id);
-    while (q.step()) suspended.push_back(q.int64(0));
+    while (q.step())
+      records[q.int64(0)] = {q.int64(1) != 0, !q.is_null(2), q.is_null(2) ? "" : q.text(2)};
   }
   const std::int64_t rows = [&] {
     Statement c(db.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
@@ -115,17 +113,27 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row) {
   Statement q(db.handle(),
               "SELECT token_id, key, value FROM tokens WHERE memory_id = ?1 ORDER BY token_id");
   q.bind(1, row.id);
+  PayloadReader pr = payload_reader(row.id);
   Eigen::Index i = 0;
+  std::int64_t last_record = -1;
+  const RecordEntry* rec = nullptr;
   while (q.step()) {
     const TokenId id = q.int64(0);
-    if (!suspended.empty() &&
-        std::binary_search(suspended.begin(), suspended.end(), record_of(id))) {
-      continue;
+    if (record_of(id) != last_record || rec == nullptr) {
+      last_record = record_of(id);
+      const auto it = records.find(last_record);
+      if (it == records.end()) {
+        throw FormatError("store '" + path + "': token " + std::to_string(id) + " of memory '" +
+                          row.name + "' belongs to no record (corrupted store)");
+      }
+      rec = &it->second;
     }
+    if (rec->suspended) continue;
     if (i >= rows) throw StoreError("store '" + path + "': token count changed while reading");
     ts.ids.push_back(id);
-    decode_row(q, 1, row.dim, ts.keys.row(i).data(), "key", id);
-    decode_row(q, 2, row.value_dim, ts.values.row(i).data(), "value", id);
+    const std::string* key = rec->sealed ? &rec->key_id : nullptr;
+    pr.read_with_key(q, 1, key, row.dim, ts.keys.row(i).data(), RecordField::kKey, id);
+    pr.read_with_key(q, 2, key, row.value_dim, ts.values.row(i).data(), RecordField::kValue, id);
     ++i;
   }
   if (i < rows) {  // suspended tokens were counted above
@@ -265,11 +273,15 @@ void Store::Impl::write_screening(std::int64_t memory_id, const Memory& mem) {
 
 std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int value_dim,
                                         const std::string& state_sha256, double b, Support* out) {
-  Statement q(db.handle(),
-              "SELECT s.token_id, s.alpha, t.key, t.value FROM support s JOIN tokens t ON "
-              "t.memory_id = s.memory_id AND t.token_id = s.token_id WHERE s.memory_id = ?1 "
-              "ORDER BY s.token_id");
+  const std::string sql = "SELECT s.token_id, s.alpha, t.key, t.value, " + key_id_column() +
+                          " FROM support s JOIN tokens t ON t.memory_id = s.memory_id AND "
+                          "t.token_id = s.token_id JOIN records r ON r.memory_id = t.memory_id AND "
+                          "r.record = t.record WHERE s.memory_id = ?1 ORDER BY s.token_id";
+  Statement q(db.handle(), sql.c_str());
   q.bind(1, memory_id);
+  PayloadReader pr = payload_reader(memory_id);
+  std::vector<double> key(static_cast<std::size_t>(dim)),
+      value(static_cast<std::size_t>(value_dim));
   const std::string head =
       "svattn-support-v1\n" + std::to_string(memory_id) + "\n" + state_sha256 + "\n";
   std::vector<std::uint8_t> bytes(head.begin(), head.end());
@@ -283,18 +295,16 @@ std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int val
     const double a = q.real(1);
     const std::size_t kb = static_cast<std::size_t>(dim) * sizeof(double);
     const std::size_t vb = static_cast<std::size_t>(value_dim) * sizeof(double);
-    if (static_cast<std::size_t>(q.bytes(2)) != kb || static_cast<std::size_t>(q.bytes(3)) != vb) {
-      throw FormatError("store '" + path + "': token " + std::to_string(id) +
-                        " has a key or value blob of the wrong size");
-    }
+    pr.read(q, 2, 4, dim, key.data(), RecordField::kKey, id);  // the digest is of plaintext
+    pr.read(q, 3, 4, value_dim, value.data(), RecordField::kValue, id);
     put(&id, sizeof id);
     put(&a, sizeof a);
-    put(q.blob_data(2), kb);
-    put(q.blob_data(3), vb);
+    put(key.data(), kb);
+    put(value.data(), vb);
     if (out != nullptr && a > 0) {
       alpha.push_back(a);
-      const auto* k = static_cast<const double*>(q.blob_data(2));
-      const auto* v = static_cast<const double*>(q.blob_data(3));
+      const double* k = key.data();
+      const double* v = value.data();
       keys.insert(keys.end(), k, k + dim);
       values.insert(values.end(), v, v + value_dim);
     }
@@ -387,26 +397,6 @@ void Store::Impl::write_state(std::int64_t memory_id, const State& before, const
       .run();
 }
 
-void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, const Memory& mem) {
-  Statement ins(db.handle(),
-                "INSERT INTO tokens(memory_id, token_id, record, position, key, value) VALUES "
-                "(?1, ?2, ?3, ?4, ?5, ?6)");
-  for (int i = 0; i < ts.size(); ++i) {
-    const TokenId id = ts.ids[static_cast<std::size_t>(i)];
-    if (!mem.contains(id)) continue;  // bounded mode evicted it on arrival: not retained
-    ins.bind(1, memory_id)
-        .bind(2, static_cast<std::int64_t>(id))
-        .bind(3, record_of(id))
-        .bind(4, position_of(id))
-        .bind_blob(5, ts.keys.row(i).data(),
-                   sizeof(double) * static_cast<std::size_t>(ts.keys.cols()))
-        .bind_blob(6, ts.values.row(i).data(),
-                   sizeof(double) * static_cast<std::size_t>(ts.values.cols()))
-        .run();
-    ins.reset();
-  }
-}
-
 std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& before,
                                          const Memory& mem,
                                          const std::vector<TokenId>& removed_on_purpose) {
@@ -434,10 +424,13 @@ RecordRow Store::Impl::read_record(std::int64_t memory_id, std::int64_t record) 
 }
 
 TokenSet Store::Impl::record_tokens(const MemoryRow& row, std::int64_t record) {
-  Statement q(db.handle(),
-              "SELECT token_id, key, value FROM tokens WHERE memory_id = ?1 AND token_id "
-              "BETWEEN ?2 AND ?3 ORDER BY token_id");
+  const std::string sql = "SELECT t.token_id, t.key, t.value, " + key_id_column() +
+                          " FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
+                          "r.record = t.record WHERE t.memory_id = ?1 AND t.token_id BETWEEN ?2 "
+                          "AND ?3 ORDER BY t.token_id";
+  Statement q(db.handle(), sql.c_str());
   q.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record));
+  PayloadReader pr = payload_reader(row.id);
   std::vector<TokenId> ids;
   std::vector<double> keys;
   std::vector<double> values;
@@ -446,8 +439,9 @@ TokenSet Store::Impl::record_tokens(const MemoryRow& row, std::int64_t record) {
     ids.push_back(id);
     keys.resize(keys.size() + static_cast<std::size_t>(row.dim));
     values.resize(values.size() + static_cast<std::size_t>(row.value_dim));
-    decode_row(q, 1, row.dim, keys.data() + keys.size() - row.dim, "key", id);
-    decode_row(q, 2, row.value_dim, values.data() + values.size() - row.value_dim, "value", id);
+    pr.read(q, 1, 3, row.dim, keys.data() + keys.size() - row.dim, RecordField::kKey, id);
+    pr.read(q, 2, 3, row.value_dim, values.data() + values.size() - row.value_dim,
+            RecordField::kValue, id);
   }
   TokenSet ts;
   const auto n = static_cast<Eigen::Index>(ids.size());

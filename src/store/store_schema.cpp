@@ -15,7 +15,10 @@ using namespace store_detail;
 
 namespace {
 
-// Schema version 2 (docs/store.md "Schema"). Version 1 is this without the screening table.
+// Schema version 3 (docs/store.md "Schema"). Version 2 is this without records.key_id and the
+// meta row 'encryption'; version 1 also without the screening table. records.key_id is the id of
+// the record's data key in STORE.keys (NULL: its token payloads are plaintext); it is not payload,
+// so it may live in a WITHOUT ROWID table (docs/store.md "Encryption at rest").
 const char* kSchemaSql = R"SQL(
 CREATE TABLE meta(
   key   TEXT PRIMARY KEY,
@@ -42,6 +45,7 @@ CREATE TABLE records(
   record    INTEGER NOT NULL,
   suspended INTEGER NOT NULL DEFAULT 0,
   added_utc TEXT    NOT NULL,
+  key_id    TEXT,
   PRIMARY KEY(memory_id, record)
 ) WITHOUT ROWID;
 CREATE TABLE tokens(
@@ -82,6 +86,12 @@ CREATE TABLE screening(
   checksum     TEXT    NOT NULL,
   support_sha256 TEXT  NOT NULL
 );
+CREATE TABLE pending_shreds(
+  rowid     INTEGER PRIMARY KEY,
+  key_id    TEXT    NOT NULL,
+  memory    TEXT    NOT NULL,
+  record    INTEGER NOT NULL
+);
 CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
   BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
@@ -108,6 +118,17 @@ std::string immutable_uri(const std::string& path) {
   }
   return u + "?immutable=1";
 }
+
+// Version 2 -> 3: data keys whose destruction a committed forget scheduled (docs/store.md
+// "Erasure by key destruction").
+const char* kPendingShredsSql = R"SQL(
+CREATE TABLE IF NOT EXISTS pending_shreds(
+  rowid     INTEGER PRIMARY KEY,
+  key_id    TEXT    NOT NULL,
+  memory    TEXT    NOT NULL,
+  record    INTEGER NOT NULL
+);
+)SQL";
 
 // Version 1 -> 2: the persisted screening bounds (docs/store.md "Persisted screening").
 const char* kScreeningTableSql = R"SQL(
@@ -163,13 +184,18 @@ void Store::Impl::open() {
     initialise_schema();
   }
   validate_existing();
-  if (options.read_only) return;  // connection settings below only matter to writers
+  if (options.read_only) {  // connection settings below only matter to writers
+    if (key_store == nullptr) open_key_store(false);
+    return;
+  }
   db.exec("PRAGMA secure_delete=ON");
   db.exec("PRAGMA synchronous=FULL");
   const std::string mode = db.query_text("PRAGMA journal_mode=WAL");
   if (mode != "wal")
     throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
   if (schema_version < kStoreSchemaVersion) upgrade_schema();
+  if (key_store == nullptr) open_key_store(fresh);
+  complete_shreds(nullptr);  // a forget interrupted between its commit and the key's destruction
 }
 
 // Upgrades a version-1 store in place, in one transaction logged in the audit chain: the
@@ -180,18 +206,31 @@ void Store::Impl::upgrade_schema() {
   const std::int64_t version = db.query_int("PRAGMA user_version");
   if (version >= kStoreSchemaVersion) {  // another process upgraded it meanwhile
     schema_version = version;
+    encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
+    has_key_id_column = true;
     return;
   }
-  db.exec(kScreeningTableSql);
+  // v3: records.key_id (NULL: plaintext payloads) and meta 'encryption'. An older store was
+  // written in plain text and stays so ("none"; docs/store.md "Encryption at rest").
+  if (db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'key_id'") == 0)
+    db.exec("ALTER TABLE records ADD COLUMN key_id TEXT");
+  db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES ('encryption', 'none')");
+  db.exec(kPendingShredsSql);
+  encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
+  has_key_id_column = true;
+  if (key_store == nullptr) open_key_store(false);
+  if (version < 2) db.exec(kScreeningTableSql);
   db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
   Statement meta(db.handle(), "UPDATE meta SET value = ?1 WHERE key = 'schema_version'");
   meta.bind(1, std::to_string(kStoreSchemaVersion)).run();
   schema_version = kStoreSchemaVersion;
   std::int64_t rows = 0;
-  for (const MemoryRow& row : all_memory_rows()) {
-    const Cached& c = ensure_loaded(row);
-    write_screening(row.id, *c.memory);
-    ++rows;
+  if (version < 2) {
+    for (const MemoryRow& row : all_memory_rows()) {
+      const Cached& c = ensure_loaded(row);
+      write_screening(row.id, *c.memory);
+      ++rows;
+    }
   }
   AuditEntry e;
   e.operation = "upgrade";
@@ -200,8 +239,9 @@ void Store::Impl::upgrade_schema() {
       {"operation", "upgrade"},
       {"from_schema_version", version},
       {"to_schema_version", kStoreSchemaVersion},
-      {"screening_rows",
-       rows}}.dump();
+      {"screening_rows", rows},
+      {"encryption",
+       encryption}}.dump();
   append_audit(e);
   t.commit();
   std::fprintf(stderr, "svattn: store '%s' upgraded from schema version %lld to %d\n", path.c_str(),
@@ -232,9 +272,13 @@ void Store::Impl::initialise_schema() {
   db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
   Statement ins(db.handle(), "INSERT INTO meta(key, value) VALUES (?1, ?2)");
   const std::pair<const char*, std::string> rows[] = {
-      {"magic", kMagic},          {"schema_version", std::to_string(kStoreSchemaVersion)},
-      {"created_utc", now_utc()}, {"token_id_layout", "record << 23 | position"},
-      {"audit_head_seq", "0"},    {"audit_head_hash", kZeroHash}};
+      {"magic", kMagic},
+      {"schema_version", std::to_string(kStoreSchemaVersion)},
+      {"created_utc", now_utc()},
+      {"token_id_layout", "record << 23 | position"},
+      {"audit_head_seq", "0"},
+      {"audit_head_hash", kZeroHash},
+      {"encryption", options.encrypt ? "aes-256-gcm" : "none"}};
   for (const auto& [k, v] : rows) {
     ins.bind(1, std::string(k)).bind(2, v).run();
     ins.reset();
@@ -291,6 +335,16 @@ void Store::Impl::validate_existing() {
     Statement q(db.handle(), "SELECT value FROM meta WHERE key = 'schema_version'");
     if (q.step()) meta_version = q.text(0);
   }
+  {
+    Statement q(db.handle(), "SELECT value FROM meta WHERE key = 'encryption'");
+    if (q.step()) {
+      encryption = q.text(0);
+    } else if (version >= 3) {
+      throw FormatError("store '" + path + "': meta has no 'encryption' row");
+    }
+  }
+  has_key_id_column =
+      db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'key_id'") > 0;
   if (meta_version != std::to_string(version)) {
     throw FormatError("store '" + path + "': unsupported schema version " +
                       (meta_version.empty() ? std::string("(missing)") : meta_version) +

@@ -150,7 +150,13 @@ MemoryVerification Store::Impl::verify_memory(
   mv.name = row.name;
   mv.stored_sha256 = row.state_sha256;
   const std::size_t problems_before = problems.size();
-  const TokenSet tokens = load_active_tokens(row);
+  TokenSet tokens;
+  try {
+    tokens = load_active_tokens(row);
+  } catch (const FormatError& e) {  // a payload that fails authentication or has a wrong size
+    problems.push_back("memory '" + row.name + "': " + e.what());
+    return mv;
+  }
   mv.tokens = tokens.size();
   {
     Statement q(db.handle(),

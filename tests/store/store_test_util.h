@@ -84,6 +84,13 @@ inline void write_bytes(const std::string& path, const std::vector<std::uint8_t>
   out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
+/// Copies a store's data file and, when it has one, its key store (STORE.keys) to `to`.
+inline void copy_store(const std::string& from, const std::string& to) {
+  write_bytes(to, read_bytes(from));
+  const std::vector<std::uint8_t> keys = read_bytes(from + ".keys");
+  if (!keys.empty()) write_bytes(to + ".keys", keys);
+}
+
 inline std::string file_sha(const std::string& path) { return sha256_hex(read_bytes(path)); }
 
 inline bool file_exists(const std::string& p) {

@@ -117,6 +117,7 @@ TEST(Store, ErasedBytesAreGoneFromEveryFile) {
   const std::string path = dir.file("s.db");
   StoreOptions o;
   o.create = true;
+  o.encrypt = false;  // the plaintext store's erasure: the scan's control finds the bytes first
   o.certificate_check = true;
   Store store(path, o);
   store.create_memory("m", rbf_settings(0.05), kDim, kDim);
@@ -166,6 +167,7 @@ TEST(Store, ErasedBytesAreGoneWhenRowsSpillToOverflowPages) {
   const std::string path = dir.file("s.db");
   StoreOptions o;
   o.create = true;
+  o.encrypt = false;  // the plaintext store's erasure: the scan's control finds the bytes first
   Store store(path, o);
   store.create_memory("m", rbf_settings(0.1, 8.0), kWide, kWide);
   add_records(store, "m", {0, 1, 2, 3, 4}, 8, kWide);
@@ -183,6 +185,7 @@ TEST(Store, SuspendKeepsDataAndResumeRestoresTheState) {
   const std::string path = dir.file("s.db");
   StoreOptions o;
   o.create = true;
+  o.encrypt = false;  // plaintext: the scan below sees the suspended record's bytes kept
   Store store(path, o);
   Store other(dir.file("other.db"), o);
   store.create_memory("m", rbf_settings(0.05), kDim, kDim);
@@ -346,6 +349,7 @@ class StoreAuditTamper : public ::testing::Test {
   std::string tampered(const std::string& name, const std::string& sql) {
     const std::string p = dir_.file(name);
     store_test::write_bytes(p, store_test::read_bytes(path_));
+    store_test::write_bytes(p + ".keys", store_test::read_bytes(path_ + ".keys"));
     RawDb db(p);
     EXPECT_EQ(db.exec("DROP TRIGGER audit_no_update; DROP TRIGGER audit_no_delete;"), SQLITE_OK);
     EXPECT_EQ(db.exec(sql), SQLITE_OK) << sql << ": " << sqlite3_errmsg(db.handle());
@@ -370,7 +374,14 @@ TEST_F(StoreAuditTamper, EditingAnyFieldOfAnyRowIsDetected) {
                          "prev_hash = entry_hash"};
   int k = 0;
   for (int seq = 1; seq <= entries_; ++seq) {
+    const bool shred = [&] {
+      RawDb raw(path_);
+      return raw.query_int("SELECT count(*) FROM audit WHERE operation = 'shred' AND seq = " +
+                           std::to_string(seq)) == 1;
+    }();
     for (const char* edit : edits) {
+      // A store-level shred entry has empty states: this edit changes nothing.
+      if (shred && std::string(edit) == "state_after = state_before") continue;
       const std::string p = tampered("t" + std::to_string(k++) + ".db",
                                      "UPDATE audit SET " + std::string(edit) +
                                          " WHERE seq = " + std::to_string(seq));

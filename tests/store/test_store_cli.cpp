@@ -118,10 +118,12 @@ TEST_F(StoreCli, ShowQueryForgetVerifyAudit) {
   const CliRun au = run(dir_, "memory audit " + store_ + " --json");
   ASSERT_EQ(au.code, 0);
   const nlohmann::json aj = nlohmann::json::parse(au.out);
-  ASSERT_EQ(aj.at("entries").size(), 8u);  // create, 3 adds, 2 forgets, suspend, resume
+  // create, 3 adds, 2 forgets (each followed by a store-level "shred" of its data key), suspend,
+  // resume
+  ASSERT_EQ(aj.at("entries").size(), 10u);
   EXPECT_EQ(aj.at("entries")[4].at("operation"), "forget");
   const CliRun at = run(dir_, "memory audit " + store_);
-  EXPECT_EQ(lines(at.out), 1 + 8);
+  EXPECT_EQ(lines(at.out), 1 + 10);
 }
 
 TEST_F(StoreCli, BadInputsExitTwoWithOneLine) {
@@ -314,7 +316,7 @@ TEST_F(StoreCli18, EveryStoredFieldOfAMemoryIsCheckedByVerify) {
   };
   for (size_t i = 0; i < edits.size(); ++i) {
     const std::string p = dir_.file("t" + std::to_string(i) + ".db");
-    store_test::write_bytes(p, store_test::read_bytes(store_));
+    store_test::copy_store(store_, p);
     {
       RawDb db(p);
       ASSERT_EQ(db.exec("UPDATE memories SET " + edits[i]), SQLITE_OK) << edits[i];
@@ -331,7 +333,7 @@ TEST_F(StoreCli18, ReadCommandsWorkOnAReadOnlyFileAndWriteNothing) {
   {  // a checkpointed copy: no -wal/-shm files
     Store s(store_);
   }
-  store_test::write_bytes(ro, store_test::read_bytes(store_));
+  store_test::copy_store(store_, ro);
   ASSERT_EQ(::chmod(ro.c_str(), 0444), 0);
   struct stat st0 {};
   ASSERT_EQ(::stat(ro.c_str(), &st0), 0);
@@ -352,7 +354,7 @@ TEST_F(StoreCli18, ReadCommandsWorkOnAReadOnlyFileAndWriteNothing) {
   if (::geteuid() == 0 && std::system("command -v runuser >/dev/null 2>&1") == 0) {
     const std::string locked = dir_.file("locked");
     std::filesystem::create_directory(locked);
-    store_test::write_bytes(locked + "/s.db", store_test::read_bytes(store_));
+    store_test::copy_store(store_, locked + "/s.db");
     ASSERT_EQ(::chmod((locked + "/s.db").c_str(), 0444), 0);
     ASSERT_EQ(::chmod(locked.c_str(), 0555), 0);
     ASSERT_EQ(::chmod(dir_.path().c_str(), 0755), 0);
@@ -377,7 +379,7 @@ TEST_F(StoreCli18, ReadCommandsWorkOnAReadOnlyFileAndWriteNothing) {
 
 TEST_F(StoreCli18, DroppedTableAndUnknownSchemaVersion) {
   const std::string dropped = dir_.file("dropped.db");
-  store_test::write_bytes(dropped, store_test::read_bytes(store_));
+  store_test::copy_store(store_, dropped);
   {
     RawDb db(dropped);
     ASSERT_EQ(db.exec("DROP TABLE support"), SQLITE_OK);
@@ -386,7 +388,7 @@ TEST_F(StoreCli18, DroppedTableAndUnknownSchemaVersion) {
   EXPECT_EQ(v.code, 1) << v.out << v.err;
   EXPECT_NE(v.out.find("table 'support' is missing"), std::string::npos) << v.out;
   const std::string v99 = dir_.file("v99.db");
-  store_test::write_bytes(v99, store_test::read_bytes(store_));
+  store_test::copy_store(store_, v99);
   {
     RawDb db(v99);
     ASSERT_EQ(db.exec("UPDATE meta SET value = '99' WHERE key = 'schema_version'"), SQLITE_OK);
@@ -396,7 +398,7 @@ TEST_F(StoreCli18, DroppedTableAndUnknownSchemaVersion) {
 
 TEST_F(StoreCli18, ProblemLinesNameTheMemoryOnce) {
   const std::string p = dir_.file("orphan.db");
-  store_test::write_bytes(p, store_test::read_bytes(store_));
+  store_test::copy_store(store_, p);
   {
     RawDb db(p);
     ASSERT_EQ(db.exec("INSERT INTO support(memory_id, token_id, part, alpha) SELECT id, 999999, 1, "
@@ -407,6 +409,36 @@ TEST_F(StoreCli18, ProblemLinesNameTheMemoryOnce) {
   EXPECT_EQ(v.code, 1) << v.out << v.err;
   EXPECT_NE(v.out.find("memory 'm'"), std::string::npos) << v.out;
   EXPECT_EQ(v.out.find("memory 'm': memory 'm'"), std::string::npos) << v.out;
+}
+
+}  // namespace
+}  // namespace svattn
+
+namespace svattn {
+namespace {
+
+// Encryption at rest (docs/store.md "Encryption at rest"): a new store is encrypted by default,
+// `--plaintext` opts out and is recorded; asking for it on an existing encrypted store exits 2 and
+// writes nothing.
+TEST_F(StoreCli, PlaintextOptOutIsRecordedAndRefusedOnAnEncryptedStore) {
+  EXPECT_TRUE(store_test::file_exists(store_ + ".keys"));
+  const std::string before = store_test::file_sha(store_);
+  const CliRun bad = run(dir_, "memory create " + store_ +
+                                   " --memory z --dim 4 --kernel rbf --C 0.1 --plaintext");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("encrypted"), std::string::npos) << bad.err;
+  EXPECT_EQ(lines(bad.err), 1) << bad.err;
+  EXPECT_EQ(store_test::file_sha(store_), before);
+  const std::string p = dir_.file("plain.db");
+  const CliRun c =
+      run(dir_, "memory create " + p + " --memory m --dim 4 --kernel rbf --C 0.1 --plaintext");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_NE(c.out.find("encryption  none"), std::string::npos) << c.out;
+  EXPECT_FALSE(store_test::file_exists(p + ".keys"));
+  const CliRun j = run(dir_, "memory create " + dir_.file("e.db") +
+                                 " --memory m --dim 4 --kernel rbf --C 0.1 --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(nlohmann::json::parse(j.out).at("encryption"), "aes-256-gcm");
 }
 
 }  // namespace

@@ -30,6 +30,9 @@ std::string make_store(const TempDir& dir, const std::string& name, int records,
   const std::string path = dir.file(name);
   StoreOptions o;
   o.create = true;
+  // Plaintext: these tests copy data files byte for byte (without a key store) and search them
+  // for plaintext doubles; encrypted stores are covered by test_store_encryption.cpp.
+  o.encrypt = false;
   Store store(path, o);
   store.create_memory("m", rbf_settings(0.03), kDim, kDim);
   std::vector<std::int64_t> ids;

@@ -27,10 +27,12 @@ std::vector<std::int64_t> ids(int n) {
 }
 
 // A store with one memory of 60 records x 4 tokens (optimal, out of warm-up, with reserve tokens).
-std::string make_store(const TempDir& dir) {
+// Plaintext (encrypt = false) where a test edits token bytes in the file as plaintext doubles.
+std::string make_store(const TempDir& dir, bool encrypt = true) {
   const std::string path = dir.file("s.db");
   StoreOptions o;
   o.create = true;
+  o.encrypt = encrypt;
   Store s(path, o);
   s.create_memory("m", rbf_settings(0.05), kDim, kDim);
   add_records(s, "m", ids(60), 4, kDim);
@@ -159,7 +161,7 @@ TEST(StoreScreening, ForgedBoundWithAValidChecksumIsCaughtByVerify) {
 // refuses the corrupted memory), an edited reserve key does not change the answer.
 TEST(StoreScreening, QueryChecksTheSupportDigest) {
   TempDir dir;
-  const std::string path = make_store(dir);
+  const std::string path = make_store(dir, false);
   const RowMatrix q = store_test::random_keys(3, kDim, 77);
   const RowMatrix want = Store(path).query("m", q);
   const State st = Store(path).stored_state("m");
@@ -201,7 +203,7 @@ void downgrade_to_v1(const std::string& path) {
 
 TEST(StoreUpgrade, Version1StoreIsUpgradedInPlaceAndKeepsItsHash) {
   TempDir dir;
-  const std::string path = make_store(dir);
+  const std::string path = make_store(dir, false);  // a version-1 file is plaintext
   const std::string want = Store(path).memory_info("m").state_sha256;
   downgrade_to_v1(path);
   const auto entries_before = [&] {

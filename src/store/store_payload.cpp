@@ -1,0 +1,191 @@
+// The row-I/O boundary of token payloads (docs/store.md "Encryption at rest"): sealing a record's
+// key and value bytes under its own data key when token rows are written, opening them when they
+// are read, and the key store the data keys live in. Everything above this file sees plaintext.
+#include <cstring>
+#include <set>
+
+#include "store_impl.h"
+
+namespace svattn {
+
+using namespace store_detail;
+
+void Store::Impl::open_key_store(bool fresh) {
+  if (encryption == "none") return;
+  if (encryption != "aes-256-gcm") {
+    throw FormatError("store '" + path + "': unknown encryption '" + encryption + "' in meta");
+  }
+  KeyStoreOptions ko;
+  ko.busy_timeout_ms = options.busy_timeout_ms;
+  // A missing key store is created only for a store that has never sealed a record (a fresh
+  // store, or one whose creation was interrupted between the two files); otherwise every record
+  // would silently become unreadable.
+  bool sealed_any = false;
+  if (!fresh) {
+    sealed_any = has_key_id_column &&
+                 db.query_int("SELECT count(*) FROM records WHERE key_id IS NOT NULL") > 0;
+  }
+  ko.create = !sealed_any && !options.read_only;
+  ko.read_only = options.read_only;
+  try {
+    key_store = std::make_unique<KeyStore>(KeyStore::path_for(path), ko);
+  } catch (const NotFound& e) {
+    throw FormatError("store '" + path + "' is encrypted but its key store '" +
+                      KeyStore::path_for(path) + "' is missing: " + e.what());
+  }
+}
+
+std::string Store::Impl::key_id_column() const { return has_key_id_column ? "r.key_id" : "NULL"; }
+
+Opener& PayloadReader::opener(const std::string& key_id, std::int64_t record) {
+  auto it = openers_.find(key_id);
+  if (it != openers_.end()) return *it->second;
+  if (keys_ == nullptr) {
+    throw FormatError("store '" + path_ + "': record " + std::to_string(record) +
+                      " is encrypted but the store has no key store (meta says plaintext)");
+  }
+  KeyLookup k = keys_->get(key_id);
+  if (k.shredded()) {
+    throw RecordShredded("store '" + path_ + "': record " + std::to_string(record) + " of memory " +
+                             std::to_string(memory_id_) + " is shredded: its data key " + key_id +
+                             " was destroyed at " + k.destroyed_utc,
+                         record);
+  }
+  if (k.owner.memory_id != memory_id_ || k.owner.record_id != record) {
+    throw FormatError("store '" + path_ + "': record " + std::to_string(record) +
+                      " names data key " + key_id + ", which belongs to memory " +
+                      std::to_string(k.owner.memory_id) + " record " +
+                      std::to_string(k.owner.record_id));
+  }
+  return *(openers_[key_id] = std::make_unique<Opener>(k.key));
+}
+
+void PayloadReader::read(const Statement& q, int col, int key_col, int cols, double* out,
+                         RecordField field, TokenId id) {
+  if (q.is_null(key_col)) return read_with_key(q, col, nullptr, cols, out, field, id);
+  const std::string key_id = q.text(key_col);
+  read_with_key(q, col, &key_id, cols, out, field, id);
+}
+
+void PayloadReader::read_with_key(const Statement& q, int col, const std::string* key_id, int cols,
+                                  double* out, RecordField field, TokenId id) {
+  const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
+  const std::size_t have = static_cast<std::size_t>(q.bytes(col));
+  const bool sealed = key_id != nullptr;
+  const std::size_t want = sealed ? need + kSealOverhead : need;
+  if (have != want) {
+    throw FormatError("store '" + path_ + "': token " + std::to_string(id) + " has a " +
+                      to_string(field) + " blob of " + std::to_string(have) + " bytes, expected " +
+                      std::to_string(want) + (sealed ? " (sealed)" : ""));
+  }
+  if (!sealed) {
+    if (need > 0) std::memcpy(out, q.blob_data(col), need);
+    return;
+  }
+  const RecordAad aad{memory_id_, record_of(id), position_of(id), field};
+  opener(*key_id, aad.record_id).open_into(aad, q.blob_data(col), have, out, need);
+}
+
+void Store::Impl::discard_new_keys() noexcept {
+  for (const std::string& id : new_key_ids) {
+    try {
+      key_store->destroy(id);
+    } catch (...) {  // an orphan key (no row references it) encrypts nothing
+    }
+  }
+  new_key_ids.clear();
+}
+
+void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, const Memory& mem) {
+  Statement ins(db.handle(),
+                "INSERT INTO tokens(memory_id, token_id, record, position, key, value) VALUES "
+                "(?1, ?2, ?3, ?4, ?5, ?6)");
+  const std::size_t kb = sizeof(double) * static_cast<std::size_t>(ts.keys.cols());
+  const std::size_t vb = sizeof(double) * static_cast<std::size_t>(ts.values.cols());
+  std::map<std::int64_t, std::unique_ptr<Sealer>> sealers;
+  if (key_store != nullptr) {
+    std::set<std::int64_t> recs;
+    for (TokenId id : ts.ids) recs.insert(record_of(id));
+    std::vector<KeyOwner> owners;
+    for (std::int64_t r : recs) owners.push_back({memory_id, r});
+    std::vector<NewDataKey> keys = key_store->create_keys(owners);
+    Statement up(db.handle(),
+                 "UPDATE records SET key_id = ?3 WHERE memory_id = ?1 AND record = ?2");
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+      new_key_ids.push_back(keys[k].key_id);
+      up.bind(1, memory_id).bind(2, owners[k].record_id).bind(3, keys[k].key_id).run();
+      up.reset();
+      sealers[owners[k].record_id] = std::make_unique<Sealer>(keys[k].key);
+    }
+  }
+  std::vector<std::uint8_t> kbuf, vbuf;
+  for (int i = 0; i < ts.size(); ++i) {
+    const TokenId id = ts.ids[static_cast<std::size_t>(i)];
+    if (!mem.contains(id)) continue;  // bounded mode evicted it on arrival: not retained
+    const double* key = ts.keys.row(i).data();
+    const double* value = ts.values.row(i).data();
+    ins.bind(1, memory_id)
+        .bind(2, static_cast<std::int64_t>(id))
+        .bind(3, record_of(id))
+        .bind(4, position_of(id));
+    if (sealers.empty()) {
+      ins.bind_blob(5, key, kb).bind_blob(6, value, vb);
+    } else {
+      Sealer& s = *sealers.at(record_of(id));
+      s.seal_into({memory_id, record_of(id), position_of(id), RecordField::kKey}, key, kb, kbuf);
+      s.seal_into({memory_id, record_of(id), position_of(id), RecordField::kValue}, value, vb,
+                  vbuf);
+      ins.bind_blob(5, kbuf.data(), kbuf.size()).bind_blob(6, vbuf.data(), vbuf.size());
+    }
+    ins.run();
+    ins.reset();
+  }
+}
+
+void Store::Impl::schedule_shred(std::int64_t memory_id, const std::string& memory,
+                                 std::int64_t record, StoreErasure& se) {
+  Statement q(db.handle(), "SELECT key_id FROM records WHERE memory_id = ?1 AND record = ?2");
+  q.bind(1, memory_id).bind(2, record);
+  if (!q.step() || q.is_null(0)) return;  // a plaintext record: nothing to destroy
+  const std::string key_id = q.text(0);
+  se.data_key_id = key_id;
+  se.data_key_sha256 = key_store->get(key_id).wrapped_sha256;
+  Statement ins(db.handle(),
+                "INSERT INTO pending_shreds(key_id, memory, record) VALUES (?1, ?2, ?3)");
+  ins.bind(1, key_id).bind(2, memory).bind(3, record).run();
+}
+
+void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
+  if (key_store == nullptr || options.read_only) return;
+  struct Pending {
+    std::int64_t rowid;
+    std::string key_id, memory;
+    std::int64_t record;
+  };
+  std::vector<Pending> pending;
+  {
+    Statement q(db.handle(),
+                "SELECT rowid, key_id, memory, record FROM pending_shreds ORDER BY rowid");
+    while (q.step()) pending.push_back({q.int64(0), q.text(1), q.text(2), q.int64(3)});
+  }
+  for (const Pending& p : pending) {
+    const KeyDestruction d = key_store->destroy(p.key_id);  // idempotent: safe to repeat
+    Transaction t(db, true, path, options.busy_timeout_ms);
+    Statement del(db.handle(), "DELETE FROM pending_shreds WHERE rowid = ?1");
+    del.bind(1, p.rowid).run();
+    if (sqlite3_changes(db.handle()) == 0) continue;  // another process completed it
+    AuditEntry e;
+    e.operation = "shred";
+    e.record = p.record;
+    nlohmann::json c = d.to_json();
+    c["operation"] = "shred";
+    c["memory"] = p.memory;
+    c["record"] = p.record;
+    e.certificate = c.dump();
+    append_audit(e);
+    t.commit();
+    if (done != nullptr) done->push_back(d);
+  }
+}
+
+}  // namespace svattn
