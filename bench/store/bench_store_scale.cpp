@@ -3,7 +3,7 @@
 // measured in the same run, and the same forgets through the library on an open Store.
 // Gaussian keys, one record = `record` consecutive rows. Prints Markdown tables.
 //   bench_store_scale --svattn PATH [--n 20016] [--d 64] [--record 24] [--C 0.01]
-//                     [--sigma2-per-dim 1] [--seed 1] [--dir /tmp] [--libsvm 1]
+//                     [--sigma2-per-dim 1] [--seed 1] [--dir /tmp] [--libsvm 1] [--plaintext 0]
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +39,7 @@ struct Args {
   std::uint64_t seed = 1;
   std::string dir = "/tmp";
   bool libsvm = true;
+  bool plaintext = false;  // --plaintext 1: `memory create --plaintext` (default: encrypted)
 };
 
 Args parse(int argc, char** argv) {
@@ -63,6 +64,8 @@ Args parse(int argc, char** argv) {
       a.dir = v;
     else if (k == "--libsvm")
       a.libsvm = v != "0";
+    else if (k == "--plaintext")
+      a.plaintext = v != "0";
     else {
       std::fprintf(stderr, "bench_store_scale: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -174,7 +177,8 @@ int main(int argc, char** argv) {
   const std::string S = a.svattn + " memory ";
   const std::string M = " --memory m";
 
-  run(S + "create " + db + M + " --dim " + std::to_string(a.d) + prob);
+  run(S + "create " + db + M + " --dim " + std::to_string(a.d) + prob +
+      (a.plaintext ? " --plaintext" : ""));
   const Timed import = run(S + "import " + db + M + " --keys " + keys + " --records " + recs);
   std::vector<std::int64_t> reserve_only, support;
   State st;
