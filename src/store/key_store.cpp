@@ -6,11 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 
 #include "svattn/hash.h"
+#include "utc_clock.h"
 #include "svattn/store.h"
 
 namespace svattn::store_detail {
@@ -46,20 +45,6 @@ CREATE TABLE shredded_keys(
   destroyed_utc  TEXT    NOT NULL
 ) WITHOUT ROWID;
 )SQL";
-
-std::string now_utc() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms.count()));
-  return buf;
-}
 
 // -1 if the file does not exist, else its size.
 long long file_size(const std::string& p) {

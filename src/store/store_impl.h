@@ -20,6 +20,7 @@
 #include "sqlite_db.h"
 #include "svattn/readout.h"
 #include "svattn/store.h"
+#include "utc_clock.h"
 
 namespace svattn {
 
@@ -32,7 +33,6 @@ extern const std::string kZeroHash;
 constexpr int kPartMargin = 1;
 constexpr int kPartError = 2;
 
-std::string now_utc();
 nlohmann::json diagnostics_to_json(const OpDiagnostics& d);
 /// The outcome fields every operation's certificate carries.
 void add_outcome_fields(nlohmann::json& cert, const Memory& mem, const State& after,
