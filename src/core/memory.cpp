@@ -452,8 +452,8 @@ void Memory::check_invariants() const {
       double acc = 0.0;
       for (int j : m.support_by_id) acc += m.kernel_at(i, j) * m.alpha[j];
       const double g = acc - m.kdiag[i] / 2 + m.b;
-      const double gain = m.exact_offset ? m.b - m.b_at_refresh[i] : 0.0;
-      const double lower = m.screen_base[i] + gain - (m.drift - m.drift_at_refresh[i]);
+      // The drift bound, exactly as gradient_lower_bound gives it (the bound a store persists).
+      const double lower = m.gradient_lower_bound(i);
       SVATTN_ASSERT(g >= -1e-9 * scale, "reserve token " + std::to_string(m.ids[i]) +
                                             " violates KKT: g = " + std::to_string(g));
       SVATTN_ASSERT(lower <= g + 1e-9 * scale,

@@ -5,6 +5,7 @@
 
 #include "streams.h"
 #include "svattn/hash.h"
+#include "svattn/kernel.h"
 #include "svattn/memory.h"
 
 namespace svattn {
@@ -50,6 +51,46 @@ TEST(MemoryRestore, BoundsSeedTheRestoreWithFewerKernelValues) {
   }
   EXPECT_EQ(seeded.state_sha256(), m.state_sha256());
   EXPECT_EQ(plain.state_sha256(), m.state_sha256());
+  seeded.check_invariants();
+}
+
+// The bounds a store persists stay below the exact gradients after a long mixed sequence (the
+// spread bound rebases the drift bound's base many times there; the persisted bound must follow
+// the base, not the last exact gradient).
+TEST(MemoryRestore, PersistedBoundsStayBelowTheExactGradients) {
+  const RowMatrix x = make_keys(Stream::kGaussian, 600, 4, 31);
+  Memory m(restore_settings(), 4, 4);
+  m.add_batch(TokenSet::from_rows(x.topRows(400)));
+  for (int r = 0; r < 200; ++r) {
+    m.add(400 + r, x.row(400 + r).transpose(), x.row(400 + r).transpose());
+    m.remove(static_cast<TokenId>((r * 7) % 400));
+    if (r % 3 == 0)
+      m.add(static_cast<TokenId>((r * 7) % 400), x.row((r * 7) % 400).transpose(),
+            x.row((r * 7) % 400).transpose());
+  }
+  m.check_invariants();  // asserts gradient_lower_bound(i) <= g_i on every reserve token
+  const State st = m.state();
+  const TokenSet tokens = m.tokens();
+  const std::vector<double> bounds = m.gradient_lower_bounds();
+  ASSERT_EQ(bounds.size(), tokens.ids.size());
+  const KernelSettings& k = st.settings.kernel;
+  int reserve = 0;
+  for (int i = 0; i < tokens.size(); ++i) {
+    if (st.alpha[static_cast<size_t>(i)] != 0.0) continue;
+    ++reserve;
+    double acc = 0;
+    for (int j = 0; j < tokens.size(); ++j)
+      if (st.alpha[static_cast<size_t>(j)] != 0.0)
+        acc += st.alpha[static_cast<size_t>(j)] *
+               kernel(k, tokens.keys.row(i).data(), tokens.keys.row(j).data(), 4);
+    const double g =
+        acc - kernel(k, tokens.keys.row(i).data(), tokens.keys.row(i).data(), 4) / 2 + st.b;
+    EXPECT_LE(bounds[static_cast<size_t>(i)], g + 1e-9) << "token " << tokens.ids[i];
+  }
+  EXPECT_GT(reserve, 100);
+  OpDiagnostics dg;
+  Memory seeded = Memory::restore(restore_settings(), tokens, st, &dg, &bounds);
+  EXPECT_EQ(seeded.state_sha256(), st.state_sha256);
   seeded.check_invariants();
 }
 
