@@ -433,6 +433,18 @@ int run_verify(const Common& o) {
   return v.ok() ? 0 : 1;
 }
 
+int run_backup(const Common& o, const std::string& destination) {
+  const StoreBackup b = backup_store(o.store, destination);
+  if (o.json) {
+    print_json(backup_to_json(b));
+  } else {
+    fmt::print("backup      {} ({} bytes, sha256 {}, integrity {}, {:.3f} s)\n", b.destination,
+               b.bytes, b.sha256, b.integrity_ok ? "ok" : "FAILED", b.seconds);
+    fmt::print("keys        {}\n", b.note);
+  }
+  return b.integrity_ok ? 0 : 1;
+}
+
 int run_audit(const Common& o) {
   Store store(o.store, read_only_options(o));
   const std::vector<AuditEntry> entries = store.audit();
@@ -551,6 +563,13 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   v->callback([&exit_code] { exit_code = run_verify(verify); });
 
   static Common audit;
+  static Common backup;
+  static std::string backup_dest;
+  auto* bk = mem->add_subcommand(
+      "backup", "Consistent online copy of the store's data file to DEST (keys not included)");
+  add_store_arg(bk, backup, false);
+  bk->add_option("DEST", backup_dest, "new file for the copy (must not exist)")->required();
+  bk->callback([&exit_code] { exit_code = run_backup(backup, backup_dest); });
   auto* au = mem->add_subcommand("audit", "Print the audit log");
   add_store_arg(au, audit, false);
   au->callback([&exit_code] { exit_code = run_audit(audit); });

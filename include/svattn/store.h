@@ -237,6 +237,30 @@ struct StoreVerification {
 };
 nlohmann::json verification_to_json(const StoreVerification& v);
 
+// ------------------------------------------------------------------------------------------ backup
+
+/// A consistent online copy of a store's data file (docs/store.md "Backups").
+struct StoreBackup {
+  std::string source;
+  std::string destination;
+  std::string encryption;     ///< the store's: "aes-256-gcm" or "none" (plaintext)
+  std::int64_t bytes = 0;     ///< size of the copy
+  std::string sha256;         ///< of the copy
+  bool integrity_ok = false;  ///< PRAGMA quick_check of the copy
+  bool keys_included = false; ///< always false: the data keys stay in SOURCE.keys
+  std::string note;           ///< what the copy does and does not hold, for the user
+  double seconds = 0;
+};
+nlohmann::json backup_to_json(const StoreBackup& b);
+
+/// Copies the data file of the store at `store_path` (committed contents, WAL included, while
+/// other connections keep working) to `destination`, which must not exist (AlreadyExists, nothing
+/// written); the copy appears complete or not at all. The data keys are never copied: a record of
+/// an encrypted store erased after the backup stays unreadable in the copy. A plaintext store's
+/// copy holds its records' bytes, and erasing a record later does not remove them from it.
+/// Throws like Store's constructor for a missing or foreign file.
+StoreBackup backup_store(const std::string& store_path, const std::string& destination);
+
 // ------------------------------------------------------------------------------------------- store
 
 class Store {

@@ -190,3 +190,38 @@ BackupResult backup_database(const std::string& source, const std::string& desti
 }
 
 }  // namespace svattn::store_detail
+
+namespace svattn {
+
+nlohmann::json backup_to_json(const StoreBackup& b) {
+  return {{"source", b.source},         {"destination", b.destination},
+          {"encryption", b.encryption}, {"bytes", b.bytes},
+          {"sha256", b.sha256},         {"integrity_ok", b.integrity_ok},
+          {"keys_included", b.keys_included}, {"note", b.note},
+          {"seconds", b.seconds}};
+}
+
+StoreBackup backup_store(const std::string& store_path, const std::string& destination) {
+  StoreBackup out;
+  {
+    StoreOptions o;  // opened read-only first: the file must be a store, and its encryption known
+    o.read_only = true;
+    const Store store(store_path, o);
+    out.encryption = store.encryption();
+  }
+  const store_detail::BackupResult r = store_detail::backup_database(store_path, destination);
+  out.source = r.source;
+  out.destination = r.destination;
+  out.bytes = r.bytes;
+  out.sha256 = r.sha256;
+  out.integrity_ok = r.integrity_ok;
+  out.keys_included = r.keys_included;
+  out.seconds = r.seconds;
+  out.note = out.encryption == "none"
+                 ? "plaintext store: the copy holds every record's key and value bytes; erasing a "
+                   "record later does not remove it from this copy"
+                 : r.keys_note;
+  return out;
+}
+
+}  // namespace svattn

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -124,6 +125,35 @@ TEST_F(StoreCli, ShowQueryForgetVerifyAudit) {
   EXPECT_EQ(aj.at("entries")[4].at("operation"), "forget");
   const CliRun at = run(dir_, "memory audit " + store_);
   EXPECT_EQ(lines(at.out), 1 + 10);
+}
+
+// `memory backup`: a copy that opens as the same store (same state hash), says that the keys are
+// not included, and never overwrites (exit 2, one line, the existing file unchanged).
+TEST_F(StoreCli, BackupCopiesTheDataFileWithoutKeysAndNeverOverwrites) {
+  const std::string dest = dir_.file("copy.db");
+  const CliRun b = run(dir_, "memory backup " + store_ + " " + dest + " --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  const nlohmann::json bj = nlohmann::json::parse(b.out);
+  EXPECT_FALSE(bj.at("keys_included").get<bool>());
+  EXPECT_TRUE(bj.at("integrity_ok").get<bool>());
+  EXPECT_EQ(bj.at("encryption"), "aes-256-gcm");
+  EXPECT_NE(bj.at("note").get<std::string>().find("not included"), std::string::npos);
+  const CliRun orig = run(dir_, "memory show " + store_ + " --memory m --json");
+  ASSERT_EQ(orig.code, 0) << orig.err;
+  // The copy is read with the source's key store beside it (the keys are never in the copy).
+  std::filesystem::copy_file(store_ + ".keys", dest + ".keys");
+  const CliRun copy = run(dir_, "memory show " + dest + " --memory m --json");
+  ASSERT_EQ(copy.code, 0) << copy.err;
+  EXPECT_EQ(nlohmann::json::parse(copy.out).at("state_sha256"),
+            nlohmann::json::parse(orig.out).at("state_sha256"));
+  const std::string before = slurp(dest);
+  const CliRun again = run(dir_, "memory backup " + store_ + " " + dest);
+  EXPECT_EQ(again.code, 2);
+  EXPECT_EQ(lines(again.err), 1) << again.err;
+  EXPECT_EQ(slurp(dest), before);
+  const CliRun text = run(dir_, "memory backup " + store_ + " " + dir_.file("copy2.db"));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("keys        data keys are not included"), std::string::npos);
 }
 
 TEST_F(StoreCli, BadInputsExitTwoWithOneLine) {
