@@ -15,8 +15,9 @@ using namespace store_detail;
 
 namespace {
 
-// Schema version 3 (docs/store.md "Schema"). Version 2 is this without records.key_id and the
-// meta row 'encryption'; version 1 also without the screening table. records.key_id is the id of
+// Schema version 3 (docs/store.md "Schema"), with kScreeningTableSql and kPendingShredsSql below
+// (shared with the upgrades). Version 2 is this without records.key_id, the meta row 'encryption'
+// and pending_shreds; version 1 also without the screening table. records.key_id is the id of
 // the record's data key in STORE.keys (NULL: its token payloads are plaintext); it is not payload,
 // so it may live in a WITHOUT ROWID table (docs/store.md "Encryption at rest").
 const char* kSchemaSql = R"SQL(
@@ -77,20 +78,6 @@ CREATE TABLE audit(
   certificate  TEXT    NOT NULL,
   prev_hash    TEXT    NOT NULL,
   entry_hash   TEXT    NOT NULL
-);
-CREATE TABLE screening(
-  memory_id    INTEGER PRIMARY KEY,
-  state_sha256 TEXT    NOT NULL,
-  tokens       INTEGER NOT NULL,
-  bounds       BLOB    NOT NULL,
-  checksum     TEXT    NOT NULL,
-  support_sha256 TEXT  NOT NULL
-);
-CREATE TABLE pending_shreds(
-  rowid     INTEGER PRIMARY KEY,
-  key_id    TEXT    NOT NULL,
-  memory    TEXT    NOT NULL,
-  record    INTEGER NOT NULL
 );
 CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
   BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
@@ -267,7 +254,9 @@ void Store::Impl::initialise_schema() {
       db.query_int("SELECT count(*) FROM sqlite_master") != 0) {
     return;  // rolled back (nothing written); validate_existing() checks what is there
   }
-  db.exec(kSchemaSql);
+  db.exec(kSchemaSql);  // then the tables the upgrades also create (one definition each)
+  db.exec(kScreeningTableSql);
+  db.exec(kPendingShredsSql);
   db.exec("PRAGMA application_id=" + std::to_string(kStoreApplicationId));
   db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
   Statement ins(db.handle(), "INSERT INTO meta(key, value) VALUES (?1, ?2)");
