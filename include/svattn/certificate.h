@@ -84,6 +84,11 @@ struct OptimalityCheck {
   bool hash_ok = false;
   /// kReference: the state the argument refers to (= the certificate's before.state_sha256).
   std::string reference_sha256;
+  /// kReference computed from the stored rows without restoring the memory: the coefficients
+  /// from the stored support, the hashes from the persisted bucket digests, whose state hash before
+  /// was checked equal to the recorded one (docs/store.md "Forget without a restore"). JSON
+  /// "from_stored_rows", absent in older certificates (false).
+  bool from_stored_rows = false;
   std::string note;  ///< when not performed: how to check independently
   bool ok() const { return performed && feasible && kkt_ok && hash_ok; }
 };
@@ -167,6 +172,27 @@ RemovalCertificate removal_certificate(const State& before, const Memory& after_
                                        const std::vector<TokenId>& removed,
                                        const std::string& record_id, const OpDiagnostics& diag,
                                        const CertificateOptions& options, const RowMatrix& probes);
+/// A removal of tokens that all had alpha = 0, described from a stored state without the memory
+/// at hand (a store that did not restore it; docs/store.md "Forget without a restore"). The caller
+/// read the support (margin and error tokens) of the state before and checked that no removed id
+/// is in it; `after.state_sha256` is the hash of the same support over the remaining tokens.
+struct StoredReserveRemoval {
+  MemorySettings settings;
+  std::string record_id;
+  std::vector<TokenId> removed_ids;
+  StateSummary before;
+  StateSummary after;
+  /// The support of both states, ascending id: coefficients and whether each is an error token.
+  std::vector<TokenId> support_ids;
+  std::vector<double> support_alpha;
+  std::vector<char> support_is_error;
+};
+/// Its certificate by reference (argument kReference): the coefficients, b and partition do not
+/// change, so every remaining KKT condition is that of `before`; feasibility is checked on the
+/// support (the reserve coefficients are 0 by construction), uniqueness needs ridge > 0 or
+/// warm-up (otherwise it says it was not established: the keys were not read). O(|S u E|).
+RemovalCertificate removal_certificate(const StoredReserveRemoval& removal);
+
 /// Legacy form: check = true runs the full optimality check and the re-solve; false runs neither.
 RemovalCertificate removal_certificate(const State& before, const Memory& after_memory,
                                        const std::vector<TokenId>& removed,

@@ -107,6 +107,9 @@ class Memory {
   std::string state_sha256() const;
   /// All tokens held, ascending id.
   TokenSet tokens() const;
+  /// The tokens with these ids, in the order given (throws NotFound naming a missing id).
+  /// O(|ids| (d + dv)).
+  TokenSet tokens(const std::vector<TokenId>& ids) const;
   double alpha(TokenId id) const;
   Status status() const;
   /// Diagnostics summed over the life of the memory.

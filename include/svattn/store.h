@@ -59,8 +59,9 @@ inline std::int64_t record_of(TokenId id) { return id >> kPositionBits; }
 inline std::int64_t position_of(TokenId id) { return id & kMaxPosition; }
 
 /// Store schema version written to PRAGMA user_version and the meta table. Version 2 added the
-/// persisted screening bounds; a version-1 file is upgraded in place when opened for writing.
-constexpr int kStoreSchemaVersion = 3;
+/// persisted screening bounds, 3 per-record encryption, 4 the version-2 state hash (docs/math.md
+/// §6); an older file is upgraded in place when opened for writing (docs/store.md "Schema").
+constexpr int kStoreSchemaVersion = 4;
 /// PRAGMA application_id of a store file: ASCII "SVAT".
 constexpr std::int32_t kStoreApplicationId = 0x53564154;
 
@@ -101,6 +102,12 @@ struct StoreOptions {
   bool certificate_resolve = false;
   /// Forget: number of probe queries (removed keys first, then retained support keys) on which the
   /// certificate compares readouts. Only the maximal deviation enters the certificate.
+  /// Forget a reserve-only record (every token alpha = 0) of a memory this Store has not restored
+  /// from the stored rows alone, without restoring it: the hash after follows from the records'
+  /// persisted bucket digests and the certificate argues by reference (docs/store.md "Forget
+  /// without a restore"). Needs certificate_check and certificate_reference, no resolve; any
+  /// condition it cannot establish falls back to the ordinary path. false: always restore.
+  bool forget_without_restore = true;
   int certificate_probes = 8;
   /// A store created by this open encrypts every record's token keys and values at rest with
   /// AES-256-GCM under a data key of its own, kept in the key store STORE.keys (docs/store.md

@@ -414,21 +414,27 @@ ResolveCheck resolve_check(const Memory& after_memory, const TokenSet& remaining
   return c;
 }
 
-std::string scope_text(const Memory& m) {
-  if (m.settings().mode == MemoryMode::kAudit && m.evictions() > 0) {
-    return "audit mode, but " + std::to_string(m.evictions()) +
+std::string scope_text(MemoryMode mode, std::uint64_t evictions) {
+  if (mode == MemoryMode::kAudit && evictions > 0) {
+    return "audit mode, but " + std::to_string(evictions) +
            " reserve token(s) were evicted from this memory earlier (evict_reserve): the state "
            "equals the optimum on the retained tokens minus the removed ones. An evicted token "
            "might have re-entered the support after this removal, so exactness is relative to the "
            "retained tokens only.";
   }
-  if (m.settings().mode == MemoryMode::kAudit) {
+  if (mode == MemoryMode::kAudit) {
     return "audit mode: the state after removal equals the optimum on every token ever ingested "
            "minus the removed ones (exact forgetting under the same fixed C, ridge and kernel).";
   }
   return "bounded mode: reserve tokens were evicted earlier; the state equals the optimum on the "
          "retained tokens minus the removed ones. An evicted token might have re-entered the "
          "support after this removal, so exactness is relative to the retained tokens only.";
+}
+
+std::string limits_text() {
+  return "The certificate covers this memory's state and outputs. It covers a model's outputs only "
+         "where keys and values are computed per record; if a deep model mixed the record into "
+         "other tokens before the memory, those activations still depend on it.";
 }
 
 }  // namespace
@@ -464,11 +470,58 @@ RemovalCertificate removal_certificate(const State& before, const Memory& after_
     c.verify = full_check(remaining, after, ms.tolerances);
   }
   if (options.resolve) c.check = resolve_check(after_memory, remaining, after, probes);
-  c.scope = scope_text(after_memory);
-  c.limits =
-      "The certificate covers this memory's state and outputs. It covers a model's outputs only "
-      "where keys and values are computed per record; if a deep model mixed the record into other "
-      "tokens before the memory, those activations still depend on it.";
+  c.scope = scope_text(ms.mode, after_memory.evictions());
+  c.limits = limits_text();
+  return c;
+}
+
+RemovalCertificate removal_certificate(const StoredReserveRemoval& r) {
+  const std::size_t m = r.support_ids.size();
+  SVATTN_ASSERT(r.support_alpha.size() == m && r.support_is_error.size() == m,
+                "support ids, coefficients and error flags must align");
+  RemovalCertificate c;
+  c.mode = r.settings.mode;
+  c.settings = r.settings.problem;
+  c.record_id = r.record_id;
+  c.removed_ids = r.removed_ids;
+  std::sort(c.removed_ids.begin(), c.removed_ids.end());
+  c.before = r.before;
+  c.after = r.after;
+  OptimalityCheck& v = c.verify;
+  v.performed = true;
+  v.argument = CertificateArgument::kReference;
+  v.checks = {"removed_alpha_zero", "coefficients_unchanged", "feasibility", "uniqueness",
+              "hash"};
+  // Feasibility over the support; every other coefficient is 0 by construction (the store holds
+  // no coefficient for it), so the sum and the box are those of the support.
+  const double C = r.settings.problem.C;
+  double sum = 0.0, box = 0.0;
+  bool sets_ok = !is_warm(static_cast<int>(r.after.n), C);
+  for (std::size_t k = 0; k < m; ++k) {
+    const double a = r.support_alpha[k];
+    sum += a;
+    box = std::max({box, -a, a - C});
+    sets_ok = sets_ok && (r.support_is_error[k] ? a == C : (a > 0 && a < C));
+  }
+  v.feasible = sets_ok && std::abs(sum - 1.0) <= 1e-10 && box <= 0.0;
+  v.kkt_ok = true;  // by reference: the remaining g_i are those of `before`
+  v.max_kkt_violation = r.before.kkt.max_violation;
+  VerifyReport vr;
+  TokenSet sized;  // uniqueness() reads only the size unless RBF with ridge 0
+  sized.ids.resize(r.after.n);
+  if (r.settings.problem.ridge > 0 || r.after.n == 0) {
+    uniqueness(sized, r.settings.problem, vr);
+    v.unique = vr.unique;
+    v.uniqueness_reason = vr.uniqueness_reason;
+  } else {
+    v.unique = false;
+    v.uniqueness_reason = "not established: ridge = 0 and the keys were not read (run `svattn "
+                          "memory verify`)";
+  }
+  v.hash_ok = r.after.state_sha256.size() == 64;
+  v.reference_sha256 = r.before.state_sha256;
+  c.scope = scope_text(r.settings.mode, 0);
+  c.limits = limits_text();
   return c;
 }
 

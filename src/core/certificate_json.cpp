@@ -139,7 +139,10 @@ json verify_to_json(const OptimalityCheck& v) {
          {"kkt_ok", v.kkt_ok},  {"max_kkt_violation", v.max_kkt_violation},
          {"unique", v.unique},  {"uniqueness_reason", v.uniqueness_reason},
          {"hash_ok", v.hash_ok}};
-  if (v.argument == CertificateArgument::kReference) j["reference_sha256"] = v.reference_sha256;
+  if (v.argument == CertificateArgument::kReference) {
+    j["reference_sha256"] = v.reference_sha256;
+    j["from_stored_rows"] = v.from_stored_rows;
+  }
   return j;
 }
 
@@ -164,6 +167,7 @@ OptimalityCheck verify_from_json(const json& j) {
   v.hash_ok = get_bool(j, "hash_ok", w);
   if (v.argument == CertificateArgument::kReference) {
     v.reference_sha256 = get_string(j, "reference_sha256", w);
+    v.from_stored_rows = j.contains("from_stored_rows") && get_bool(j, "from_stored_rows", w);
   }
   return v;
 }

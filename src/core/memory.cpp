@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <unordered_map>
 
@@ -303,31 +304,37 @@ double Memory::decision(const Eigen::Ref<const Eigen::VectorXd>& q) const {
 State Memory::state() const {
   Impl& m = *impl_;
   if (!m.state_valid) {
-    // Slots in ascending id; the hash streams from the slots (no copy of the tokens).
-    std::vector<int> sl;
-    sl.reserve(static_cast<size_t>(m.num_tokens));
-    for (int i = 0; i < m.slots_used; ++i)
-      if (m.live[i]) sl.push_back(i);
-    std::sort(sl.begin(), sl.end(), [&](int x, int y) { return m.ids[x] < m.ids[y]; });
-    std::vector<TokenId> ids(sl.size());
-    std::vector<double> a(sl.size());
-    std::vector<Set> s(sl.size());
-    for (size_t r = 0; r < sl.size(); ++r) {
-      ids[r] = m.ids[sl[r]];
-      a[r] = m.alpha[sl[r]];
-      s[r] = m.set_of[sl[r]];
-    }
+    // Slots in ascending id from the hash buckets; the hash rehashes only the buckets changed
+    // since the last state (docs/math.md §6), no copy of the tokens.
+    std::vector<TokenId> ids;
+    std::vector<double> a;
+    std::vector<Set> s;
+    ids.reserve(static_cast<size_t>(m.num_tokens));
+    a.reserve(static_cast<size_t>(m.num_tokens));
+    s.reserve(static_cast<size_t>(m.num_tokens));
+    StateHashParts parts;
+    m.buckets.for_each_slot([&](int slot) {
+      ids.push_back(m.ids[slot]);
+      a.push_back(m.alpha[slot]);
+      s.push_back(m.set_of[slot]);
+      std::uint64_t bits;
+      std::memcpy(&bits, &m.alpha[slot], sizeof bits);
+      if (bits != 0) parts.nonzero_alpha.emplace_back(m.ids[slot], m.alpha[slot]);
+    });
     // Residuals of the last canonical refinement; operations that leave (a, b) untouched (a new
     // reserve token with g >= 0, removing or evicting reserve tokens) leave them unchanged.
     const KktReport kkt = m.num_tokens > 0 ? m.kkt : KktReport{};
     m.state_cache = detail::build_state_unhashed(m.settings.problem, ids, m.key_dim, m.value_dim, a,
                                                  s, m.b, kkt, m.status, m.warmup);
-    m.state_cache.state_sha256 = canonical_sha256_rows(
-        m.settings.problem, sl.size(), m.key_dim, m.value_dim,
-        [&](size_t r) {
-          return CanonicalRow{m.ids[sl[r]], m.key(sl[r]), m.value(sl[r])};
-        },
-        a, m.b);
+    parts.n = ids.size();
+    parts.d = m.key_dim;
+    parts.dv = m.value_dim;
+    parts.b = m.b;
+    const std::vector<BucketDigest>& digests =
+        m.buckets.digests(m.key_dim, m.value_dim, [&](int slot) {
+          return CanonicalRow{m.ids[slot], m.key(slot), m.value(slot)};
+        });
+    m.state_cache.state_sha256 = state_sha256_from_parts(m.settings.problem, parts, digests);
     m.state_valid = true;
   }
   return m.state_cache;
@@ -335,6 +342,23 @@ State Memory::state() const {
 
 std::string Memory::state_sha256() const { return state().state_sha256; }
 TokenSet Memory::tokens() const { return impl_->tokens_sorted(); }
+
+TokenSet Memory::tokens(const std::vector<TokenId>& ids) const {
+  const Impl& m = *impl_;
+  TokenSet t;
+  t.ids = ids;
+  t.keys.resize(static_cast<Eigen::Index>(ids.size()), m.key_dim);
+  t.values.resize(static_cast<Eigen::Index>(ids.size()), m.value_dim);
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    const auto it = m.slot_of.find(ids[r]);
+    if (it == m.slot_of.end())
+      throw NotFound("tokens: token id " + std::to_string(ids[r]) + " not present");
+    const auto i = static_cast<Eigen::Index>(r);
+    for (int k = 0; k < m.key_dim; ++k) t.keys(i, k) = m.key(it->second)[k];
+    for (int k = 0; k < m.value_dim; ++k) t.values(i, k) = m.value(it->second)[k];
+  }
+  return t;
+}
 
 double Memory::alpha(TokenId id) const {
   auto it = impl_->slot_of.find(id);

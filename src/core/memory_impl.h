@@ -17,6 +17,7 @@
 #include "canonical.h"
 #include "slack_index.h"
 #include "support_columns.h"
+#include "token_buckets.h"
 #include "svattn/kernel.h"
 #include "svattn/memory.h"
 #include "svattn/readout.h"
@@ -68,6 +69,8 @@ struct Memory::Impl final : detail::KernelAccess {
   std::vector<Set> set_of;    // margin / error / reserve
   std::vector<int> free_slots;
   std::unordered_map<TokenId, int> slot_of;
+  // The live slots in ascending id, grouped in hash buckets with cached digests (the state hash).
+  detail::TokenBuckets buckets;
   // Kernel columns K(:, j) for the support and the moving token, stored row-major.
   detail::SupportColumns columns;
 

@@ -13,9 +13,7 @@ std::vector<double> Memory::gradient_lower_bounds() const {
   if (m.num_tokens == 0 || m.status != Status::kOptimal || m.warmup) return out;
   std::vector<int> sl;
   sl.reserve(static_cast<size_t>(m.num_tokens));
-  for (int i = 0; i < m.slots_used; ++i)
-    if (m.live[i]) sl.push_back(i);
-  std::sort(sl.begin(), sl.end(), [&](int x, int y) { return m.ids[x] < m.ids[y]; });
+  m.buckets.for_each_slot([&](int s) { sl.push_back(s); });  // ascending id
   out.reserve(sl.size());
   for (int s : sl) {
     const bool reserve = m.set_of[s] == Impl::Set::kReserve && m.alpha[s] == 0.0;

@@ -62,8 +62,8 @@ void Memory::Impl::rebase_screening(int i, double lower) {
 // epoch and the accumulators. Called with every exact gradient (mark_refreshed).
 void Memory::Impl::spread_snapshot(int i) {
   if (!use_spread) return;
-  if (!live[i] || set_of[i] != Set::kReserve) {
-    spread_s[i] = std::numeric_limits<double>::infinity();
+  if (!live[i] || set_of[i] != Set::kReserve || columns.count() == 0) {
+    spread_s[i] = std::numeric_limits<double>::infinity();  // (no column: nothing cached)
     return;
   }
   const double* r = columns.row(i);

@@ -61,10 +61,11 @@ int Memory::Impl::insert_token(TokenId id_, const double* k, const double* v) {
   grad[s] = 0;
   set_of[s] = Set::kReserve;
   spread_s[s] = std::numeric_limits<double>::infinity();  // a new row: nothing cached yet
+  columns.invalidate_row(s);  // before the snapshot: the slot's previous row is not this token's
   mark_refreshed(s, b);
   slot_of[id_] = s;
+  buckets.insert(id_, s);
   ++num_tokens;
-  columns.invalidate_row(s);
   return s;
 }
 
@@ -76,15 +77,15 @@ void Memory::Impl::erase_token(int s) {
   screen_touch(s);  // its index entry is stale from now on
   drop_column(s);
   slot_of.erase(ids[s]);
+  buckets.erase(ids[s]);
   free_slots.push_back(s);
   --num_tokens;
 }
 
 TokenSet Memory::Impl::tokens_sorted() const {
   std::vector<int> sl;
-  for (int i = 0; i < slots_used; ++i)
-    if (live[i]) sl.push_back(i);
-  std::sort(sl.begin(), sl.end(), [&](int x, int y) { return ids[x] < ids[y]; });
+  sl.reserve(static_cast<size_t>(num_tokens));
+  buckets.for_each_slot([&](int s) { sl.push_back(s); });
   TokenSet t;
   t.ids.resize(sl.size());
   t.keys.resize(static_cast<Eigen::Index>(sl.size()), key_dim);

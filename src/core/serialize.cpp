@@ -12,7 +12,8 @@ namespace {
 
 constexpr char kMagic[16] = "SVATTN-MEMORY\0\0";
 // Version 2 added the eviction count after schur_tol; version 1 files are still read (count 0).
-constexpr std::uint32_t kVersion = 2;
+// Version 3: the state hash is version 2 (docs/math.md §6); older files are upgraded on read.
+constexpr std::uint32_t kVersion = 3;  // 3: state hash version 2 (docs/math.md §6)
 
 bool host_little_endian() {
   const std::uint16_t one = 1;
@@ -113,6 +114,26 @@ std::vector<std::uint8_t> Memory::serialize() const {
   return w.out;
 }
 
+namespace {
+
+// Files of version 1 and 2 hold a version-1 state hash: when it checks against the file's tokens
+// and coefficients, it is replaced by the same state's current hash; otherwise it is left as it is
+// and restore() re-solves (docs/math.md §6).
+void upgrade_hash(const ProblemSettings& p, const TokenSet& t, State& st) {
+  const auto row = [&](std::size_t r) {
+    const auto i = static_cast<Eigen::Index>(r);
+    return CanonicalRow{t.ids[r], t.keys.row(i).data(), t.values.row(i).data()};
+  };
+  for (std::size_t r = 1; r < t.ids.size(); ++r)
+    if (!(t.ids[r - 1] < t.ids[r])) return;  // not a canonical order: restore() decides
+  if (st.alpha.size() != t.ids.size()) return;
+  const int d = static_cast<int>(t.keys.cols()), dv = static_cast<int>(t.values.cols());
+  if (canonical_sha256_v1(p, t.ids.size(), d, dv, row, st.alpha, st.b) == st.state_sha256)
+    st.state_sha256 = canonical_sha256_rows(p, t.ids.size(), d, dv, row, st.alpha, st.b);
+}
+
+}  // namespace
+
 Memory Memory::deserialize(const std::vector<std::uint8_t>& bytes) {
   if (bytes.size() < 16 + 4 + 64) throw FormatError("memory file: too short to be a svattn memory");
   if (std::memcmp(bytes.data(), kMagic, 16) != 0)
@@ -124,9 +145,9 @@ Memory Memory::deserialize(const std::vector<std::uint8_t>& bytes) {
   Reader r(bytes, body);
   r.str(16, "magic");
   const auto version = r.get<std::uint32_t>("version");
-  if (version != 1 && version != kVersion)
+  if (version < 1 || version > kVersion)
     throw FormatError("memory file: unsupported version " + std::to_string(version) +
-                      " (this build reads versions 1 and " + std::to_string(kVersion) + ")");
+                      " (this build reads versions 1 to " + std::to_string(kVersion) + ")");
   MemorySettings s;
   const auto kt = r.get<std::uint8_t>("kernel type");
   if (kt > 2) throw FormatError("memory file: bad kernel type " + std::to_string(kt));
@@ -176,6 +197,7 @@ Memory Memory::deserialize(const std::vector<std::uint8_t>& bytes) {
   st.b = r.get<double>("b");
   st.state_sha256 = r.str(64, "state hash");
   if (r.pos() != body) throw FormatError("memory file: trailing bytes before the checksum");
+  if (version < 3) upgrade_hash(s.problem, t, st);
   Memory m = restore(s, t, st);
   m.set_evictions(evictions);
   return m;

@@ -213,7 +213,14 @@ SecretKey SecretKey::clone() const { return from_bytes(bytes_.data(), bytes_.siz
 
 // ---------------------------------------------------------------------------------- RecordAad
 
-const char* to_string(RecordField f) { return f == RecordField::kKey ? "key" : "value"; }
+const char* to_string(RecordField f) {
+  switch (f) {
+    case RecordField::kKey: return "key";
+    case RecordField::kValue: return "value";
+    case RecordField::kBuckets: return "bucket digests";
+  }
+  return "?";
+}
 
 std::array<std::uint8_t, RecordAad::kEncodedBytes> RecordAad::encode() const {
   static_assert(sizeof kRecordLabel - 1 + 3 * 8 + 1 == kEncodedBytes, "AAD layout");

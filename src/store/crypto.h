@@ -50,7 +50,9 @@ class SecretKey {
 
 /// Which column of a token a sealed blob holds; part of the associated data so that a token's key
 /// and value ciphertexts cannot be swapped.
-enum class RecordField : std::uint8_t { kKey = 1, kValue = 2 };
+/// kBuckets: the record's persisted bucket digests (position -1; docs/store.md "Forget without a
+/// restore").
+enum class RecordField : std::uint8_t { kKey = 1, kValue = 2, kBuckets = 3 };
 const char* to_string(RecordField f);
 
 /// The associated data of one sealed blob: the place it belongs to. A blob moved to any other

@@ -282,9 +282,14 @@ std::vector<NewDataKey> KeyStore::create_keys(const std::vector<KeyOwner>& owner
 KeyLookup KeyStore::get(const std::string& key_id) {
   KeyLookup r;
   r.key_id = key_id;
-  Statement live(db_.handle(),
-                 "SELECT memory_id, record_id, stored, wrapped_sha256, created_utc FROM data_keys "
-                 "WHERE key_id = ? AND live = 1");
+  if (get_live_ == nullptr) {  // prepared once: a restore looks up one key per record
+    get_live_ = std::make_unique<Statement>(
+        db_.handle(),
+        "SELECT memory_id, record_id, stored, wrapped_sha256, created_utc FROM data_keys "
+        "WHERE key_id = ? AND live = 1");
+  }
+  Statement& live = *get_live_;
+  live.reset();  // (after a lookup that threw)
   live.bind(1, key_id);
   if (live.step()) {
     r.state = KeyState::kLive;
@@ -292,9 +297,11 @@ KeyLookup KeyStore::get(const std::string& key_id) {
     std::vector<std::uint8_t> stored = live.blob(2);
     r.wrapped_sha256 = live.text(3);
     r.created_utc = live.text(4);
+    live.reset();  // ends the statement's read of the file
     r.key = key_from_stored(key_id, stored);
     return r;
   }
+  live.reset();
   Statement dead(db_.handle(),
                  "SELECT memory_id, record_id, wrapped_sha256, created_utc, destroyed_utc FROM "
                  "shredded_keys WHERE key_id = ?");

@@ -4,6 +4,7 @@
 // the WAL, and leaves a tombstone so that a later lookup answers "shredded". Private to the store.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -120,6 +121,9 @@ class KeyStore {
   std::string path_;
   KeyStoreOptions options_;
   Database db_;
+  // get(): the live-key lookup, prepared once, reset after every use (declared after db_, so it is
+  // finalized before the connection closes).
+  std::unique_ptr<Statement> get_live_;
   std::string wrapping_;
   bool has_master_ = false;
   SecretKey master_;

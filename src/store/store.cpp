@@ -274,8 +274,9 @@ const StoredSupport& Store::Impl::stored_support(const std::string& name) {
     const State state = load_state(row, tokens.ids);
     std::vector<int> order(tokens.ids.size());
     for (std::size_t t = 0; t < order.size(); ++t) order[t] = static_cast<int>(t);
-    ok = canonical_sha256(row.settings.problem, tokens, order, state.alpha, state.b) ==
-         row.state_sha256;
+    ok = stored_hash_matches(
+        row, tokens, state.alpha, state.b,
+        canonical_sha256(row.settings.problem, tokens, order, state.alpha, state.b));
     if (ok) out.support = support_of(state, tokens);
   }
   if (!ok) {

@@ -7,10 +7,13 @@
 //                      suspend/resume/import chunks on it
 //   store_import.cpp   bulk import planning and resume (docs/store.md "Bulk import")
 //   store_verify.cpp   Store::verify (docs/store.md "Verification")
+//   store_rehash.cpp   the state-hash format of older files: upgrade and read-only checks
+//   store_forget_stored.cpp  forgetting a reserve-only record without restoring the memory
 #pragma once
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "crypto.h"
 #include "key_store.h"
 #include "sqlite_db.h"
+#include "svattn/hash.h"
 #include "svattn/readout.h"
 #include "svattn/store.h"
 #include "utc_clock.h"
@@ -112,14 +116,25 @@ class PayloadReader {
   /// The same with the record's key id given (nullptr: plaintext) instead of read from `q`.
   void read_with_key(const Statement& q, int col, const std::string* key_id, int cols, double* out,
                      RecordField field, TokenId id);
+  /// The opener of a record's data key (looked up once; RecordShredded when destroyed).
+  Opener& opener(const std::string& key_id, std::int64_t record);
 
  private:
-  Opener& opener(const std::string& key_id, std::int64_t record);
   KeyStore* keys_;
   const std::string& path_;
   std::int64_t memory_id_;
   std::map<std::string, std::unique_ptr<Opener>> openers_;
 };
+
+/// A record's persisted bucket digests (records.buckets, docs/store.md "Forget without a
+/// restore"): 44 bytes per bucket, bucket (i64) | count (u32) | SHA-256 (32), little-endian,
+/// ascending bucket; sealed under the record's data key in an encrypted store.
+constexpr std::size_t kBucketEntryBytes = 44;
+std::vector<std::uint8_t> encode_buckets(const std::vector<BucketDigest>& buckets);
+/// Appends the entries of `n` bytes at `p` to `out`; false when n is not a whole number of entries.
+bool decode_buckets(const std::uint8_t* p, std::size_t n, std::vector<BucketDigest>& out);
+/// The bucket digests (docs/math.md §6) of one record's tokens, given in ascending id.
+std::vector<BucketDigest> record_buckets(const TokenSet& record_tokens);
 
 /// Checksum of a screening row (docs/store.md "Persisted screening").
 std::string screening_checksum(std::int64_t memory_id, const std::string& state_sha256,
@@ -244,11 +259,61 @@ struct Store::Impl {
                           const std::vector<std::size_t>& chunk, const RowMatrix& keys,
                           const RowMatrix& vals, ImportProgress& totals);
 
+  // ------------------------------------------------------------------ store_forget_stored.cpp
+  /// What forgetting a reserve-only record without a restore needs (plan_stored_forget).
+  struct StoredForget {
+    std::vector<BucketDigest> buckets;  // of the active records after the removal
+    std::size_t offset = 0;             // the record's first token in the active tokens' order
+    std::vector<TokenId> ids;           // the record's tokens
+    std::vector<double> bounds;         // the persisted screening bounds before the removal
+    std::string after_sha256;
+    StoredReserveRemoval removal;
+  };
+  /// Forget by reference from the stored rows (docs/store.md "Forget without a restore"), or
+  /// nullopt (nothing written) when a condition fails: the caller then runs the ordinary forget.
+  std::optional<ForgetResult> forget_stored(const std::string& name, std::int64_t record);
+  std::optional<StoredForget> plan_stored_forget(const MemoryRow& row, std::int64_t record);
+  void write_stored_forget(const MemoryRow& row, std::int64_t record, StoredForget& f,
+                           ForgetResult& fr);
+  /// After a forget's commit: the data key destroyed (and logged), the WAL truncated.
+  void finish_forget(ForgetResult& fr);
+  /// Writes records.buckets of `record` from its retained tokens (ascending id); sealed with
+  /// `sealer` (the record's data key) when not null.
+  void write_record_buckets(std::int64_t memory_id, std::int64_t record, const TokenSet& retained,
+                            store_detail::Sealer* sealer);
+  /// The persisted bucket digests of every active record (ascending) and where `record`'s are;
+  /// false when one is missing or malformed, or `record` (unless -1) has none.
+  bool read_active_buckets(const MemoryRow& row, std::int64_t record,
+                           std::vector<BucketDigest>& all, std::size_t& first, std::size_t& count);
+
+  // ------------------------------------------------------------------ store_rehash.cpp
+  /// Schema version 4 is the first whose memories rows hold version-2 state hashes.
+  static constexpr std::int64_t kFirstSchemaWithHashV2 = 4;
+  /// The version-1 state hash of `tokens` (ascending id) with these coefficients.
+  std::string legacy_state_hash(const MemoryRow& row, const TokenSet& tokens,
+                                const std::vector<double>& alpha, double b) const;
+  /// Whether `current` (the version-2 hash of tokens, alpha, b) is row's stored hash, or, in a
+  /// file older than schema 4, the version-1 hash of the same is.
+  bool stored_hash_matches(const MemoryRow& row, const TokenSet& tokens,
+                           const std::vector<double>& alpha, double b,
+                           const std::string& current) const;
+  /// Reading a file older than schema 4: when state.state_sha256 (row's hash) is the version-1
+  /// hash of these tokens and coefficients, it becomes their version-2 hash.
+  void adopt_current_hash(const MemoryRow& row, const TokenSet& tokens, State& state);
+  /// Upgrade to schema 4 (inside its transaction): every memory's hash checked and replaced, one
+  /// audit entry each; the names whose hash did not check go to `unverified`. Returns how many.
+  std::int64_t rehash_states(std::int64_t old_schema, std::vector<std::string>* unverified);
+  bool rehash_memory(const MemoryRow& row, std::int64_t old_schema);
+  void rebind_screening(const MemoryRow& row, const std::string& now);
+  void fill_record_buckets(const MemoryRow& row);
+
   // ------------------------------------------------------------------ store_verify.cpp
   bool tables_present(std::vector<std::string>& problems);
   void check_orphans(std::vector<std::string>& problems);
   void check_screening(const MemoryRow& row, const TokenSet& tokens, const State& stored,
                        std::vector<std::string>& problems);
+  void check_buckets(const MemoryRow& row, const TokenSet& tokens,
+                     std::vector<std::string>& problems);
   MemoryVerification verify_memory(const MemoryRow& row,
                                    const std::pair<std::string, std::int64_t>* last_audit,
                                    const std::vector<AuditEntry>& entries,

@@ -228,17 +228,7 @@ struct Store::Impl::ForgetOp : Store::Impl::OpSteps<ForgetResult> {
   OpDiagnostics apply(Store::Impl::OpContext& ctx) { return ctx.mem.remove_batch(in_memory); }
   std::string write(Store::Impl& im, Store::Impl::OpContext& ctx, const State& after,
                     ForgetResult& fr);
-  void after_commit(Store::Impl& im, ForgetResult& fr) {
-    const auto k0 = Clock::now();
-    std::vector<KeyDestruction> done;
-    im.complete_shreds(&done);  // the key dies only once the tokens are out of the memory
-    for (const KeyDestruction& d : done) {
-      if (d.key_id == fr.certificate.store->data_key_id)
-        fr.certificate.store->data_key_destroyed = true;
-    }
-    im.checkpoint(&fr.wal_truncated);
-    fr.checkpoint_seconds = since(k0);
-  }
+  void after_commit(Store::Impl& im, ForgetResult& fr) { im.finish_forget(fr); }
 };
 
 std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext& ctx, const State&,
@@ -280,6 +270,8 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
 
 ForgetResult Store::forget_record(const std::string& name, std::int64_t record) {
   check_record(record);
+  std::optional<ForgetResult> stored = impl_->forget_stored(name, record);
+  if (stored) return std::move(*stored);
   Impl::ForgetOp op(name, record);
   return impl_->run_op(name, op);
 }

@@ -1,7 +1,9 @@
 // The row-I/O boundary of token payloads (docs/store.md "Encryption at rest"): sealing a record's
 // key and value bytes under its own data key when token rows are written, opening them when they
 // are read, and the key store the data keys live in. Everything above this file sees plaintext.
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <set>
 
 #include "store_impl.h"
@@ -139,6 +141,26 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, cons
     }
     ins.run();
     ins.reset();
+  }
+  if (mem.settings().mode == MemoryMode::kAudit) {
+    // Each record's bucket digests, for forgets without a restore (store_forget_stored.cpp).
+    std::map<std::int64_t, std::vector<int>> rows;
+    for (int i = 0; i < ts.size(); ++i) rows[record_of(ts.ids[static_cast<std::size_t>(i)])].push_back(i);
+    for (auto& [record, idx] : rows) {
+      std::sort(idx.begin(), idx.end(), [&](int a, int b) {
+        return ts.ids[static_cast<std::size_t>(a)] < ts.ids[static_cast<std::size_t>(b)];
+      });
+      TokenSet one;
+      one.keys.resize(static_cast<Eigen::Index>(idx.size()), ts.keys.cols());
+      one.values.resize(static_cast<Eigen::Index>(idx.size()), ts.values.cols());
+      for (std::size_t k = 0; k < idx.size(); ++k) {
+        one.ids.push_back(ts.ids[static_cast<std::size_t>(idx[k])]);
+        one.keys.row(static_cast<Eigen::Index>(k)) = ts.keys.row(idx[k]);
+        one.values.row(static_cast<Eigen::Index>(k)) = ts.values.row(idx[k]);
+      }
+      const auto it = sealers.find(record);
+      write_record_buckets(memory_id, record, one, it == sealers.end() ? nullptr : it->second.get());
+    }
   }
 }
 

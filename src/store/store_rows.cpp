@@ -194,9 +194,12 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
   RestoreReport rep;
   rep.restored = true;
   std::unique_ptr<Memory> mem;
+  std::string expected;
   {
     const TokenSet tokens = load_active_tokens(row);
-    const State state = load_state(row, tokens.ids);
+    State state = load_state(row, tokens.ids);
+    adopt_current_hash(row, tokens, state);  // a file older than schema 4 (read-only)
+    expected = state.state_sha256;
     const std::vector<double> bounds =
         read_screening(row, tokens.ids.size(), &rep.screening_problem);
     if (!rep.screening_problem.empty()) {
@@ -223,7 +226,7 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
                  row.name.c_str());
   }
   const std::string restored = mem->state_sha256();
-  if (restored != row.state_sha256) {
+  if (restored != expected) {
     throw FormatError("memory '" + row.name + "' in store '" + path +
                       "': the stored state does not match its tokens (stored " +
                       row.state_sha256.substr(0, 16) + "…, tokens give " + restored.substr(0, 16) +
@@ -251,11 +254,60 @@ std::string store_detail::screening_checksum(std::int64_t memory_id,
   return sha256_hex(bytes);
 }
 
+namespace {
+
+// The digest of a stored support (docs/store.md "Persisted screening"): SHA-256 over a header
+// binding the memory and its state hash, then (id, alpha, key, value) of every support row in
+// ascending id, then b. Fed from the file's rows (support_digest) or from the memory that wrote
+// them (write_screening): the same bytes either way.
+class SupportDigest {
+ public:
+  SupportDigest(std::int64_t memory_id, const std::string& state_sha256) {
+    const std::string head =
+        "svattn-support-v1\n" + std::to_string(memory_id) + "\n" + state_sha256 + "\n";
+    bytes_.assign(head.begin(), head.end());
+  }
+  void row(TokenId id, double alpha, const double* key, int dim, const double* value,
+           int value_dim) {
+    put(&id, sizeof id);
+    put(&alpha, sizeof alpha);
+    put(key, static_cast<std::size_t>(dim) * sizeof(double));
+    put(value, static_cast<std::size_t>(value_dim) * sizeof(double));
+  }
+  std::string finish(double b) {
+    put(&b, sizeof b);
+    return sha256_hex(bytes_);
+  }
+
+ private:
+  void put(const void* p, std::size_t n) {
+    const auto* c = static_cast<const std::uint8_t*>(p);
+    bytes_.insert(bytes_.end(), c, c + n);
+  }
+  std::vector<std::uint8_t> bytes_;
+};
+
+// The support digest of the state `mem` holds, from its own tokens (what write_state wrote).
+std::string memory_support_digest(std::int64_t memory_id, const Memory& mem, const State& st) {
+  std::vector<TokenId> ids(st.partition.margin);
+  ids.insert(ids.end(), st.partition.error.begin(), st.partition.error.end());
+  std::sort(ids.begin(), ids.end());
+  const TokenSet sup = mem.tokens(ids);
+  SupportDigest dg(memory_id, st.state_sha256);
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    const auto i = static_cast<Eigen::Index>(r);
+    dg.row(ids[r], mem.alpha(ids[r]), sup.keys.row(i).data(), st.dim, sup.values.row(i).data(),
+           st.value_dim);
+  }
+  return dg.finish(st.b);
+}
+
+}  // namespace
+
 void Store::Impl::write_screening(std::int64_t memory_id, const Memory& mem) {
   const std::vector<double> bounds = mem.gradient_lower_bounds();
   const State& st = mem.state();
-  const std::string support_sha =
-      support_digest(memory_id, st.dim, st.value_dim, st.state_sha256, st.b, nullptr);
+  const std::string support_sha = memory_support_digest(memory_id, mem, st);
   Statement put(db.handle(),
                 "INSERT INTO screening(memory_id, state_sha256, tokens, bounds, checksum, "
                 "support_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(memory_id) DO UPDATE "
@@ -282,41 +334,27 @@ std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int val
   PayloadReader pr = payload_reader(memory_id);
   std::vector<double> key(static_cast<std::size_t>(dim)),
       value(static_cast<std::size_t>(value_dim));
-  const std::string head =
-      "svattn-support-v1\n" + std::to_string(memory_id) + "\n" + state_sha256 + "\n";
-  std::vector<std::uint8_t> bytes(head.begin(), head.end());
+  SupportDigest dg(memory_id, state_sha256);
   std::vector<double> keys, values, alpha;
-  auto put = [&](const void* p, std::size_t n) {
-    const auto* c = static_cast<const std::uint8_t*>(p);
-    bytes.insert(bytes.end(), c, c + n);
-  };
   while (q.step()) {
     const TokenId id = q.int64(0);
     const double a = q.real(1);
-    const std::size_t kb = static_cast<std::size_t>(dim) * sizeof(double);
-    const std::size_t vb = static_cast<std::size_t>(value_dim) * sizeof(double);
     pr.read(q, 2, 4, dim, key.data(), RecordField::kKey, id);  // the digest is of plaintext
     pr.read(q, 3, 4, value_dim, value.data(), RecordField::kValue, id);
-    put(&id, sizeof id);
-    put(&a, sizeof a);
-    put(key.data(), kb);
-    put(value.data(), vb);
+    dg.row(id, a, key.data(), dim, value.data(), value_dim);
     if (out != nullptr && a > 0) {
       alpha.push_back(a);
-      const double* k = key.data();
-      const double* v = value.data();
-      keys.insert(keys.end(), k, k + dim);
-      values.insert(values.end(), v, v + value_dim);
+      keys.insert(keys.end(), key.begin(), key.end());
+      values.insert(values.end(), value.begin(), value.end());
     }
   }
-  put(&b, sizeof b);
   if (out != nullptr) {
     const auto m = static_cast<Eigen::Index>(alpha.size());
     out->keys = Eigen::Map<const RowMatrix>(keys.data(), m, dim);
     out->values = Eigen::Map<const RowMatrix>(values.data(), m, value_dim);
     out->alpha = Eigen::Map<const Eigen::VectorXd>(alpha.data(), m);
   }
-  return sha256_hex(bytes);
+  return dg.finish(b);
 }
 
 std::vector<double> Store::Impl::read_screening(const MemoryRow& row, std::size_t n,

@@ -15,11 +15,13 @@ using namespace store_detail;
 
 namespace {
 
-// Schema version 3 (docs/store.md "Schema"), with kScreeningTableSql and kPendingShredsSql below
-// (shared with the upgrades). Version 2 is this without records.key_id, the meta row 'encryption'
-// and pending_shreds; version 1 also without the screening table. records.key_id is the id of
-// the record's data key in STORE.keys (NULL: its token payloads are plaintext); it is not payload,
-// so it may live in a WITHOUT ROWID table (docs/store.md "Encryption at rest").
+// Schema version 4 (docs/store.md "Schema"), with kScreeningTableSql and kPendingShredsSql below
+// (shared with the upgrades). Version 3 is this without records.buckets and with version-1 state
+// hashes; version 2 also without records.key_id, the meta row 'encryption' and pending_shreds;
+// version 1 also without the screening table. records.key_id is the id of the record's data key
+// in STORE.keys (NULL: its token payloads are plaintext) and records.buckets its bucket digests
+// (sealed under that key; docs/store.md "Forget without a restore"); neither is a payload, so
+// they may live in a WITHOUT ROWID table (docs/store.md "Encryption at rest").
 const char* kSchemaSql = R"SQL(
 CREATE TABLE meta(
   key   TEXT PRIMARY KEY,
@@ -47,6 +49,7 @@ CREATE TABLE records(
   suspended INTEGER NOT NULL DEFAULT 0,
   added_utc TEXT    NOT NULL,
   key_id    TEXT,
+  buckets   BLOB,
   PRIMARY KEY(memory_id, record)
 ) WITHOUT ROWID;
 CREATE TABLE tokens(
@@ -185,9 +188,11 @@ void Store::Impl::open() {
   complete_shreds(nullptr);  // a forget interrupted between its commit and the key's destruction
 }
 
-// Upgrades a version-1 store in place, in one transaction logged in the audit chain: the
-// screening table is created and filled for every memory (each restored once from its tokens).
-// A read-only connection reads a version-1 store as it is (every restore re-derives).
+// Upgrades an older store in place, in one transaction logged in the audit chain: from version 1
+// the screening table is created and filled for every memory (each restored once from its
+// tokens); from version 2 records.key_id, meta 'encryption' and pending_shreds are added; from
+// version 3 every memory's state hash is checked in the version-1 format and rewritten in the
+// current one (store_rehash.cpp). A read-only connection reads an older store as it is.
 void Store::Impl::upgrade_schema() {
   Transaction t(db, true, path, options.busy_timeout_ms);
   const std::int64_t version = db.query_int("PRAGMA user_version");
@@ -201,6 +206,9 @@ void Store::Impl::upgrade_schema() {
   // written in plain text and stays so ("none"; docs/store.md "Encryption at rest").
   if (db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'key_id'") == 0)
     db.exec("ALTER TABLE records ADD COLUMN key_id TEXT");
+  // v4: records.buckets (the record's bucket digests, filled by rehash_states below).
+  if (db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'buckets'") == 0)
+    db.exec("ALTER TABLE records ADD COLUMN buckets BLOB");
   db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES ('encryption', 'none')");
   db.exec(kPendingShredsSql);
   encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
@@ -211,6 +219,8 @@ void Store::Impl::upgrade_schema() {
   Statement meta(db.handle(), "UPDATE meta SET value = ?1 WHERE key = 'schema_version'");
   meta.bind(1, std::to_string(kStoreSchemaVersion)).run();
   schema_version = kStoreSchemaVersion;
+  std::vector<std::string> unverified;
+  const std::int64_t rehashed = version < 4 ? rehash_states(version, &unverified) : 0;
   std::int64_t rows = 0;
   if (version < 2) {
     for (const MemoryRow& row : all_memory_rows()) {
@@ -227,8 +237,9 @@ void Store::Impl::upgrade_schema() {
       {"from_schema_version", version},
       {"to_schema_version", kStoreSchemaVersion},
       {"screening_rows", rows},
-      {"encryption",
-       encryption}}.dump();
+      {"rehashed_memories", rehashed},
+      {"unverified_memories", unverified},
+      {"encryption", encryption}}.dump();
   append_audit(e);
   t.commit();
   std::fprintf(stderr, "svattn: store '%s' upgraded from schema version %lld to %d\n", path.c_str(),

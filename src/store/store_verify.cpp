@@ -142,6 +142,29 @@ void Store::Impl::check_screening(const MemoryRow& row, const TokenSet& tokens, 
   }
 }
 
+// The persisted bucket digests of the active records (docs/store.md "Forget without a restore")
+// are those of the stored tokens (schema >= 4, audit mode).
+void Store::Impl::check_buckets(const MemoryRow& row, const TokenSet& tokens,
+                                std::vector<std::string>& problems) {
+  if (schema_version < kFirstSchemaWithHashV2 || row.settings.mode != MemoryMode::kAudit) return;
+  std::vector<BucketDigest> stored;
+  std::size_t first = 0, count = 0;
+  bool ok = false;
+  try {
+    ok = read_active_buckets(row, -1, stored, first, count);
+  } catch (const FormatError& e) {
+    problems.push_back("memory '" + row.name + "': persisted bucket digests: " + e.what());
+    return;
+  }
+  if (!ok) {
+    problems.push_back("memory '" + row.name +
+                       "': a record's persisted bucket digests are missing or malformed");
+  } else if (stored != record_buckets(tokens)) {
+    problems.push_back("memory '" + row.name +
+                       "': the persisted bucket digests do not match the stored tokens");
+  }
+}
+
 MemoryVerification Store::Impl::verify_memory(
     const MemoryRow& row, const std::pair<std::string, std::int64_t>* last_audit,
     const std::vector<AuditEntry>& entries, std::vector<std::string>& problems,
@@ -188,12 +211,13 @@ MemoryVerification Store::Impl::verify_memory(
     problems.push_back(e.what());  // load_state names the memory
     return mv;
   }
+  adopt_current_hash(row, tokens, stored);  // a file older than schema 4 (read-only)
   BatchSettings bs;
   bs.problem = row.settings.problem;
   bs.tolerances = row.settings.tolerances;
   const BatchResult br = solve_batch(tokens, bs);
   mv.resolved_sha256 = br.state.state_sha256;
-  mv.resolve_equal = br.state.state_sha256 == row.state_sha256;
+  mv.resolve_equal = br.state.state_sha256 == stored.state_sha256;
   mv.report = verify_state(tokens, stored, row.settings.tolerances, false);
   mv.audit_consistent = last_audit != nullptr && last_audit->first == row.state_sha256 &&
                         last_audit->second == row.last_audit_seq;
@@ -222,6 +246,7 @@ MemoryVerification Store::Impl::verify_memory(
   }
   compare_fields(row, br.state, mv.resolve_equal, problems);
   check_screening(row, tokens, stored, problems);
+  check_buckets(row, tokens, problems);
   mv.fields_ok = problems.size() == problems_before;
   return mv;
 }

@@ -101,8 +101,9 @@ TEST(CanonicalHash, StreamedDigestEqualsTheDigestOfTheBytes) {
   std::vector<int> order(50);
   std::vector<double> alpha(50);
   for (int i = 0; i < 50; ++i) {
-    order[i] = 49 - i;
-    alpha[i] = 0.01 * i;
+    t.ids[i] = 300 * (49 - i);  // rows in descending id, spread over many hash buckets
+    order[i] = 49 - i;          // ascending id
+    alpha[i] = i % 3 == 0 ? 0.0 : 0.01 * i;
   }
   for (KernelType k : {KernelType::kRbf, KernelType::kLinear, KernelType::kPoly}) {
     ProblemSettings p;

@@ -1,0 +1,306 @@
+// Forgetting a reserve-only record without restoring the memory (docs/store.md "Forget without a
+// restore"). When every token of the record has alpha = 0 in the stored state, removing it leaves
+// the coefficients, b and partition unchanged (docs/math.md §4): the state after is the stored
+// support over the remaining tokens, its hash follows from the records' persisted bucket digests
+// (docs/math.md §6), and the certificate argues by reference. Nothing reads or decrypts a token
+// payload; the cost is O(records + |S u E| d) instead of a restore's O(n d). Any condition this
+// path cannot establish from the stored rows sends the forget down the ordinary path.
+#include <chrono>
+#include <cstring>
+
+#include "store_impl.h"
+#include "svattn/hash.h"
+
+namespace svattn {
+
+using namespace store_detail;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> store_detail::encode_buckets(const std::vector<BucketDigest>& b) {
+  std::vector<std::uint8_t> out(b.size() * kBucketEntryBytes);
+  std::uint8_t* p = out.data();
+  for (const BucketDigest& d : b) {  // little-endian host (x86-64; docs/store.md)
+    std::memcpy(p, &d.bucket, 8);
+    std::memcpy(p + 8, &d.count, 4);
+    std::memcpy(p + 12, d.sha256.data(), 32);
+    p += kBucketEntryBytes;
+  }
+  return out;
+}
+
+bool store_detail::decode_buckets(const std::uint8_t* p, std::size_t n,
+                                  std::vector<BucketDigest>& out) {
+  if (n % kBucketEntryBytes != 0) return false;
+  for (std::size_t k = 0; k < n / kBucketEntryBytes; ++k, p += kBucketEntryBytes) {
+    BucketDigest d;
+    std::memcpy(&d.bucket, p, 8);
+    std::memcpy(&d.count, p + 8, 4);
+    std::memcpy(d.sha256.data(), p + 12, 32);
+    out.push_back(d);
+  }
+  return true;
+}
+
+std::vector<BucketDigest> store_detail::record_buckets(const TokenSet& ts) {
+  std::vector<BucketDigest> out;
+  const int d = static_cast<int>(ts.keys.cols()), dv = static_cast<int>(ts.values.cols());
+  std::size_t t0 = 0;
+  while (t0 < ts.ids.size()) {
+    std::size_t t1 = t0;
+    while (t1 < ts.ids.size() && hash_bucket(ts.ids[t1]) == hash_bucket(ts.ids[t0])) ++t1;
+    out.push_back(bucket_digest(hash_bucket(ts.ids[t0]), t1 - t0, d, dv, [&](std::size_t k) {
+      const auto i = static_cast<Eigen::Index>(t0 + k);
+      return CanonicalRow{ts.ids[t0 + k], ts.keys.row(i).data(), ts.values.row(i).data()};
+    }));
+    t0 = t1;
+  }
+  return out;
+}
+
+void Store::Impl::write_record_buckets(std::int64_t memory_id, std::int64_t record,
+                                       const TokenSet& retained, Sealer* sealer) {
+  const std::vector<std::uint8_t> plain = encode_buckets(record_buckets(retained));
+  std::vector<std::uint8_t> sealed;
+  if (sealer != nullptr) {
+    sealer->seal_into({memory_id, record, -1, RecordField::kBuckets}, plain.data(), plain.size(),
+                      sealed);
+  }
+  const std::vector<std::uint8_t>& blob = sealer != nullptr ? sealed : plain;
+  Statement up(db.handle(),
+               "UPDATE records SET buckets = ?3 WHERE memory_id = ?1 AND record = ?2");
+  up.bind(1, memory_id).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
+}
+
+// The persisted bucket digests of every active record, ascending; false when one is missing or
+// does not open (the ordinary path then restores and re-derives).
+bool Store::Impl::read_active_buckets(const MemoryRow& row, std::int64_t record,
+                                      std::vector<BucketDigest>& all, std::size_t& first,
+                                      std::size_t& count) {
+  Statement q(db.handle(),
+              "SELECT record, key_id, buckets FROM records WHERE memory_id = ?1 AND suspended = 0 "
+              "ORDER BY record");
+  q.bind(1, row.id);
+  PayloadReader pr = payload_reader(row.id);
+  std::vector<std::uint8_t> plain;
+  first = count = 0;
+  bool found = false;
+  while (q.step()) {
+    if (q.is_null(2)) return false;
+    const std::int64_t r = q.int64(0);
+    const auto* blob = static_cast<const std::uint8_t*>(q.blob_data(2));
+    const std::size_t n = static_cast<std::size_t>(q.bytes(2));
+    const std::size_t at = all.size();
+    if (q.is_null(1)) {
+      if (!decode_buckets(blob, n, all)) return false;
+    } else {
+      const RecordAad aad{row.id, r, -1, RecordField::kBuckets};
+      plain.resize(opened_size(aad, n));
+      pr.opener(q.text(1), r).open_into(aad, blob, n, plain.data(), plain.size());
+      if (!decode_buckets(plain.data(), plain.size(), all)) return false;
+    }
+    if (r == record) {
+      found = true;
+      first = at;
+      count = all.size() - at;
+    }
+  }
+  return record < 0 || found;
+}
+
+namespace {
+
+struct StoredSupportRows {
+  std::vector<TokenId> ids;
+  std::vector<double> alpha;
+  std::vector<char> is_error;
+  std::size_t margin = 0, error = 0;
+};
+
+StoredSupportRows read_support_rows(Database& db, std::int64_t memory_id) {
+  StoredSupportRows s;
+  Statement q(db.handle(),
+              "SELECT token_id, part, alpha FROM support WHERE memory_id = ?1 ORDER BY token_id");
+  q.bind(1, memory_id);
+  while (q.step()) {
+    s.ids.push_back(q.int64(0));
+    const bool err = q.int64(1) == kPartError;
+    s.is_error.push_back(err ? 1 : 0);
+    s.alpha.push_back(q.real(2));
+    (err ? s.error : s.margin) += 1;
+  }
+  return s;
+}
+
+StateSummary summary(std::size_t n, const StoredSupportRows& s, const std::string& sha,
+                     const MemoryRow& row) {
+  StateSummary m;
+  m.n = n;
+  m.margin = s.margin;
+  m.error = s.error;
+  m.reserve = n - s.margin - s.error;
+  m.state_sha256 = sha;
+  m.status = row.status;
+  m.kkt = row.kkt;
+  return m;
+}
+
+}  // namespace
+
+// The checks and the state after, inside the forget's transaction; nullopt when a condition fails.
+std::optional<Store::Impl::StoredForget> Store::Impl::plan_stored_forget(const MemoryRow& row,
+                                                                         std::int64_t record) {
+  const auto it = cache.find(row.name);
+  if (it != cache.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq)
+    return std::nullopt;  // the memory is at hand: the ordinary path costs no restore
+  const ProblemSettings& p = row.settings.problem;
+  if (row.settings.mode != MemoryMode::kAudit || row.status != Status::kOptimal || row.warmup)
+    return std::nullopt;
+  const RecordRow rr = read_record(row.id, record);
+  if (!rr.exists || rr.suspended) return std::nullopt;  // the ordinary path reports or handles it
+  StoredForget f;
+  StoredSupportRows sup = read_support_rows(db, row.id);
+  for (TokenId id : sup.ids)
+    if (record_of(id) == record) return std::nullopt;  // a support token: the path must move
+  std::size_t first = 0, count = 0;
+  if (!read_active_buckets(row, record, f.buckets, first, count)) return std::nullopt;
+  StateHashParts parts;
+  for (const BucketDigest& b : f.buckets) parts.n += b.count;
+  parts.d = row.dim;
+  parts.dv = row.value_dim;
+  parts.b = row.b;
+  for (std::size_t k = 0; k < sup.ids.size(); ++k)
+    parts.nonzero_alpha.emplace_back(sup.ids[k], sup.alpha[k]);
+  if (state_sha256_from_parts(p, parts, f.buckets) != row.state_sha256) return std::nullopt;
+  std::size_t removed = 0;
+  for (std::size_t k = first; k < first + count; ++k) removed += f.buckets[k].count;
+  for (std::size_t k = 0; k < first; ++k) f.offset += f.buckets[k].count;
+  f.ids = record_token_ids(row, record);
+  const std::size_t n_after = parts.n - removed;
+  if (f.ids.size() != removed || n_after == 0 ||
+      static_cast<double>(n_after) * p.C <= 1.0 + 1e-9)  // the state after would be warm-up
+    return std::nullopt;
+  std::string problem;
+  f.bounds = read_screening(row, parts.n, &problem);
+  if (f.bounds.empty()) return std::nullopt;
+  const std::size_t n_before = parts.n;
+  f.buckets.erase(f.buckets.begin() + static_cast<std::ptrdiff_t>(first),
+                  f.buckets.begin() + static_cast<std::ptrdiff_t>(first + count));
+  parts.n = n_after;
+  f.after_sha256 = state_sha256_from_parts(p, parts, f.buckets);
+  StoredReserveRemoval sr;
+  sr.settings = row.settings;
+  sr.record_id = std::to_string(record);
+  sr.removed_ids = f.ids;
+  sr.before = summary(n_before, sup, row.state_sha256, row);
+  sr.after = summary(n_after, sup, f.after_sha256, row);
+  sr.support_ids = std::move(sup.ids);
+  sr.support_alpha = std::move(sup.alpha);
+  sr.support_is_error = std::move(sup.is_error);
+  f.removal = std::move(sr);
+  return f;
+}
+
+// Rows of the forget: tokens and record deleted, the key scheduled for destruction, the screening
+// row without the record's bounds and bound to the new hash, the audit entry, the memories row.
+void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record, StoredForget& f,
+                                      ForgetResult& fr) {
+  StoreErasure se;
+  se.path = path;
+  se.memory = row.name;
+  se.record = record;
+  se.token_rows_erased = static_cast<std::int64_t>(f.ids.size());
+  se.tokens_removed_from_memory = static_cast<std::int64_t>(f.ids.size());
+  se.encryption = encryption;
+  Statement del(db.handle(),
+                "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
+  del.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record)).run();
+  if (key_store != nullptr) schedule_shred(row.id, row.name, record, se);
+  Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
+  delr.bind(1, row.id).bind(2, record).run();
+  fr.certificate.store = se;
+  f.bounds.erase(f.bounds.begin() + static_cast<std::ptrdiff_t>(f.offset),
+                 f.bounds.begin() + static_cast<std::ptrdiff_t>(f.offset + f.ids.size()));
+  Statement up(db.handle(),
+               "UPDATE screening SET state_sha256 = ?2, tokens = ?3, bounds = ?4, checksum = ?5, "
+               "support_sha256 = ?6 WHERE memory_id = ?1");
+  up.bind(1, row.id)
+      .bind(2, f.after_sha256)
+      .bind(3, static_cast<std::int64_t>(f.bounds.size()))
+      .bind_blob(4, f.bounds.data(), f.bounds.size() * sizeof(double))
+      .bind(5, screening_checksum(row.id, f.after_sha256, f.bounds.data(), f.bounds.size()))
+      .bind(6, support_digest(row.id, row.dim, row.value_dim, f.after_sha256, row.b, nullptr))
+      .run();
+  AuditEntry& e = fr.entry;
+  e.operation = "forget";
+  e.memory = row.name;
+  e.record = record;
+  e.token_count = static_cast<std::int64_t>(f.ids.size());
+  e.state_before = row.state_sha256;
+  e.state_after = f.after_sha256;
+  e.certificate = fr.certificate.to_json().dump();
+  append_audit(e);
+  Statement mem(db.handle(),
+                "UPDATE memories SET state_sha256 = ?2, last_audit_seq = ?3 WHERE id = ?1");
+  mem.bind(1, row.id).bind(2, f.after_sha256).bind(3, e.seq).run();
+}
+
+std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,
+                                                       std::int64_t record) {
+  if (options.read_only || !options.forget_without_restore || !options.certificate_check ||
+      !options.certificate_reference || options.certificate_resolve ||
+      schema_version < kFirstSchemaWithHashV2)
+    return std::nullopt;
+  const auto t0 = Clock::now();
+  ForgetResult fr;
+  {
+    Transaction t(db, true, path, options.busy_timeout_ms);
+    try {
+      const MemoryRow row = read_memory_row(name);
+      std::optional<StoredForget> f = plan_stored_forget(row, record);
+      if (!f) return std::nullopt;  // rolled back: nothing was written
+      const auto c0 = Clock::now();
+      fr.certificate = removal_certificate(f->removal);
+      fr.certificate.verify.from_stored_rows = true;
+      fr.certificate_seconds = since(c0);
+      if (!fr.certificate.verify.ok()) return std::nullopt;  // the ordinary path re-derives
+      write_stored_forget(row, record, *f, fr);
+      fr.memory_tokens = static_cast<int>(f->removal.after.n);
+      Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
+      q.bind(1, row.id);
+      q.step();
+      fr.memory_records = q.int64(0);
+      const auto k0 = Clock::now();
+      t.commit();
+      fr.commit_seconds = since(k0);
+    } catch (...) {
+      t.rollback();
+      cache.erase(name);
+      throw;
+    }
+  }
+  finish_forget(fr);
+  fr.total_seconds = since(t0);
+  return fr;
+}
+
+void Store::Impl::finish_forget(ForgetResult& fr) {
+  const auto k0 = Clock::now();
+  std::vector<KeyDestruction> done;
+  complete_shreds(&done);  // the key dies only once the tokens are out of the memory
+  for (const KeyDestruction& d : done) {
+    if (fr.certificate.store && d.key_id == fr.certificate.store->data_key_id)
+      fr.certificate.store->data_key_destroyed = true;
+  }
+  checkpoint(&fr.wal_truncated);
+  fr.checkpoint_seconds = since(k0);
+}
+
+}  // namespace svattn

@@ -1,0 +1,117 @@
+// Stores written before the version-2 state hash (schema 3, docs/store.md "Schema versions and
+// upgrade"): fixtures made by an older svattn (tests/store/data/README.md) are read as they are
+// when opened read-only, and upgraded in place when opened for writing: every memory's version-1
+// hash is checked and replaced by the version-2 hash of the same state, one `rehash` audit entry
+// each, the coefficients unchanged, and the upgraded store verifies and keeps working.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "store_test_util.h"
+#include "svattn/batch_solver.h"
+#include "svattn/store.h"
+
+using namespace svattn;
+using namespace svattn::store_test;
+
+namespace {
+
+std::string fixture(const TempDir& dir, const std::string& name) {
+  const std::string src = std::string(SVATTN_SOURCE_DIR) + "/tests/store/data/" + name;
+  const std::string dst = dir.file(name);
+  std::filesystem::copy_file(src + ".db", dst + ".db");
+  if (std::filesystem::exists(src + ".db.keys"))
+    std::filesystem::copy_file(src + ".db.keys", dst + ".db.keys");
+  return dst + ".db";
+}
+
+void expect_read_only_works(const std::string& path, State* stored_a) {
+  StoreOptions ro;
+  ro.read_only = true;
+  Store s(path, ro);
+  const State st = s.stored_state("a");
+  EXPECT_EQ(st.ids.size(), 40u);
+  const Memory& m = s.memory("a");  // its version-1 hash checks; the memory hashes in version 2
+  EXPECT_EQ(m.state().alpha, st.alpha);
+  EXPECT_NE(m.state_sha256(), st.state_sha256);
+  EXPECT_EQ(s.query("a", random_keys(3, 4, 5)).rows(), 3);
+  const StoreVerification v = s.verify();
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems.front());
+  *stored_a = st;
+}
+
+void expect_upgraded(const std::string& path, const State& before) {
+  Store s(path);
+  const State st = s.stored_state("a");
+  EXPECT_EQ(st.alpha, before.alpha);  // the state is unchanged, only its hash format
+  EXPECT_EQ(st.b, before.b);
+  EXPECT_EQ(s.memory("a").state_sha256(), st.state_sha256);
+  BatchSettings bs;
+  bs.problem = s.memory("a").settings().problem;
+  EXPECT_EQ(solve_batch(s.memory("a").tokens(), bs).state.state_sha256, st.state_sha256);
+  int rehash = 0;
+  for (const AuditEntry& e : s.audit()) {
+    if (e.operation != "rehash") continue;
+    ++rehash;
+    if (e.memory == "a") {
+      EXPECT_EQ(e.state_before, before.state_sha256);
+      EXPECT_EQ(e.state_after, st.state_sha256);
+    }
+  }
+  EXPECT_EQ(rehash, 2);  // memories 'a' and 'empty'
+  EXPECT_EQ(s.audit().back().operation, "upgrade");
+  StoreVerification v = s.verify();
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems.front());
+  // The upgraded store keeps working: forget, resume, and an empty memory's hash.
+  EXPECT_TRUE(s.forget_record("a", 0).certificate.verify.ok());
+  s.resume_record("a", 4);
+  v = s.verify();
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems.front());
+  Memory fresh(s.memory("empty").settings(), 4, 4);
+  EXPECT_EQ(s.stored_state("empty").state_sha256, fresh.state_sha256());
+}
+
+}  // namespace
+
+TEST(StoreRehash, PlaintextVersion3StoreIsReadThenUpgraded) {
+  TempDir dir;
+  const std::string path = fixture(dir, "v3_plain");
+  State before;
+  expect_read_only_works(path, &before);
+  testing::internal::CaptureStderr();
+  expect_upgraded(path, before);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("upgraded from schema version 3 to 4"),
+            std::string::npos);
+  // Upgraded once: a second writable open changes nothing.
+  const std::size_t entries = Store(path).audit().size();
+  EXPECT_EQ(Store(path).audit().size(), entries);
+}
+
+TEST(StoreRehash, EncryptedVersion3StoreIsReadThenUpgraded) {
+  TempDir dir;
+  const std::string path = fixture(dir, "v3_enc");
+  State before;
+  expect_read_only_works(path, &before);
+  expect_upgraded(path, before);
+  EXPECT_EQ(Store(path).encryption(), "aes-256-gcm");
+}
+
+// A version-3 file whose recorded hash does not check against its tokens is not re-hashed: the
+// upgrade names it, and opening the memory refuses it as for any state that does not check.
+TEST(StoreRehash, UpgradeLeavesAHashThatDoesNotCheck) {
+  TempDir dir;
+  const std::string path = fixture(dir, "v3_plain");
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.exec("UPDATE memories SET b = b + 1e-9 WHERE name = 'a'"), SQLITE_OK);
+  }
+  testing::internal::CaptureStderr();
+  Store s(path);
+  (void)testing::internal::GetCapturedStderr();
+  const std::string cert = s.audit().back().certificate;
+  EXPECT_NE(cert.find("\"unverified_memories\":[\"a\"]"), std::string::npos) << cert;
+  testing::internal::CaptureStderr();
+  EXPECT_THROW(s.memory("a"), FormatError);
+  (void)testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(s.verify().ok());
+}
