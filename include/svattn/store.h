@@ -102,12 +102,14 @@ struct StoreOptions {
   bool certificate_resolve = false;
   /// Forget: number of probe queries (removed keys first, then retained support keys) on which the
   /// certificate compares readouts. Only the maximal deviation enters the certificate.
-  /// Forget a reserve-only record (every token alpha = 0) of a memory this Store has not restored
-  /// from the stored rows alone, without restoring it: the hash after follows from the records'
-  /// persisted bucket digests and the certificate argues by reference (docs/store.md "Forget
-  /// without a restore"). Needs certificate_check and certificate_reference, no resolve; any
-  /// condition it cannot establish falls back to the ordinary path. false: always restore.
-  bool forget_without_restore = true;
+  /// Operations that move no coefficient run from the stored rows alone when this Store has not
+  /// restored the memory: forgetting a reserve-only record (every token alpha = 0), whose hash
+  /// after follows from the records' persisted bucket digests and whose certificate argues by
+  /// reference (needs certificate_check and certificate_reference, no resolve), and adding a record
+  /// whose every token lies strictly inside the description (g > 0 against the stored support)
+  /// (docs/store.md "Operations without a restore"). Any condition they cannot establish falls
+  /// back to the ordinary path. false: always restore.
+  bool without_restore = true;
   int certificate_probes = 8;
   /// A store created by this open encrypts every record's token keys and values at rest with
   /// AES-256-GCM under a data key of its own, kept in the key store STORE.keys (docs/store.md

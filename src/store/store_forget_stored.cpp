@@ -254,7 +254,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
 
 std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,
                                                        std::int64_t record) {
-  if (options.read_only || !options.forget_without_restore || !options.certificate_check ||
+  if (options.read_only || !options.without_restore || !options.certificate_check ||
       !options.certificate_reference || options.certificate_resolve ||
       schema_version < kFirstSchemaWithHashV2)
     return std::nullopt;

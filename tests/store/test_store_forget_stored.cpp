@@ -45,7 +45,7 @@ void classify(const State& st, std::vector<std::int64_t>& reserve_only,
 
 ForgetResult forget_in_fresh_store(const std::string& path, std::int64_t record, bool stored) {
   StoreOptions o;
-  o.forget_without_restore = stored;
+  o.without_restore = stored;
   Store s(path, o);
   return s.forget_record("m", record);
 }
