@@ -203,8 +203,8 @@ void KeyStore::check_schema() {
   } else if (wrapping_ == kWrapGcm) {
     if (!has_master_) {
       throw MasterKeyError("key store '" + path_ +
-                           "' wraps its keys under a master key; none was given (set " +
-                           options_.master.env_var + " or give a key file)");
+                           "' wraps its keys under a master key; none was given (the CLI reads "
+                           "--master-key-file, SVATTN_MASTER_KEY_FILE or SVATTN_MASTER_KEY)");
     }
     if (meta_value(db_, "master_check") != master_key_check(master_)) {
       throw MasterKeyError("the master key from " + options_.master.describe() +
@@ -366,6 +366,24 @@ std::int64_t KeyStore::live_keys() {
 }
 std::int64_t KeyStore::shredded_keys() {
   return db_.query_int("SELECT count(*) FROM shredded_keys");
+}
+
+std::vector<KeyLookup> KeyStore::tombstones() {
+  std::vector<KeyLookup> out;
+  Statement q(db_.handle(),
+              "SELECT key_id, memory_id, record_id, wrapped_sha256, created_utc, destroyed_utc "
+              "FROM shredded_keys ORDER BY key_id");
+  while (q.step()) {
+    KeyLookup k;
+    k.state = KeyState::kShredded;
+    k.key_id = q.text(0);
+    k.owner = {q.int64(1), q.int64(2)};
+    k.wrapped_sha256 = q.text(3);
+    k.created_utc = q.text(4);
+    k.destroyed_utc = q.text(5);
+    out.push_back(std::move(k));
+  }
+  return out;
 }
 
 }  // namespace svattn::store_detail
