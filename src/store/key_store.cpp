@@ -121,11 +121,17 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
     open_read_only(size);
     return;
   }
-  // An empty file (a creation interrupted before its schema) is initialised like a new one.
-  const bool exists = size > 0 || (size == 0 && !options_.create);
+  // An empty file, or an SQLite file with no table and no application id (a creation killed
+  // after `journal_mode=WAL` wrote the header but before the schema committed), is initialised
+  // like a new one.
+  bool exists = size > 0 || (size == 0 && !options_.create);
   db_ = Database(
       path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (size < 0 ? SQLITE_OPEN_CREATE : 0));
   sqlite3_busy_timeout(db_.handle(), options_.busy_timeout_ms);
+  if (exists && options_.create && db_.query_int("PRAGMA application_id") == 0 &&
+      db_.query_int("SELECT count(*) FROM sqlite_master") == 0) {
+    exists = false;
+  }
   if (exists) check_schema();  // before any pragma changes a file that is not a key store
   const std::string mode = db_.query_text("PRAGMA journal_mode=WAL");
   if (mode != "wal")
