@@ -448,6 +448,13 @@ int run_query(const QueryOptions& o) {
   return 0;
 }
 
+// The re-solve column of a memory's verify line.
+std::string resolve_word(const MemoryVerification& m) {
+  if (!m.shredded_records.empty())
+    return fmt::format("without {} shredded record(s)", m.shredded_records.size());
+  return m.resolve_equal ? "equal" : "DIFFERENT";
+}
+
 // --repair opens the store for writing first: pending key destructions are completed and shredded
 // records purged (docs/store.md "Shredded records"), then the file is verified.
 int run_verify(const Common& o, bool repair) {
@@ -467,11 +474,7 @@ int run_verify(const Common& o, bool repair) {
     for (const MemoryVerification& m : v.memories) {
       fmt::print("memory      '{}': {} ({} tokens, stored {}, re-solve {}, verify_state {})\n",
                  m.name, m.ok() ? "ok" : "MISMATCH", m.tokens, m.stored_sha256.substr(0, 16),
-                 !m.shredded_records.empty()
-                     ? fmt::format("without {} shredded record(s)", m.shredded_records.size())
-                     : m.resolve_equal ? "equal"
-                                       : "DIFFERENT",
-                 m.report.ok() ? "ok" : "FAILED");
+                 resolve_word(m), m.report.ok() ? "ok" : "FAILED");
     }
     for (const std::string& p : v.problems) fmt::print("problem     {}\n", p);
     for (const std::string& n : v.notes) fmt::print("note        {}\n", n);
@@ -488,9 +491,10 @@ int run_encrypt(const Common& o) {
     return 0;
   }
   if (r.converted) {
-    fmt::print("encrypted   {}: {} records ({} token rows) sealed under fresh data keys in {}.keys"
-               " (key wrapping: {})\n",
-               o.store, r.records, r.tokens, o.store, r.wrapping);
+    fmt::print(
+        "encrypted   {}: {} records ({} token rows) sealed under fresh data keys in {}.keys"
+        " (key wrapping: {})\n",
+        o.store, r.records, r.tokens, o.store, r.wrapping);
     fmt::print("scrubbed    free pages rebuilt (VACUUM), WAL {}\n",
                r.wal_truncated ? "truncated" : "NOT truncated (another connection is reading)");
     print_entry_line(r.entry);

@@ -70,8 +70,8 @@ std::vector<PlainRecord> plaintext_records(Database& db) {
               "SELECT r.memory_id, r.record, m.dim, m.value_dim FROM records r JOIN memories m ON "
               "m.id = r.memory_id WHERE r.key_id IS NULL ORDER BY r.memory_id, r.record");
   while (q.step()) {
-    out.push_back({q.int64(0), q.int64(1), static_cast<int>(q.int64(2)),
-                   static_cast<int>(q.int64(3))});
+    out.push_back(
+        {q.int64(0), q.int64(1), static_cast<int>(q.int64(2)), static_cast<int>(q.int64(3))});
   }
   return out;
 }

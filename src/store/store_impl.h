@@ -195,6 +195,8 @@ struct Store::Impl {
   /// re-solves the memory from its remaining active tokens (batch solve), writes the state and
   /// appends the audit entry "purge". Then truncates the WAL.
   void purge_shredded();
+  /// One memory's purge transaction; false if another process purged the records meanwhile.
+  bool purge_memory(std::int64_t memory_id, const std::vector<const ShreddedRecord*>& found);
   bool has_shredded(std::int64_t memory_id) const { return shredded.count(memory_id) > 0; }
   bool is_shredded(std::int64_t memory_id, std::int64_t record) const;
   /// The in-RAM memory of a memory with shredded records (read-only open): the batch re-solve of

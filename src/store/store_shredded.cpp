@@ -1,5 +1,5 @@
-// Records whose data key is destroyed but whose ciphertext is in the file -- a copy of the data file
-// from before their erasure, restored next to the current key store (docs/store.md "Shredded
+// Records whose data key is destroyed but whose ciphertext is in the file -- a copy of the data
+// file from before their erasure, restored next to the current key store (docs/store.md "Shredded
 // records"): finding them on open, purging them on a writable open (rows deleted, memory re-solved
 // from the remaining tokens, audit entry "purge"), and excluding them on a read-only open.
 #include <cstdio>
@@ -12,15 +12,13 @@ namespace svattn {
 using namespace store_detail;
 
 nlohmann::json shredded_record_to_json(const ShreddedRecord& r) {
-  return {{"memory", r.memory},       {"record", r.record},
-          {"key_id", r.key_id},       {"destroyed_utc", r.destroyed_utc},
-          {"tokens", r.tokens},       {"suspended", r.suspended},
+  return {{"memory", r.memory}, {"record", r.record},
+          {"key_id", r.key_id}, {"destroyed_utc", r.destroyed_utc},
+          {"tokens", r.tokens}, {"suspended", r.suspended},
           {"purged", r.purged}};
 }
 
-const std::vector<ShreddedRecord>& Store::shredded_records() const {
-  return impl_->shredded_found;
-}
+const std::vector<ShreddedRecord>& Store::shredded_records() const { return impl_->shredded_found; }
 const std::vector<AuditEntry>& Store::purge_entries() const { return impl_->purge_log; }
 
 namespace {
@@ -127,60 +125,87 @@ std::string purge_certificate(const std::vector<const ShreddedRecord*>& recs, st
 
 }  // namespace
 
+// Active token ids of the memory including its shredded records: the ids of the stored state.
+static std::vector<TokenId> stored_active_ids(Database& db, std::int64_t memory_id) {
+  std::vector<TokenId> ids;
+  Statement q(db.handle(),
+              "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
+              "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 ORDER BY t.token_id");
+  q.bind(1, memory_id);
+  while (q.step()) ids.push_back(q.int64(0));
+  return ids;
+}
+
+// Deletes the rows of the shredded records still in the file (another process may have purged
+// them since they were found); returns the records deleted.
+static std::vector<const ShreddedRecord*> delete_shredded_rows(
+    Database& db, std::int64_t memory_id, const std::vector<const ShreddedRecord*>& found) {
+  std::vector<const ShreddedRecord*> done;
+  Statement key(db.handle(), "SELECT key_id FROM records WHERE memory_id = ?1 AND record = ?2");
+  Statement del(db.handle(),
+                "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
+  Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
+  for (const ShreddedRecord* r : found) {
+    key.bind(1, memory_id).bind(2, r->record);
+    const bool present = key.step() && !key.is_null(0) && key.text(0) == r->key_id;
+    key.reset();
+    if (!present) continue;
+    del.bind(1, memory_id).bind(2, record_lo(r->record)).bind(3, record_hi(r->record)).run();
+    del.reset();
+    delr.bind(1, memory_id).bind(2, r->record).run();
+    delr.reset();
+    done.push_back(r);
+  }
+  return done;
+}
+
+bool Store::Impl::purge_memory(std::int64_t memory_id,
+                               const std::vector<const ShreddedRecord*>& found) {
+  Transaction t(db, true, path, options.busy_timeout_ms);
+  const MemoryRow row = read_memory_row(found.front()->memory);
+  const State before = load_state(row, stored_active_ids(db, memory_id));
+  const std::vector<const ShreddedRecord*> list = delete_shredded_rows(db, memory_id, found);
+  if (list.empty()) return false;  // rolled back: nothing left to purge
+  std::int64_t rows = 0, removed = 0;
+  for (const ShreddedRecord* r : list) {
+    rows += r->tokens;
+    removed += r->suspended ? 0 : r->tokens;
+  }
+  shredded.erase(memory_id);  // the rows are gone: load the remaining tokens as they are
+  std::unique_ptr<Memory> mem = solve_from(row, load_active_tokens(row));
+  const State after = mem->state();
+  AuditEntry e;
+  e.operation = "purge";
+  e.memory = row.name;
+  e.record = list.front()->record;
+  e.token_count = rows;
+  e.state_before = row.state_sha256;
+  e.state_after = after.state_sha256;
+  e.certificate = purge_certificate(list, rows, removed);
+  append_audit(e);
+  write_state(row.id, before, after, e.seq, row.name);
+  write_screening(row.id, *mem);
+  t.commit();
+  std::fprintf(stderr,
+               "svattn: store '%s': %zu record(s) of memory '%s' are shredded (their data keys "
+               "were destroyed); their rows were deleted and the memory re-solved without them "
+               "(audit entry %lld 'purge', sha256 %s)\n",
+               path.c_str(), list.size(), row.name.c_str(), static_cast<long long>(e.seq),
+               after.state_sha256.c_str());
+  cache[row.name] = Cached{row.id, e.seq, std::move(mem)};
+  purge_log.push_back(std::move(e));
+  return true;
+}
+
 void Store::Impl::purge_shredded() {
   if (shredded.empty() || options.read_only) return;
   const auto by_memory = shredded;
   for (const auto& [memory_id, recs] : by_memory) {
-    Transaction t(db, true, path, options.busy_timeout_ms);
     std::vector<const ShreddedRecord*> list;
     for (const auto& [record, index] : recs) list.push_back(&shredded_found[index]);
-    const MemoryRow row = read_memory_row(list.front()->memory);
-    std::vector<TokenId> ids;  // active ids with the shredded records: the stored state's ids
-    {
-      Statement q(db.handle(),
-                  "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id "
-                  "AND r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 ORDER BY "
-                  "t.token_id");
-      q.bind(1, row.id);
-      while (q.step()) ids.push_back(q.int64(0));
-    }
-    const State before = load_state(row, ids);
-    std::int64_t rows = 0, removed = 0;
-    Statement del(db.handle(),
-                  "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
-    Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
-    for (const ShreddedRecord* r : list) {
-      del.bind(1, row.id).bind(2, record_lo(r->record)).bind(3, record_hi(r->record)).run();
-      del.reset();
-      delr.bind(1, row.id).bind(2, r->record).run();
-      delr.reset();
-      rows += r->tokens;
-      removed += r->suspended ? 0 : r->tokens;
-    }
-    shredded.erase(memory_id);  // the rows are gone: load the remaining tokens as they are
-    std::unique_ptr<Memory> mem = solve_from(row, load_active_tokens(row));
-    const State after = mem->state();
-    AuditEntry e;
-    e.operation = "purge";
-    e.memory = row.name;
-    e.record = list.front()->record;
-    e.token_count = rows;
-    e.state_before = row.state_sha256;
-    e.state_after = after.state_sha256;
-    e.certificate = purge_certificate(list, rows, removed);
-    append_audit(e);
-    write_state(row.id, before, after, e.seq, row.name);
-    write_screening(row.id, *mem);
-    t.commit();
-    for (const auto& [record, index] : recs) shredded_found[index].purged = true;
-    std::fprintf(stderr,
-                 "svattn: store '%s': %zu record(s) of memory '%s' are shredded (their data keys "
-                 "were destroyed); their rows were deleted and the memory re-solved without them "
-                 "(audit entry %lld 'purge', sha256 %s)\n",
-                 path.c_str(), list.size(), row.name.c_str(), static_cast<long long>(e.seq),
-                 after.state_sha256.c_str());
-    cache[row.name] = Cached{row.id, e.seq, std::move(mem)};
-    purge_log.push_back(std::move(e));
+    const bool purged = purge_memory(memory_id, list);
+    shredded.erase(memory_id);
+    for (const auto& [record, index] : recs) shredded_found[index].purged = purged;
   }
   bool truncated = false;
   checkpoint(&truncated);
@@ -212,8 +237,7 @@ MemoryVerification Store::Impl::verify_shredded(
   mv.audit_consistent = last_audit != nullptr && last_audit->first == row.state_sha256 &&
                         last_audit->second == row.last_audit_seq;
   notes.push_back("memory '" + row.name + "': without its shredded records it is the state " +
-                  br.state.state_sha256 +
-                  " of a store that never saw them (the stored state " +
+                  br.state.state_sha256 + " of a store that never saw them (the stored state " +
                   row.state_sha256.substr(0, 16) +
                   "… still includes them; a writable open purges them and logs 'purge')");
   if (!mv.report.ok()) {

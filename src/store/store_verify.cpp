@@ -44,9 +44,10 @@ StoreVerification Store::verify() const {
     }
     im.check_orphans(v.problems);
     if (im.scrub_pending()) {
-      v.notes.push_back("an encryption conversion committed but its free-space scrub did not "
-                        "finish: freed pages may still hold plaintext; run `svattn memory "
-                        "encrypt` again to finish it");
+      v.notes.push_back(
+          "an encryption conversion committed but its free-space scrub did not "
+          "finish: freed pages may still hold plaintext; run `svattn memory "
+          "encrypt` again to finish it");
     }
     for (const auto& [mem_name, st] : last_state) {
       Statement q(im.db.handle(), "SELECT 1 FROM memories WHERE name = ?1");

@@ -72,13 +72,13 @@ class StoreCliCrypto : public ::testing::Test {
   // on the create command's only.
   void make(const std::string& store, const std::vector<int>& recs, const std::string& extra,
             const std::string& create = "") {
-    const CliResult c =
-        cli(dir_, "memory create " + store + " --memory m --dim 4 --C 0.05 " + extra + " " + create);
+    const CliResult c = cli(
+        dir_, "memory create " + store + " --memory m --dim 4 --C 0.05 " + extra + " " + create);
     ASSERT_EQ(c.code, 0) << c.err;
     for (int r : recs) {
-      const CliResult a = cli(dir_,
-                        "memory add " + store + " --memory m --record " + std::to_string(r) +
-                            " --keys " + dir_.file("k" + std::to_string(r) + ".csv") + " " + extra);
+      const CliResult a =
+          cli(dir_, "memory add " + store + " --memory m --record " + std::to_string(r) +
+                        " --keys " + dir_.file("k" + std::to_string(r) + ".csv") + " " + extra);
       ASSERT_EQ(a.code, 0) << a.err;
     }
   }
@@ -90,7 +90,8 @@ TEST_F(StoreCliCrypto, MasterKeyFromFileOrEnvironmentAndClearErrors) {
   const std::string s = dir_.file("w.db");
   make(s, {0, 1}, "--master-key-file " + key_);
   const std::string db0 = file_sha(s), keys0 = file_sha(s + ".keys");
-  const std::string add = "memory add " + s + " --memory m --record 3 --keys " + dir_.file("k3.csv");
+  const std::string add =
+      "memory add " + s + " --memory m --record 3 --keys " + dir_.file("k3.csv");
   const std::string wrong = "SVATTN_MASTER_KEY=" + std::string(64, '8');
   for (const std::string& env : {std::string(), wrong, std::string("SVATTN_MASTER_KEY=")}) {
     const CliResult r = cli(dir_, add, env);
@@ -114,8 +115,9 @@ TEST_F(StoreCliCrypto, MasterKeyFromFileOrEnvironmentAndClearErrors) {
     EXPECT_EQ(lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find(st), std::string::npos) << r.err;
   }
-  const CliResult np = cli(dir_, "memory create " + dir_.file("new.db") +
-                               " --memory m --dim 4 --C 0.05 --plaintext --master-key-file " + key_);
+  const CliResult np =
+      cli(dir_, "memory create " + dir_.file("new.db") +
+                    " --memory m --dim 4 --C 0.05 --plaintext --master-key-file " + key_);
   EXPECT_EQ(np.code, 2);
   EXPECT_FALSE(store_test::file_exists(dir_.file("new.db")));
 }

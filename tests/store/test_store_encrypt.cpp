@@ -289,12 +289,15 @@ TEST(StoreEncrypt, KillNineDuringEncryptLeavesAPlaintextOrAnEncryptedStore) {
     o.encrypt = false;
     Store s(base, o);
     s.create_memory("m", rbf_settings(0.05, 2.0), 8, 8);
-    s.import_records("m", [&] {
-      std::vector<std::int64_t> rec;
-      for (std::int64_t r : ids)
-        for (int i = 0; i < 6; ++i) rec.push_back(r);
-      return rec;
-    }(), random_keys(600, 8, 4242));
+    s.import_records(
+        "m",
+        [&] {
+          std::vector<std::int64_t> rec;
+          for (std::int64_t r : ids)
+            for (int i = 0; i < 6; ++i) rec.push_back(r);
+          return rec;
+        }(),
+        random_keys(600, 8, 4242));
     sha = s.memory_info("m").state_sha256;
   }
   const auto base_bytes = read_bytes(base);
@@ -315,8 +318,8 @@ TEST(StoreEncrypt, KillNineDuringEncryptLeavesAPlaintextOrAnEncryptedStore) {
     int timer_status = 0;
     ::waitpid(timer, &timer_status, 0);
     ASSERT_TRUE(WIFEXITED(timer_status) && WEXITSTATUS(timer_status) == 0);
-    full = std::max(
-        full, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    full = std::max(full,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::mt19937_64 gen(14);
   int plain = 0, sealed = 0, scrub_pending = 0;
@@ -363,9 +366,10 @@ TEST(StoreEncrypt, KillNineDuringEncryptLeavesAPlaintextOrAnEncryptedStore) {
     EXPECT_EQ(s.encryption(), "aes-256-gcm");
     EXPECT_EQ(s.memory_info("m").state_sha256, sha);
   }
-  std::printf("kill -9 during encrypt (%.3f s uninterrupted): %d trials left it plaintext, %d "
-              "encrypted (%d of them before the scrub finished)\n",
-              full, plain, sealed, scrub_pending);
+  std::printf(
+      "kill -9 during encrypt (%.3f s uninterrupted): %d trials left it plaintext, %d "
+      "encrypted (%d of them before the scrub finished)\n",
+      full, plain, sealed, scrub_pending);
 }
 
 // ---------------------------------------------------------------------------------- shredded
@@ -432,8 +436,8 @@ TEST(StoreShredded, RestoredBackupReportsTheErasedRecordAndEqualsAStoreThatNever
     ro.read_only = true;
     Store s(p, ro);
     ASSERT_EQ(s.shredded_records().size(), 2u);
-    const ShreddedRecord& r = s.shredded_records()[0].memory == "m" ? s.shredded_records()[0]
-                                                                    : s.shredded_records()[1];
+    const ShreddedRecord& r =
+        s.shredded_records()[0].memory == "m" ? s.shredded_records()[0] : s.shredded_records()[1];
     EXPECT_EQ(r.record, 3);
     EXPECT_EQ(r.key_id, key_id);
     EXPECT_FALSE(r.purged);
