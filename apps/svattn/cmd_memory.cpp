@@ -423,7 +423,14 @@ int run_query(const QueryOptions& o) {
   Store store(o.common.store, read_only_options(o.common, false));
   const RowMatrix out = store.query(o.common.memory, queries);
   const std::vector<double> f = store.decision(o.common.memory, queries);
-  const std::string sha = store.memory_info(o.common.memory).state_sha256;
+  const MemoryInfo info = store.memory_info(o.common.memory);
+  const std::string& sha = info.state_sha256;
+  if (info.shredded_records > 0) {
+    std::fprintf(stderr,
+                 "svattn: note: memory '%s' has %d shredded records (data keys destroyed); they "
+                 "are excluded and the readouts are those of the memory without them\n",
+                 o.common.memory.c_str(), info.shredded_records);
+  }
   if (o.common.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (Eigen::Index i = 0; i < out.rows(); ++i) {
@@ -432,6 +439,7 @@ int run_query(const QueryOptions& o) {
     }
     print_json({{"memory", o.common.memory},
                 {"state_sha256", sha},
+                {"shredded_records", info.shredded_records},
                 {"n", out.rows()},
                 {"value_dim", out.cols()},
                 {"readouts", rows},

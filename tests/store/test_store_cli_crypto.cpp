@@ -156,6 +156,14 @@ TEST_F(StoreCliCrypto, RestoredBackupReportsTheShreddedRecord) {
   ASSERT_EQ(show.code, 0) << show.err;
   EXPECT_EQ(sha_of(show.out), sha_never);
   EXPECT_NE(show.out.find("shredded    1 records"), std::string::npos) << show.out;
+  write_csv(dir_.file("q.csv"), random_keys(2, 4, 5));
+  const CliResult q = cli(dir_, "memory query " + s + " --memory m --queries " + dir_.file("q.csv"));
+  EXPECT_EQ(q.code, 0) << q.err;
+  EXPECT_NE(q.out.find(sha_never), std::string::npos) << q.out;
+  EXPECT_NE(q.err.find("1 shredded records"), std::string::npos) << q.err;
+  const CliResult qn =
+      cli(dir_, "memory query " + never + " --memory m --queries " + dir_.file("q.csv"));
+  EXPECT_EQ(q.out, qn.out) << "readouts differ from the never-seen store";
   const CliResult v = cli(dir_, "memory verify " + s);
   EXPECT_EQ(v.code, 0) << v.out;
   EXPECT_NE(v.out.find("shredded    record 2 of memory 'm'"), std::string::npos) << v.out;
