@@ -274,6 +274,39 @@ TEST(StoreEncrypt, ConversionWithAMasterKeyWrapsTheNewKeys) {
   EXPECT_TRUE(Store(p, with_file(kf)).verify().ok());
 }
 
+TEST(StoreEncrypt, AnOlderSchemaIsUpgradedThenEncrypted) {
+  TempDir dir;
+  const std::string p = dir.file("s.db");
+  std::string sha;
+  {
+    StoreOptions o;
+    o.create = true;
+    o.encrypt = false;
+    Store s(p, o);
+    s.create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
+    add_records(s, "m", {1, 2, 3}, kPerRecord, kDim);
+    sha = s.memory_info("m").state_sha256;
+  }
+  {
+    RawDb raw(p);  // what a schema-2 file looks like
+    ASSERT_EQ(raw.exec("ALTER TABLE records DROP COLUMN key_id"), SQLITE_OK);
+    ASSERT_EQ(raw.exec("DELETE FROM meta WHERE key = 'encryption'"), SQLITE_OK);
+    ASSERT_EQ(raw.exec("UPDATE meta SET value = '2' WHERE key = 'schema_version'"), SQLITE_OK);
+    ASSERT_EQ(raw.exec("PRAGMA user_version = 2"), SQLITE_OK);
+  }
+  const StoreEncryptionResult r = encrypt_store(p);
+  EXPECT_TRUE(r.converted);
+  EXPECT_EQ(r.records, 3);
+  EXPECT_EQ(scan_store_files(p, patterns_of(record_keys(2))).fp64_found, 0u);
+  Store s(p);
+  EXPECT_EQ(s.memory_info("m").state_sha256, sha);
+  const auto audit = s.audit();
+  ASSERT_GE(audit.size(), 2u);
+  EXPECT_EQ(audit[audit.size() - 2].operation, "upgrade");
+  EXPECT_EQ(audit.back().operation, "encrypt");
+  EXPECT_TRUE(s.verify().ok());
+}
+
 // kill -9 at random points of encrypt_store (20 trials): the store opens and verifies with its
 // hashes, and is either fully plaintext or fully encrypted; running encrypt again completes it and
 // no plaintext is left.
