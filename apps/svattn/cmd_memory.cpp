@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -19,6 +20,7 @@ struct Common {
   std::string memory;
   int busy_timeout_ms = 5000;
   bool json = false;
+  std::string master_key_file;  // --master-key-file (else SVATTN_MASTER_KEY_FILE / _KEY)
 };
 
 struct CreateOptions {
@@ -65,7 +67,9 @@ struct QueryOptions {
   std::string queries;
 };
 
-void add_store_arg(CLI::App* sub, Common& c, bool with_memory) {
+// Every command that opens the store takes --master-key-file; backup copies the data file only
+// and reads no key.
+void add_store_arg(CLI::App* sub, Common& c, bool with_memory, bool with_master_key = true) {
   sub->add_option("STORE", c.store, "store file (SQLite)")->required();
   if (with_memory) sub->add_option("--memory", c.memory, "memory name")->required();
   sub->add_option("--busy-timeout", c.busy_timeout_ms,
@@ -73,12 +77,31 @@ void add_store_arg(CLI::App* sub, Common& c, bool with_memory) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   add_json_flag(sub, c.json);
+  if (!with_master_key) return;
+  sub->add_option("--master-key-file", c.master_key_file,
+                  "file holding the master key that wraps the data keys (64 hex digits, mode "
+                  "0600); default: $SVATTN_MASTER_KEY_FILE, else $SVATTN_MASTER_KEY (the key "
+                  "itself); never the key on the command line");
+}
+
+// The master key (docs/store.md "Master key"): --master-key-file, else the file named by
+// SVATTN_MASTER_KEY_FILE, else the key in SVATTN_MASTER_KEY (set but empty is an error, not none).
+void set_master_key(const Common& c, StoreOptions& o) {
+  const char* file_env = std::getenv("SVATTN_MASTER_KEY_FILE");
+  if (!c.master_key_file.empty()) {
+    o.master_key_file = c.master_key_file;
+  } else if (file_env != nullptr && *file_env != '\0') {
+    o.master_key_file = file_env;
+  } else if (std::getenv("SVATTN_MASTER_KEY") != nullptr) {
+    o.master_key_env = "SVATTN_MASTER_KEY";
+  }
 }
 
 StoreOptions store_options(const Common& c, bool create = false) {
   StoreOptions o;
   o.create = create;
   o.busy_timeout_ms = c.busy_timeout_ms;
+  set_master_key(c, o);
   return o;
 }
 
@@ -138,7 +161,9 @@ int run_create(const CreateOptions& o) {
     fmt::print("encryption  {}{}\n", store.encryption(),
                store.encryption() == "none"
                    ? " (plaintext store: token keys and values are stored unencrypted)"
-                   : " (per-record data keys in " + o.common.store + ".keys)");
+                   : " (per-record data keys in " + o.common.store + ".keys" +
+                         (store.key_wrapping() == "aes-256-gcm" ? ", wrapped by the master key)"
+                                                                : ", not wrapped)"));
     print_entry_line(r.entry);
   }
   return 0;
@@ -339,6 +364,13 @@ void print_show_summary(const MemoryInfo& info, const std::string& store) {
   fmt::print("sha256      {}\n", info.state_sha256);
   fmt::print("records     {} ({} suspended), {} token rows stored, last audit entry {}\n",
              info.records, info.suspended_records, info.stored_tokens, info.last_audit_seq);
+  if (info.shredded_records > 0) {
+    fmt::print(
+        "shredded    {} records: their data keys were destroyed (erased after this copy was "
+        "made); they cannot be decrypted and are excluded (sha256 above is the memory without "
+        "them; the file's row says {}; a writing command purges them)\n",
+        info.shredded_records, info.file_state_sha256);
+  }
 }
 
 int run_show(const ShowOptions& so) {
@@ -359,10 +391,15 @@ int run_show(const ShowOptions& so) {
     j["memory_settings"] = memory_settings_to_json(info.settings);
     nlohmann::json rj = nlohmann::json::array();
     for (const RecordInfo& r : recs) {
-      rj.push_back({{"record", r.record}, {"tokens", r.tokens}, {"suspended", r.suspended}});
+      rj.push_back({{"record", r.record},
+                    {"tokens", r.tokens},
+                    {"suspended", r.suspended},
+                    {"shredded", r.shredded}});
     }
     j["records"] = rj;
     j["stored_tokens"] = info.stored_tokens;
+    j["shredded_records"] = info.shredded_records;
+    j["file_state_sha256"] = info.file_state_sha256;
     j["last_audit_seq"] = info.last_audit_seq;
     print_json(j);
     return 0;
@@ -375,8 +412,8 @@ int run_show(const ShowOptions& so) {
     }
   }
   for (const RecordInfo& r : recs) {
-    fmt::print("  record {:>12}  {:>7} tokens{}\n", r.record, r.tokens,
-               r.suspended ? "  (suspended)" : "");
+    fmt::print("  record {:>12}  {:>7} tokens{}{}\n", r.record, r.tokens,
+               r.suspended ? "  (suspended)" : "", r.shredded ? "  (shredded: key destroyed)" : "");
   }
   return 0;
 }
@@ -386,7 +423,14 @@ int run_query(const QueryOptions& o) {
   Store store(o.common.store, read_only_options(o.common, false));
   const RowMatrix out = store.query(o.common.memory, queries);
   const std::vector<double> f = store.decision(o.common.memory, queries);
-  const std::string sha = store.memory_info(o.common.memory).state_sha256;
+  const MemoryInfo info = store.memory_info(o.common.memory);
+  const std::string& sha = info.state_sha256;
+  if (info.shredded_records > 0) {
+    std::fprintf(stderr,
+                 "svattn: note: memory '%s' has %d shredded records (data keys destroyed); they "
+                 "are excluded and the readouts are those of the memory without them\n",
+                 o.common.memory.c_str(), info.shredded_records);
+  }
   if (o.common.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (Eigen::Index i = 0; i < out.rows(); ++i) {
@@ -395,6 +439,7 @@ int run_query(const QueryOptions& o) {
     }
     print_json({{"memory", o.common.memory},
                 {"state_sha256", sha},
+                {"shredded_records", info.shredded_records},
                 {"n", out.rows()},
                 {"value_dim", out.cols()},
                 {"readouts", rows},
@@ -411,19 +456,33 @@ int run_query(const QueryOptions& o) {
   return 0;
 }
 
-int run_verify(const Common& o) {
-  Store store(o.store, read_only_options(o));
+// The re-solve column of a memory's verify line.
+std::string resolve_word(const MemoryVerification& m) {
+  if (!m.shredded_records.empty())
+    return fmt::format("without {} shredded record(s)", m.shredded_records.size());
+  return m.resolve_equal ? "equal" : "DIFFERENT";
+}
+
+// --repair opens the store for writing first: pending key destructions are completed and shredded
+// records purged (docs/store.md "Shredded records"), then the file is verified.
+int run_verify(const Common& o, bool repair) {
+  Store store(o.store, repair ? store_options(o) : read_only_options(o));
   const StoreVerification v = store.verify();
   if (o.json) {
     print_json(verification_to_json(v));
   } else {
+    for (const ShreddedRecord& r : store.shredded_records()) {
+      fmt::print("shredded    record {} of memory '{}' (data key {} destroyed {}){}\n", r.record,
+                 r.memory, r.key_id, r.destroyed_utc,
+                 r.purged ? ": purged now (audit entry 'purge')" : ": excluded");
+    }
     fmt::print("integrity   {}\n", v.integrity_ok ? "ok" : "FAILED");
     fmt::print("audit chain {} ({} entries, head {})\n", v.chain_ok ? "ok" : "BROKEN",
                v.audit_entries, v.audit_head);
     for (const MemoryVerification& m : v.memories) {
       fmt::print("memory      '{}': {} ({} tokens, stored {}, re-solve {}, verify_state {})\n",
                  m.name, m.ok() ? "ok" : "MISMATCH", m.tokens, m.stored_sha256.substr(0, 16),
-                 m.resolve_equal ? "equal" : "DIFFERENT", m.report.ok() ? "ok" : "FAILED");
+                 resolve_word(m), m.report.ok() ? "ok" : "FAILED");
     }
     for (const std::string& p : v.problems) fmt::print("problem     {}\n", p);
     for (const std::string& n : v.notes) fmt::print("note        {}\n", n);
@@ -431,6 +490,30 @@ int run_verify(const Common& o) {
   }
   std::fflush(stdout);
   return v.ok() ? 0 : 1;
+}
+
+int run_encrypt(const Common& o) {
+  const StoreEncryptionResult r = encrypt_store(o.store, store_options(o));
+  if (o.json) {
+    print_json(encryption_result_to_json(r));
+    return 0;
+  }
+  if (r.converted) {
+    fmt::print(
+        "encrypted   {}: {} records ({} token rows) sealed under fresh data keys in {}.keys"
+        " (key wrapping: {})\n",
+        o.store, r.records, r.tokens, o.store, r.wrapping);
+    fmt::print("scrubbed    free pages rebuilt (VACUUM), WAL {}\n",
+               r.wal_truncated ? "truncated" : "NOT truncated (another connection is reading)");
+    print_entry_line(r.entry);
+  } else {
+    fmt::print("encrypted   {} was already encrypted: nothing to convert{}\n", o.store,
+               r.scrubbed ? "; the interrupted free-space scrub was completed" : "");
+  }
+  for (const auto& [name, sha] : r.state_sha256.items()) {
+    fmt::print("memory      '{}' sha256 {} (unchanged)\n", name, sha.get<std::string>());
+  }
+  return 0;
 }
 
 int run_backup(const Common& o, const std::string& destination) {
@@ -555,19 +638,31 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   q->callback([&exit_code] { exit_code = run_query(query); });
 
   static Common verify;
+  static bool repair = false;
   auto* v = mem->add_subcommand(
       "verify",
       "Check the audit chain and every memory against a from-scratch solve (exit 1 on "
       "a mismatch)");
   add_store_arg(v, verify, false);
-  v->callback([&exit_code] { exit_code = run_verify(verify); });
+  v->add_flag("--repair", repair,
+              "open for writing first: complete pending key destructions and purge shredded "
+              "records (a restored backup), logged in the audit chain");
+  v->callback([&exit_code] { exit_code = run_verify(verify, repair); });
+
+  static Common encrypt;
+  auto* en = mem->add_subcommand(
+      "encrypt",
+      "Encrypt a plaintext store in place (fresh data key per record, rows rewritten, file "
+      "rebuilt, WAL truncated); a no-op on an encrypted store");
+  add_store_arg(en, encrypt, false);
+  en->callback([&exit_code] { exit_code = run_encrypt(encrypt); });
 
   static Common audit;
   static Common backup;
   static std::string backup_dest;
   auto* bk = mem->add_subcommand(
       "backup", "Consistent online copy of the store's data file to DEST (keys not included)");
-  add_store_arg(bk, backup, false);
+  add_store_arg(bk, backup, false, false);
   bk->add_option("DEST", backup_dest, "new file for the copy (must not exist)")->required();
   bk->callback([&exit_code] { exit_code = run_backup(backup, backup_dest); });
   auto* au = mem->add_subcommand("audit", "Print the audit log");

@@ -41,6 +41,13 @@ class StoreFull : public StoreError {
  public:
   using StoreError::StoreError;
 };
+/// The master key (StoreOptions::master_key_env / master_key_file) is missing, malformed,
+/// unreadable, not the key the key store was created with, or given for a store whose data keys
+/// are not wrapped (docs/store.md "Master key"). Nothing was written; the CLI exits 2.
+class MasterKeyError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
+};
 
 // ---------------------------------------------------------------------------------------- token
 // ids
@@ -116,6 +123,14 @@ struct StoreOptions {
   /// "Encryption at rest"). false: a plaintext store (`memory create --plaintext`). Recorded in
   /// the store when it is created; ignored when opening an existing store.
   bool encrypt = true;
+  /// Master key wrapping the data keys in STORE.keys (docs/store.md "Master key"): the name of an
+  /// environment variable holding it as 64 hexadecimal digits (e.g. "SVATTN_MASTER_KEY"), or
+  /// master_key_file: a file holding those digits, readable by its owner only (mode 0600/0400).
+  /// At most one of the two; both empty (default): no master key. A key store created with a
+  /// master key must be opened with it; one created without it refuses a master key, and so does
+  /// a plaintext store (except encrypt_store, which creates the key store wrapped). MasterKeyError.
+  std::string master_key_env;
+  std::string master_key_file;
 };
 
 // ------------------------------------------------------------------------------------ descriptions
@@ -124,7 +139,25 @@ struct RecordInfo {
   std::int64_t record = 0;
   int tokens = 0;  ///< token rows held for the record
   bool suspended = false;
+  /// Its data key was destroyed (a restored copy; docs/store.md "Shredded records"): the rows
+  /// cannot be decrypted and the record is excluded from the memory.
+  bool shredded = false;
 };
+
+/// A record whose ciphertext is in the file but whose data key the key store has destroyed: a
+/// copy of the data file from before the record's erasure (docs/store.md "Shredded records").
+struct ShreddedRecord {
+  std::string memory;
+  std::int64_t record = 0;
+  std::string key_id;
+  std::string destroyed_utc;  ///< when the key was destroyed (from the key store's tombstone)
+  std::int64_t tokens = 0;    ///< its token rows in the file when the store was opened
+  bool suspended = false;
+  /// A writable open deleted its rows and re-solved the memory without it (audit entry "purge");
+  /// false on a read-only open, which excludes it in RAM only.
+  bool purged = false;
+};
+nlohmann::json shredded_record_to_json(const ShreddedRecord& r);
 
 /// How a Store object last restored a memory from the file (Store::last_restore).
 struct RestoreReport {
@@ -153,6 +186,12 @@ struct MemoryInfo {
   double b = 0;
   Status status = Status::kEmpty;
   bool warmup = false;
+  /// Records excluded because their data key was destroyed (read-only open of a restored copy).
+  /// While > 0, state_sha256, b, status, margin, error and warmup describe the memory without
+  /// them (batch re-solve of the remaining tokens) and tokens excludes their rows.
+  int shredded_records = 0;
+  /// The state hash the file's memories row holds (equals state_sha256 unless shredded_records).
+  std::string file_state_sha256;
 };
 
 /// One row of the audit log. The entry hash is SHA-256 over canonical_audit_bytes(entry), which
@@ -228,9 +267,12 @@ struct MemoryVerification {
   /// No problem at all for this memory: every stored field (b, status, warmup, kkt_*, created_utc,
   /// token rows) agrees with the re-derived state and the audit log.
   bool fields_ok = false;
+  /// Records of this memory whose data key is destroyed (a restored copy, read-only open): they
+  /// are excluded, resolved_sha256 is the state without them and report checks that state.
+  std::vector<std::int64_t> shredded_records;
   bool ok() const {
-    return (resolve_equal || uniqueness_not_established) && report.ok() && audit_consistent &&
-           fields_ok;
+    return (resolve_equal || uniqueness_not_established || !shredded_records.empty()) &&
+           report.ok() && audit_consistent && fields_ok;
   }
 };
 
@@ -270,6 +312,35 @@ nlohmann::json backup_to_json(const StoreBackup& b);
 /// Throws like Store's constructor for a missing or foreign file.
 StoreBackup backup_store(const std::string& store_path, const std::string& destination);
 
+// ---------------------------------------------------------------------------------------- encrypt
+
+/// What encrypt_store did (docs/store.md "Encrypting an existing store").
+struct StoreEncryptionResult {
+  std::string path;
+  bool converted = false;          ///< this call encrypted the store's records
+  bool already_encrypted = false;  ///< the store was encrypted before this call (nothing sealed)
+  /// The free-space scrub (VACUUM + WAL truncation) ran: after a conversion, or to finish one
+  /// that was interrupted after its commit (meta 'encrypt_scrub_pending').
+  bool scrubbed = false;
+  bool wal_truncated = false;   ///< the final wal_checkpoint(TRUNCATE) completed
+  std::string wrapping;         ///< the key store's: "aes-256-gcm" (master key) or "none"
+  std::int64_t records = 0;     ///< records sealed under fresh data keys
+  std::int64_t tokens = 0;      ///< token rows rewritten
+  nlohmann::json state_sha256;  ///< memory name -> state hash (unchanged by the conversion)
+  AuditEntry entry;             ///< the store-level audit entry "encrypt" (seq 0 if none)
+  double seconds = 0;
+};
+nlohmann::json encryption_result_to_json(const StoreEncryptionResult& r);
+
+/// Converts the plaintext store at `path` in place: every record (active and suspended) gets a
+/// fresh data key in STORE.keys (wrapped when options names a master key), all its token rows are
+/// rewritten sealed, meta 'encryption' becomes aes-256-gcm, a store-level audit entry "encrypt" is
+/// appended, all in one transaction; then VACUUM rebuilds the file (no freed page or cell keeps
+/// plaintext) and the WAL is truncated. State hashes do not change. On an encrypted store it only
+/// finishes an interrupted scrub, else does nothing (already_encrypted). Throws like Store's
+/// constructor (options.read_only and options.create must be false).
+StoreEncryptionResult encrypt_store(const std::string& path, const StoreOptions& options = {});
+
 // ------------------------------------------------------------------------------------------- store
 
 class Store {
@@ -288,6 +359,15 @@ class Store {
   const StoreOptions& options() const;
   /// "aes-256-gcm" (token payloads encrypted per record) or "none" (a plaintext store).
   const std::string& encryption() const;
+  /// "aes-256-gcm" when the data keys are wrapped by a master key, "none" when they are not, ""
+  /// for a plaintext store (no key store).
+  std::string key_wrapping() const;
+  /// Records found shredded when this object opened the store (docs/store.md "Shredded
+  /// records"): a writable open purged them (purged = true, audit entry "purge" per memory); a
+  /// read-only open excludes them from every view and query.
+  const std::vector<ShreddedRecord>& shredded_records() const;
+  /// The "purge" audit entries this object's open appended (one per memory; writable opens only).
+  const std::vector<AuditEntry>& purge_entries() const;
 
   /// Throws InvalidArgument unless `name` has 1 to 256 bytes, no control characters and is valid
   /// UTF-8 (names enter the audit log and JSON output).
@@ -349,6 +429,7 @@ class Store {
   std::vector<AuditEntry> audit() const;
 
  private:
+  friend StoreEncryptionResult encrypt_store(const std::string& path, const StoreOptions& options);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

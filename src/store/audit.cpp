@@ -147,6 +147,7 @@ nlohmann::json verification_to_json(const StoreVerification& v) {
     mj["audit_consistent"] = m.audit_consistent;
     mj["fields_ok"] = m.fields_ok;
     mj["uniqueness_not_established"] = m.uniqueness_not_established;
+    mj["shredded_records"] = m.shredded_records;
     mj["feasible"] = m.report.feasible;
     mj["kkt_ok"] = m.report.kkt_ok;
     mj["hash_ok"] = m.report.hash_ok;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "svattn/errors.h"
+#include "svattn/store.h"
 
 struct evp_cipher_ctx_st;  // OpenSSL's EVP_CIPHER_CTX
 
@@ -81,12 +82,9 @@ class RecordTampered : public FormatError {
   RecordAad aad_;
 };
 
-/// The master key is missing, malformed, unreadable, or not the key the key store was made with.
-/// An InvalidArgument: the CLI exits 2 and writes nothing.
-class MasterKeyError : public InvalidArgument {
- public:
-  using InvalidArgument::InvalidArgument;
-};
+/// The master key is missing, malformed, unreadable, or not the key the key store was made with
+/// (svattn::MasterKeyError, public in svattn/store.h): an InvalidArgument, the CLI exits 2.
+using svattn::MasterKeyError;
 
 /// Seals many fields under one data key (a record's keys and values): the AES key schedule is set
 /// up once. Nonces (docs/store.md "Encryption at rest (building blocks)", Nonces): a random 96-bit

@@ -121,11 +121,17 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
     open_read_only(size);
     return;
   }
-  // An empty file (a creation interrupted before its schema) is initialised like a new one.
-  const bool exists = size > 0 || (size == 0 && !options_.create);
+  // An empty file, or an SQLite file with no table and no application id (a creation killed
+  // after `journal_mode=WAL` wrote the header but before the schema committed), is initialised
+  // like a new one.
+  bool exists = size > 0 || (size == 0 && !options_.create);
   db_ = Database(
       path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (size < 0 ? SQLITE_OPEN_CREATE : 0));
   sqlite3_busy_timeout(db_.handle(), options_.busy_timeout_ms);
+  if (exists && options_.create && db_.query_int("PRAGMA application_id") == 0 &&
+      db_.query_int("SELECT count(*) FROM sqlite_master") == 0) {
+    exists = false;
+  }
   if (exists) check_schema();  // before any pragma changes a file that is not a key store
   const std::string mode = db_.query_text("PRAGMA journal_mode=WAL");
   if (mode != "wal")
@@ -203,8 +209,8 @@ void KeyStore::check_schema() {
   } else if (wrapping_ == kWrapGcm) {
     if (!has_master_) {
       throw MasterKeyError("key store '" + path_ +
-                           "' wraps its keys under a master key; none was given (set " +
-                           options_.master.env_var + " or give a key file)");
+                           "' wraps its keys under a master key; none was given (the CLI reads "
+                           "--master-key-file, SVATTN_MASTER_KEY_FILE or SVATTN_MASTER_KEY)");
     }
     if (meta_value(db_, "master_check") != master_key_check(master_)) {
       throw MasterKeyError("the master key from " + options_.master.describe() +
@@ -373,6 +379,24 @@ std::int64_t KeyStore::live_keys() {
 }
 std::int64_t KeyStore::shredded_keys() {
   return db_.query_int("SELECT count(*) FROM shredded_keys");
+}
+
+std::vector<KeyLookup> KeyStore::tombstones() {
+  std::vector<KeyLookup> out;
+  Statement q(db_.handle(),
+              "SELECT key_id, memory_id, record_id, wrapped_sha256, created_utc, destroyed_utc "
+              "FROM shredded_keys ORDER BY key_id");
+  while (q.step()) {
+    KeyLookup k;
+    k.state = KeyState::kShredded;
+    k.key_id = q.text(0);
+    k.owner = {q.int64(1), q.int64(2)};
+    k.wrapped_sha256 = q.text(3);
+    k.created_utc = q.text(4);
+    k.destroyed_utc = q.text(5);
+    out.push_back(std::move(k));
+  }
+  return out;
 }
 
 }  // namespace svattn::store_detail

@@ -104,6 +104,8 @@ class KeyStore {
 
   std::int64_t live_keys();
   std::int64_t shredded_keys();
+  /// Every destroyed key's tombstone (state shredded, no key bytes), in key id order.
+  std::vector<KeyLookup> tombstones();
 
   /// SHA-256("svattn-keyhash-v1" | key id | stored bytes), hex: identifies a key in audits without
   /// revealing it (the stored bytes are the wrapped key, or the raw key when wrapping is "none").

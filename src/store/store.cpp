@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "master_key.h"
 #include "store_impl.h"
 #include "svattn/hash.h"
 #include "svattn/kernel.h"
@@ -102,6 +103,7 @@ Store::Store(const std::string& path, const StoreOptions& options)
   }
   // Paths enter certificates and JSON output, which must be valid UTF-8 (issue 18).
   if (!valid_utf8(path)) throw InvalidArgument("store path is not valid UTF-8");
+  check_master_key(options);  // a bad master key fails before any file is opened
   impl_->path = path;
   impl_->options = options;
   impl_->open();
@@ -194,6 +196,8 @@ MemoryInfo Store::memory_info(const std::string& name) const {
     r.step();
     info.records = static_cast<int>(r.int64(0));
     info.suspended_records = static_cast<int>(r.int64(1));
+    info.file_state_sha256 = row.state_sha256;
+    if (im.has_shredded(row.id)) im.describe_without_shredded(row, info);
     return info;
   });
 }
@@ -213,6 +217,7 @@ std::vector<RecordInfo> Store::records(const std::string& name) const {
       ri.record = q.int64(0);
       ri.suspended = q.int64(1) != 0;
       ri.tokens = static_cast<int>(q.int64(2));
+      ri.shredded = im.is_shredded(row.id, ri.record);
       out.push_back(ri);
     }
     return out;
@@ -233,6 +238,7 @@ State Store::stored_state(const std::string& name) const {
   Impl& im = *impl_;
   return im.read([&] {
     const MemoryRow row = im.read_memory_row(name);
+    if (im.has_shredded(row.id)) return im.ensure_loaded(row).memory->state();
     std::vector<TokenId> ids;
     Statement q(im.db.handle(),
                 "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
@@ -260,6 +266,12 @@ const StoredSupport& Store::Impl::stored_support(const std::string& name) {
                     row.b,  Support{}};
   bool ok = false;
   std::string digest;
+  if (has_shredded(row.id)) {  // the stored support may hold shredded tokens: use the re-solve
+    const Memory& m = *ensure_loaded(row).memory;
+    out.b = m.state().b;
+    out.support = support_of(m.state(), m.tokens());
+    return supports[name] = std::move(out);
+  }
   if (schema_version >= 2) {
     Statement q(db.handle(),
                 "SELECT support_sha256 FROM screening WHERE memory_id = ?1 AND state_sha256 = ?2");

@@ -90,7 +90,8 @@ void Store::Impl::check_chain(
     if (recomputed != e.entry_hash) {
       v.problems.push_back(where + ": entry hash does not match its contents (row edited)");
     }
-    if (e.operation == "upgrade" || e.operation == "shred") {  // store-level: no memory state
+    if (e.operation == "upgrade" || e.operation == "shred" ||
+        e.operation == "encrypt") {  // store-level: no memory state
       if (!e.memory.empty() || !e.state_before.empty() || !e.state_after.empty()) {
         v.problems.push_back(where + ": an upgrade entry names a memory or a state");
       }

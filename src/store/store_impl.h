@@ -9,6 +9,8 @@
 //   store_verify.cpp   Store::verify (docs/store.md "Verification")
 //   store_rehash.cpp   the state-hash format of older files: upgrade and read-only checks
 //   store_forget_stored.cpp  forgetting a reserve-only record without restoring the memory
+//   store_shredded.cpp records whose data key is destroyed (docs/store.md "Shredded records")
+//   store_encrypt.cpp  encrypt_store: converting a plaintext store (docs/store.md "Encrypting")
 #pragma once
 #include <cstdint>
 #include <map>
@@ -167,6 +169,11 @@ struct Store::Impl {
   bool has_key_id_column = false;                     // records.key_id exists (v3)
   std::unique_ptr<store_detail::KeyStore> key_store;  // open iff encryption != "none"
   std::vector<std::string> new_key_ids;  // keys created in the open transaction (see run_op)
+  bool converting = false;  // encrypt_store: a master key is accepted for a plaintext store
+  // Shredded records still in the file (memory id -> record -> index into shredded_found).
+  std::map<std::int64_t, std::map<std::int64_t, std::size_t>> shredded;
+  std::vector<ShreddedRecord> shredded_found;  // what this open found (Store::shredded_records)
+  std::vector<AuditEntry> purge_log;           // the "purge" entries this open appended
 
   // ------------------------------------------------------------------ store_schema.cpp
   void open();
@@ -194,6 +201,38 @@ struct Store::Impl {
   void complete_shreds(std::vector<store_detail::KeyDestruction>* done);
   /// Destroys the keys created by an operation that rolled back (they encrypt nothing).
   void discard_new_keys() noexcept;
+
+  // ------------------------------------------------------------------ store_shredded.cpp
+  /// Records whose key_id names a key the key store has destroyed (its tombstones), with their
+  /// memory's name and token count; fills `shredded` and `shredded_found`. Encrypted stores only.
+  void find_shredded();
+  /// Writable open: for every memory with shredded records, one transaction deletes their rows,
+  /// re-solves the memory from its remaining active tokens (batch solve), writes the state and
+  /// appends the audit entry "purge". Then truncates the WAL.
+  void purge_shredded();
+  /// One memory's purge transaction; false if another process purged the records meanwhile.
+  bool purge_memory(std::int64_t memory_id, const std::vector<const ShreddedRecord*>& found);
+  bool has_shredded(std::int64_t memory_id) const { return shredded.count(memory_id) > 0; }
+  bool is_shredded(std::int64_t memory_id, std::int64_t record) const;
+  /// The in-RAM memory of a memory with shredded records (read-only open): the batch re-solve of
+  /// its active tokens without them (not checked against the stored state, which includes them).
+  Cached& load_without_shredded(const MemoryRow& row);
+  /// memory_info of a memory with shredded records: the state without them (see MemoryInfo).
+  void describe_without_shredded(const MemoryRow& row, MemoryInfo& info);
+  /// verify of a memory with shredded records: the state without them, checked by verify_state.
+  MemoryVerification verify_shredded(const MemoryRow& row,
+                                     const std::pair<std::string, std::int64_t>* last_audit,
+                                     std::vector<std::string>& problems,
+                                     std::vector<std::string>& notes);
+
+  // ------------------------------------------------------------------ store_encrypt.cpp
+  /// meta 'encrypt_scrub_pending': a conversion committed but its VACUUM did not finish.
+  bool scrub_pending();
+  /// VACUUM (rebuilds every page from the current rows), clears the pending flag, truncates the
+  /// WAL; returns whether the WAL is empty.
+  bool scrub_free_space();
+  /// The conversion transaction of a plaintext store (keys created, rows sealed, meta, audit).
+  void convert_to_encrypted(StoreEncryptionResult& res);
 
   // ------------------------------------------------------------------ store_rows.cpp
   MemoryRow read_memory_row(const std::string& name);

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "master_key.h"
 #include "store_impl.h"
 
 namespace svattn {
@@ -13,12 +14,22 @@ namespace svattn {
 using namespace store_detail;
 
 void Store::Impl::open_key_store(bool fresh) {
-  if (encryption == "none") return;
+  if (encryption == "none") {
+    // A master key for a store without data keys protects nothing: refused rather than ignored,
+    // so that nobody believes a plaintext store is wrapped (docs/store.md "Master key").
+    if (master_key_given(options) && !converting) {
+      throw MasterKeyError("store '" + path + "' is a plaintext store (no data keys), but a " +
+                           "master key was given (" + master_key_source(options).describe() +
+                           "); run `svattn memory encrypt` to encrypt it, or give no master key");
+    }
+    return;
+  }
   if (encryption != "aes-256-gcm") {
     throw FormatError("store '" + path + "': unknown encryption '" + encryption + "' in meta");
   }
   KeyStoreOptions ko;
   ko.busy_timeout_ms = options.busy_timeout_ms;
+  ko.master = master_key_source(options);
   // A missing key store is created only for a store that has never sealed a record (a fresh
   // store, or one whose creation was interrupted between the two files); otherwise every record
   // would silently become unreadable.
@@ -35,6 +46,10 @@ void Store::Impl::open_key_store(bool fresh) {
     throw FormatError("store '" + path + "' is encrypted but its key store '" +
                       KeyStore::path_for(path) + "' is missing: " + e.what());
   }
+}
+
+std::string Store::key_wrapping() const {
+  return impl_->key_store == nullptr ? std::string() : impl_->key_store->wrapping();
 }
 
 std::string Store::Impl::key_id_column() const { return has_key_id_column ? "r.key_id" : "NULL"; }

@@ -97,8 +97,10 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row) {
                             " FROM records WHERE memory_id = ?1";
     Statement q(db.handle(), sql.c_str());
     q.bind(1, row.id);
-    while (q.step())
-      records[q.int64(0)] = {q.int64(1) != 0, !q.is_null(2), q.is_null(2) ? "" : q.text(2)};
+    while (q.step()) {  // a shredded record is excluded like a suspended one (store_shredded.cpp)
+      const bool excluded = q.int64(1) != 0 || is_shredded(row.id, q.int64(0));
+      records[q.int64(0)] = {excluded, !q.is_null(2), q.is_null(2) ? "" : q.text(2)};
+    }
   }
   const std::int64_t rows = [&] {
     Statement c(db.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
@@ -189,6 +191,7 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
   if (it != cache.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq) {
     return it->second;
   }
+  if (has_shredded(row.id)) return load_without_shredded(row);  // read-only open of a restored copy
   cache.erase(row.name);
   const auto t0 = std::chrono::steady_clock::now();
   RestoreReport rep;

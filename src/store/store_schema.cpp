@@ -176,6 +176,7 @@ void Store::Impl::open() {
   validate_existing();
   if (options.read_only) {  // connection settings below only matter to writers
     if (key_store == nullptr) open_key_store(false);
+    find_shredded();  // excluded from every view (store_shredded.cpp)
     return;
   }
   db.exec("PRAGMA secure_delete=ON");
@@ -186,6 +187,8 @@ void Store::Impl::open() {
   if (schema_version < kStoreSchemaVersion) upgrade_schema();
   if (key_store == nullptr) open_key_store(fresh);
   complete_shreds(nullptr);  // a forget interrupted between its commit and the key's destruction
+  find_shredded();           // records of a restored copy whose keys are destroyed: purged
+  purge_shredded();
 }
 
 // Upgrades an older store in place, in one transaction logged in the audit chain: from version 1

@@ -43,6 +43,12 @@ StoreVerification Store::verify() const {
                                             entries, v.problems, v.notes));
     }
     im.check_orphans(v.problems);
+    if (im.scrub_pending()) {
+      v.notes.push_back(
+          "an encryption conversion committed but its free-space scrub did not "
+          "finish: freed pages may still hold plaintext; run `svattn memory "
+          "encrypt` again to finish it");
+    }
     for (const auto& [mem_name, st] : last_state) {
       Statement q(im.db.handle(), "SELECT 1 FROM memories WHERE name = ?1");
       q.bind(1, mem_name);
@@ -169,6 +175,7 @@ MemoryVerification Store::Impl::verify_memory(
     const MemoryRow& row, const std::pair<std::string, std::int64_t>* last_audit,
     const std::vector<AuditEntry>& entries, std::vector<std::string>& problems,
     std::vector<std::string>& notes) {
+  if (has_shredded(row.id)) return verify_shredded(row, last_audit, problems, notes);
   MemoryVerification mv;
   mv.name = row.name;
   mv.stored_sha256 = row.state_sha256;

@@ -1,0 +1,209 @@
+// encrypt_store: converting a plaintext store in place (docs/store.md "Encrypting an existing
+// store"). One transaction gives every record a fresh data key and rewrites its token rows
+// sealed, switches meta 'encryption' and logs the store-level audit entry "encrypt"; then VACUUM
+// rebuilds the file from the current rows and the WAL is truncated, so no plaintext stays in
+// freed pages or in the free space of pages whose cells moved.
+#include <chrono>
+
+#include "master_key.h"
+#include "store_impl.h"
+
+namespace svattn {
+
+using namespace store_detail;
+
+nlohmann::json encryption_result_to_json(const StoreEncryptionResult& r) {
+  nlohmann::json j{{"store", r.path},
+                   {"converted", r.converted},
+                   {"already_encrypted", r.already_encrypted},
+                   {"scrubbed", r.scrubbed},
+                   {"wal_truncated", r.wal_truncated},
+                   {"encryption", "aes-256-gcm"},
+                   {"key_store", KeyStore::path_for(r.path)},
+                   {"key_wrapping", r.wrapping},
+                   {"records", r.records},
+                   {"tokens", r.tokens},
+                   {"state_sha256", r.state_sha256},
+                   {"seconds", r.seconds}};
+  if (r.entry.seq > 0) j["audit"] = audit_entry_to_json(r.entry);
+  return j;
+}
+
+bool Store::Impl::scrub_pending() {
+  Statement q(db.handle(), "SELECT 1 FROM meta WHERE key = 'encrypt_scrub_pending'");
+  return q.step();
+}
+
+bool Store::Impl::scrub_free_space() {
+  // VACUUM builds a new database from the current rows and writes every page of it (through the
+  // WAL); the checkpoint then replaces the file's pages and truncates the file and the WAL.
+  db.exec("VACUUM");
+  {
+    Transaction t(db, true, path, options.busy_timeout_ms);
+    db.exec("DELETE FROM meta WHERE key = 'encrypt_scrub_pending'");
+    t.commit();
+  }
+  int log = -1, done = -1;
+  const int rc =
+      sqlite3_wal_checkpoint_v2(db.handle(), "main", SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
+  return rc == SQLITE_OK && log == 0;
+}
+
+namespace {
+
+struct PlainRecord {
+  std::int64_t memory_id = 0;
+  std::int64_t record = 0;
+  int dim = 0;
+  int value_dim = 0;
+};
+
+struct PlainToken {
+  std::int64_t rowid = 0;
+  TokenId id = 0;
+  std::vector<std::uint8_t> key, value;
+};
+
+std::vector<PlainRecord> plaintext_records(Database& db) {
+  std::vector<PlainRecord> out;
+  Statement q(db.handle(),
+              "SELECT r.memory_id, r.record, m.dim, m.value_dim FROM records r JOIN memories m ON "
+              "m.id = r.memory_id WHERE r.key_id IS NULL ORDER BY r.memory_id, r.record");
+  while (q.step()) {
+    out.push_back(
+        {q.int64(0), q.int64(1), static_cast<int>(q.int64(2)), static_cast<int>(q.int64(3))});
+  }
+  return out;
+}
+
+// The record's plaintext token rows (sizes checked: a plaintext row holds dim doubles).
+std::vector<PlainToken> read_plain(Database& db, const std::string& path, const PlainRecord& r) {
+  std::vector<PlainToken> out;
+  Statement q(db.handle(),
+              "SELECT rowid, token_id, key, value FROM tokens WHERE memory_id = ?1 AND token_id "
+              "BETWEEN ?2 AND ?3 ORDER BY token_id");
+  q.bind(1, r.memory_id).bind(2, record_lo(r.record)).bind(3, record_hi(r.record));
+  while (q.step()) {
+    PlainToken t{q.int64(0), q.int64(1), q.blob(2), q.blob(3)};
+    if (t.key.size() != sizeof(double) * r.dim || t.value.size() != sizeof(double) * r.value_dim) {
+      throw FormatError("store '" + path + "': token " + std::to_string(t.id) +
+                        " of a plaintext record has a blob of the wrong size; nothing converted");
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Seals one record's rows under its new data key; returns the rows rewritten.
+std::int64_t seal_record(Database& db, const std::string& path, const PlainRecord& r,
+                         const NewDataKey& k) {
+  Statement up(db.handle(), "UPDATE records SET key_id = ?3 WHERE memory_id = ?1 AND record = ?2");
+  up.bind(1, r.memory_id).bind(2, r.record).bind(3, k.key_id).run();
+  const std::vector<PlainToken> rows = read_plain(db, path, r);
+  Statement put(db.handle(), "UPDATE tokens SET key = ?2, value = ?3 WHERE rowid = ?1");
+  Sealer sealer(k.key);
+  std::vector<std::uint8_t> kb, vb;
+  for (const PlainToken& t : rows) {
+    const std::int64_t pos = position_of(t.id);
+    sealer.seal_into({r.memory_id, r.record, pos, RecordField::kKey}, t.key.data(), t.key.size(),
+                     kb);
+    sealer.seal_into({r.memory_id, r.record, pos, RecordField::kValue}, t.value.data(),
+                     t.value.size(), vb);
+    put.bind(1, t.rowid).bind_blob(2, kb.data(), kb.size()).bind_blob(3, vb.data(), vb.size());
+    put.run();
+    put.reset();
+  }
+  return static_cast<std::int64_t>(rows.size());
+}
+
+nlohmann::json memory_hashes(Database& db) {
+  nlohmann::json j = nlohmann::json::object();
+  Statement q(db.handle(), "SELECT name, state_sha256 FROM memories ORDER BY name");
+  while (q.step()) j[q.text(0)] = q.text(1);
+  return j;
+}
+
+}  // namespace
+
+// The conversion transaction (see the file comment). Data keys are committed to STORE.keys
+// before the data transaction that references them; on failure they are destroyed again.
+void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
+  Store::Impl& im = *this;
+  KeyStoreOptions ko;
+  ko.create = true;
+  ko.busy_timeout_ms = im.options.busy_timeout_ms;
+  ko.master = master_key_source(im.options);
+  im.key_store = std::make_unique<KeyStore>(KeyStore::path_for(im.path), ko);
+  Transaction t(im.db, true, im.path, im.options.busy_timeout_ms);
+  try {
+    const std::vector<PlainRecord> recs = plaintext_records(im.db);  // under the write lock
+    std::vector<KeyOwner> owners;
+    for (const PlainRecord& r : recs) owners.push_back({r.memory_id, r.record});
+    const std::vector<NewDataKey> keys = im.key_store->create_keys(owners);
+    for (const NewDataKey& k : keys) im.new_key_ids.push_back(k.key_id);
+    for (std::size_t i = 0; i < recs.size(); ++i)
+      res.tokens += seal_record(im.db, im.path, recs[i], keys[i]);
+    res.records = static_cast<std::int64_t>(recs.size());
+    im.db.exec("UPDATE meta SET value = 'aes-256-gcm' WHERE key = 'encryption'");
+    im.db.exec("INSERT INTO meta(key, value) VALUES ('encrypt_scrub_pending', '1')");
+    AuditEntry& e = res.entry;
+    e.operation = "encrypt";
+    e.record = -1;
+    e.token_count = res.tokens;
+    e.certificate = nlohmann::json{{"operation", "encrypt"},
+                                   {"encryption", "aes-256-gcm"},
+                                   {"key_wrapping", im.key_store->wrapping()},
+                                   {"records", res.records},
+                                   {"tokens", res.tokens},
+                                   {"state_sha256", memory_hashes(im.db)}}
+                        .dump();
+    im.append_audit(e);
+    t.commit();
+  } catch (...) {
+    t.rollback();
+    im.discard_new_keys();
+    throw;
+  }
+  im.new_key_ids.clear();
+  im.encryption = "aes-256-gcm";
+  res.converted = true;
+}
+
+StoreEncryptionResult encrypt_store(const std::string& path, const StoreOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (options.read_only || options.create) {
+    throw InvalidArgument("encrypt_store: StoreOptions.read_only and .create must be false");
+  }
+  if (options.busy_timeout_ms < 0) {
+    throw InvalidArgument("busy_timeout_ms must be >= 0, got " +
+                          std::to_string(options.busy_timeout_ms));
+  }
+  check_master_key(options);
+  auto im = std::make_unique<Store::Impl>();
+  im->path = path;
+  im->options = options;
+  im->converting = true;
+  im->open();  // upgrades an older file, completes pending shreds, purges shredded records
+  StoreEncryptionResult res;
+  res.path = path;
+  if (im->encryption == "none") {
+    im->convert_to_encrypted(res);
+  } else {
+    res.already_encrypted = true;
+  }
+  res.wrapping = im->key_store->wrapping();
+  if (res.converted || im->scrub_pending()) {
+    res.scrubbed = true;
+    res.wal_truncated = im->scrub_free_space();
+  } else {
+    bool truncated = false;
+    im->checkpoint(&truncated);
+    res.wal_truncated = truncated;
+  }
+  res.state_sha256 = memory_hashes(im->db);
+  im->db.close();
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace svattn

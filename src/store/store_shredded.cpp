@@ -1,0 +1,255 @@
+// Records whose data key is destroyed but whose ciphertext is in the file -- a copy of the data
+// file from before their erasure, restored next to the current key store (docs/store.md "Shredded
+// records"): finding them on open, purging them on a writable open (rows deleted, memory re-solved
+// from the remaining tokens, audit entry "purge"), and excluding them on a read-only open.
+#include <cstdio>
+
+#include "store_impl.h"
+#include "svattn/batch_solver.h"
+
+namespace svattn {
+
+using namespace store_detail;
+
+nlohmann::json shredded_record_to_json(const ShreddedRecord& r) {
+  return {{"memory", r.memory}, {"record", r.record},
+          {"key_id", r.key_id}, {"destroyed_utc", r.destroyed_utc},
+          {"tokens", r.tokens}, {"suspended", r.suspended},
+          {"purged", r.purged}};
+}
+
+const std::vector<ShreddedRecord>& Store::shredded_records() const { return impl_->shredded_found; }
+const std::vector<AuditEntry>& Store::purge_entries() const { return impl_->purge_log; }
+
+namespace {
+
+// The batch re-solve of `tokens` as an in-RAM memory (the state of a store that holds exactly
+// these tokens; docs/store.md "Token identity").
+std::unique_ptr<Memory> solve_from(const MemoryRow& row, const TokenSet& tokens) {
+  if (tokens.size() == 0) return std::make_unique<Memory>(row.settings, row.dim, row.value_dim);
+  BatchSettings bs;
+  bs.problem = row.settings.problem;
+  bs.tolerances = row.settings.tolerances;
+  const BatchResult br = solve_batch(tokens, bs);
+  return std::make_unique<Memory>(Memory::restore(row.settings, tokens, br.state));
+}
+
+}  // namespace
+
+void Store::Impl::find_shredded() {
+  shredded.clear();
+  shredded_found.clear();
+  if (key_store == nullptr || !has_key_id_column) return;
+  // One primary-key lookup per tombstone (the tombstone names its owner), not a scan of records:
+  // a record re-added after its erasure has a new key and is not shredded.
+  Statement q(db.handle(),
+              "SELECT r.key_id, m.name, r.suspended, (SELECT count(*) FROM tokens t WHERE "
+              "t.memory_id = r.memory_id AND t.token_id BETWEEN ?3 AND ?4) FROM records r JOIN "
+              "memories m ON m.id = r.memory_id WHERE r.memory_id = ?1 AND r.record = ?2");
+  for (const KeyLookup& k : key_store->tombstones()) {
+    q.bind(1, k.owner.memory_id).bind(2, k.owner.record_id);
+    q.bind(3, record_lo(k.owner.record_id)).bind(4, record_hi(k.owner.record_id));
+    if (q.step() && !q.is_null(0) && q.text(0) == k.key_id) {
+      ShreddedRecord r;
+      r.memory = q.text(1);
+      r.record = k.owner.record_id;
+      r.key_id = k.key_id;
+      r.destroyed_utc = k.destroyed_utc;
+      r.suspended = q.int64(2) != 0;
+      r.tokens = q.int64(3);
+      shredded[k.owner.memory_id][r.record] = shredded_found.size();
+      shredded_found.push_back(std::move(r));
+    }
+    q.reset();
+  }
+}
+
+bool Store::Impl::is_shredded(std::int64_t memory_id, std::int64_t record) const {
+  const auto it = shredded.find(memory_id);
+  return it != shredded.end() && it->second.count(record) > 0;
+}
+
+Cached& Store::Impl::load_without_shredded(const MemoryRow& row) {
+  auto it = cache.find(row.name);
+  if (it != cache.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq) {
+    return it->second;
+  }
+  Cached c;
+  c.id = row.id;
+  c.seq = row.last_audit_seq;
+  c.memory = solve_from(row, load_active_tokens(row));  // excludes the shredded records
+  RestoreReport rep;
+  rep.restored = true;
+  rep.resolved = true;
+  restores[row.name] = rep;
+  return cache[row.name] = std::move(c);
+}
+
+void Store::Impl::describe_without_shredded(const MemoryRow& row, MemoryInfo& info) {
+  const State& s = ensure_loaded(row).memory->state();
+  for (const auto& [record, index] : shredded.at(row.id)) {
+    const ShreddedRecord& r = shredded_found[index];
+    ++info.shredded_records;
+    if (!r.suspended) info.tokens -= static_cast<int>(r.tokens);
+  }
+  info.state_sha256 = s.state_sha256;
+  info.b = s.b;
+  info.status = s.status;
+  info.warmup = s.warmup;
+  info.margin = static_cast<int>(s.partition.margin.size());
+  info.error = static_cast<int>(s.partition.error.size());
+}
+
+namespace {
+
+std::string purge_certificate(const std::vector<const ShreddedRecord*>& recs, std::int64_t tokens,
+                              std::int64_t removed) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const ShreddedRecord* r : recs) {
+    list.push_back({{"record", r->record},
+                    {"data_key_id", r->key_id},
+                    {"destroyed_utc", r->destroyed_utc},
+                    {"token_rows", r->tokens},
+                    {"suspended", r->suspended}});
+  }
+  return nlohmann::json{{"operation", "purge"},
+                        {"reason",
+                         "the records' data keys were destroyed (erased after this copy of the "
+                         "data file was made); their ciphertext cannot be decrypted"},
+                        {"records", list},
+                        {"token_rows_deleted", tokens},
+                        {"tokens_removed_from_memory", removed},
+                        {"method", "batch re-solve of the remaining active tokens"}}
+      .dump();
+}
+
+}  // namespace
+
+// Active token ids of the memory including its shredded records: the ids of the stored state.
+static std::vector<TokenId> stored_active_ids(Database& db, std::int64_t memory_id) {
+  std::vector<TokenId> ids;
+  Statement q(db.handle(),
+              "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
+              "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 ORDER BY t.token_id");
+  q.bind(1, memory_id);
+  while (q.step()) ids.push_back(q.int64(0));
+  return ids;
+}
+
+// Deletes the rows of the shredded records still in the file (another process may have purged
+// them since they were found); returns the records deleted.
+static std::vector<const ShreddedRecord*> delete_shredded_rows(
+    Database& db, std::int64_t memory_id, const std::vector<const ShreddedRecord*>& found) {
+  std::vector<const ShreddedRecord*> done;
+  Statement key(db.handle(), "SELECT key_id FROM records WHERE memory_id = ?1 AND record = ?2");
+  Statement del(db.handle(),
+                "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
+  Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
+  for (const ShreddedRecord* r : found) {
+    key.bind(1, memory_id).bind(2, r->record);
+    const bool present = key.step() && !key.is_null(0) && key.text(0) == r->key_id;
+    key.reset();
+    if (!present) continue;
+    del.bind(1, memory_id).bind(2, record_lo(r->record)).bind(3, record_hi(r->record)).run();
+    del.reset();
+    delr.bind(1, memory_id).bind(2, r->record).run();
+    delr.reset();
+    done.push_back(r);
+  }
+  return done;
+}
+
+bool Store::Impl::purge_memory(std::int64_t memory_id,
+                               const std::vector<const ShreddedRecord*>& found) {
+  Transaction t(db, true, path, options.busy_timeout_ms);
+  const MemoryRow row = read_memory_row(found.front()->memory);
+  const State before = load_state(row, stored_active_ids(db, memory_id));
+  const std::vector<const ShreddedRecord*> list = delete_shredded_rows(db, memory_id, found);
+  if (list.empty()) return false;  // rolled back: nothing left to purge
+  std::int64_t rows = 0, removed = 0;
+  for (const ShreddedRecord* r : list) {
+    rows += r->tokens;
+    removed += r->suspended ? 0 : r->tokens;
+  }
+  shredded.erase(memory_id);  // the rows are gone: load the remaining tokens as they are
+  std::unique_ptr<Memory> mem = solve_from(row, load_active_tokens(row));
+  const State after = mem->state();
+  AuditEntry e;
+  e.operation = "purge";
+  e.memory = row.name;
+  e.record = list.front()->record;
+  e.token_count = rows;
+  e.state_before = row.state_sha256;
+  e.state_after = after.state_sha256;
+  e.certificate = purge_certificate(list, rows, removed);
+  append_audit(e);
+  write_state(row.id, before, after, e.seq, row.name);
+  write_screening(row.id, *mem);
+  t.commit();
+  std::fprintf(stderr,
+               "svattn: store '%s': %zu record(s) of memory '%s' are shredded (their data keys "
+               "were destroyed); their rows were deleted and the memory re-solved without them "
+               "(audit entry %lld 'purge', sha256 %s)\n",
+               path.c_str(), list.size(), row.name.c_str(), static_cast<long long>(e.seq),
+               after.state_sha256.c_str());
+  cache[row.name] = Cached{row.id, e.seq, std::move(mem)};
+  purge_log.push_back(std::move(e));
+  return true;
+}
+
+void Store::Impl::purge_shredded() {
+  if (shredded.empty() || options.read_only) return;
+  const auto by_memory = shredded;
+  for (const auto& [memory_id, recs] : by_memory) {
+    std::vector<const ShreddedRecord*> list;
+    for (const auto& [record, index] : recs) list.push_back(&shredded_found[index]);
+    const bool purged = purge_memory(memory_id, list);
+    shredded.erase(memory_id);
+    for (const auto& [record, index] : recs) shredded_found[index].purged = purged;
+  }
+  bool truncated = false;
+  checkpoint(&truncated);
+}
+
+MemoryVerification Store::Impl::verify_shredded(
+    const MemoryRow& row, const std::pair<std::string, std::int64_t>* last_audit,
+    std::vector<std::string>& problems, std::vector<std::string>& notes) {
+  MemoryVerification mv;
+  mv.name = row.name;
+  mv.stored_sha256 = row.state_sha256;
+  const std::size_t problems_before = problems.size();
+  for (const auto& [record, index] : shredded.at(row.id)) {
+    const ShreddedRecord& r = shredded_found[index];
+    mv.shredded_records.push_back(record);
+    notes.push_back("memory '" + row.name + "': record " + std::to_string(record) +
+                    " is shredded: its data key " + r.key_id + " was destroyed at " +
+                    r.destroyed_utc + ", so its " + std::to_string(r.tokens) +
+                    " token rows cannot be decrypted; it is excluded");
+  }
+  const TokenSet tokens = load_active_tokens(row);  // without the shredded records
+  mv.tokens = tokens.size();
+  BatchSettings bs;
+  bs.problem = row.settings.problem;
+  bs.tolerances = row.settings.tolerances;
+  const BatchResult br = solve_batch(tokens, bs);
+  mv.resolved_sha256 = br.state.state_sha256;
+  mv.report = verify_state(tokens, br.state, row.settings.tolerances, false);
+  mv.audit_consistent = last_audit != nullptr && last_audit->first == row.state_sha256 &&
+                        last_audit->second == row.last_audit_seq;
+  notes.push_back("memory '" + row.name + "': without its shredded records it is the state " +
+                  br.state.state_sha256 + " of a store that never saw them (the stored state " +
+                  row.state_sha256.substr(0, 16) +
+                  "… still includes them; a writable open purges them and logs 'purge')");
+  if (!mv.report.ok()) {
+    problems.push_back("memory '" + row.name +
+                       "': verify_state failed on the state without the shredded records");
+  }
+  if (!mv.audit_consistent) {
+    problems.push_back("memory '" + row.name +
+                       "': stored state is not the last state recorded in the audit log");
+  }
+  mv.fields_ok = problems.size() == problems_before;
+  return mv;
+}
+
+}  // namespace svattn
