@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <thread>
 #include <unordered_map>
@@ -38,8 +39,19 @@ void check_feasibility(const State& state, VerifyReport& rep) {
   }
   const double C = state.settings.C;
   const bool warm = is_warm(n, C);
-  std::unordered_set<TokenId> margin(state.partition.margin.begin(), state.partition.margin.end());
-  std::unordered_set<TokenId> error(state.partition.error.begin(), state.partition.error.end());
+  // Membership by a merge walk when ids and sets are ascending (a canonical state's are), else by
+  // hash sets; the sum runs over the tokens in order either way.
+  const auto ascending = [](const std::vector<TokenId>& v) {
+    return std::adjacent_find(v.begin(), v.end(), std::greater_equal<TokenId>()) == v.end();
+  };
+  const bool merge = ascending(state.ids) && ascending(state.partition.margin) &&
+                     ascending(state.partition.error);
+  std::unordered_set<TokenId> margin, error;
+  if (!merge) {
+    margin.insert(state.partition.margin.begin(), state.partition.margin.end());
+    error.insert(state.partition.error.begin(), state.partition.error.end());
+  }
+  std::size_t im = 0, ie = 0;  // merge cursors into margin and error
   double sum = 0.0, box = 0.0;
   bool sets_ok = true;
   for (int t = 0; t < n; ++t) {
@@ -48,14 +60,24 @@ void check_feasibility(const State& state, VerifyReport& rep) {
     const double cap = warm ? 1.0 / n : C;
     box = std::max({box, -a, a - cap});
     const TokenId id = state.ids[t];
+    bool in_margin, in_error;
+    if (merge) {
+      while (im < state.partition.margin.size() && state.partition.margin[im] < id) ++im;
+      while (ie < state.partition.error.size() && state.partition.error[ie] < id) ++ie;
+      in_margin = im < state.partition.margin.size() && state.partition.margin[im] == id;
+      in_error = ie < state.partition.error.size() && state.partition.error[ie] == id;
+    } else {
+      in_margin = margin.count(id) != 0;
+      in_error = error.count(id) != 0;
+    }
     if (warm)
       sets_ok = sets_ok && a == 1.0 / n;
     else if (a == 0)
-      sets_ok = sets_ok && !margin.count(id) && !error.count(id);
+      sets_ok = sets_ok && !in_margin && !in_error;
     else if (a == C)
-      sets_ok = sets_ok && error.count(id);
+      sets_ok = sets_ok && in_error;
     else
-      sets_ok = sets_ok && margin.count(id) && a > 0 && a < C;
+      sets_ok = sets_ok && in_margin && a > 0 && a < C;
   }
   rep.kkt.sum_error = std::abs(sum - 1.0);
   rep.kkt.box_violation = std::max(0.0, box);

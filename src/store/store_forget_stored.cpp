@@ -93,8 +93,9 @@ bool Store::Impl::read_active_buckets(const MemoryRow& row, std::int64_t record,
   first = count = 0;
   bool found = false;
   while (q.step()) {
-    if (q.is_null(2)) return false;
     const std::int64_t r = q.int64(0);
+    if (is_shredded(row.id, r)) continue;  // not in the memory (docs/store.md "Shredded records")
+    if (q.is_null(2)) return false;
     const auto* blob = static_cast<const std::uint8_t*>(q.blob_data(2));
     const std::size_t n = static_cast<std::size_t>(q.bytes(2));
     const std::size_t at = all.size();
@@ -102,8 +103,12 @@ bool Store::Impl::read_active_buckets(const MemoryRow& row, std::int64_t record,
       if (!decode_buckets(blob, n, all)) return false;
     } else {
       const RecordAad aad{row.id, r, -1, RecordField::kBuckets};
-      plain.resize(opened_size(aad, n));
-      pr.opener(q.text(1), r).open_into(aad, blob, n, plain.data(), plain.size());
+      try {
+        plain.resize(opened_size(aad, n));
+        pr.opener(q.text(1), r).open_into(aad, blob, n, plain.data(), plain.size());
+      } catch (const FormatError&) {  // tampered, moved or shredded: the ordinary path decides
+        return false;
+      }
       if (!decode_buckets(plain.data(), plain.size(), all)) return false;
     }
     if (r == record) {
@@ -161,7 +166,8 @@ std::optional<Store::Impl::StoredForget> Store::Impl::plan_stored_forget(const M
   if (it != cache.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq)
     return std::nullopt;  // the memory is at hand: the ordinary path costs no restore
   const ProblemSettings& p = row.settings.problem;
-  if (row.settings.mode != MemoryMode::kAudit || row.status != Status::kOptimal || row.warmup)
+  if (row.settings.mode != MemoryMode::kAudit || row.status != Status::kOptimal || row.warmup ||
+      has_shredded(row.id))
     return std::nullopt;
   const RecordRow rr = read_record(row.id, record);
   if (!rr.exists || rr.suspended) return std::nullopt;  // the ordinary path reports or handles it

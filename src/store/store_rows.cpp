@@ -442,6 +442,8 @@ std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& be
                                          const Memory& mem,
                                          const std::vector<TokenId>& removed_on_purpose) {
   std::int64_t n = 0;
+  // Only a bounded memory evicts; an audit-mode memory retains every token it was given.
+  if (mem.settings().mode == MemoryMode::kAudit && mem.evictions() == 0) return 0;
   Statement del(db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id = ?2");
   for (TokenId id : before.ids) {
     if (mem.contains(id)) continue;
