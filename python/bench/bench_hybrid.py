@@ -77,9 +77,10 @@ def main():
     for k, clock in ((0, "wall"), (1, "CPU ")):
         c_med = statistics.median(c[k] for c, _ in rows)
         p_med = statistics.median(p[k] for _, p in rows)
+        c_min, p_min = min(c[k] for c, _ in rows), min(p[k] for _, p in rows)
         print(f"{clock}: C++ {c_med:8.3f} s/step {tokens / c_med:8.0f} tokens/s | Python "
               f"{p_med:8.3f} s/step {tokens / p_med:8.0f} tokens/s | Python/C++ per pair: "
-              f"{spread(p[k] / c[k] for c, p in rows)}")
+              f"{spread(p[k] / c[k] for c, p in rows)}; fastest steps {p_min / c_min:.3f}")
     print(f"support mean: C++ {cpp.support_mean():.2f}, Python {py.diagnostics['support_mean']:.2f}; "
           f"parameters: C++ {cpp.num_parameters()}, Python {sum(t.numel() for t in py.parameters())}")
 

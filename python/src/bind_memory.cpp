@@ -169,11 +169,8 @@ void def_queries(py::class_<PyMemory>& c) {
              return pm.exclusive([&](Memory& m) { return m.contains(id); });
            })
       .def("__len__", [](PyMemory& pm) { return pm.exclusive([](Memory& m) { return m.size(); }); })
-      .def_property_readonly(
-          "dim", [](PyMemory& pm) { return pm.exclusive([](Memory& m) { return m.dim(); }); })
-      .def_property_readonly(
-          "value_dim",
-          [](PyMemory& pm) { return pm.exclusive([](Memory& m) { return m.value_dim(); }); })
+      .def_property_readonly("dim", &PyMemory::dim)  // fixed: no lock, no GIL release
+      .def_property_readonly("value_dim", &PyMemory::value_dim)
       .def_property_readonly(
           "settings",
           [](PyMemory& pm) { return pm.exclusive([](Memory& m) { return m.settings(); }); })
