@@ -14,22 +14,53 @@ ratio is the robust figure there (on a quiet machine the two agree).
         --lib build/python/libsvattn_bench_hybrid.so [--d-model 256 --heads 4 --seq 512 --batch 8]
 """
 import argparse
+import os
 import statistics
 import time
 
-import torch
+torch = st = None  # imported by main() after the BLAS thread count is set
 
-import svattn.torch as st
+
+def import_torch(threads):
+    """Imports torch with OpenBLAS (Debian's torch runs its GEMMs on it) and OpenMP limited to
+    `threads`: torch.set_num_threads does not reach OpenBLAS's own pool, whose worker otherwise
+    spins beside a 1-thread run and adds its scheduling to every step's time."""
+    global torch, st
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    import torch as torch_module
+    import svattn.torch as st_module
+    torch, st = torch_module, st_module
+    torch.set_num_threads(threads)
 
 
 def build(a):
     torch.classes.load_library(a.lib)
     torch.manual_seed(a.seed)
     py = st.HybridAttention(a.d_model, a.heads, chunk=a.chunk, path=a.path)
-    cpp = torch.classes.svattn_bench.HybridStep(a.d_model, a.heads, a.chunk, a.path, a.seed)
+    cpp = (PyAsCpp(a) if a.control == "python" else
+           torch.classes.svattn_bench.HybridStep(a.d_model, a.heads, a.chunk, a.path, a.seed))
     g = torch.Generator().manual_seed(a.seed + 1)
     x0 = torch.randn(a.batch, a.seq, a.d_model, generator=g)
     return py, cpp, x0.clone().requires_grad_(True), x0.clone().requires_grad_(True)
+
+
+class PyAsCpp:
+    """A second Python module in the C++ side's place (--control python): an A/A run that shows
+    the method's own spread and bias (two identical sides should give a ratio of 1)."""
+
+    def __init__(self, a):
+        torch.manual_seed(a.seed)
+        self.m = st.HybridAttention(a.d_model, a.heads, chunk=a.chunk, path=a.path)
+
+    def step(self, x):
+        return py_step(self.m, x)
+
+    def support_mean(self):
+        return self.m.diagnostics["support_mean"]
+
+    def num_parameters(self):
+        return sum(t.numel() for t in self.m.parameters())
 
 
 def py_step(m, x):
@@ -55,9 +86,11 @@ def main():
     ap.add_argument("--pairs", type=int, default=3, help="timed (C++, Python) pairs")
     ap.add_argument("--warmup", type=int, default=1, help="untimed pairs first")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--threads", type=int, default=1, help="LibTorch, OpenMP and OpenBLAS threads")
+    ap.add_argument("--control", choices=("cpp", "python"), default="cpp",
+                    help="python: an A/A run, a second Python module in the C++ side's place")
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
+    import_torch(a.threads)
     py, cpp, x_py, x_cpp = build(a)
     rows = []
     for r in range(a.warmup + a.pairs):
