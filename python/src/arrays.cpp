@@ -8,6 +8,8 @@
 namespace svattn::python {
 
 namespace {
+constexpr bool kLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+
 std::string shape_of(const py::array& a) {
   std::ostringstream os;
   os << "(";
@@ -18,13 +20,20 @@ std::string shape_of(const py::array& a) {
 }  // namespace
 
 MatrixView::MatrixView(py::handle obj, const std::string& what, bool allow_1d) : what_(what) {
-  array_ = py::array::ensure(obj);
+  // A numpy array is used as it is (no PyArray_FromAny round trip: this runs on every add);
+  // anything else goes through numpy's conversion.
+  array_ = py::isinstance<py::array>(obj) ? py::reinterpret_borrow<py::array>(obj)
+                                          : py::array::ensure(obj);
   if (!array_) throw py::type_error(what + ": expected an array of numbers");
-  const char kind = array_.dtype().kind();
-  if (kind == 'i' || kind == 'u' || kind == 'b') {
+  const py::dtype dtype = array_.dtype();
+  const char kind = dtype.kind();
+  // '>' or '<' against this machine's order: the bytes must be swapped, so the array is converted.
+  const bool swapped = dtype.byteorder() == (kLittleEndian ? '>' : '<');
+  const bool float_ok = kind == 'f' && (array_.itemsize() == 4 || array_.itemsize() == 8);
+  if (kind == 'i' || kind == 'u' || kind == 'b' || (float_ok && swapped)) {
     array_ = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(array_);
-  } else if (kind != 'f' || (array_.itemsize() != 4 && array_.itemsize() != 8)) {
-    throw py::type_error(what + ": dtype " + std::string(py::str(array_.dtype())) +
+  } else if (!float_ok) {
+    throw py::type_error(what + ": dtype " + std::string(py::str(py::handle(dtype))) +
                          " is not supported (expected float32 or float64)");
   }
   f32_ = array_.itemsize() == 4;

@@ -1,6 +1,7 @@
 // numpy <-> Eigen conversion for the core module (docs/python.md "Arrays"): float32/float64 arrays
 // of any layout are read in place through their strides; a copy is made only where the core must
-// own the data (token sets) or an integer array is promoted to float64.
+// own the data (token sets), an integer array is promoted to float64, or an array's byte order is
+// not the machine's.
 #pragma once
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>

@@ -74,12 +74,26 @@ TokenSet token_set(py::handle ids, py::handle keys, py::handle values) {
   return t;
 }
 
-Eigen::VectorXd vector_arg(py::handle obj, const char* what) {
-  MatrixView v(obj, what, true);
+// The one row of a key/value argument: the array's own memory when it is contiguous float64 (no
+// copy; the view holds the array), else converted into buf. Checks of size and finiteness are
+// Memory::add's own (one pass, its messages).
+Eigen::Map<const Eigen::VectorXd> row_arg(const MatrixView& v, const char* what,
+                                          Eigen::VectorXd& buf) {
   if (v.rows() != 1) throw py::value_error(std::string(what) + ": expected one row");
-  Eigen::VectorXd x(v.cols());
-  v.copy_row(0, x.data());
-  return x;
+  if (const double* p = v.row_ptr(0)) return {p, v.cols()};
+  buf.resize(v.cols());
+  v.copy_row(0, buf.data());
+  return {buf.data(), v.cols()};
+}
+
+OpDiagnostics add(PyMemory& pm, TokenId id, py::handle key, py::handle value) {
+  const MatrixView kv(key, "key", true);
+  Eigen::VectorXd kbuf, vbuf;
+  const auto k = row_arg(kv, "key", kbuf);
+  if (value.is_none()) return pm.exclusive([&](Memory& m) { return m.add(id, k, k); });
+  const MatrixView vv(value, "value", true);
+  const auto v = row_arg(vv, "value", vbuf);
+  return pm.exclusive([&](Memory& m) { return m.add(id, k, v); });
 }
 
 py::tuple tokens_tuple(const TokenSet& t) {
@@ -87,15 +101,8 @@ py::tuple tokens_tuple(const TokenSet& t) {
 }
 
 void def_mutations(py::class_<PyMemory>& c) {
-  c.def(
-       "add",
-       [](PyMemory& pm, TokenId id, py::handle key, py::handle value) {
-         const Eigen::VectorXd k = vector_arg(key, "key");
-         const Eigen::VectorXd v = value.is_none() ? k : vector_arg(value, "value");
-         return pm.exclusive([&](Memory& m) { return m.add(id, k, v); });
-       },
-       py::arg("id"), py::arg("key"), py::arg("value") = py::none(),
-       "Adds one token (value defaults to the key). Raises AlreadyExistsError, ValueError.")
+  c.def("add", &add, py::arg("id"), py::arg("key"), py::arg("value") = py::none(),
+        "Adds one token (value defaults to the key). Raises AlreadyExistsError, ValueError.")
       .def(
           "add_batch",
           [](PyMemory& pm, py::handle ids, py::handle keys, py::handle values) {
@@ -162,11 +169,8 @@ void def_queries(py::class_<PyMemory>& c) {
              return pm.exclusive([&](Memory& m) { return m.contains(id); });
            })
       .def("__len__", [](PyMemory& pm) { return pm.exclusive([](Memory& m) { return m.size(); }); })
-      .def_property_readonly(
-          "dim", [](PyMemory& pm) { return pm.exclusive([](Memory& m) { return m.dim(); }); })
-      .def_property_readonly(
-          "value_dim",
-          [](PyMemory& pm) { return pm.exclusive([](Memory& m) { return m.value_dim(); }); })
+      .def_property_readonly("dim", &PyMemory::dim)  // fixed: no lock, no GIL release
+      .def_property_readonly("value_dim", &PyMemory::value_dim)
       .def_property_readonly(
           "settings",
           [](PyMemory& pm) { return pm.exclusive([](Memory& m) { return m.settings(); }); })

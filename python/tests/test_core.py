@@ -93,6 +93,29 @@ def test_readout_layouts_and_decision(keys200):
     assert np.array_equal(m.readout(Q[7:8])[0], ref[7])
 
 
+def test_add_key_layouts_and_byte_order(keys200):
+    """add reads a contiguous float64 key in place and converts every other layout, dtype and byte
+    order (a big-endian array is byte-swapped, never read as native): all give the same state."""
+    s = svattn.MemorySettings(bandwidth=2.0, C=0.05)
+    ref, m = svattn.Memory(s, 6), svattn.Memory(s, 6)
+    ref.add_batch(np.arange(150), keys200[:150])
+    m.add_batch(np.arange(150), keys200[:150].astype(">f8"))
+    assert m.state_sha256 == ref.state_sha256
+    wide = np.zeros((200, 12)); wide[:, ::2] = keys200  # strided rows
+    layouts = [keys200[150], keys200[151].astype(">f8"), wide[152, ::2], list(keys200[153]),
+               keys200[154:155], np.asfortranarray(keys200[155:156])]
+    for i, key in enumerate(layouts):
+        ref.add(150 + i, keys200[150 + i])
+        m.add(150 + i, key)
+        assert m.state_sha256 == ref.state_sha256, i
+    ref.add(160, keys200[160], keys200[161])
+    m.add(160, keys200[160].astype(">f8"), wide[161, ::2])
+    assert m.state_sha256 == ref.state_sha256
+    Q = keys200[:20] + 0.1
+    assert np.array_equal(m.readout(Q.astype(">f8")), ref.readout(Q))
+    assert np.array_equal(m.readout(Q.astype(">f4")), ref.readout(Q.astype(np.float32)))
+
+
 def test_evict_reserve_keeps_readouts(keys200):
     m = svattn.Memory(svattn.MemorySettings(bandwidth=2.0, C=0.05), 6)
     m.add_batch(np.arange(200), keys200)
