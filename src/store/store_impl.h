@@ -9,10 +9,12 @@
 //   store_verify.cpp   Store::verify (docs/store.md "Verification")
 //   store_rehash.cpp   the state-hash format of older files: upgrade and read-only checks
 //   store_forget_stored.cpp  forgetting a reserve-only record without restoring the memory
+//   store_add_stored.cpp     adding a record that stays in reserve without restoring the memory
 //   store_shredded.cpp records whose data key is destroyed (docs/store.md "Shredded records")
 //   store_encrypt.cpp  encrypt_store: converting a plaintext store (docs/store.md "Encrypting")
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -250,6 +252,10 @@ struct Store::Impl {
   /// each record of `ts` first gets a data key (one key-store transaction) and its payloads are
   /// sealed (docs/store.md "Encryption at rest").
   void insert_tokens(std::int64_t memory_id, const TokenSet& ts, const Memory& mem);
+  /// The same for callers without a memory: `retained(id)` says which tokens to write, and
+  /// `audit_mode` whether the records' bucket digests are written.
+  void insert_tokens(std::int64_t memory_id, const TokenSet& ts,
+                     const std::function<bool(TokenId)>& retained, bool audit_mode);
   /// Bounded mode: tokens that were in the memory before (and not removed on purpose) but are no
   /// longer retained are deleted from the file. Returns how many.
   std::int64_t delete_evicted(std::int64_t memory_id, const State& before, const Memory& mem,
@@ -324,6 +330,26 @@ struct Store::Impl {
   /// false when one is missing or malformed, or `record` (unless -1) has none.
   bool read_active_buckets(const MemoryRow& row, std::int64_t record,
                            std::vector<BucketDigest>& all, std::size_t& first, std::size_t& count);
+
+  // ------------------------------------------------------------------ store_add_stored.cpp
+  /// What adding a record without a restore needs (plan_stored_add).
+  struct StoredAdd {
+    std::vector<BucketDigest> buckets;  // of the active records, the new record's included
+    std::size_t offset = 0;             // the record's first token in the active tokens' order
+    std::vector<double> bounds;         // the persisted screening bounds before the add
+    std::vector<double> new_bounds;     // lower bounds of the new tokens' gradients
+    std::string after_sha256;
+    std::int64_t n_after = 0, support_margin = 0, support_error = 0;
+    long kernel_evaluations = 0;
+  };
+  /// Add from the stored rows when every new token is strictly inside the description, or
+  /// nullopt (nothing written): the caller then runs the ordinary add. `ts` is validated.
+  std::optional<OpResult> add_stored(const std::string& name, std::int64_t record,
+                                     const TokenSet& ts);
+  std::optional<StoredAdd> plan_stored_add(const MemoryRow& row, std::int64_t record,
+                                           const TokenSet& ts);
+  void write_stored_add(const MemoryRow& row, std::int64_t record, const TokenSet& ts,
+                        StoredAdd& a, OpResult& res);
 
   // ------------------------------------------------------------------ store_rehash.cpp
   /// Schema version 4 is the first whose memories rows hold version-2 state hashes.

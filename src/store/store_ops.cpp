@@ -197,6 +197,25 @@ std::string Store::Impl::AddOp::write(Store::Impl& im, Store::Impl::OpContext& c
 OpResult Store::add_record(const std::string& name, std::int64_t record, const RowMatrix& keys,
                            const RowMatrix* values) {
   check_record(record);
+  const RowMatrix& vals = values != nullptr ? *values : keys;
+  if (keys.rows() >= 1 && keys.rows() <= kMaxPosition + 1 && vals.rows() == keys.rows()) {
+    // A record that stays in reserve is added from the stored rows (store_add_stored.cpp); bad
+    // input and every other case take the ordinary path, which reports it.
+    TokenSet ts;
+    ts.keys = keys;
+    ts.values = vals;
+    for (Eigen::Index i = 0; i < keys.rows(); ++i) ts.ids.push_back(store_token_id(record, i));
+    bool valid = true;
+    try {
+      ts.validate();
+    } catch (const Error&) {
+      valid = false;
+    }
+    if (valid) {
+      std::optional<OpResult> stored = impl_->add_stored(name, record, ts);
+      if (stored) return std::move(*stored);
+    }
+  }
   Impl::AddOp op(name, record, keys, values);
   return impl_->run_op(name, op);
 }

@@ -114,6 +114,13 @@ void Store::Impl::discard_new_keys() noexcept {
 }
 
 void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, const Memory& mem) {
+  insert_tokens(
+      memory_id, ts, [&](TokenId id) { return mem.contains(id); },
+      mem.settings().mode == MemoryMode::kAudit);
+}
+
+void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
+                                const std::function<bool(TokenId)>& retained, bool audit_mode) {
   Statement ins(db.handle(),
                 "INSERT INTO tokens(memory_id, token_id, record, position, key, value) VALUES "
                 "(?1, ?2, ?3, ?4, ?5, ?6)");
@@ -138,7 +145,7 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, cons
   std::vector<std::uint8_t> kbuf, vbuf;
   for (int i = 0; i < ts.size(); ++i) {
     const TokenId id = ts.ids[static_cast<std::size_t>(i)];
-    if (!mem.contains(id)) continue;  // bounded mode evicted it on arrival: not retained
+    if (!retained(id)) continue;  // bounded mode evicted it on arrival: not retained
     const double* key = ts.keys.row(i).data();
     const double* value = ts.values.row(i).data();
     ins.bind(1, memory_id)
@@ -157,7 +164,7 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, cons
     ins.run();
     ins.reset();
   }
-  if (mem.settings().mode == MemoryMode::kAudit) {
+  if (audit_mode) {
     // Each record's bucket digests, for forgets without a restore (store_forget_stored.cpp).
     std::map<std::int64_t, std::vector<int>> rows;
     for (int i = 0; i < ts.size(); ++i) rows[record_of(ts.ids[static_cast<std::size_t>(i)])].push_back(i);

@@ -1,0 +1,180 @@
+// Adding a record without restoring the memory (docs/store.md "Operations without a restore").
+// A new token whose KKT gradient g = sum_j a_j k(x, x_j) - k(x, x) / 2 + b is positive against the
+// current state enters as a reserve token and moves nothing (docs/math.md §3): the incremental path
+// then leaves every coefficient, b and set bit-identical. When every token of the record clears a
+// safety margin against the stored support (read and checked against its digest), the state after
+// is the stored support over the enlarged token set, and its hash follows from the persisted
+// bucket digests plus the record's own. The cost is O(|S u E| d) for the support, O(k |S u E| d)
+// for the gradients and O(records) digests, instead of a restore's O(n d). Any condition this path
+// cannot establish sends the add down the ordinary path (nothing is written here then).
+#include <chrono>
+
+#include "store_impl.h"
+#include "svattn/hash.h"
+#include "svattn/kernel.h"
+
+namespace svattn {
+
+using namespace store_detail;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Margin that a stored-rows gradient must clear: far above the rounding of either arithmetic, so
+// the incremental path (its own summation order) sees g > 0 too.
+double gradient_margin(double kxx, double b) { return 1e-8 * (1.0 + std::abs(kxx) + std::abs(b)); }
+
+}  // namespace
+
+std::optional<Store::Impl::StoredAdd> Store::Impl::plan_stored_add(const MemoryRow& row,
+                                                                   std::int64_t record,
+                                                                   const TokenSet& ts) {
+  const auto it = cache.find(row.name);
+  if (it != cache.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq)
+    return std::nullopt;  // the memory is at hand
+  if (row.settings.mode != MemoryMode::kAudit || row.status != Status::kOptimal || row.warmup ||
+      has_shredded(row.id) || read_record(row.id, record).exists)
+    return std::nullopt;
+  StoredAdd a;
+  std::size_t first = 0, count = 0;
+  if (!read_active_buckets(row, -1, a.buckets, first, count)) return std::nullopt;
+  StateHashParts parts;
+  for (const BucketDigest& b : a.buckets) parts.n += b.count;
+  parts.d = row.dim;
+  parts.dv = row.value_dim;
+  parts.b = row.b;
+  {
+    Statement q(db.handle(),
+                "SELECT token_id, alpha FROM support WHERE memory_id = ?1 ORDER BY token_id");
+    q.bind(1, row.id);
+    while (q.step()) parts.nonzero_alpha.emplace_back(q.int64(0), q.real(1));
+  }
+  if (state_sha256_from_parts(row.settings.problem, parts, a.buckets) != row.state_sha256)
+    return std::nullopt;
+  std::string problem;
+  a.bounds = read_screening(row, parts.n, &problem);
+  if (a.bounds.empty()) return std::nullopt;
+  // The stored support (rows checked against the digest bound to the recorded hash).
+  const StoredSupport& sup = stored_support(row.name);
+  if (sup.seq != row.last_audit_seq || !(sup.b == row.b)) return std::nullopt;
+  const KernelSettings& ks = row.settings.problem.kernel;
+  for (Eigen::Index i = 0; i < ts.keys.rows(); ++i) {
+    const double* x = ts.keys.row(i).data();
+    const double kxx = kernel(ks, x, x, row.dim);
+    double g = row.b - kxx / 2;
+    for (Eigen::Index j = 0; j < sup.support.keys.rows(); ++j)
+      g += sup.support.alpha[j] * kernel(ks, x, sup.support.keys.row(j).data(), row.dim);
+    const double margin = gradient_margin(kxx, row.b);
+    if (!(g > margin)) return std::nullopt;  // it may enter the support: the path must run
+    a.new_bounds.push_back(g - margin);       // a lower bound of the exact gradient
+    a.kernel_evaluations += 1 + sup.support.keys.rows();
+  }
+  // Where the record's buckets and bounds go in ascending id.
+  const std::vector<BucketDigest> mine = record_buckets(ts);
+  std::size_t at = 0;
+  while (at < a.buckets.size() && a.buckets[at].bucket < mine.front().bucket) {
+    a.offset += a.buckets[at].count;
+    ++at;
+  }
+  a.buckets.insert(a.buckets.begin() + static_cast<std::ptrdiff_t>(at), mine.begin(), mine.end());
+  parts.n += static_cast<std::uint64_t>(ts.size());
+  a.after_sha256 = state_sha256_from_parts(row.settings.problem, parts, a.buckets);
+  a.support_margin = 0;
+  a.support_error = 0;
+  {
+    Statement q(db.handle(), "SELECT part, count(*) FROM support WHERE memory_id = ?1 GROUP BY part");
+    q.bind(1, row.id);
+    while (q.step()) (q.int64(0) == kPartError ? a.support_error : a.support_margin) = q.int64(1);
+  }
+  a.n_after = static_cast<std::int64_t>(parts.n);
+  return a;
+}
+
+void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, const TokenSet& ts,
+                                   StoredAdd& a, OpResult& res) {
+  Statement rec(db.handle(),
+                "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, ?3)");
+  rec.bind(1, row.id).bind(2, record).bind(3, now_utc()).run();
+  insert_tokens(row.id, ts, [](TokenId) { return true; }, true);
+  a.bounds.insert(a.bounds.begin() + static_cast<std::ptrdiff_t>(a.offset), a.new_bounds.begin(),
+                  a.new_bounds.end());
+  Statement up(db.handle(),
+               "UPDATE screening SET state_sha256 = ?2, tokens = ?3, bounds = ?4, checksum = ?5, "
+               "support_sha256 = ?6 WHERE memory_id = ?1");
+  up.bind(1, row.id)
+      .bind(2, a.after_sha256)
+      .bind(3, static_cast<std::int64_t>(a.bounds.size()))
+      .bind_blob(4, a.bounds.data(), a.bounds.size() * sizeof(double))
+      .bind(5, screening_checksum(row.id, a.after_sha256, a.bounds.data(), a.bounds.size()))
+      .bind(6, support_digest(row.id, row.dim, row.value_dim, a.after_sha256, row.b, nullptr))
+      .run();
+  res.diagnostics.ops = ts.size();
+  res.diagnostics.kernel_evaluations = a.kernel_evaluations;
+  res.diagnostics.status = Status::kOptimal;
+  nlohmann::json cert{
+      {"operation", "add"},
+      {"record", record},
+      {"tokens", ts.size()},
+      {"first_token_id", ts.ids.front()},
+      {"last_token_id", ts.ids.back()},
+      {"encryption", encryption},
+      {"memory_tokens", a.n_after},
+      {"partition_sizes",
+       {{"margin", a.support_margin},
+        {"error", a.support_error},
+        {"reserve", a.n_after - a.support_margin - a.support_error}}},
+      {"status", to_string(row.status)},
+      {"diagnostics", diagnostics_to_json(res.diagnostics)},
+      {"without_restore",
+       "every new token has g > 0 against the stored support: no coefficient, b or set moves"}};
+  AuditEntry& e = res.entry;
+  e.operation = "add";
+  e.memory = row.name;
+  e.record = record;
+  e.token_count = ts.size();
+  e.state_before = row.state_sha256;
+  e.state_after = a.after_sha256;
+  e.certificate = cert.dump();
+  append_audit(e);
+  Statement mem(db.handle(),
+                "UPDATE memories SET state_sha256 = ?2, last_audit_seq = ?3 WHERE id = ?1");
+  mem.bind(1, row.id).bind(2, a.after_sha256).bind(3, e.seq).run();
+}
+
+std::optional<OpResult> Store::Impl::add_stored(const std::string& name, std::int64_t record,
+                                                const TokenSet& ts) {
+  if (options.read_only || !options.without_restore || schema_version < kFirstSchemaWithHashV2)
+    return std::nullopt;
+  const auto t0 = Clock::now();
+  OpResult res;
+  Transaction t(db, true, path, options.busy_timeout_ms);
+  try {
+    const MemoryRow row = read_memory_row(name);
+    if (ts.keys.cols() != row.dim || ts.values.cols() != row.value_dim) return std::nullopt;
+    std::optional<StoredAdd> a = plan_stored_add(row, record, ts);
+    if (!a) return std::nullopt;  // rolled back: nothing was written
+    write_stored_add(row, record, ts, *a, res);
+    res.memory_tokens = static_cast<int>(a->n_after);
+    Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
+    q.bind(1, row.id);
+    q.step();
+    res.memory_records = q.int64(0);
+    const auto k0 = Clock::now();
+    t.commit();
+    res.commit_seconds = since(k0);
+    new_key_ids.clear();
+  } catch (...) {
+    t.rollback();
+    cache.erase(name);
+    discard_new_keys();
+    throw;
+  }
+  res.total_seconds = since(t0);
+  return res;
+}
+
+}  // namespace svattn
