@@ -279,6 +279,9 @@ class Store {
   const StoreOptions& options() const;
   /// "aes-256-gcm" (token payloads encrypted per record) or "none" (a plaintext store).
   const std::string& encryption() const;
+  /// The key store file of an encrypted store: STORE.keys beside an SQLite file, the keys=PATH of
+  /// a postgresql:// URI (docs/store.md "PostgreSQL").
+  std::string key_store_path() const;
 
   /// Throws InvalidArgument unless `name` has 1 to 256 bytes, no control characters and is valid
   /// UTF-8 (names enter the audit log and JSON output).

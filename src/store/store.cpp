@@ -129,6 +129,7 @@ Store& Store::operator=(Store&&) noexcept = default;
 const std::string& Store::path() const { return impl_->path; }
 const StoreOptions& Store::options() const { return impl_->options; }
 const std::string& Store::encryption() const { return impl_->encryption; }
+std::string Store::key_store_path() const { return impl_->key_store_path(); }
 
 void Store::validate_memory_name(const std::string& name) {
   if (name.empty() || name.size() > 256) {

@@ -472,5 +472,65 @@ TEST_F(StorePg, KillNineDuringForgetsNeverLeavesAShreddedRecordInAMemory) {
   EXPECT_GE(partial, 3);  // the kills landed inside the sequence, not all before or after it
 }
 
+#ifdef SVATTN_CLI
+struct Cli {
+  int code = -1;
+  std::string out, err;
+};
+
+Cli cli(const TempDir& dir, const std::string& args) {
+  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
+  const int st = std::system((std::string(SVATTN_CLI) + " " + args + " >" + out + " 2>" + err).c_str());
+  Cli r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  const auto o = store_test::read_bytes(out), e = store_test::read_bytes(err);
+  r.out.assign(o.begin(), o.end());
+  r.err.assign(e.begin(), e.end());
+  return r;
+}
+
+// `svattn memory ...` takes a postgresql:// URI wherever it takes a store file.
+TEST_F(StorePg, CliCommandsTakeAPostgresUri) {
+  TempDir dir;
+  PgSchema schema;
+  const std::string at = "'" + schema.uri(dir.file("k.keys")) + "'";
+  std::string keys, recs;
+  const RowMatrix x = random_keys(24, 4, 3);
+  for (int i = 0; i < 24; ++i) {
+    for (int k = 0; k < 4; ++k) keys += (k ? "," : "") + std::to_string(x(i, k));
+    keys += "\n";
+    recs += std::to_string(i / 4) + "\n";
+  }
+  store_test::write_bytes(dir.file("k.csv"), std::vector<std::uint8_t>(keys.begin(), keys.end()));
+  store_test::write_bytes(dir.file("r.csv"), std::vector<std::uint8_t>(recs.begin(), recs.end()));
+  // An encrypted store needs keys=: exit 2, nothing created.
+  const Cli bad = cli(dir, "memory create '" + schema.uri("") + "' --memory m --dim 4 --C 0.05");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("keys=PATH"), std::string::npos) << bad.err;
+  EXPECT_EQ(RawPg(schema.name()).query_int("SELECT count(*) FROM pg_tables WHERE schemaname = '" +
+                                           schema.name() + "'"),
+            0);
+  Cli r = cli(dir, "memory create " + at + " --memory m --dim 4 --C 0.05 --bandwidth 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(dir.file("k.keys")), std::string::npos) << r.out;
+  r = cli(dir, "memory import " + at + " --memory m --keys " + dir.file("k.csv") + " --records " +
+                   dir.file("r.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli(dir, "memory forget " + at + " --memory m --record 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // no WAL warning on PostgreSQL
+  EXPECT_NE(r.out.find("key destruction"), std::string::npos) << r.out;
+  r = cli(dir, "memory verify " + at);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = cli(dir, "memory show " + at + " --memory m --json");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["n"], 20);
+  r = cli(dir, "memory backup " + at + " " + dir.file("b.db"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("pg_dump"), std::string::npos) << r.err;
+  EXPECT_FALSE(store_test::file_exists(dir.file("b.db")));
+}
+#endif
+
 }  // namespace
 }  // namespace svattn
