@@ -267,7 +267,9 @@ class Store {
  public:
   /// Opens (or with options.create, creates) a store. Throws IoError (missing/unreadable),
   /// FormatError (not a store, newer schema, corrupted or truncated), StoreBusy, StoreError.
-  /// Nothing is written to a file that fails these checks.
+  /// Nothing is written to a file that fails these checks. `path` is an SQLite file or a
+  /// PostgreSQL URI "postgresql://...[?keys=PATH]" (docs/store.md "PostgreSQL"; InvalidArgument
+  /// when this build has no libpq, or for a new encrypted store without keys=).
   explicit Store(const std::string& path, const StoreOptions& options = {});
   ~Store();  ///< checkpoints the WAL (TRUNCATE) and closes
   Store(Store&&) noexcept;
