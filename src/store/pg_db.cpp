@@ -6,6 +6,8 @@
 // exist without libpq so that such a URI is a clear error there.
 #include <endian.h>
 
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -90,8 +92,8 @@ class PgStatement : public StatementBackend {
  private:
   void put(int index, std::string v, int format) {
     if (index < 1 || index > static_cast<int>(values_.size()))
-      throw StoreError("SQL parameter " + std::to_string(index) + " out of range (the statement has " +
-                       std::to_string(values_.size()) + ")");
+      throw StoreError("SQL parameter " + std::to_string(index) +
+                       " out of range (the statement has " + std::to_string(values_.size()) + ")");
     values_[index - 1] = std::move(v);
     set_[index - 1] = 1;
     formats_[index - 1] = format;
@@ -164,9 +166,11 @@ bool PgStatement::step() {
       v[i] = set_[i] ? values_[i].data() : nullptr;
       len[i] = static_cast<int>(values_[i].size());
     }
-    res_.reset(PQexecPrepared(c_.conn(), name_.c_str(), n, v.data(), len.data(), formats_.data(), 1));
+    res_.reset(
+        PQexecPrepared(c_.conn(), name_.c_str(), n, v.data(), len.data(), formats_.data(), 1));
     const ExecStatusType st = PQresultStatus(res_.get());
-    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) throw_pg(c_.conn(), res_.get(), "executing SQL");
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+      throw_pg(c_.conn(), res_.get(), "executing SQL");
     c_.set_changes(res_.get());
   }
   if (res_ == nullptr) return false;
@@ -283,7 +287,8 @@ PgConnection::PgConnection(const std::string& conninfo, const std::string& displ
     conn_ = nullptr;
     throw IoError("cannot connect to store '" + display + "': " + msg);
   }
-  PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      conn_, [](void*, const char*) {}, nullptr);
   if (PQserverVersion(conn_) < 110000) {
     const int v = PQserverVersion(conn_);
     PQfinish(conn_);
@@ -357,10 +362,11 @@ void PgConnection::begin(bool immediate, const std::string& store, int busy_time
   if (!immediate) return;
   // One write lock per store (its schema), held to the end of the transaction: writers are
   // serialised as SQLite's BEGIN IMMEDIATE serialises them, and each sees the last commit.
-  const char* lock =
-      busy_timeout_ms == 0
-          ? "SELECT pg_try_advisory_xact_lock(hashtextextended('svattn-store:' || current_schema(), 0))"
-          : "SELECT pg_advisory_xact_lock(hashtextextended('svattn-store:' || current_schema(), 0))";
+  const char* lock = busy_timeout_ms == 0
+                         ? "SELECT pg_try_advisory_xact_lock(hashtextextended('svattn-store:' || "
+                           "current_schema(), 0))"
+                         : "SELECT pg_advisory_xact_lock(hashtextextended('svattn-store:' || "
+                           "current_schema(), 0))";
   Result r(PQexec(conn_, lock), &PQclear);
   const bool ok = PQresultStatus(r.get()) == PGRES_TUPLES_OK;
   const char* state = ok ? nullptr : PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
@@ -395,7 +401,8 @@ void PgConnection::commit() {
   pragma_table_created_ = false;
   // COMMIT of a transaction that an error aborted answers ROLLBACK.
   if (std::strcmp(PQcmdStatus(r.get()), "COMMIT") != 0)
-    throw StoreError("committing on '" + display_ + "': the transaction had failed and was rolled back");
+    throw StoreError("committing on '" + display_ +
+                     "': the transaction had failed and was rolled back");
 }
 
 }  // namespace

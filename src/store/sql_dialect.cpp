@@ -119,9 +119,12 @@ std::string translate_pragma(const std::vector<Tok>& t, const std::string& text)
   bool assign = false;
   int words = 0;
   for (const Tok& x : t) {
-    if (x.kind == Tok::kWord && ++words == 2) name = x.text;
-    else if (x.kind == Tok::kOther && x.text == "=") assign = true;
-    else if (assign && x.kind != Tok::kSpace) value += x.text;
+    if (x.kind == Tok::kWord && ++words == 2)
+      name = x.text;
+    else if (x.kind == Tok::kOther && x.text == "=")
+      assign = true;
+    else if (assign && x.kind != Tok::kSpace)
+      value += x.text;
   }
   const std::string n = upper(name);
   if (n == "USER_VERSION" || n == "APPLICATION_ID") {
@@ -161,9 +164,11 @@ std::string translate_trigger(const std::string& text) {
 const char* kMasterSql =
     "(SELECT 'table' AS type, c.relname::text AS name FROM pg_class c JOIN pg_namespace n ON "
     "n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND "
-    "c.relname NOT LIKE 'svattn\\_pragma%' UNION ALL SELECT 'index', c.relname::text FROM pg_class c JOIN "
+    "c.relname NOT LIKE 'svattn\\_pragma%' UNION ALL SELECT 'index', c.relname::text FROM pg_class "
+    "c JOIN "
     "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = "
-    "'i' AND c.relname NOT LIKE 'svattn\\_pragma%' UNION ALL SELECT 'trigger', t.tgname::text FROM pg_trigger t JOIN pg_class c ON c.oid = "
+    "'i' AND c.relname NOT LIKE 'svattn\\_pragma%' UNION ALL SELECT 'trigger', t.tgname::text FROM "
+    "pg_trigger t JOIN pg_class c ON c.oid = "
     "t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
     "AND NOT t.tgisinternal) AS sqlite_master";
 
@@ -237,9 +242,10 @@ std::string Rewriter::run() {
       if (n1 >= t_.size() || t_[n1].text != "(" || arg >= t_.size() ||
           t_[arg].kind != Tok::kString || close >= t_.size() || t_[close].text != ")")
         throw StoreError("pragma_table_info needs one quoted table name");
-      out += "(SELECT column_name::text AS name FROM information_schema.columns WHERE "
-             "table_schema = current_schema() AND table_name = " +
-             t_[arg].text + ") AS pragma_table_info";
+      out +=
+          "(SELECT column_name::text AS name FROM information_schema.columns WHERE "
+          "table_schema = current_schema() AND table_name = " +
+          t_[arg].text + ") AS pragma_table_info";
       i = close;
     } else {
       out += x.text;

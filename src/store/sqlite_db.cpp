@@ -104,8 +104,8 @@ class SqliteDatabase : public DatabaseBackend {
   SqliteDatabase(const std::string& path, int flags) {
     const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
     if (rc != SQLITE_OK) {
-      std::string msg = "cannot open store '" + path + "': " +
-                        (db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
+      std::string msg = "cannot open store '" + path +
+                        "': " + (db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
       sqlite3_close_v2(db_);
       db_ = nullptr;
       throw IoError(msg);

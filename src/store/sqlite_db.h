@@ -3,12 +3,12 @@
 // SQLite's dialect everywhere; the PostgreSQL backend translates it in one place (sql_dialect.h;
 // docs/store.md "PostgreSQL"). Every failure becomes a typed svattn exception.
 #pragma once
+#include <sqlite3.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <sqlite3.h>
 
 namespace svattn::store_detail {
 

@@ -4,6 +4,7 @@
 // checks and tampering. With SVATTN_PG_REQUIRED=1 (make test) an unreachable server fails the
 // tests; otherwise they are skipped.
 #pragma once
+#include <gtest/gtest.h>
 #include <libpq-fe.h>
 #include <unistd.h>
 
@@ -12,8 +13,6 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace svattn::store_test {
 
@@ -26,7 +25,8 @@ class RawPg {
       error_ = PQerrorMessage(conn_);
       return;
     }
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
     if (!schema.empty()) exec("SET search_path = " + schema);
   }
   ~RawPg() { PQfinish(conn_); }
@@ -38,7 +38,8 @@ class RawPg {
   std::string exec(const std::string& sql) {
     PGresult* r = PQexec(conn_, sql.c_str());
     const ExecStatusType st = PQresultStatus(r);
-    std::string err = (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) ? "" : PQresultErrorMessage(r);
+    std::string err =
+        (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) ? "" : PQresultErrorMessage(r);
     PQclear(r);
     return err;
   }
@@ -62,18 +63,18 @@ class RawPg {
 };
 
 /// Whether the PostgreSQL tests can run; fails (SVATTN_PG_REQUIRED=1) or skips otherwise.
-#define SVATTN_REQUIRE_PG()                                                                 \
-  do {                                                                                      \
-    ::svattn::store_test::RawPg probe_;                                                     \
-    if (!probe_.ok()) {                                                                     \
-      const char* req_ = std::getenv("SVATTN_PG_REQUIRED");                                 \
-      if (req_ != nullptr && std::string(req_) == "1") {                                    \
-        FAIL() << "no PostgreSQL server (SVATTN_PG_REQUIRED=1): " << probe_.error();        \
-      }                                                                                     \
-      GTEST_SKIP() << "no PostgreSQL server (start one: eval \"$(scripts/pg-cluster.sh "    \
-                      "start)\"): "                                                         \
-                   << probe_.error();                                                       \
-    }                                                                                       \
+#define SVATTN_REQUIRE_PG()                                                              \
+  do {                                                                                   \
+    ::svattn::store_test::RawPg probe_;                                                  \
+    if (!probe_.ok()) {                                                                  \
+      const char* req_ = std::getenv("SVATTN_PG_REQUIRED");                              \
+      if (req_ != nullptr && std::string(req_) == "1") {                                 \
+        FAIL() << "no PostgreSQL server (SVATTN_PG_REQUIRED=1): " << probe_.error();     \
+      }                                                                                  \
+      GTEST_SKIP() << "no PostgreSQL server (start one: eval \"$(scripts/pg-cluster.sh " \
+                      "start)\"): "                                                      \
+                   << probe_.error();                                                    \
+    }                                                                                    \
   } while (0)
 
 /// A fresh schema on the server for one store, dropped when the object dies; uri() names the
@@ -84,7 +85,8 @@ class PgSchema {
     static std::atomic<int> counter{0};
     name_ = "svattn_t" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
     RawPg raw;
-    const std::string e = raw.exec("DROP SCHEMA IF EXISTS " + name_ + " CASCADE; CREATE SCHEMA " + name_);
+    const std::string e =
+        raw.exec("DROP SCHEMA IF EXISTS " + name_ + " CASCADE; CREATE SCHEMA " + name_);
     if (!e.empty()) throw std::runtime_error("cannot create schema " + name_ + ": " + e);
   }
   ~PgSchema() {

@@ -1,9 +1,8 @@
 // The SQLite -> PostgreSQL translation of the store's SQL (src/store/sql_dialect.h), without a
 // server: placeholders, types, conflict clauses, triggers, catalog queries and PRAGMAs.
-#include "store/sql_dialect.h"
-
 #include <gtest/gtest.h>
 
+#include "store/sql_dialect.h"
 #include "svattn/errors.h"
 #include "svattn/store.h"
 
@@ -19,7 +18,8 @@ std::string one(const std::string& sql) {
 }
 
 TEST(SqlDialect, PlaceholdersAndLiterals) {
-  EXPECT_EQ(one("SELECT a FROM t WHERE x = ?1 AND y = ?12"), "SELECT a FROM t WHERE x = $1 AND y = $12");
+  EXPECT_EQ(one("SELECT a FROM t WHERE x = ?1 AND y = ?12"),
+            "SELECT a FROM t WHERE x = $1 AND y = $12");
   EXPECT_EQ(one("SELECT ? , ?"), "SELECT $1 , $2");
   // Nothing inside literals is rewritten.
   EXPECT_EQ(one("SELECT '?1 INTEGER ''x''' FROM t"), "SELECT '?1 INTEGER ''x''' FROM t");
@@ -56,9 +56,9 @@ TEST(SqlDialect, ScriptsAndTriggers) {
                       "FUNCTION a_no_update_fn()"),
             std::string::npos);
   EXPECT_EQ(v[2], "CREATE TABLE b(y DOUBLE PRECISION)");
-  EXPECT_THROW(sqlite_to_postgres("CREATE TRIGGER t AFTER INSERT ON a BEGIN DELETE FROM b; END;",
-                                  nullptr),
-               StoreError);
+  EXPECT_THROW(
+      sqlite_to_postgres("CREATE TRIGGER t AFTER INSERT ON a BEGIN DELETE FROM b; END;", nullptr),
+      StoreError);
 }
 
 TEST(SqlDialect, CatalogAndPragmas) {

@@ -65,7 +65,8 @@ class Stores {
       sqlite3_stmt* q = nullptr;
       sqlite3_prepare_v2(raw.handle(), sql.c_str(), -1, &q, nullptr);
       std::string out;
-      if (sqlite3_step(q) == SQLITE_ROW) out = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
+      if (sqlite3_step(q) == SQLITE_ROW)
+        out = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
       sqlite3_finalize(q);
       return out;
     }
@@ -212,7 +213,8 @@ TEST_P(StoreBackends, AuditChainIsAppendOnlyAndTamperingIsDetected) {
   EXPECT_NE(stores().raw_exec("s", "DELETE FROM audit WHERE seq = 2").find("append-only"),
             std::string::npos);
   // Around the triggers (as a table owner could), an edited entry breaks the chain.
-  const std::string off = pg() ? "ALTER TABLE audit DISABLE TRIGGER USER" : "DROP TRIGGER audit_no_update";
+  const std::string off =
+      pg() ? "ALTER TABLE audit DISABLE TRIGGER USER" : "DROP TRIGGER audit_no_update";
   ASSERT_EQ(stores().raw_exec("s", off), "");
   ASSERT_EQ(stores().raw_exec("s", "UPDATE audit SET memory = 'x' WHERE seq = 2"), "");
   Store s(stores().at("s"));
@@ -386,7 +388,8 @@ TEST_F(StorePg, TwoProcessesOneForgettingOneQueryingSeeConsistentStates) {
   ::waitpid(querier, &sq, 0);
   EXPECT_TRUE(WIFEXITED(sf) && WEXITSTATUS(sf) == 0) << "forgetter status " << sf;
   EXPECT_TRUE(WIFEXITED(sq) && WEXITSTATUS(sq) == 0)
-      << "querier status " << WEXITSTATUS(sq) << " (2: hash/token mismatch, 3: readout, 4: too few states)";
+      << "querier status " << WEXITSTATUS(sq)
+      << " (2: hash/token mismatch, 3: readout, 4: too few states)";
   Store s(at);
   EXPECT_EQ(s.memory_info("m").state_sha256, ex.hash[kRecords]);
   EXPECT_TRUE(s.verify().ok());
@@ -437,7 +440,8 @@ TEST_F(StorePg, KillNineDuringForgetsNeverLeavesAShreddedRecordInAMemory) {
     }
     ::waitpid(pid, &status, 0);
     if (trial < 0) {
-      full_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      full_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       continue;
     }
@@ -480,7 +484,8 @@ struct Cli {
 
 Cli cli(const TempDir& dir, const std::string& args) {
   const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  const int st = std::system((std::string(SVATTN_CLI) + " " + args + " >" + out + " 2>" + err).c_str());
+  const int st =
+      std::system((std::string(SVATTN_CLI) + " " + args + " >" + out + " 2>" + err).c_str());
   Cli r;
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   const auto o = store_test::read_bytes(out), e = store_test::read_bytes(err);
@@ -507,9 +512,10 @@ TEST_F(StorePg, CliCommandsTakeAPostgresUri) {
   const Cli bad = cli(dir, "memory create '" + schema.uri("") + "' --memory m --dim 4 --C 0.05");
   EXPECT_EQ(bad.code, 2) << bad.err;
   EXPECT_NE(bad.err.find("keys=PATH"), std::string::npos) << bad.err;
-  EXPECT_EQ(RawPg(schema.name()).query_int("SELECT count(*) FROM pg_tables WHERE schemaname = '" +
-                                           schema.name() + "'"),
-            0);
+  EXPECT_EQ(
+      RawPg(schema.name())
+          .query_int("SELECT count(*) FROM pg_tables WHERE schemaname = '" + schema.name() + "'"),
+      0);
   Cli r = cli(dir, "memory create " + at + " --memory m --dim 4 --C 0.05 --bandwidth 2");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(dir.file("k.keys")), std::string::npos) << r.out;
