@@ -1,6 +1,7 @@
 # Two entry points on a fresh Debian 12 machine:
 #   make run    install missing packages, build Release, run the main job
-#   make test   install missing packages, build, run the fast test labels (unit, torch)
+#   make test   install missing packages, build, run the fast test labels (unit, torch) and the
+#               store's PostgreSQL tests against a throw-away cluster (scripts/test-with-pg.sh)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -23,7 +24,7 @@ run: build
 	@bash scripts/run-main.sh $(BUILD) $(RUN_OUT)
 
 test: build
-	@cd $(BUILD) && ctest -L 'unit|torch' --output-on-failure -j $(JOBS) --timeout 900
+	@bash scripts/test-with-pg.sh $(BUILD) 'unit|torch|postgres' $(JOBS)
 
 test-slow: build
 	@cd $(BUILD) && ctest -L slow --output-on-failure -j $(JOBS) --timeout 3600

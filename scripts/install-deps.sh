@@ -4,7 +4,7 @@
 #
 #   scripts/install-deps.sh            # core + torch + tests + bench + plots
 #   SVATTN_NO_TORCH=1 scripts/install-deps.sh   # skip LibTorch (core-only deployment)
-#   SVATTN_WITH_POSTGRES=1 scripts/install-deps.sh   # also PostgreSQL 15 (scripts/pg-cluster.sh)
+#   SVATTN_NO_POSTGRES=1 scripts/install-deps.sh     # skip PostgreSQL 15 and libpq (store backend)
 set -euo pipefail
 
 pkgs=(
@@ -28,9 +28,10 @@ if [ -z "${SVATTN_NO_TORCH:-}" ]; then
   pkgs+=(libtorch-dev libopenblas0-pthread python3-torch)
 fi
 
-if [ -n "${SVATTN_WITH_POSTGRES:-}" ]; then
-  # Debian 12's postgresql is version 15: a throw-away test server (scripts/pg-cluster.sh).
-  pkgs+=(postgresql)
+if [ "${SVATTN_NO_POSTGRES:-0}" != "1" ]; then
+  # libpq-dev: the store's PostgreSQL backend; postgresql-15 (Debian 12's): the throw-away test
+  # server of `make test` (scripts/pg-cluster.sh, scripts/test-with-pg.sh).
+  pkgs+=(libpq-dev postgresql-15)
 fi
 
 missing=()

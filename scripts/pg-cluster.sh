@@ -11,7 +11,7 @@
 # Environment: PG_BIN (the server's bin directory; default: the newest /usr/lib/postgresql/*/bin),
 # SVATTN_PG_USER (the user the server runs as when this runs as root; default postgres, else
 # nobody), SVATTN_PG_PORT (names the socket file; default 5432), SVATTN_PG_KEEP=1 (stop keeps the
-# directory). Needs the Debian package postgresql (SVATTN_WITH_POSTGRES=1 scripts/install-deps.sh).
+# directory). Needs the Debian package postgresql-15 (scripts/install-deps.sh).
 set -euo pipefail
 
 die() { echo "pg-cluster: $*" >&2; exit 2; }
@@ -20,7 +20,7 @@ find_bin() {
   if [ -n "${PG_BIN:-}" ]; then echo "$PG_BIN"; return; fi
   local d
   d=$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n 1 || true)
-  [ -n "$d" ] || die "no PostgreSQL server found under /usr/lib/postgresql (install it with: SVATTN_WITH_POSTGRES=1 scripts/install-deps.sh)"
+  [ -n "$d" ] || die "no PostgreSQL server found under /usr/lib/postgresql (install it with: scripts/install-deps.sh)"
   echo "$d"
 }
 

@@ -161,7 +161,7 @@ int run_create(const CreateOptions& o) {
     fmt::print("encryption  {}{}\n", store.encryption(),
                store.encryption() == "none"
                    ? " (plaintext store: token keys and values are stored unencrypted)"
-                   : " (per-record data keys in " + o.common.store + ".keys" +
+                   : " (per-record data keys in " + store.key_store_path() +
                          (store.key_wrapping() == "aes-256-gcm" ? ", wrapped by the master key)"
                                                                 : ", not wrapped)"));
     print_entry_line(r.entry);
@@ -300,7 +300,7 @@ int run_forget(const RecordOptions& o) {
   so.certificate_probes = o.probes;
   Store store(o.common.store, so);
   const ForgetResult r = store.forget_record(o.common.memory, o.record);
-  if (!r.wal_truncated) {
+  if (!r.wal_truncated && r.certificate.store && r.certificate.store->erasure_basis.empty()) {
     std::fprintf(stderr,
                  "svattn: warning: the WAL checkpoint could not complete (another connection is "
                  "reading); the erased bytes leave the -wal file at its next checkpoint\n");

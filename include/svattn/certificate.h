@@ -127,6 +127,11 @@ struct StoreErasure {
   /// right after that entry commits and the destruction is logged by a following "shred" entry);
   /// true in the certificate the forget returns once the key is gone.
   bool data_key_destroyed = false;
+  /// What the erasure rests on where the store's own deletion does not remove the bytes: on
+  /// PostgreSQL deleted rows stay in the server's files until VACUUM, which does not zero freed
+  /// space, so erasure rests on the data key's destruction (docs/store.md "PostgreSQL"). Empty
+  /// (and absent from the JSON) for an SQLite file, whose freed pages are zeroed.
+  std::string erasure_basis;
 };
 
 /// A removal certificate (docs/api.md "Certificates"). to_json/from_json round-trip every field

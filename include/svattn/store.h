@@ -347,7 +347,9 @@ class Store {
  public:
   /// Opens (or with options.create, creates) a store. Throws IoError (missing/unreadable),
   /// FormatError (not a store, newer schema, corrupted or truncated), StoreBusy, StoreError.
-  /// Nothing is written to a file that fails these checks.
+  /// Nothing is written to a file that fails these checks. `path` is an SQLite file or a
+  /// PostgreSQL URI "postgresql://...[?keys=PATH]" (docs/store.md "PostgreSQL"; InvalidArgument
+  /// when this build has no libpq, or for a new encrypted store without keys=).
   explicit Store(const std::string& path, const StoreOptions& options = {});
   ~Store();  ///< checkpoints the WAL (TRUNCATE) and closes
   Store(Store&&) noexcept;
@@ -368,6 +370,9 @@ class Store {
   const std::vector<ShreddedRecord>& shredded_records() const;
   /// The "purge" audit entries this object's open appended (one per memory; writable opens only).
   const std::vector<AuditEntry>& purge_entries() const;
+  /// The key store file of an encrypted store: STORE.keys beside an SQLite file, the keys=PATH of
+  /// a postgresql:// URI (docs/store.md "PostgreSQL").
+  std::string key_store_path() const;
 
   /// Throws InvalidArgument unless `name` has 1 to 256 bytes, no control characters and is valid
   /// UTF-8 (names enter the audit log and JSON output).

@@ -202,7 +202,7 @@ ResolveCheck check_from_json(const json& j) {
 }
 
 json store_to_json(const StoreErasure& s) {
-  return {{"path", s.path},
+  json j = {{"path", s.path},
           {"memory", s.memory},
           {"record", s.record},
           {"record_was_suspended", s.record_was_suspended},
@@ -213,6 +213,8 @@ json store_to_json(const StoreErasure& s) {
           {"data_key_id", s.data_key_id},
           {"data_key_sha256", s.data_key_sha256},
           {"data_key_destroyed", s.data_key_destroyed}};
+  if (!s.erasure_basis.empty()) j["erasure_basis"] = s.erasure_basis;  // PostgreSQL only
+  return j;
 }
 
 StoreErasure store_from_json(const json& j) {
@@ -231,6 +233,7 @@ StoreErasure store_from_json(const json& j) {
     s.data_key_sha256 = get_string(j, "data_key_sha256", w);
     s.data_key_destroyed = get_bool(j, "data_key_destroyed", w);
   }
+  if (j.contains("erasure_basis")) s.erasure_basis = get_string(j, "erasure_basis", w);
   return s;
 }
 

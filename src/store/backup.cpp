@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "pg_uri.h"
 #include "sqlite_db.h"
 #include "svattn/errors.h"
 #include "svattn/store.h"
@@ -202,6 +203,12 @@ nlohmann::json backup_to_json(const StoreBackup& b) {
 }
 
 StoreBackup backup_store(const std::string& store_path, const std::string& destination) {
+  if (store_detail::is_postgres_uri(store_path)) {
+    throw InvalidArgument("backup: '" + store_detail::parse_postgres_uri(store_path).display +
+                          "' is a PostgreSQL store: back it up with the server's tools (pg_dump); "
+                          "its key store file is not in the database (docs/store.md "
+                          "\"PostgreSQL\")");
+  }
   StoreBackup out;
   {
     StoreOptions o;  // opened read-only first: the file must be a store, and its encryption known

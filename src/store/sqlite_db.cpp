@@ -1,3 +1,5 @@
+// The SQLite backend of the store's SQL connection (sqlite_db.h) and the backend-independent
+// Database/Statement/Transaction front end.
 #include "sqlite_db.h"
 
 #include <cerrno>
@@ -46,43 +48,132 @@ void throw_sqlite(sqlite3* db, int rc, const std::string& what) {
   }
 }
 
-Statement::Statement(sqlite3* db, const char* sql) : db_(db), sql_(sql) {
-  const int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
-  if (rc != SQLITE_OK) throw_sqlite(db, rc, "preparing SQL");
+namespace {
+
+class SqliteStatement : public StatementBackend {
+ public:
+  SqliteStatement(sqlite3* db, const char* sql) : db_(db) {
+    const int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+    if (rc != SQLITE_OK) throw_sqlite(db, rc, "preparing SQL");
+  }
+  ~SqliteStatement() override { sqlite3_finalize(stmt_); }
+  void bind_int64(int index, std::int64_t v) override {
+    check(sqlite3_bind_int64(stmt_, index, v));
+  }
+  void bind_double(int index, double v) override { check(sqlite3_bind_double(stmt_, index, v)); }
+  void bind_text(int index, const std::string& v) override {
+    check(sqlite3_bind_text(stmt_, index, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+  }
+  void bind_blob(int index, const void* data, std::size_t bytes) override {
+    // A zero-length blob still needs a non-null pointer so that it is stored as a blob, not NULL.
+    static const char kEmpty = 0;
+    check(sqlite3_bind_blob(stmt_, index, bytes == 0 ? &kEmpty : data, static_cast<int>(bytes),
+                            SQLITE_TRANSIENT));
+  }
+  bool step() override {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw_sqlite(db_, rc, "executing SQL");
+  }
+  void reset() override {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  std::int64_t int64(int col) const override { return sqlite3_column_int64(stmt_, col); }
+  double real(int col) const override { return sqlite3_column_double(stmt_, col); }
+  std::string text(int col) const override {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    const int n = sqlite3_column_bytes(stmt_, col);
+    return p == nullptr ? std::string() : std::string(p, static_cast<std::size_t>(n));
+  }
+  const void* blob_data(int col) const override { return sqlite3_column_blob(stmt_, col); }
+  int bytes(int col) const override { return sqlite3_column_bytes(stmt_, col); }
+  bool is_null(int col) const override { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, "binding SQL parameter");
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+class SqliteDatabase : public DatabaseBackend {
+ public:
+  SqliteDatabase(const std::string& path, int flags) {
+    const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string msg = "cannot open store '" + path +
+                        "': " + (db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+      throw IoError(msg);
+    }
+    sqlite3_extended_result_codes(db_, 1);
+  }
+  ~SqliteDatabase() override { sqlite3_close_v2(db_); }
+  Backend kind() const override { return Backend::kSqlite; }
+  sqlite3* sqlite() const override { return db_; }
+  std::unique_ptr<StatementBackend> prepare(const char* sql) override {
+    return std::make_unique<SqliteStatement>(db_, sql);
+  }
+  void exec(const std::string& sql) override {
+    char* err = nullptr;
+    const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+    sqlite3_free(err);
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, "executing SQL");
+  }
+  void begin(bool immediate, const std::string& store, int busy_timeout_ms) override {
+    const int rc =
+        sqlite3_exec(db_, immediate ? "BEGIN IMMEDIATE" : "BEGIN", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return;
+    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
+      throw StoreBusy("store '" + store + "' is locked by another process (waited " +
+                      std::to_string(busy_timeout_ms) + " ms)");
+    }
+    throw_sqlite(db_, rc, "starting a transaction on '" + store + "'");
+  }
+  void commit() override {
+    const int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    // The exception is built while the connection still holds the error (and errno) of COMMIT.
+    if (rc != SQLITE_OK) throw_sqlite(db_, rc, "committing");
+  }
+  void rollback() noexcept override {
+    // After some errors SQLite has already rolled back; ROLLBACK then fails harmlessly.
+    if (sqlite3_get_autocommit(db_) == 0) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  std::int64_t changes() override { return sqlite3_changes64(db_); }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace
+
+DbHandle::operator sqlite3*() const {
+  sqlite3* s = db_->impl().sqlite();
+  if (s == nullptr) throw StoreError("an SQLite-only call on a PostgreSQL store");
+  return s;
 }
 
-Statement::~Statement() { sqlite3_finalize(stmt_); }
+Statement::Statement(DbHandle db, const char* sql) : s_(db.database().impl().prepare(sql)) {}
 
 Statement& Statement::bind(int index, std::int64_t v) {
-  const int rc = sqlite3_bind_int64(stmt_, index, v);
-  if (rc != SQLITE_OK) throw_sqlite(db_, rc, "binding SQL parameter");
+  s_->bind_int64(index, v);
   return *this;
 }
 Statement& Statement::bind(int index, double v) {
-  const int rc = sqlite3_bind_double(stmt_, index, v);
-  if (rc != SQLITE_OK) throw_sqlite(db_, rc, "binding SQL parameter");
+  s_->bind_double(index, v);
   return *this;
 }
 Statement& Statement::bind(int index, const std::string& v) {
-  const int rc = sqlite3_bind_text(stmt_, index, v.data(), static_cast<int>(v.size()),
-                                   SQLITE_TRANSIENT);
-  if (rc != SQLITE_OK) throw_sqlite(db_, rc, "binding SQL parameter");
+  s_->bind_text(index, v);
   return *this;
 }
 Statement& Statement::bind_blob(int index, const void* data, std::size_t bytes) {
-  // A zero-length blob still needs a non-null pointer so that it is stored as a blob, not NULL.
-  static const char kEmpty = 0;
-  const int rc = sqlite3_bind_blob(stmt_, index, bytes == 0 ? &kEmpty : data,
-                                   static_cast<int>(bytes), SQLITE_TRANSIENT);
-  if (rc != SQLITE_OK) throw_sqlite(db_, rc, "binding SQL parameter");
+  s_->bind_blob(index, data, bytes);
   return *this;
-}
-
-bool Statement::step() {
-  const int rc = sqlite3_step(stmt_);
-  if (rc == SQLITE_ROW) return true;
-  if (rc == SQLITE_DONE) return false;
-  throw_sqlite(db_, rc, "executing SQL");
 }
 
 void Statement::run() {
@@ -90,74 +181,33 @@ void Statement::run() {
   }
 }
 
-void Statement::reset() {
-  sqlite3_reset(stmt_);
-  sqlite3_clear_bindings(stmt_);
-}
-
-std::int64_t Statement::int64(int col) const { return sqlite3_column_int64(stmt_, col); }
-double Statement::real(int col) const { return sqlite3_column_double(stmt_, col); }
-std::string Statement::text(int col) const {
-  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
-  const int n = sqlite3_column_bytes(stmt_, col);
-  return p == nullptr ? std::string() : std::string(p, static_cast<std::size_t>(n));
-}
 std::vector<std::uint8_t> Statement::blob(int col) const {
-  const auto* p = static_cast<const std::uint8_t*>(sqlite3_column_blob(stmt_, col));
-  const int n = sqlite3_column_bytes(stmt_, col);
+  const auto* p = static_cast<const std::uint8_t*>(blob_data(col));
+  const int n = bytes(col);
   if (p == nullptr || n <= 0) return {};
   return std::vector<std::uint8_t>(p, p + n);
 }
-const void* Statement::blob_data(int col) const { return sqlite3_column_blob(stmt_, col); }
-int Statement::bytes(int col) const { return sqlite3_column_bytes(stmt_, col); }
-bool Statement::is_null(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
 
-Database::Database(const std::string& path, int flags) {
-  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string msg = "cannot open store '" + path + "': " +
-                      (db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
-    sqlite3_close_v2(db_);
-    db_ = nullptr;
-    throw IoError(msg);
-  }
-  sqlite3_extended_result_codes(db_, 1);
+Database::Database(const std::string& path, int flags)
+    : impl_(std::make_unique<SqliteDatabase>(path, flags)) {}
+
+Backend Database::backend() const { return impl().kind(); }
+
+DatabaseBackend& Database::impl() const {
+  if (impl_ == nullptr) throw StoreError("the store's connection is closed");
+  return *impl_;
 }
 
-Database::~Database() { close(); }
-
-Database::Database(Database&& o) noexcept : db_(o.db_) { o.db_ = nullptr; }
-Database& Database::operator=(Database&& o) noexcept {
-  if (this != &o) {
-    close();
-    db_ = o.db_;
-    o.db_ = nullptr;
-  }
-  return *this;
-}
-
-void Database::close() noexcept {
-  if (db_ != nullptr) {
-    sqlite3_close_v2(db_);
-    db_ = nullptr;
-  }
-}
-
-void Database::exec(const std::string& sql) {
-  char* err = nullptr;
-  const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
-  sqlite3_free(err);
-  if (rc != SQLITE_OK) throw_sqlite(db_, rc, "executing SQL");
-}
+void Database::exec(const std::string& sql) { impl().exec(sql); }
 
 std::int64_t Database::query_int(const std::string& sql) {
-  Statement s(db_, sql.c_str());
+  Statement s(handle(), sql.c_str());
   if (!s.step()) throw StoreError("query returned no row: " + sql);
   return s.int64(0);
 }
 
 std::string Database::query_text(const std::string& sql) {
-  Statement s(db_, sql.c_str());
+  Statement s(handle(), sql.c_str());
   if (!s.step()) throw StoreError("query returned no row: " + sql);
   return s.text(0);
 }
@@ -165,40 +215,25 @@ std::string Database::query_text(const std::string& sql) {
 Transaction::Transaction(Database& db, bool immediate, const std::string& store_path,
                          int busy_timeout_ms)
     : db_(db) {
-  const int rc = sqlite3_exec(db.handle(), immediate ? "BEGIN IMMEDIATE" : "BEGIN", nullptr,
-                              nullptr, nullptr);
-  if (rc != SQLITE_OK) {
-    if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED) {
-      throw StoreBusy("store '" + store_path + "' is locked by another process (waited " +
-                      std::to_string(busy_timeout_ms) + " ms)");
-    }
-    throw_sqlite(db.handle(), rc, "starting a transaction on '" + store_path + "'");
-  }
+  db.impl().begin(immediate, store_path, busy_timeout_ms);
   open_ = true;
 }
 
 Transaction::~Transaction() { rollback(); }
 
 void Transaction::commit() {
-  const int rc = sqlite3_exec(db_.handle(), "COMMIT", nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) {
-    // Build the exception while the connection still holds the error (and errno) of the COMMIT.
-    try {
-      throw_sqlite(db_.handle(), rc, "committing");
-    } catch (...) {
-      rollback();
-      throw;
-    }
+  try {
+    db_.impl().commit();
+  } catch (...) {
+    rollback();
+    throw;
   }
   open_ = false;
 }
 
 void Transaction::rollback() noexcept {
   if (open_) {
-    // After some errors SQLite has already rolled back; ROLLBACK then fails harmlessly.
-    if (sqlite3_get_autocommit(db_.handle()) == 0) {
-      sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr);
-    }
+    if (db_.is_open()) db_.impl().rollback();
     open_ = false;
   }
 }

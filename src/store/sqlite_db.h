@@ -1,11 +1,14 @@
-// Thin RAII wrapper over the SQLite C API used by the store. Every SQLite failure becomes a typed
-// svattn exception (see throw_sqlite).
+// The store's SQL connection: Database, Statement and Transaction over one of two backends, the
+// embedded SQLite file (sqlite_db.cpp) and PostgreSQL through libpq (pg_db.cpp). SQL is written in
+// SQLite's dialect everywhere; the PostgreSQL backend translates it in one place (sql_dialect.h;
+// docs/store.md "PostgreSQL"). Every failure becomes a typed svattn exception.
 #pragma once
+#include <sqlite3.h>
+
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
-
-#include <sqlite3.h>
 
 namespace svattn::store_detail {
 
@@ -14,10 +17,63 @@ namespace svattn::store_detail {
 /// CANTOPEN -> IoError, anything else -> StoreError. `what` names the operation.
 [[noreturn]] void throw_sqlite(sqlite3* db, int rc, const std::string& what);
 
+enum class Backend { kSqlite, kPostgres };
+
+/// One prepared statement of a backend. Parameters are 1-based, columns 0-based.
+class StatementBackend {
+ public:
+  virtual ~StatementBackend() = default;
+  virtual void bind_int64(int index, std::int64_t v) = 0;
+  virtual void bind_double(int index, double v) = 0;
+  virtual void bind_text(int index, const std::string& v) = 0;
+  virtual void bind_blob(int index, const void* data, std::size_t bytes) = 0;
+  virtual bool step() = 0;
+  virtual void reset() = 0;
+  virtual std::int64_t int64(int col) const = 0;
+  virtual double real(int col) const = 0;
+  virtual std::string text(int col) const = 0;
+  virtual const void* blob_data(int col) const = 0;
+  virtual int bytes(int col) const = 0;
+  virtual bool is_null(int col) const = 0;
+};
+
+/// One connection of a backend.
+class DatabaseBackend {
+ public:
+  virtual ~DatabaseBackend() = default;
+  virtual Backend kind() const = 0;
+  virtual std::unique_ptr<StatementBackend> prepare(const char* sql) = 0;
+  virtual void exec(const std::string& sql) = 0;
+  /// Starts a transaction: a writer (`immediate`) holds the store's one write lock, waiting at
+  /// most `busy_timeout_ms` before StoreBusy; a reader reads one snapshot.
+  virtual void begin(bool immediate, const std::string& store, int busy_timeout_ms) = 0;
+  virtual void commit() = 0;
+  virtual void rollback() noexcept = 0;
+  /// Rows changed by the last INSERT/UPDATE/DELETE.
+  virtual std::int64_t changes() = 0;
+  /// The SQLite connection; nullptr on PostgreSQL.
+  virtual sqlite3* sqlite() const { return nullptr; }
+};
+
+class Database;
+
+/// What Database::handle() returns: statements are prepared on it, and it converts to the
+/// sqlite3* of an SQLite connection for the calls that exist only there (busy timeout, backup,
+/// WAL checkpoints); on a PostgreSQL connection that conversion throws StoreError.
+class DbHandle {
+ public:
+  explicit DbHandle(Database* db) : db_(db) {}
+  operator sqlite3*() const;  // NOLINT(google-explicit-constructor): SQLite C API calls
+  Database& database() const { return *db_; }
+
+ private:
+  Database* db_;
+};
+
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql);
-  ~Statement();
+  Statement(DbHandle db, const char* sql);
+  Statement(DbHandle db, const std::string& sql) : Statement(db, sql.c_str()) {}
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
@@ -26,47 +82,59 @@ class Statement {
   Statement& bind(int index, const std::string& v);
   Statement& bind_blob(int index, const void* data, std::size_t bytes);
   /// Returns true while a row is available, false when done; throws on error.
-  bool step();
+  bool step() { return s_->step(); }
   /// Steps a statement that returns no rows.
   void run();
-  void reset();
+  void reset() { s_->reset(); }
 
-  std::int64_t int64(int col) const;
-  double real(int col) const;
-  std::string text(int col) const;
+  std::int64_t int64(int col) const { return s_->int64(col); }
+  double real(int col) const { return s_->real(col); }
+  std::string text(int col) const { return s_->text(col); }
   std::vector<std::uint8_t> blob(int col) const;
-  const void* blob_data(int col) const;
-  int bytes(int col) const;
-  bool is_null(int col) const;
+  const void* blob_data(int col) const { return s_->blob_data(col); }
+  int bytes(int col) const { return s_->bytes(col); }
+  bool is_null(int col) const { return s_->is_null(col); }
 
  private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-  std::string sql_;
+  std::unique_ptr<StatementBackend> s_;
 };
 
 class Database {
  public:
   Database() = default;
+  /// An SQLite file (sqlite3_open_v2 flags); IoError when it cannot be opened.
   Database(const std::string& path, int flags);
-  ~Database();
-  Database(Database&& o) noexcept;
-  Database& operator=(Database&& o) noexcept;
+  /// A PostgreSQL connection (pg_db.cpp): `conninfo` is a libpq URI or key=value string;
+  /// `display` names the store in messages. IoError when the server cannot be reached;
+  /// InvalidArgument when this svattn was built without libpq.
+  static Database postgres(const std::string& conninfo, const std::string& display,
+                           int busy_timeout_ms);
+  explicit Database(std::unique_ptr<DatabaseBackend> impl) : impl_(std::move(impl)) {}
+  Database(Database&& o) noexcept = default;
+  Database& operator=(Database&& o) noexcept = default;
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
-  sqlite3* handle() const { return db_; }
+  DbHandle handle() const { return DbHandle(const_cast<Database*>(this)); }
+  bool is_open() const { return impl_ != nullptr; }
+  Backend backend() const;
+  bool postgres() const { return is_open() && backend() == Backend::kPostgres; }
+  /// The open connection (StoreError when closed).
+  DatabaseBackend& impl() const;
   void exec(const std::string& sql);
   /// Single-value query helpers.
   std::int64_t query_int(const std::string& sql);
   std::string query_text(const std::string& sql);
-  void close() noexcept;
+  /// Rows changed by the last INSERT/UPDATE/DELETE.
+  std::int64_t changes() { return impl().changes(); }
+  void close() noexcept { impl_.reset(); }
 
  private:
-  sqlite3* db_ = nullptr;
+  std::unique_ptr<DatabaseBackend> impl_;
 };
 
-/// A transaction: BEGIN IMMEDIATE (writers) or BEGIN (readers); rolled back unless committed.
+/// A transaction: a writer (`immediate`: SQLite BEGIN IMMEDIATE; PostgreSQL the store's advisory
+/// write lock) or a reader (one snapshot); rolled back unless committed.
 class Transaction {
  public:
   Transaction(Database& db, bool immediate, const std::string& store_path, int busy_timeout_ms);

@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "master_key.h"
+#include "pg_uri.h"
 #include "store_impl.h"
 #include "svattn/hash.h"
 #include "svattn/kernel.h"
@@ -104,13 +105,20 @@ Store::Store(const std::string& path, const StoreOptions& options)
   // Paths enter certificates and JSON output, which must be valid UTF-8 (issue 18).
   if (!valid_utf8(path)) throw InvalidArgument("store path is not valid UTF-8");
   check_master_key(options);  // a bad master key fails before any file is opened
-  impl_->path = path;
+  if (is_postgres_uri(path)) {
+    const PgLocation loc = parse_postgres_uri(path);
+    impl_->path = loc.display;
+    impl_->pg_conninfo = loc.conninfo;
+    impl_->keys_path = loc.keys;
+  } else {
+    impl_->path = path;
+  }
   impl_->options = options;
   impl_->open();
 }
 
 Store::~Store() {
-  if (impl_ && impl_->db.handle() != nullptr) {
+  if (impl_ && impl_->db.is_open()) {
     bool truncated = false;
     if (!impl_->options.read_only) impl_->checkpoint(&truncated);
     impl_->db.close();
@@ -123,6 +131,7 @@ Store& Store::operator=(Store&&) noexcept = default;
 const std::string& Store::path() const { return impl_->path; }
 const StoreOptions& Store::options() const { return impl_->options; }
 const std::string& Store::encryption() const { return impl_->encryption; }
+std::string Store::key_store_path() const { return impl_->key_store_path(); }
 
 void Store::validate_memory_name(const std::string& name) {
   if (name.empty() || name.size() > 256) {
@@ -184,7 +193,8 @@ MemoryInfo Store::memory_info(const std::string& name) const {
     sq.step();
     info.tokens = info.stored_tokens - static_cast<int>(sq.int64(0));
     Statement pq(im.db.handle(),
-                 "SELECT coalesce(sum(part = 1), 0), coalesce(sum(part = 2), 0) FROM support "
+                 "SELECT coalesce(sum(CASE WHEN part = 1 THEN 1 ELSE 0 END), 0), "
+                 "coalesce(sum(CASE WHEN part = 2 THEN 1 ELSE 0 END), 0) FROM support "
                  "WHERE memory_id = ?1");
     pq.bind(1, row.id);
     pq.step();

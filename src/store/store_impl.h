@@ -160,7 +160,9 @@ struct Store::Impl {
   using StoredSupport = store_detail::StoredSupport;
   using ImportPlan = store_detail::ImportPlan;
 
-  std::string path;
+  std::string path;         // the file, or a postgresql:// URI without its password
+  std::string pg_conninfo;  // PostgreSQL: the URI for libpq (empty: an SQLite file)
+  std::string keys_path;    // PostgreSQL: keys=PATH of the URI, the key store file
   StoreOptions options;
   Database db;
   std::map<std::string, Cached> cache;
@@ -179,16 +181,24 @@ struct Store::Impl {
 
   // ------------------------------------------------------------------ store_schema.cpp
   void open();
+  /// Opens the SQLite file; true when it is new (empty or created).
+  bool open_file();
+  /// Connects to the PostgreSQL store (docs/store.md "PostgreSQL"); true when it has no tables yet.
+  bool open_postgres();
   bool cannot_share_wal() const;
   void require_writable() const;
   void initialise_schema();
   void validate_existing();
   void upgrade_schema();
   void checkpoint(bool* truncated);
+  /// What an erasure rests on for this backend (StoreErasure::secure_delete, erasure_basis).
+  void describe_erasure(StoreErasure& se) const;
 
   // ------------------------------------------------------------------ store_payload.cpp
   /// Opens (fresh: creates) the key store of an encrypted store.
   void open_key_store(bool fresh);
+  /// The key store file: STORE.keys beside an SQLite file, keys=PATH of a PostgreSQL URI.
+  std::string key_store_path() const;
   /// The records' key id column in a query that joins `records r` ("NULL" before schema v3).
   std::string key_id_column() const;
   store_detail::PayloadReader payload_reader(std::int64_t memory_id) {

@@ -274,6 +274,7 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   se.token_rows_erased = rec.size();
   se.tokens_removed_from_memory = static_cast<std::int64_t>(in_memory.size());
   se.encryption = im.encryption;
+  im.describe_erasure(se);
   fr.certificate.store = se;
   Store::Impl::Statement del(
       im.db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");

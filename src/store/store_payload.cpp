@@ -41,15 +41,24 @@ void Store::Impl::open_key_store(bool fresh) {
   ko.create = !sealed_any && !options.read_only;
   ko.read_only = options.read_only;
   try {
-    key_store = std::make_unique<KeyStore>(KeyStore::path_for(path), ko);
+    key_store = std::make_unique<KeyStore>(key_store_path(), ko);
   } catch (const NotFound& e) {
     throw FormatError("store '" + path + "' is encrypted but its key store '" +
-                      KeyStore::path_for(path) + "' is missing: " + e.what());
+                      key_store_path() + "' is missing: " + e.what());
   }
 }
 
 std::string Store::key_wrapping() const {
   return impl_->key_store == nullptr ? std::string() : impl_->key_store->wrapping();
+}
+
+std::string Store::Impl::key_store_path() const {
+  if (!db.postgres()) return KeyStore::path_for(path);
+  if (keys_path.empty()) {
+    throw InvalidArgument("store '" + path +
+                          "' is encrypted: name its key store file in the URI (keys=PATH)");
+  }
+  return keys_path;
 }
 
 std::string Store::Impl::key_id_column() const { return has_key_id_column ? "r.key_id" : "NULL"; }
@@ -217,7 +226,7 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
     Transaction t(db, true, path, options.busy_timeout_ms);
     Statement del(db.handle(), "DELETE FROM pending_shreds WHERE rowid = ?1");
     del.bind(1, p.rowid).run();
-    if (sqlite3_changes(db.handle()) == 0) continue;  // another process completed it
+    if (db.changes() == 0) continue;  // another process completed it
     AuditEntry e;
     e.operation = "shred";
     e.record = p.record;

@@ -133,7 +133,7 @@ CREATE TABLE screening(
 )SQL";
 }  // namespace
 
-void Store::Impl::open() {
+bool Store::Impl::open_file() {
   struct stat st {};
   const bool exists = ::stat(path.c_str(), &st) == 0;
   if (exists && !S_ISREG(st.st_mode)) throw IoError("store '" + path + "' is not a regular file");
@@ -169,10 +169,28 @@ void Store::Impl::open() {
     db = Database(path, flags);
   }
   sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
-  if (fresh) {
-    db.exec("PRAGMA journal_mode=WAL");
-    initialise_schema();
+  if (fresh) db.exec("PRAGMA journal_mode=WAL");
+  return fresh;
+}
+
+bool Store::Impl::open_postgres() {
+  db = Database::postgres(pg_conninfo, path, options.busy_timeout_ms);
+  const bool exists =
+      db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'") > 0;
+  if (!exists && !options.create) {
+    throw IoError("store '" + path + "' does not exist (no svattn tables in the schema)");
   }
+  if (!exists && options.encrypt && keys_path.empty()) {
+    throw InvalidArgument("store '" + path +
+                          "': a new encrypted PostgreSQL store needs its key store file named in "
+                          "the URI (keys=PATH), or StoreOptions::encrypt = false (--plaintext)");
+  }
+  return !exists;
+}
+
+void Store::Impl::open() {
+  const bool fresh = pg_conninfo.empty() ? open_file() : open_postgres();
+  if (fresh) initialise_schema();
   validate_existing();
   if (options.read_only) {  // connection settings below only matter to writers
     if (key_store == nullptr) open_key_store(false);
@@ -356,7 +374,22 @@ void Store::Impl::validate_existing() {
   }
 }
 
+void Store::Impl::describe_erasure(StoreErasure& se) const {
+  if (!db.postgres()) return;  // SQLite: secure_delete zeroes freed pages, the WAL is truncated
+  se.secure_delete = false;
+  se.erasure_basis =
+      encryption == "none"
+          ? "none: a plaintext PostgreSQL store; the deleted rows stay in the server's files until "
+            "VACUUM, which does not zero freed space"
+          : "key destruction: the record's data key is destroyed; its ciphertext may stay in the "
+            "server's files until VACUUM, which does not zero freed space";
+}
+
 void Store::Impl::checkpoint(bool* truncated) {
+  if (db.postgres()) {  // the server's WAL is not the store's to truncate (docs/store.md)
+    *truncated = false;
+    return;
+  }
   int log = 0;
   int done = 0;
   const int rc =

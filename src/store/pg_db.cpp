@@ -1,0 +1,485 @@
+// The PostgreSQL backend of the store's SQL connection (sqlite_db.h; docs/store.md
+// "PostgreSQL"), on libpq: statements translated from SQLite's dialect (sql_dialect.h), prepared
+// once per connection, parameters sent as text (the server infers their types) or, for blobs,
+// binary, and results read in binary. Writers serialise on one advisory lock per store schema;
+// readers read one REPEATABLE READ snapshot. Also the postgresql:// URI helpers (pg_uri.h), which
+// exist without libpq so that such a URI is a clear error there.
+#include <endian.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "pg_uri.h"
+#include "sql_dialect.h"
+#include "sqlite_db.h"
+#include "svattn/errors.h"
+#include "svattn/store.h"
+
+#ifdef SVATTN_HAVE_LIBPQ
+#include <libpq-fe.h>
+#endif
+
+namespace svattn::store_detail {
+
+#ifdef SVATTN_HAVE_LIBPQ
+namespace {
+
+// Type oids of the results the store reads (PostgreSQL's pg_type.dat).
+constexpr Oid kBool = 16, kBytea = 17, kInt8 = 20, kInt2 = 21, kInt4 = 23, kOid = 26;
+constexpr Oid kFloat4 = 700, kFloat8 = 701, kNumeric = 1700;
+
+std::string trimmed(const char* s) {
+  std::string m = s != nullptr ? s : "";
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  return m;
+}
+
+// SQLSTATE -> typed exception (the same types as throw_sqlite).
+[[noreturn]] void throw_pg(PGconn* c, const PGresult* r, const std::string& what) {
+  const char* st = r != nullptr ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+  const std::string state = st != nullptr ? st : "";
+  const std::string msg =
+      what + ": " + trimmed(r != nullptr ? PQresultErrorMessage(r) : PQerrorMessage(c));
+  if (state == "40001" || state == "40P01" || state == "55P03" || state == "57014")
+    throw StoreBusy(msg + " (the store is locked by another connection)");
+  if (state.rfind("53", 0) == 0)
+    throw StoreFull(msg + " (disk or resource limit of the server; the operation was rolled back)");
+  if (state == "XX001" || state == "XX002")
+    throw FormatError(msg + " (the server reports corrupted data)");
+  if (state.rfind("08", 0) == 0 || PQstatus(c) == CONNECTION_BAD)
+    throw IoError(msg + " (connection to the server lost)");
+  throw StoreError(msg);
+}
+
+using Result = std::unique_ptr<PGresult, decltype(&PQclear)>;
+
+class PgConnection;
+
+class PgStatement : public StatementBackend {
+ public:
+  PgStatement(PgConnection& c, std::string name, int nparams)
+      : c_(c), name_(std::move(name)), values_(nparams), set_(nparams, 0), formats_(nparams, 0) {}
+  ~PgStatement() override = default;
+  void bind_int64(int index, std::int64_t v) override { put(index, std::to_string(v), 0); }
+  void bind_double(int index, double v) override;
+  void bind_text(int index, const std::string& v) override { put(index, v, 0); }
+  void bind_blob(int index, const void* data, std::size_t bytes) override {
+    put(index, std::string(static_cast<const char*>(data), bytes), 1);
+  }
+  bool step() override;
+  void reset() override {
+    res_.reset();
+    executed_ = false;
+    std::fill(set_.begin(), set_.end(), 0);
+  }
+  std::int64_t int64(int col) const override;
+  double real(int col) const override;
+  std::string text(int col) const override;
+  const void* blob_data(int col) const override {
+    return is_null(col) ? nullptr : PQgetvalue(res_.get(), row_, col);
+  }
+  int bytes(int col) const override {
+    return is_null(col) ? 0 : PQgetlength(res_.get(), row_, col);
+  }
+  bool is_null(int col) const override {
+    check_col(col);
+    return PQgetisnull(res_.get(), row_, col) != 0;
+  }
+
+ private:
+  void put(int index, std::string v, int format) {
+    if (index < 1 || index > static_cast<int>(values_.size()))
+      throw StoreError("SQL parameter " + std::to_string(index) +
+                       " out of range (the statement has " + std::to_string(values_.size()) + ")");
+    values_[index - 1] = std::move(v);
+    set_[index - 1] = 1;
+    formats_[index - 1] = format;
+  }
+  void check_col(int col) const {
+    if (res_ == nullptr || row_ < 0 || row_ >= PQntuples(res_.get()) || col < 0 ||
+        col >= PQnfields(res_.get()))
+      throw StoreError("SQL column " + std::to_string(col) + " read without a current row");
+  }
+  const char* raw(int col) const { return PQgetvalue(res_.get(), row_, col); }
+  PgConnection& c_;
+  std::string name_;  // of the prepared statement; empty: a statement translated to nothing
+  std::vector<std::string> values_;
+  std::vector<char> set_;
+  std::vector<int> formats_;
+  Result res_{nullptr, &PQclear};
+  int row_ = -1;
+  bool executed_ = false;
+};
+
+class PgConnection : public DatabaseBackend {
+ public:
+  PgConnection(const std::string& conninfo, const std::string& display, int busy_timeout_ms);
+  ~PgConnection() override { PQfinish(conn_); }
+  Backend kind() const override { return Backend::kPostgres; }
+  std::unique_ptr<StatementBackend> prepare(const char* sql) override;
+  void exec(const std::string& sql) override;
+  void begin(bool immediate, const std::string& store, int busy_timeout_ms) override;
+  void commit() override;
+  void rollback() noexcept override {
+    if (PQtransactionStatus(conn_) != PQTRANS_IDLE) Result(PQexec(conn_, "ROLLBACK"), &PQclear);
+    if (pragma_table_created_) pragma_table_ready_ = pragma_table_created_ = false;
+  }
+  std::int64_t changes() override { return changes_; }
+  PGconn* conn() const { return conn_; }
+  void set_changes(const PGresult* r) {
+    const char* n = PQcmdTuples(const_cast<PGresult*>(r));
+    changes_ = n != nullptr && *n != '\0' ? std::strtoll(n, nullptr, 10) : 0;
+  }
+
+ private:
+  Result run(const char* sql, const std::string& what);
+  std::vector<std::string> primary_key(const std::string& table);
+  PGconn* conn_ = nullptr;
+  std::string display_;
+  std::unordered_map<std::string, std::pair<std::string, int>> prepared_;  // sql -> name, params
+  std::int64_t changes_ = 0;
+  bool pragma_table_ready_ = false;    // svattn_pragma exists (checked once per connection)
+  bool pragma_table_created_ = false;  // ... created by the open transaction
+};
+
+void PgStatement::bind_double(int index, double v) {
+  if (v != v) return put(index, "NaN", 0);
+  if (v == __builtin_inf()) return put(index, "Infinity", 0);
+  if (v == -__builtin_inf()) return put(index, "-Infinity", 0);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);  // 17 digits: strtod on the server round-trips
+  put(index, buf, 0);
+}
+
+bool PgStatement::step() {
+  if (!executed_) {
+    executed_ = true;
+    row_ = -1;
+    if (name_.empty()) return false;
+    const int n = static_cast<int>(values_.size());
+    std::vector<const char*> v(n);
+    std::vector<int> len(n);
+    for (int i = 0; i < n; ++i) {
+      v[i] = set_[i] ? values_[i].data() : nullptr;
+      len[i] = static_cast<int>(values_[i].size());
+    }
+    res_.reset(
+        PQexecPrepared(c_.conn(), name_.c_str(), n, v.data(), len.data(), formats_.data(), 1));
+    const ExecStatusType st = PQresultStatus(res_.get());
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+      throw_pg(c_.conn(), res_.get(), "executing SQL");
+    c_.set_changes(res_.get());
+  }
+  if (res_ == nullptr) return false;
+  return ++row_ < PQntuples(res_.get());
+}
+
+// Decodes a binary NUMERIC holding an integer (sum() of integers); the fraction is dropped.
+std::int64_t numeric_int(const char* p, int n) {
+  auto i16 = [&](int at) {
+    std::uint16_t v;
+    std::memcpy(&v, p + at, 2);
+    return static_cast<std::int16_t>(be16toh(v));
+  };
+  if (n < 8) throw StoreError("malformed NUMERIC result");
+  const int ndigits = i16(0), weight = i16(2);
+  const std::uint16_t sign = static_cast<std::uint16_t>(i16(4));
+  std::int64_t v = 0;
+  for (int i = 0; i < ndigits && i <= weight; ++i) v = v * 10000 + i16(8 + 2 * i);
+  for (int i = ndigits; i <= weight; ++i) v *= 10000;
+  return sign == 0x4000 ? -v : v;
+}
+
+std::int64_t PgStatement::int64(int col) const {
+  if (is_null(col)) return 0;
+  const char* p = raw(col);
+  switch (PQftype(res_.get(), col)) {
+    case kInt8: {
+      std::uint64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<std::int64_t>(be64toh(v));
+    }
+    case kInt4:
+    case kOid: {
+      std::uint32_t v;
+      std::memcpy(&v, p, 4);
+      return static_cast<std::int32_t>(be32toh(v));
+    }
+    case kInt2: {
+      std::uint16_t v;
+      std::memcpy(&v, p, 2);
+      return static_cast<std::int16_t>(be16toh(v));
+    }
+    case kBool:
+      return p[0] != 0;
+    case kNumeric:
+      return numeric_int(p, bytes(col));
+    case kFloat4:
+    case kFloat8:
+      return static_cast<std::int64_t>(real(col));
+    default:
+      return std::strtoll(text(col).c_str(), nullptr, 10);
+  }
+}
+
+double PgStatement::real(int col) const {
+  if (is_null(col)) return 0;
+  const char* p = raw(col);
+  switch (PQftype(res_.get(), col)) {
+    case kFloat8: {
+      std::uint64_t v;
+      std::memcpy(&v, p, 8);
+      v = be64toh(v);
+      double d;
+      std::memcpy(&d, &v, 8);
+      return d;
+    }
+    case kFloat4: {
+      std::uint32_t v;
+      std::memcpy(&v, p, 4);
+      v = be32toh(v);
+      float f;
+      std::memcpy(&f, &v, 4);
+      return f;
+    }
+    case kInt8:
+    case kInt4:
+    case kInt2:
+    case kBool:
+    case kNumeric:
+      return static_cast<double>(int64(col));
+    default:
+      return std::strtod(text(col).c_str(), nullptr);
+  }
+}
+
+std::string PgStatement::text(int col) const {
+  if (is_null(col)) return "";
+  switch (PQftype(res_.get(), col)) {
+    case kInt8:
+    case kInt4:
+    case kInt2:
+    case kBool:
+    case kOid:
+    case kNumeric:
+      return std::to_string(int64(col));
+    case kFloat4:
+    case kFloat8: {
+      char buf[40];
+      std::snprintf(buf, sizeof buf, "%.17g", real(col));
+      return buf;
+    }
+    default:  // text, varchar, name, unknown, bytea: the bytes as sent
+      return std::string(raw(col), static_cast<std::size_t>(bytes(col)));
+  }
+}
+
+PgConnection::PgConnection(const std::string& conninfo, const std::string& display,
+                           int busy_timeout_ms)
+    : display_(display) {
+  conn_ = PQconnectdb(conninfo.c_str());
+  if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
+    const std::string msg = trimmed(conn_ != nullptr ? PQerrorMessage(conn_) : "out of memory");
+    PQfinish(conn_);
+    conn_ = nullptr;
+    throw IoError("cannot connect to store '" + display + "': " + msg);
+  }
+  PQsetNoticeProcessor(
+      conn_, [](void*, const char*) {}, nullptr);
+  if (PQserverVersion(conn_) < 110000) {
+    const int v = PQserverVersion(conn_);
+    PQfinish(conn_);
+    conn_ = nullptr;
+    throw IoError("store '" + display + "': PostgreSQL " + std::to_string(v / 10000) +
+                  " is too old (the store needs 11 or newer)");
+  }
+  // lock_timeout bounds the wait for the store's write lock (0 = try once, see begin).
+  run(("SET lock_timeout = " + std::to_string(busy_timeout_ms)).c_str(), "configuring");
+}
+
+Result PgConnection::run(const char* sql, const std::string& what) {
+  Result r(PQexec(conn_, sql), &PQclear);
+  const ExecStatusType st = PQresultStatus(r.get());
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) throw_pg(conn_, r.get(), what);
+  set_changes(r.get());
+  return r;
+}
+
+std::vector<std::string> PgConnection::primary_key(const std::string& table) {
+  const char* sql =
+      "SELECT a.attname::text FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND "
+      "a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass($1) AND i.indisprimary ORDER BY "
+      "array_position(i.indkey::int2[], a.attnum)";
+  const char* v[1] = {table.c_str()};
+  Result r(PQexecParams(conn_, sql, 1, nullptr, v, nullptr, nullptr, 0), &PQclear);
+  if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) throw_pg(conn_, r.get(), "reading a primary key");
+  std::vector<std::string> key;
+  for (int i = 0; i < PQntuples(r.get()); ++i) key.emplace_back(PQgetvalue(r.get(), i, 0));
+  return key;
+}
+
+std::unique_ptr<StatementBackend> PgConnection::prepare(const char* sql) {
+  auto it = prepared_.find(sql);
+  if (it == prepared_.end()) {
+    std::vector<std::string> parts =
+        sqlite_to_postgres(sql, [this](const std::string& t) { return primary_key(t); });
+    std::string pg;
+    for (const std::string& p : parts) {
+      if (p.empty()) continue;
+      if (!pg.empty()) throw StoreError(std::string("one SQL statement expected: ") + sql);
+      pg = p;
+    }
+    std::string name;
+    int nparams = 0;
+    if (!pg.empty()) {
+      name = "svattn_" + std::to_string(prepared_.size() + 1);
+      Result r(PQprepare(conn_, name.c_str(), pg.c_str(), 0, nullptr), &PQclear);
+      if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) throw_pg(conn_, r.get(), "preparing SQL");
+      Result d(PQdescribePrepared(conn_, name.c_str()), &PQclear);
+      if (PQresultStatus(d.get()) != PGRES_COMMAND_OK) throw_pg(conn_, d.get(), "preparing SQL");
+      nparams = PQnparams(d.get());
+    }
+    it = prepared_.emplace(sql, std::make_pair(name, nparams)).first;
+  }
+  return std::make_unique<PgStatement>(*this, it->second.first, it->second.second);
+}
+
+void PgConnection::exec(const std::string& sql) {
+  std::string pg;
+  for (const std::string& p :
+       sqlite_to_postgres(sql, [this](const std::string& t) { return primary_key(t); })) {
+    if (!p.empty()) pg += (pg.empty() ? "" : ";\n") + p;
+  }
+  if (!pg.empty()) run(pg.c_str(), "executing SQL");
+}
+
+void PgConnection::begin(bool immediate, const std::string& store, int busy_timeout_ms) {
+  run(immediate ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ",
+      "starting a transaction on '" + store + "'");
+  if (!immediate) return;
+  // One write lock per store (its schema), held to the end of the transaction: writers are
+  // serialised as SQLite's BEGIN IMMEDIATE serialises them, and each sees the last commit.
+  const char* lock = busy_timeout_ms == 0
+                         ? "SELECT pg_try_advisory_xact_lock(hashtextextended('svattn-store:' || "
+                           "current_schema(), 0))"
+                         : "SELECT pg_advisory_xact_lock(hashtextextended('svattn-store:' || "
+                           "current_schema(), 0))";
+  Result r(PQexec(conn_, lock), &PQclear);
+  const bool ok = PQresultStatus(r.get()) == PGRES_TUPLES_OK;
+  const char* state = ok ? nullptr : PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+  const bool timed_out = state != nullptr && std::strcmp(state, "55P03") == 0;
+  if (ok && busy_timeout_ms == 0 && std::strcmp(PQgetvalue(r.get(), 0, 0), "t") != 0) {
+    rollback();
+    throw StoreBusy("store '" + store + "' is locked by another process (waited 0 ms)");
+  }
+  if (timed_out) {
+    rollback();
+    throw StoreBusy("store '" + store + "' is locked by another process (waited " +
+                    std::to_string(busy_timeout_ms) + " ms)");
+  }
+  if (!ok) {
+    Result keep = std::move(r);
+    rollback();
+    throw_pg(conn_, keep.get(), "locking store '" + store + "'");
+  }
+  if (!pragma_table_ready_) {
+    Result e = run("SELECT to_regclass('svattn_pragma') IS NULL", "reading the catalog");
+    if (std::strcmp(PQgetvalue(e.get(), 0, 0), "t") == 0) {
+      run("CREATE TABLE svattn_pragma(name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+          "creating svattn_pragma");
+      pragma_table_created_ = true;
+    }
+    pragma_table_ready_ = true;
+  }
+}
+
+void PgConnection::commit() {
+  Result r = run("COMMIT", "committing");
+  pragma_table_created_ = false;
+  // COMMIT of a transaction that an error aborted answers ROLLBACK.
+  if (std::strcmp(PQcmdStatus(r.get()), "COMMIT") != 0)
+    throw StoreError("committing on '" + display_ +
+                     "': the transaction had failed and was rolled back");
+}
+
+}  // namespace
+
+Database Database::postgres(const std::string& conninfo, const std::string& display,
+                            int busy_timeout_ms) {
+  return Database(std::make_unique<PgConnection>(conninfo, display, busy_timeout_ms));
+}
+
+#else
+
+Database Database::postgres(const std::string&, const std::string& display, int) {
+  throw InvalidArgument("store '" + display +
+                        "': this svattn was built without PostgreSQL support (libpq was not found "
+                        "at build time; install libpq-dev and rebuild)");
+}
+
+#endif
+
+bool is_postgres_uri(const std::string& location) {
+  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
+}
+
+namespace {
+
+std::string percent_decode(const std::string& s, const std::string& uri) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size() + 0 || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
+      throw InvalidArgument("store URI '" + uri + "': bad percent escape in '" + s + "'");
+    out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+PgLocation parse_postgres_uri(const std::string& uri) {
+  PgLocation loc;
+  const std::size_t q = uri.find('?');
+  std::string base = uri.substr(0, q);
+  std::string kept;
+  std::string shown;
+  if (q != std::string::npos) {
+    std::size_t at = q + 1;
+    while (at <= uri.size()) {
+      std::size_t amp = uri.find('&', at);
+      if (amp == std::string::npos) amp = uri.size();
+      const std::string param = uri.substr(at, amp - at);
+      at = amp + 1;
+      if (param.empty()) continue;
+      if (param.rfind("keys=", 0) == 0) {
+        loc.keys = percent_decode(param.substr(5), uri);
+        if (loc.keys.empty()) throw InvalidArgument("store URI '" + uri + "': empty keys=");
+        shown += (shown.empty() ? "?" : "&") + param;
+        continue;
+      }
+      kept += (kept.empty() ? "?" : "&") + param;
+      shown += (shown.empty() ? "?" : "&") +
+               (param.rfind("password=", 0) == 0 ? std::string("password=***") : param);
+    }
+  }
+  loc.conninfo = base + kept;
+  // scheme://user:password@host...: the password is not shown.
+  const std::size_t scheme = base.find("://") + 3;
+  const std::size_t atsign = base.find('@', scheme);
+  const std::size_t colon = base.find(':', scheme);
+  if (atsign != std::string::npos && colon != std::string::npos && colon < atsign)
+    base = base.substr(0, colon + 1) + "***" + base.substr(atsign);
+  loc.display = base + shown;
+  return loc;
+}
+
+}  // namespace svattn::store_detail

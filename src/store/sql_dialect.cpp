@@ -1,0 +1,292 @@
+// SQLite -> PostgreSQL translation of the store's SQL (sql_dialect.h; docs/store.md
+// "PostgreSQL"): a small tokenizer (words, literals, parameters) and rewrites on its tokens.
+#include "sql_dialect.h"
+
+#include <cctype>
+#include <regex>
+
+#include "svattn/errors.h"
+#include "svattn/store.h"
+
+namespace svattn::store_detail {
+
+const char* const kPgPragmaTable = "svattn_pragma";
+
+namespace {
+
+struct Tok {
+  enum Kind { kWord, kString, kQuoted, kParam, kSpace, kOther } kind;
+  std::string text;
+};
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool is_word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Copies a quoted run starting at s[i] (quote q, doubled q escapes it) into `out`.
+std::size_t quoted_end(const std::string& s, std::size_t i, char q) {
+  std::size_t j = i + 1;
+  while (j < s.size()) {
+    if (s[j] == q) {
+      if (j + 1 < s.size() && s[j + 1] == q) {
+        j += 2;
+        continue;
+      }
+      return j + 1;
+    }
+    ++j;
+  }
+  throw StoreError("unterminated literal in SQL: " + s);
+}
+
+std::vector<Tok> tokenize(const std::string& s) {
+  std::vector<Tok> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    std::size_t j = i + 1;
+    Tok::Kind k = Tok::kOther;
+    if (c == '\'' || c == '"') {
+      j = quoted_end(s, i, c);
+      k = c == '\'' ? Tok::kString : Tok::kQuoted;
+    } else if (c == '-' && i + 1 < s.size() && s[i + 1] == '-') {
+      j = s.find('\n', i);
+      j = j == std::string::npos ? s.size() : j;
+      k = Tok::kSpace;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+      k = Tok::kSpace;
+    } else if (c == '?') {
+      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+      k = Tok::kParam;
+    } else if (is_word_char(c)) {
+      while (j < s.size() && is_word_char(s[j])) ++j;
+      k = Tok::kWord;
+    }
+    out.push_back({k, s.substr(i, j - i)});
+    i = j;
+  }
+  return out;
+}
+
+// The words of a statement (upper case), for recognising its kind.
+std::vector<std::string> words_of(const std::vector<Tok>& t) {
+  std::vector<std::string> w;
+  for (const Tok& x : t)
+    if (x.kind == Tok::kWord) w.push_back(upper(x.text));
+  return w;
+}
+
+std::vector<std::vector<Tok>> split_statements(const std::vector<Tok>& toks) {
+  std::vector<std::vector<Tok>> out(1);
+  bool trigger = false;   // CREATE TRIGGER: its body's ';' do not end it, "END;" does
+  std::string last_word;  // upper case, of the last non-space token ("" when not a word)
+  for (const Tok& t : toks) {
+    if (t.kind == Tok::kOther && t.text == ";" && (!trigger || last_word == "END")) {
+      out.emplace_back();
+      trigger = false;
+      last_word.clear();
+      continue;
+    }
+    if (t.kind == Tok::kWord) {
+      const std::vector<std::string> w = words_of(out.back());
+      if (w.size() == 1 && w[0] == "CREATE" && upper(t.text) == "TRIGGER") trigger = true;
+    }
+    if (t.kind != Tok::kSpace) last_word = t.kind == Tok::kWord ? upper(t.text) : "";
+    out.back().push_back(t);
+  }
+  return out;
+}
+
+std::string join(const std::vector<Tok>& t) {
+  std::string s;
+  for (const Tok& x : t) s += x.text;
+  const std::size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
+}
+
+std::string pragma_read(const std::string& name) {
+  return std::string("SELECT coalesce((SELECT value FROM ") + kPgPragmaTable + " WHERE name = '" +
+         name + "'), 0)";
+}
+
+std::string translate_pragma(const std::vector<Tok>& t, const std::string& text) {
+  std::string name, value;
+  bool assign = false;
+  int words = 0;
+  for (const Tok& x : t) {
+    if (x.kind == Tok::kWord && ++words == 2)
+      name = x.text;
+    else if (x.kind == Tok::kOther && x.text == "=")
+      assign = true;
+    else if (assign && x.kind != Tok::kSpace)
+      value += x.text;
+  }
+  const std::string n = upper(name);
+  if (n == "USER_VERSION" || n == "APPLICATION_ID") {
+    const std::string key = n == "USER_VERSION" ? "user_version" : "application_id";
+    if (!assign) return pragma_read(key);
+    if (!std::regex_match(value, std::regex("-?[0-9]+")))
+      throw StoreError("PRAGMA " + name + " needs an integer: " + text);
+    return std::string("INSERT INTO ") + kPgPragmaTable + "(name, value) VALUES ('" + key + "', " +
+           value + ") ON CONFLICT(name) DO UPDATE SET value = excluded.value";
+  }
+  if (n == "JOURNAL_MODE") return "SELECT 'wal'";
+  if (n == "QUICK_CHECK" || n == "INTEGRITY_CHECK") return "SELECT 'ok'";
+  if ((n == "SECURE_DELETE" || n == "SYNCHRONOUS") && assign) return "";
+  throw StoreError("no PostgreSQL translation of: " + text);
+}
+
+// CREATE TRIGGER name BEFORE|AFTER event ON table BEGIN SELECT RAISE(ABORT, 'msg'); END
+std::string translate_trigger(const std::string& text) {
+  static const std::regex re(
+      R"(CREATE\s+TRIGGER\s+(IF\s+NOT\s+EXISTS\s+)?(\w+)\s+(BEFORE|AFTER)\s+(INSERT|UPDATE|DELETE))"
+      R"(\s+ON\s+(\w+)\s+(FOR\s+EACH\s+ROW\s+)?BEGIN\s+SELECT\s+RAISE\s*\(\s*ABORT\s*,\s*)"
+      R"('((?:[^']|'')*)'\s*\)\s*;\s*END)",
+      std::regex::icase);
+  std::smatch m;
+  if (!std::regex_match(text, m, re)) throw StoreError("no PostgreSQL translation of: " + text);
+  std::string msg = m[7].str();
+  std::string escaped;
+  for (char c : msg) escaped += c == '%' ? std::string("%%") : std::string(1, c);
+  const std::string fn = m[2].str() + "_fn";
+  return "CREATE OR REPLACE FUNCTION " + fn +
+         "() RETURNS trigger LANGUAGE plpgsql AS $svattn$BEGIN RAISE EXCEPTION '" + escaped +
+         "'; END$svattn$;\n" + (m[1].matched ? "CREATE OR REPLACE TRIGGER " : "CREATE TRIGGER ") +
+         m[2].str() + " " + m[3].str() + " " + m[4].str() + " ON " + m[5].str() +
+         " FOR EACH ROW EXECUTE FUNCTION " + fn + "()";
+}
+
+const char* kMasterSql =
+    "(SELECT 'table' AS type, c.relname::text AS name FROM pg_class c JOIN pg_namespace n ON "
+    "n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND "
+    "c.relname NOT LIKE 'svattn\\_pragma%' UNION ALL SELECT 'index', c.relname::text FROM pg_class "
+    "c JOIN "
+    "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = "
+    "'i' AND c.relname NOT LIKE 'svattn\\_pragma%' UNION ALL SELECT 'trigger', t.tgname::text FROM "
+    "pg_trigger t JOIN pg_class c ON c.oid = "
+    "t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+    "AND NOT t.tgisinternal) AS sqlite_master";
+
+class Rewriter {
+ public:
+  Rewriter(const std::vector<Tok>& t, const PrimaryKeyLookup& pk) : t_(t), pk_(pk) {}
+  std::string run();
+
+ private:
+  // Index of the next non-space token after i (t_.size() when none).
+  std::size_t next(std::size_t i) const {
+    for (++i; i < t_.size() && t_[i].kind == Tok::kSpace; ++i) {
+    }
+    return i;
+  }
+  bool word_at(std::size_t i, const char* w) const {
+    return i < t_.size() && t_[i].kind == Tok::kWord && upper(t_[i].text) == w;
+  }
+  std::string conflict_clause() const;
+  const std::vector<Tok>& t_;
+  const PrimaryKeyLookup& pk_;
+  std::string conflict_;  // "", "IGNORE" or "REPLACE"
+  std::string table_;
+  std::vector<std::string> columns_;
+};
+
+std::string Rewriter::run() {
+  std::string out;
+  int anon = 0;
+  for (std::size_t i = 0; i < t_.size(); ++i) {
+    const Tok& x = t_[i];
+    if (x.kind == Tok::kParam) {
+      out += "$" + (x.text.size() > 1 ? x.text.substr(1) : std::to_string(++anon));
+      continue;
+    }
+    if (x.kind != Tok::kWord) {
+      out += x.text;
+      continue;
+    }
+    const std::string w = upper(x.text);
+    const std::size_t n1 = next(i);
+    if (w == "INSERT" && word_at(n1, "OR")) {
+      const std::size_t n2 = next(n1);
+      if (!word_at(n2, "IGNORE") && !word_at(n2, "REPLACE"))
+        throw StoreError("no PostgreSQL translation of INSERT OR " + t_[n2].text);
+      conflict_ = upper(t_[n2].text);
+      const std::size_t into = next(n2);
+      const std::size_t table = next(into);
+      if (!word_at(into, "INTO") || table >= t_.size())
+        throw StoreError("INSERT OR " + conflict_ + " without INTO");
+      table_ = t_[table].text;
+      for (std::size_t j = next(table); j < t_.size() && t_[j].text != ")"; ++j)
+        if (t_[j].kind == Tok::kWord) columns_.push_back(t_[j].text);
+      out += "INSERT";
+      i = n2;
+    } else if (w == "INTEGER" && word_at(n1, "PRIMARY")) {
+      out += "BIGINT GENERATED BY DEFAULT AS IDENTITY";
+    } else if (w == "INTEGER") {
+      out += "BIGINT";
+    } else if (w == "REAL") {
+      out += "DOUBLE PRECISION";
+    } else if (w == "BLOB") {
+      out += "BYTEA";
+    } else if (w == "WITHOUT" && word_at(n1, "ROWID")) {
+      i = n1;
+    } else if (w == "SQLITE_MASTER" || w == "SQLITE_SCHEMA") {
+      out += kMasterSql;
+    } else if (w == "PRAGMA_TABLE_INFO") {
+      const std::size_t arg = next(n1);
+      const std::size_t close = next(arg);
+      if (n1 >= t_.size() || t_[n1].text != "(" || arg >= t_.size() ||
+          t_[arg].kind != Tok::kString || close >= t_.size() || t_[close].text != ")")
+        throw StoreError("pragma_table_info needs one quoted table name");
+      out +=
+          "(SELECT column_name::text AS name FROM information_schema.columns WHERE "
+          "table_schema = current_schema() AND table_name = " +
+          t_[arg].text + ") AS pragma_table_info";
+      i = close;
+    } else {
+      out += x.text;
+    }
+  }
+  return out + conflict_clause();
+}
+
+std::string Rewriter::conflict_clause() const {
+  if (conflict_.empty()) return "";
+  if (conflict_ == "IGNORE") return " ON CONFLICT DO NOTHING";
+  const std::vector<std::string> key = pk_ ? pk_(table_) : std::vector<std::string>{};
+  if (key.empty())
+    throw StoreError("INSERT OR REPLACE INTO " + table_ + ": the table has no primary key");
+  std::string k, set;
+  for (const std::string& c : key) k += (k.empty() ? "" : ", ") + c;
+  for (const std::string& c : columns_) {
+    bool in_key = false;
+    for (const std::string& kc : key) in_key = in_key || upper(kc) == upper(c);
+    if (!in_key) set += (set.empty() ? "" : ", ") + c + " = excluded." + c;
+  }
+  return " ON CONFLICT (" + k + ")" + (set.empty() ? " DO NOTHING" : " DO UPDATE SET " + set);
+}
+
+}  // namespace
+
+std::vector<std::string> sqlite_to_postgres(const std::string& sql, const PrimaryKeyLookup& pk) {
+  std::vector<std::string> out;
+  for (const std::vector<Tok>& st : split_statements(tokenize(sql))) {
+    const std::string text = join(st);
+    if (text.empty()) continue;
+    const std::vector<std::string> w = words_of(st);
+    if (!w.empty() && w[0] == "PRAGMA") {
+      out.push_back(translate_pragma(st, text));
+    } else if (w.size() >= 2 && w[0] == "CREATE" && w[1] == "TRIGGER") {
+      out.push_back(translate_trigger(text));
+    } else {
+      out.push_back(join(tokenize(Rewriter(st, pk).run())));
+    }
+  }
+  return out;
+}
+
+}  // namespace svattn::store_detail

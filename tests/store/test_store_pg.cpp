@@ -1,0 +1,542 @@
+// The store's operations on both backends (docs/store.md "PostgreSQL"): the same tests on an
+// SQLite file and on a PostgreSQL schema give the same hashes, audit chain, certificates and
+// errors; on PostgreSQL two processes (one forgetting, one querying) see consistent states, and
+// kill -9 during forgets never leaves a record whose data key is destroyed but whose tokens are
+// still in a memory, or the reverse. The PostgreSQL instances need a server (pg_test_util.h).
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "pg_test_util.h"
+#include "store/key_store.h"
+#include "store_test_util.h"
+
+namespace svattn {
+namespace {
+
+using store_test::add_records;
+using store_test::PgSchema;
+using store_test::random_keys;
+using store_test::RawDb;
+using store_test::RawPg;
+using store_test::rbf_settings;
+using store_test::TempDir;
+
+constexpr int kDim = 6;
+constexpr int kPerRecord = 8;
+
+// Stores of one backend in one test: a file in a temporary directory, or a fresh schema.
+class Stores {
+ public:
+  explicit Stores(bool pg) : pg_(pg) {}
+  bool pg() const { return pg_; }
+  /// The location of store `name` (created on first use).
+  std::string at(const std::string& name) {
+    if (!pg_) return dir_.file(name + ".db");
+    auto& s = schemas_[name];
+    if (s == nullptr) s = std::make_unique<PgSchema>();
+    return s->uri(keys(name));
+  }
+  std::string keys(const std::string& name) const {
+    return pg_ ? dir_.file(name + ".pgkeys") : dir_.file(name + ".db.keys");
+  }
+  /// Runs raw SQL on store `name` from outside (tampering); "" on success, else the error.
+  std::string raw_exec(const std::string& name, const std::string& sql) {
+    if (!pg_) {
+      RawDb raw(at(name));
+      return raw.exec(sql) == SQLITE_OK ? "" : sqlite3_errmsg(raw.handle());
+    }
+    RawPg raw(schemas_.at(name)->name());
+    return raw.exec(sql);
+  }
+  std::int64_t raw_int(const std::string& name, const std::string& sql) {
+    if (!pg_) return RawDb(at(name)).query_int(sql);
+    return RawPg(schemas_.at(name)->name()).query_int(sql);
+  }
+  std::string raw_text(const std::string& name, const std::string& sql) {
+    if (!pg_) {
+      RawDb raw(at(name));
+      sqlite3_stmt* q = nullptr;
+      sqlite3_prepare_v2(raw.handle(), sql.c_str(), -1, &q, nullptr);
+      std::string out;
+      if (sqlite3_step(q) == SQLITE_ROW)
+        out = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
+      sqlite3_finalize(q);
+      return out;
+    }
+    return RawPg(schemas_.at(name)->name()).query(sql);
+  }
+
+ private:
+  bool pg_;
+  TempDir dir_;
+  std::map<std::string, std::unique_ptr<PgSchema>> schemas_;
+};
+
+StoreOptions create_opts(bool encrypt = true) {
+  StoreOptions o;
+  o.create = true;
+  o.encrypt = encrypt;
+  return o;
+}
+
+class StoreBackends : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (pg()) SVATTN_REQUIRE_PG();
+    stores_ = std::make_unique<Stores>(pg());
+  }
+  bool pg() const { return std::string(GetParam()) == "postgres"; }
+  Stores& stores() { return *stores_; }
+
+ private:
+  std::unique_ptr<Stores> stores_;
+};
+
+TEST_P(StoreBackends, CreateAddSuspendResumeReopenRestoresTheSameState) {
+  const std::string at = stores().at("s");
+  const RowMatrix queries = random_keys(5, kDim, 99);
+  std::string hash;
+  RowMatrix readouts;
+  {
+    Store store(at, create_opts());
+    store.create_memory("m", rbf_settings(0.05), kDim, kDim);
+    add_records(store, "m", {4, 1, 7, 2}, kPerRecord, kDim);
+    hash = store.memory("m").state_sha256();
+    store.suspend_record("m", 7);
+    EXPECT_NE(store.memory("m").state_sha256(), hash);
+    EXPECT_EQ(store.memory_info("m").suspended_records, 1);
+    store.resume_record("m", 7);
+    EXPECT_EQ(store.memory("m").state_sha256(), hash);
+    EXPECT_EQ(store.memory_info("m").state_sha256, hash);
+    EXPECT_EQ(store.memory_info("m").tokens, 4 * kPerRecord);
+    readouts = store.query("m", queries);
+  }
+  Store store(at);
+  EXPECT_EQ(store.encryption(), "aes-256-gcm");
+  EXPECT_EQ(store.memory_names(), std::vector<std::string>{"m"});
+  EXPECT_EQ(store.memory("m").state_sha256(), hash);
+  EXPECT_EQ(store.stored_state("m").state_sha256, hash);
+  const RowMatrix again = store.query("m", queries);
+  EXPECT_EQ(0, std::memcmp(again.data(), readouts.data(), sizeof(double) * again.size()));
+  BatchSettings bs;
+  bs.problem = rbf_settings(0.05).problem;
+  EXPECT_EQ(solve_batch(store.memory("m").tokens(), bs).state.state_sha256, hash);
+  const auto recs = store.records("m");
+  ASSERT_EQ(recs.size(), 4u);
+  EXPECT_EQ(recs[0].record, 1);
+  EXPECT_EQ(recs[0].tokens, kPerRecord);
+  const StoreVerification v = store.verify();
+  EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems[0]);
+  EXPECT_TRUE(v.chain_ok);
+  EXPECT_EQ(v.audit_entries, 1 + 4 + 2);
+}
+
+// The same operations give the same state hashes and audit sequence on both backends.
+TEST_P(StoreBackends, HashesEqualTheSqliteStoreOfTheSameOperations) {
+  TempDir ref_dir;
+  Store ref(ref_dir.file("ref.db"), create_opts());
+  Store s(stores().at("s"), create_opts());
+  for (Store* x : {&ref, &s}) {
+    x->create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
+    add_records(*x, "m", {3, 9, 1, 4}, kPerRecord, kDim);
+    x->suspend_record("m", 9);
+    x->forget_record("m", 1);
+    RowMatrix keys = random_keys(24, kDim, 77);
+    std::vector<std::int64_t> recs;
+    for (int i = 0; i < 24; ++i) recs.push_back(100 + i % 3);
+    x->import_records("m", recs, keys);
+  }
+  EXPECT_EQ(s.memory("m").state_sha256(), ref.memory("m").state_sha256());
+  EXPECT_EQ(s.memory_info("m").state_sha256, ref.memory_info("m").state_sha256);
+  const auto a = s.audit();
+  const auto b = ref.audit();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].operation, b[i].operation);
+    EXPECT_EQ(a[i].state_after, b[i].state_after) << "entry " << i;
+  }
+}
+
+TEST_P(StoreBackends, ErasedStoreHashesLikeOneThatNeverSawTheRecord) {
+  Store a(stores().at("a"), create_opts());
+  Store b(stores().at("b"), create_opts());
+  a.create_memory("m", rbf_settings(0.04), kDim, kDim);
+  b.create_memory("m", rbf_settings(0.04), kDim, kDim);
+  add_records(a, "m", {0, 1, 2, 3, 4, 5}, kPerRecord, kDim);
+  add_records(b, "m", {5, 1, 4, 0, 2}, kPerRecord, kDim);
+  const ForgetResult f = a.forget_record("m", 3);
+  EXPECT_EQ(f.wal_truncated, !pg());  // PostgreSQL: the server's WAL is not the store's
+  EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());
+  EXPECT_EQ(f.entry.state_after, b.memory_info("m").state_sha256);
+  ASSERT_TRUE(f.certificate.store.has_value());
+  const StoreErasure& se = *f.certificate.store;
+  EXPECT_EQ(se.token_rows_erased, kPerRecord);
+  EXPECT_TRUE(se.data_key_destroyed);
+  EXPECT_FALSE(se.data_key_id.empty());
+  EXPECT_EQ(se.secure_delete, !pg());
+  const nlohmann::json j = f.certificate.to_json();
+  if (pg()) {
+    EXPECT_EQ(se.erasure_basis.rfind("key destruction", 0), 0u) << se.erasure_basis;
+    EXPECT_EQ(j["store"]["erasure_basis"], se.erasure_basis);
+    EXPECT_EQ(RemovalCertificate::from_json(j).store->erasure_basis, se.erasure_basis);
+  } else {
+    EXPECT_FALSE(j["store"].contains("erasure_basis"));  // SQLite certificates are unchanged
+  }
+  EXPECT_EQ(stores().raw_int("a", "SELECT count(*) FROM tokens WHERE record = 3"), 0);
+  EXPECT_EQ(stores().raw_int("a", "SELECT count(*) FROM pending_shreds"), 0);
+  store_detail::KeyStore ks(stores().keys("a"), {});
+  EXPECT_TRUE(ks.get(se.data_key_id).shredded());
+  a = Store(stores().at("a"));
+  EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());
+  EXPECT_TRUE(a.verify().ok());
+  EXPECT_TRUE(b.verify().ok());
+}
+
+TEST_P(StoreBackends, AuditChainIsAppendOnlyAndTamperingIsDetected) {
+  {
+    Store s(stores().at("s"), create_opts());
+    s.create_memory("m", rbf_settings(0.05), kDim, kDim);
+    add_records(s, "m", {0, 1, 2}, kPerRecord, kDim);
+    s.forget_record("m", 1);
+    EXPECT_TRUE(s.verify().ok());
+  }
+  const std::string upd = "UPDATE audit SET certificate = '{}' WHERE seq = 2";
+  const std::string err = stores().raw_exec("s", upd);
+  EXPECT_NE(err.find("append-only"), std::string::npos) << err;
+  EXPECT_NE(stores().raw_exec("s", "DELETE FROM audit WHERE seq = 2").find("append-only"),
+            std::string::npos);
+  // Around the triggers (as a table owner could), an edited entry breaks the chain.
+  const std::string off =
+      pg() ? "ALTER TABLE audit DISABLE TRIGGER USER" : "DROP TRIGGER audit_no_update";
+  ASSERT_EQ(stores().raw_exec("s", off), "");
+  ASSERT_EQ(stores().raw_exec("s", "UPDATE audit SET memory = 'x' WHERE seq = 2"), "");
+  Store s(stores().at("s"));
+  const StoreVerification v = s.verify();
+  EXPECT_FALSE(v.chain_ok);
+  EXPECT_FALSE(v.ok());
+}
+
+TEST_P(StoreBackends, TwoObjectsOnOneStoreSeeEachOthersChanges) {
+  const std::string at = stores().at("s");
+  Store a(at, create_opts());
+  a.create_memory("m", rbf_settings(0.05), kDim, kDim);
+  add_records(a, "m", {0, 1}, kPerRecord, kDim);
+  Store b(at);
+  EXPECT_EQ(b.memory("m").state_sha256(), a.memory("m").state_sha256());
+  add_records(a, "m", {2}, kPerRecord, kDim);
+  b.forget_record("m", 0);  // b's in-RAM memory is stale: reloaded inside the transaction
+  add_records(a, "m", {3}, kPerRecord, kDim);
+  EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());
+  EXPECT_EQ(a.memory("m").size(), 3 * kPerRecord);
+  EXPECT_TRUE(a.verify().ok());
+}
+
+TEST_P(StoreBackends, ErrorsHaveTheSameTypes) {
+  StoreOptions ro;
+  EXPECT_THROW(Store(stores().at("missing"), ro), IoError);
+  Store s(stores().at("s"), create_opts());
+  s.create_memory("m", rbf_settings(0.05), kDim, kDim);
+  EXPECT_THROW(s.memory_info("nope"), NotFound);
+  EXPECT_THROW(s.forget_record("m", 5), NotFound);
+  EXPECT_THROW(s.create_memory("m", rbf_settings(0.05), kDim, kDim), AlreadyExists);
+  EXPECT_THROW(s.add_record("m", 1, random_keys(2, kDim + 1, 1)), InvalidArgument);
+  add_records(s, "m", {1}, kPerRecord, kDim);
+  EXPECT_THROW(add_records(s, "m", {1}, kPerRecord, kDim), AlreadyExists);
+  EXPECT_EQ(s.memory_info("m").records, 1);
+}
+
+TEST_P(StoreBackends, LockedStoreGivesStoreBusyAfterTheTimeout) {
+  const std::string at = stores().at("s");
+  {
+    Store s(at, create_opts());
+    s.create_memory("m", rbf_settings(0.05), kDim, kDim);
+  }
+  StoreOptions o;
+  o.busy_timeout_ms = 200;
+  Store s(at, o);
+  // Another connection holds the store's write lock.
+  std::unique_ptr<RawDb> lite;
+  std::unique_ptr<RawPg> pgc;
+  if (pg()) {
+    pgc = std::make_unique<RawPg>(stores().raw_text("s", "SELECT current_schema()"));
+    ASSERT_EQ(pgc->exec("BEGIN; SELECT pg_advisory_xact_lock(hashtextextended('svattn-store:' || "
+                        "current_schema(), 0))"),
+              "");
+  } else {
+    lite = std::make_unique<RawDb>(at);
+    ASSERT_EQ(lite->exec("BEGIN IMMEDIATE"), SQLITE_OK);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(add_records(s, "m", {1}, kPerRecord, kDim), StoreBusy);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
+  EXPECT_EQ(s.memory_info("m").records, 0);  // readers are not blocked
+  if (pg()) pgc->exec("ROLLBACK");
+  if (!pg()) lite->exec("ROLLBACK");
+  add_records(s, "m", {1}, kPerRecord, kDim);
+  EXPECT_EQ(s.memory_info("m").records, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreBackends, ::testing::Values("sqlite", "postgres"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param);
+                         });
+
+// ------------------------------------------------------------------------- PostgreSQL only
+
+class StorePg : public ::testing::Test {
+ protected:
+  void SetUp() override { SVATTN_REQUIRE_PG(); }
+};
+
+TEST_F(StorePg, UriWithoutKeysOrWithABadServerIsAClearError) {
+  PgSchema schema;
+  EXPECT_THROW(Store(schema.uri(""), create_opts(true)), InvalidArgument);
+  Store plain(schema.uri(""), create_opts(false));  // a plaintext store needs no key store
+  plain.create_memory("m", rbf_settings(0.05), kDim, kDim);
+  add_records(plain, "m", {1, 2}, kPerRecord, kDim);
+  const ForgetResult f = plain.forget_record("m", 1);
+  EXPECT_EQ(f.certificate.store->erasure_basis.rfind("none", 0), 0u);
+  EXPECT_FALSE(f.certificate.store->secure_delete);
+  EXPECT_THROW(Store("postgresql://nobody@/nodb?host=/nonexistent-dir&connect_timeout=2"), IoError);
+  // The password never appears in the store's path (messages, certificates, audit).
+  try {
+    Store("postgresql://u:secret@/nodb?host=/nonexistent-dir");
+    FAIL();
+  } catch (const IoError& e) {
+    EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
+  }
+}
+
+// Precomputed states of a forget sequence: after k forgets, the hash and a readout.
+struct Expected {
+  std::vector<std::string> hash;
+  std::vector<RowMatrix> readout;
+};
+
+// One process forgets records one by one while another queries: every state the querying
+// process sees is one of the states of the sequence, with matching token count and readout.
+TEST_F(StorePg, TwoProcessesOneForgettingOneQueryingSeeConsistentStates) {
+  constexpr int kRecords = 8;
+  TempDir dir;
+  PgSchema schema;
+  const std::string at = schema.uri(dir.file("k.keys"));
+  std::vector<std::int64_t> ids;
+  for (int r = 0; r < kRecords; ++r) ids.push_back(r);
+  const RowMatrix probes = random_keys(3, kDim, 5);
+  Expected ex;
+  {
+    Store ref(dir.file("ref.db"), create_opts(false));
+    ref.create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
+    add_records(ref, "m", ids, kPerRecord, kDim);
+    for (int k = 0; k <= kRecords; ++k) {
+      ex.hash.push_back(ref.memory_info("m").state_sha256);
+      ex.readout.push_back(ref.query("m", probes));
+      if (k < kRecords) ref.forget_record("m", k);
+    }
+    Store s(at, create_opts());
+    s.create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
+    add_records(s, "m", ids, kPerRecord, kDim);
+  }
+  const pid_t forgetter = ::fork();
+  if (forgetter == 0) {
+    ::_exit([&] {
+      try {
+        Store s(at);
+        for (std::int64_t r : ids) s.forget_record("m", r);
+        return 0;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "forgetter: %s\n", e.what());
+        return 1;
+      }
+    }());
+  }
+  const pid_t querier = ::fork();
+  if (querier == 0) {
+    ::_exit([&] {
+      try {
+        Store s(at, StoreOptions{});
+        std::set<int> seen;
+        for (int i = 0; i < 4000 && seen.count(kRecords) == 0; ++i) {
+          const MemoryInfo info = s.memory_info("m");
+          const int k = kRecords - info.tokens / kPerRecord;
+          if (k < 0 || k > kRecords || info.state_sha256 != ex.hash[k]) return 2;
+          const RowMatrix q = s.query("m", probes);
+          bool match = false;  // the query may see a later state than memory_info
+          for (int j = k; j <= kRecords && !match; ++j)
+            match = std::memcmp(q.data(), ex.readout[j].data(), sizeof(double) * q.size()) == 0;
+          if (!match) return 3;
+          seen.insert(k);
+        }
+        std::printf("querier saw %zu of %d states\n", seen.size(), kRecords + 1);
+        std::fflush(stdout);
+        return seen.size() >= 2 ? 0 : 4;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "querier: %s\n", e.what());
+        return 1;
+      }
+    }());
+  }
+  int sf = 0, sq = 0;
+  ::waitpid(forgetter, &sf, 0);
+  ::waitpid(querier, &sq, 0);
+  EXPECT_TRUE(WIFEXITED(sf) && WEXITSTATUS(sf) == 0) << "forgetter status " << sf;
+  EXPECT_TRUE(WIFEXITED(sq) && WEXITSTATUS(sq) == 0)
+      << "querier status " << WEXITSTATUS(sq)
+      << " (2: hash/token mismatch, 3: readout, 4: too few states)";
+  Store s(at);
+  EXPECT_EQ(s.memory_info("m").state_sha256, ex.hash[kRecords]);
+  EXPECT_TRUE(s.verify().ok());
+}
+
+// kill -9 at random points of a sequence of forgets on PostgreSQL (24 trials): a record whose
+// data key is destroyed has no rows left (so it is in no memory), and after reopening a key is
+// destroyed exactly when its record is gone.
+TEST_F(StorePg, KillNineDuringForgetsNeverLeavesAShreddedRecordInAMemory) {
+  constexpr int kRecords = 10;
+  constexpr int kTrials = 24;
+  std::mt19937_64 gen(2026);
+  std::vector<std::int64_t> ids;
+  for (int r = 0; r < kRecords; ++r) ids.push_back(r);
+  double full_ms = 0;
+  int partial = 0;
+  for (int trial = -1; trial < kTrials; ++trial) {  // trial -1 times an uninterrupted run
+    TempDir dir;
+    PgSchema schema;
+    const std::string at = schema.uri(dir.file("k.keys"));
+    {
+      Store s(at, create_opts());
+      s.create_memory("m", rbf_settings(0.05, 1.5), 4, 4);
+      add_records(s, "m", ids, 6, 4);
+    }
+    RawPg raw(schema.name());
+    std::map<std::int64_t, std::string> key_of;
+    for (std::int64_t r : ids)
+      key_of[r] = raw.query("SELECT key_id FROM records WHERE record = " + std::to_string(r));
+    const auto t0 = std::chrono::steady_clock::now();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::_exit([&] {
+        try {
+          Store s(at);
+          for (std::int64_t r : ids) s.forget_record("m", r);
+          return 0;
+        } catch (...) {
+          return 98;
+        }
+      }());
+    }
+    int status = 0;
+    if (trial >= 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(
+          static_cast<std::int64_t>(1000 * full_ms * static_cast<double>(gen() % 1000) / 1000.0)));
+      ::kill(pid, SIGKILL);
+    }
+    ::waitpid(pid, &status, 0);
+    if (trial < 0) {
+      full_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      continue;
+    }
+    ASSERT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 98) << "child failed";
+    int shredded = 0;
+    {  // the store as the crash left it, before any open completes anything
+      store_detail::KeyStore ks(dir.file("k.keys"), {});
+      for (std::int64_t r : ids) {
+        if (!ks.get(key_of[r]).shredded()) continue;
+        ++shredded;
+        const std::string rs = std::to_string(r);
+        EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE record = " + rs), 0)
+            << "trial " << trial << ": record " << r << " is shredded but still in the store";
+        EXPECT_EQ(raw.query_int("SELECT count(*) FROM tokens WHERE record = " + rs), 0);
+      }
+    }
+    partial += shredded > 0 && shredded < kRecords ? 1 : 0;
+    Store s(at);  // completes pending destructions
+    const auto recs = s.records("m");
+    store_detail::KeyStore ks(dir.file("k.keys"), {});
+    for (std::int64_t r : ids) {
+      const bool present = std::any_of(recs.begin(), recs.end(),
+                                       [&](const RecordInfo& ri) { return ri.record == r; });
+      EXPECT_EQ(ks.get(key_of[r]).shredded(), !present) << "trial " << trial << " record " << r;
+    }
+    EXPECT_EQ(raw.query_int("SELECT count(*) FROM pending_shreds"), 0);
+    EXPECT_EQ(s.memory("m").size(), static_cast<int>(recs.size()) * 6);
+    EXPECT_TRUE(s.verify().ok()) << "trial " << trial;
+  }
+  std::printf("uninterrupted forget sequence %.0f ms; trials with a partial sequence: %d of %d\n",
+              full_ms, partial, kTrials);
+  EXPECT_GE(partial, 3);  // the kills landed inside the sequence, not all before or after it
+}
+
+#ifdef SVATTN_CLI
+struct Cli {
+  int code = -1;
+  std::string out, err;
+};
+
+Cli cli(const TempDir& dir, const std::string& args) {
+  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
+  const int st =
+      std::system((std::string(SVATTN_CLI) + " " + args + " >" + out + " 2>" + err).c_str());
+  Cli r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  const auto o = store_test::read_bytes(out), e = store_test::read_bytes(err);
+  r.out.assign(o.begin(), o.end());
+  r.err.assign(e.begin(), e.end());
+  return r;
+}
+
+// `svattn memory ...` takes a postgresql:// URI wherever it takes a store file.
+TEST_F(StorePg, CliCommandsTakeAPostgresUri) {
+  TempDir dir;
+  PgSchema schema;
+  const std::string at = "'" + schema.uri(dir.file("k.keys")) + "'";
+  std::string keys, recs;
+  const RowMatrix x = random_keys(24, 4, 3);
+  for (int i = 0; i < 24; ++i) {
+    for (int k = 0; k < 4; ++k) keys += (k ? "," : "") + std::to_string(x(i, k));
+    keys += "\n";
+    recs += std::to_string(i / 4) + "\n";
+  }
+  store_test::write_bytes(dir.file("k.csv"), std::vector<std::uint8_t>(keys.begin(), keys.end()));
+  store_test::write_bytes(dir.file("r.csv"), std::vector<std::uint8_t>(recs.begin(), recs.end()));
+  // An encrypted store needs keys=: exit 2, nothing created.
+  const Cli bad = cli(dir, "memory create '" + schema.uri("") + "' --memory m --dim 4 --C 0.05");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("keys=PATH"), std::string::npos) << bad.err;
+  EXPECT_EQ(
+      RawPg(schema.name())
+          .query_int("SELECT count(*) FROM pg_tables WHERE schemaname = '" + schema.name() + "'"),
+      0);
+  Cli r = cli(dir, "memory create " + at + " --memory m --dim 4 --C 0.05 --bandwidth 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(dir.file("k.keys")), std::string::npos) << r.out;
+  r = cli(dir, "memory import " + at + " --memory m --keys " + dir.file("k.csv") + " --records " +
+                   dir.file("r.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli(dir, "memory forget " + at + " --memory m --record 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // no WAL warning on PostgreSQL
+  EXPECT_NE(r.out.find("key destruction"), std::string::npos) << r.out;
+  r = cli(dir, "memory verify " + at);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = cli(dir, "memory show " + at + " --memory m --json");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["n"], 20);
+  r = cli(dir, "memory backup " + at + " " + dir.file("b.db"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("pg_dump"), std::string::npos) << r.err;
+  EXPECT_FALSE(store_test::file_exists(dir.file("b.db")));
+}
+#endif
+
+}  // namespace
+}  // namespace svattn
