@@ -476,7 +476,9 @@ int run_verify(const Common& o, bool repair) {
                  r.memory, r.key_id, r.destroyed_utc,
                  r.purged ? ": purged now (audit entry 'purge')" : ": excluded");
     }
-    fmt::print("integrity   {}\n", v.integrity_ok ? "ok" : "FAILED");
+    fmt::print("integrity   {}\n", !v.integrity_checked ? "not checked (PostgreSQL)"
+                                    : v.integrity_ok       ? "ok"
+                                                           : "FAILED");
     fmt::print("audit chain {} ({} entries, head {})\n", v.chain_ok ? "ok" : "BROKEN",
                v.audit_entries, v.audit_head);
     for (const MemoryVerification& m : v.memories) {

@@ -277,7 +277,9 @@ struct MemoryVerification {
 };
 
 struct StoreVerification {
-  bool integrity_ok = false;  ///< PRAGMA integrity_check
+  bool integrity_ok = false;  ///< PRAGMA integrity_check found nothing (SQLite)
+  /// false on PostgreSQL: no page-level check ran (integrity_ok then false too; see notes)
+  bool integrity_checked = true;
   bool chain_ok = false;      ///< audit hash chain, sequence and head anchor
   std::int64_t audit_entries = 0;
   std::string audit_head;  ///< entry_hash of the last entry

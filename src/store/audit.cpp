@@ -132,6 +132,7 @@ nlohmann::json verification_to_json(const StoreVerification& v) {
   nlohmann::json j;
   j["ok"] = v.ok();
   j["integrity_ok"] = v.integrity_ok;
+  j["integrity_checked"] = v.integrity_checked;
   j["chain_ok"] = v.chain_ok;
   j["audit_entries"] = v.audit_entries;
   j["audit_head"] = v.audit_head;

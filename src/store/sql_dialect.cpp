@@ -136,7 +136,8 @@ std::string translate_pragma(const std::vector<Tok>& t, const std::string& text)
            value + ") ON CONFLICT(name) DO UPDATE SET value = excluded.value";
   }
   if (n == "JOURNAL_MODE") return "SELECT 'wal'";
-  if (n == "QUICK_CHECK" || n == "INTEGRITY_CHECK") return "SELECT 'ok'";
+  if (n == "QUICK_CHECK" || n == "INTEGRITY_CHECK")  // no such check here: never a made-up "ok"
+    throw StoreError("PRAGMA " + name + " has no PostgreSQL equivalent (use pg_amcheck)");
   if ((n == "SECURE_DELETE" || n == "SYNCHRONOUS") && assign) return "";
   throw StoreError("no PostgreSQL translation of: " + text);
 }

@@ -331,7 +331,7 @@ void Store::Impl::validate_existing() {
     throw FormatError(not_store + " (schema version " + std::to_string(version) + ")");
   }
   schema_version = version;
-  if (options.check_on_open) {
+  if (options.check_on_open && !db.postgres()) {  // PostgreSQL: page integrity is the server's
     std::string first;
     try {
       Statement q(db.handle(), "PRAGMA quick_check");

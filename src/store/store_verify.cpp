@@ -17,8 +17,13 @@ StoreVerification Store::verify() const {
   im.read([&] {
     if (!im.tables_present(v.problems)) return 0;             // nothing further can be read
     const std::vector<AuditEntry> entries = im.read_audit();  // same snapshot as the memories
-    // 1. SQLite structure.
-    {
+    // 1. SQLite structure (on PostgreSQL page integrity is the server's: not checked here).
+    if (im.db.postgres()) {
+      v.integrity_checked = false;
+      v.notes.push_back(
+          "integrity: not checked (a PostgreSQL store has no PRAGMA integrity_check; the server's "
+          "page checksums and pg_amcheck cover it)");
+    } else {
       Statement q(im.db.handle(), "PRAGMA integrity_check");
       std::string first;
       if (q.step()) first = q.text(0);
