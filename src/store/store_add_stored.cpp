@@ -19,11 +19,6 @@ using namespace store_detail;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // Margin that a stored-rows gradient must clear: far above the rounding of either arithmetic, so
 // the incremental path (its own summation order) sees g > 0 too.
 double gradient_margin(double kxx, double b) { return 1e-8 * (1.0 + std::abs(kxx) + std::abs(b)); }
@@ -102,16 +97,7 @@ void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, co
   insert_tokens(row.id, ts, [](TokenId) { return true; }, true);
   a.bounds.insert(a.bounds.begin() + static_cast<std::ptrdiff_t>(a.offset), a.new_bounds.begin(),
                   a.new_bounds.end());
-  Statement up(db.handle(),
-               "UPDATE screening SET state_sha256 = ?2, tokens = ?3, bounds = ?4, checksum = ?5, "
-               "support_sha256 = ?6 WHERE memory_id = ?1");
-  up.bind(1, row.id)
-      .bind(2, a.after_sha256)
-      .bind(3, static_cast<std::int64_t>(a.bounds.size()))
-      .bind_blob(4, a.bounds.data(), a.bounds.size() * sizeof(double))
-      .bind(5, screening_checksum(row.id, a.after_sha256, a.bounds.data(), a.bounds.size()))
-      .bind(6, support_digest(row.id, row.dim, row.value_dim, a.after_sha256, row.b, nullptr))
-      .run();
+  rewrite_screening(row, a.after_sha256, a.bounds);
   res.diagnostics.ops = ts.size();
   res.diagnostics.kernel_evaluations = a.kernel_evaluations;
   res.diagnostics.status = Status::kOptimal;
@@ -149,7 +135,7 @@ std::optional<OpResult> Store::Impl::add_stored(const std::string& name, std::in
                                                 const TokenSet& ts) {
   if (options.read_only || !options.without_restore || schema_version < kFirstSchemaWithHashV2)
     return std::nullopt;
-  const auto t0 = Clock::now();
+  const auto t0 = OpClock::now();
   OpResult res;
   Transaction t(db, true, path, options.busy_timeout_ms);
   try {
@@ -163,9 +149,9 @@ std::optional<OpResult> Store::Impl::add_stored(const std::string& name, std::in
     q.bind(1, row.id);
     q.step();
     res.memory_records = q.int64(0);
-    const auto k0 = Clock::now();
+    const auto k0 = OpClock::now();
     t.commit();
-    res.commit_seconds = since(k0);
+    res.commit_seconds = seconds_since(k0);
     new_key_ids.clear();
   } catch (...) {
     t.rollback();
@@ -173,7 +159,7 @@ std::optional<OpResult> Store::Impl::add_stored(const std::string& name, std::in
     discard_new_keys();
     throw;
   }
-  res.total_seconds = since(t0);
+  res.total_seconds = seconds_since(t0);
   return res;
 }
 

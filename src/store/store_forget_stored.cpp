@@ -15,15 +15,6 @@ namespace svattn {
 
 using namespace store_detail;
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
-
 std::vector<std::uint8_t> store_detail::encode_buckets(const std::vector<BucketDigest>& b) {
   std::vector<std::uint8_t> out(b.size() * kBucketEntryBytes);
   std::uint8_t* p = out.data();
@@ -234,16 +225,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   fr.certificate.store = se;
   f.bounds.erase(f.bounds.begin() + static_cast<std::ptrdiff_t>(f.offset),
                  f.bounds.begin() + static_cast<std::ptrdiff_t>(f.offset + f.ids.size()));
-  Statement up(db.handle(),
-               "UPDATE screening SET state_sha256 = ?2, tokens = ?3, bounds = ?4, checksum = ?5, "
-               "support_sha256 = ?6 WHERE memory_id = ?1");
-  up.bind(1, row.id)
-      .bind(2, f.after_sha256)
-      .bind(3, static_cast<std::int64_t>(f.bounds.size()))
-      .bind_blob(4, f.bounds.data(), f.bounds.size() * sizeof(double))
-      .bind(5, screening_checksum(row.id, f.after_sha256, f.bounds.data(), f.bounds.size()))
-      .bind(6, support_digest(row.id, row.dim, row.value_dim, f.after_sha256, row.b, nullptr))
-      .run();
+  rewrite_screening(row, f.after_sha256, f.bounds);
   AuditEntry& e = fr.entry;
   e.operation = "forget";
   e.memory = row.name;
@@ -264,7 +246,7 @@ std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,
       !options.certificate_reference || options.certificate_resolve ||
       schema_version < kFirstSchemaWithHashV2)
     return std::nullopt;
-  const auto t0 = Clock::now();
+  const auto t0 = OpClock::now();
   ForgetResult fr;
   {
     Transaction t(db, true, path, options.busy_timeout_ms);
@@ -272,10 +254,10 @@ std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,
       const MemoryRow row = read_memory_row(name);
       std::optional<StoredForget> f = plan_stored_forget(row, record);
       if (!f) return std::nullopt;  // rolled back: nothing was written
-      const auto c0 = Clock::now();
+      const auto c0 = OpClock::now();
       fr.certificate = removal_certificate(f->removal);
       fr.certificate.verify.from_stored_rows = true;
-      fr.certificate_seconds = since(c0);
+      fr.certificate_seconds = seconds_since(c0);
       if (!fr.certificate.verify.ok()) return std::nullopt;  // the ordinary path re-derives
       write_stored_forget(row, record, *f, fr);
       fr.memory_tokens = static_cast<int>(f->removal.after.n);
@@ -283,9 +265,9 @@ std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,
       q.bind(1, row.id);
       q.step();
       fr.memory_records = q.int64(0);
-      const auto k0 = Clock::now();
+      const auto k0 = OpClock::now();
       t.commit();
-      fr.commit_seconds = since(k0);
+      fr.commit_seconds = seconds_since(k0);
     } catch (...) {
       t.rollback();
       cache.erase(name);
@@ -293,12 +275,26 @@ std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,
     }
   }
   finish_forget(fr);
-  fr.total_seconds = since(t0);
+  fr.total_seconds = seconds_since(t0);
   return fr;
 }
 
+void Store::Impl::rewrite_screening(const MemoryRow& row, const std::string& state_sha256,
+                                    const std::vector<double>& bounds) {
+  Statement up(db.handle(),
+               "UPDATE screening SET state_sha256 = ?2, tokens = ?3, bounds = ?4, checksum = ?5, "
+               "support_sha256 = ?6 WHERE memory_id = ?1");
+  up.bind(1, row.id)
+      .bind(2, state_sha256)
+      .bind(3, static_cast<std::int64_t>(bounds.size()))
+      .bind_blob(4, bounds.data(), bounds.size() * sizeof(double))
+      .bind(5, screening_checksum(row.id, state_sha256, bounds.data(), bounds.size()))
+      .bind(6, support_digest(row.id, row.dim, row.value_dim, state_sha256, row.b, nullptr))
+      .run();
+}
+
 void Store::Impl::finish_forget(ForgetResult& fr) {
-  const auto k0 = Clock::now();
+  const auto k0 = OpClock::now();
   std::vector<KeyDestruction> done;
   complete_shreds(&done);  // the key dies only once the tokens are out of the memory
   for (const KeyDestruction& d : done) {
@@ -306,7 +302,7 @@ void Store::Impl::finish_forget(ForgetResult& fr) {
       fr.certificate.store->data_key_destroyed = true;
   }
   checkpoint(&fr.wal_truncated);
-  fr.checkpoint_seconds = since(k0);
+  fr.checkpoint_seconds = seconds_since(k0);
 }
 
 }  // namespace svattn

@@ -13,6 +13,7 @@
 //   store_shredded.cpp records whose data key is destroyed (docs/store.md "Shredded records")
 //   store_encrypt.cpp  encrypt_store: converting a plaintext store (docs/store.md "Encrypting")
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -139,6 +140,12 @@ std::vector<std::uint8_t> encode_buckets(const std::vector<BucketDigest>& bucket
 bool decode_buckets(const std::uint8_t* p, std::size_t n, std::vector<BucketDigest>& out);
 /// The bucket digests (docs/math.md §6) of one record's tokens, given in ascending id.
 std::vector<BucketDigest> record_buckets(const TokenSet& record_tokens);
+
+/// The operations' timer (steady clock).
+using OpClock = std::chrono::steady_clock;
+inline double seconds_since(OpClock::time_point t0) {
+  return std::chrono::duration<double>(OpClock::now() - t0).count();
+}
 
 /// Checksum of a screening row (docs/store.md "Persisted screening").
 std::string screening_checksum(std::int64_t memory_id, const std::string& state_sha256,
@@ -330,6 +337,10 @@ struct Store::Impl {
   std::optional<StoredForget> plan_stored_forget(const MemoryRow& row, std::int64_t record);
   void write_stored_forget(const MemoryRow& row, std::int64_t record, StoredForget& f,
                            ForgetResult& fr);
+  /// The screening row of `row` rewritten for a state whose coefficients did not move: `bounds`
+  /// (ascending id) bound to `state_sha256`, with the support digest recomputed over it.
+  void rewrite_screening(const MemoryRow& row, const std::string& state_sha256,
+                         const std::vector<double>& bounds);
   /// After a forget's commit: the data key destroyed (and logged), the WAL truncated.
   void finish_forget(ForgetResult& fr);
   /// Writes records.buckets of `record` from its retained tokens (ascending id); sealed with
@@ -395,13 +406,24 @@ struct Store::Impl {
                                    std::vector<std::string>& problems,
                                    std::vector<std::string>& notes);
 
-  /// Runs f() in one read transaction (one snapshot).
+  /// Runs f() in one read transaction (one snapshot). A reader whose snapshot began before a
+  /// concurrent forget committed can still see the forgotten record's rows after that forget
+  /// destroyed its key (the key store is not part of the snapshot): RecordShredded then means
+  /// "erased meanwhile", and f() runs again on a fresh
+  /// snapshot (at most 3 times; a record shredded in every snapshot is reported). Nothing
+  /// half-loaded is cached (ensure_loaded and stored_support cache only what they finished).
   template <class F>
   auto read(F&& f) {
-    Transaction t(db, false, path, options.busy_timeout_ms);
-    auto r = f();
-    t.commit();
-    return r;
+    for (int attempt = 1;; ++attempt) {
+      try {
+        Transaction t(db, false, path, options.busy_timeout_ms);
+        auto r = f();
+        t.commit();
+        return r;
+      } catch (const store_detail::RecordShredded&) {
+        if (attempt >= 3) throw;
+      }
+    }
   }
 };
 

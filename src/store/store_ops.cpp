@@ -11,15 +11,6 @@ namespace svattn {
 
 using namespace store_detail;
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
-
 // What the steps of an operation see: the memories row, the in-RAM memory and the state before.
 struct Store::Impl::OpContext {
   const MemoryRow& row;
@@ -62,7 +53,7 @@ static void check_mode_change(bool suspend, bool currently_suspended, const std:
 template <class Op>
 auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_result()) {
   require_writable();
-  const auto t0 = Clock::now();
+  const auto t0 = OpClock::now();
   auto res = [&] {
     Transaction t(db, true, path, options.busy_timeout_ms);
     try {
@@ -73,9 +64,9 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       op.prepare(*this, ctx);
       ctx.before = ctx.mem.state();
       auto out = op.make_result();
-      const auto m0 = Clock::now();
+      const auto m0 = OpClock::now();
       out.diagnostics = op.apply(ctx);
-      out.memory_seconds = since(m0);
+      out.memory_seconds = seconds_since(m0);
       const State after = ctx.mem.state();
       AuditEntry& e = out.entry;
       e.certificate = op.write(*this, ctx, after, out);
@@ -93,9 +84,9 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       q.bind(1, row.id);
       q.step();
       out.memory_records = q.int64(0);
-      const auto k0 = Clock::now();
+      const auto k0 = OpClock::now();
       t.commit();
-      out.commit_seconds = since(k0);
+      out.commit_seconds = seconds_since(k0);
       c.seq = e.seq;
       new_key_ids.clear();
       return out;
@@ -108,7 +99,7 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
     }
   }();
   op.after_commit(*this, res);
-  res.total_seconds = since(t0);
+  res.total_seconds = seconds_since(t0);
   return res;
 }
 
@@ -258,14 +249,14 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   const Eigen::Index probes_n =
       std::min<Eigen::Index>(rec.size(), std::max(0, im.options.certificate_probes));
   const RowMatrix probes = rec.keys.topRows(probes_n);
-  const auto c0 = Clock::now();
+  const auto c0 = OpClock::now();
   CertificateOptions co;
   co.optimality_check = im.options.certificate_check;
   co.allow_reference = im.options.certificate_reference;
   co.resolve = im.options.certificate_resolve;
   fr.certificate = removal_certificate(ctx.before, ctx.mem, in_memory, std::to_string(audit_record),
                                        fr.diagnostics, co, probes);
-  fr.certificate_seconds = since(c0);
+  fr.certificate_seconds = seconds_since(c0);
   StoreErasure se;
   se.path = im.path;
   se.memory = name;
@@ -490,7 +481,7 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
   settings.validate();
   settings.problem.validate();
   Impl& im = *impl_;
-  const auto t0 = Clock::now();
+  const auto t0 = OpClock::now();
   Impl::Transaction t(im.db, true, im.path, im.options.busy_timeout_ms);
   {
     Impl::Statement q(im.db.handle(), "SELECT 1 FROM memories WHERE name = ?1");
@@ -535,7 +526,7 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
       .bind(13, e.time_utc)
       .run();
   t.commit();
-  res.total_seconds = since(t0);
+  res.total_seconds = seconds_since(t0);
   return res;
 }
 
