@@ -41,6 +41,10 @@ struct BucketDigest {
 BucketDigest bucket_digest(std::int64_t bucket, std::size_t count, int d, int dv,
                            const std::function<CanonicalRow(std::size_t)>& row);
 
+/// The digests of every bucket of n rows given in ascending id (asserted), ascending bucket.
+std::vector<BucketDigest> bucket_digests(std::size_t n, int d, int dv,
+                                         const std::function<CanonicalRow(std::size_t)>& row);
+
 /// What the state hash covers besides the bucket digests (docs/math.md §6).
 struct StateHashParts {
   std::uint64_t n = 0;  ///< tokens

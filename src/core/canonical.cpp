@@ -442,16 +442,14 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
 
 namespace svattn::detail {
 
-State build_state_unhashed(const ProblemSettings& p, const std::vector<TokenId>& ids, int dim,
-                           int value_dim, const std::vector<double>& alpha,
+State build_state_unhashed(const ProblemSettings& p, std::vector<TokenId> ids, int dim,
+                           int value_dim, std::vector<double> alpha,
                            const std::vector<Set>& set, double b, const KktReport& kkt,
                            Status status, bool warmup) {
   State s;
   s.settings = p;
   s.dim = dim;
   s.value_dim = value_dim;
-  s.ids = ids;
-  s.alpha = alpha;
   s.b = b;
   s.kkt = kkt;
   s.status = status;
@@ -463,6 +461,8 @@ State build_state_unhashed(const ProblemSettings& p, const std::vector<TokenId>&
       case Set::kReserve: s.partition.reserve.push_back(ids[r]); break;
     }
   }
+  s.ids = std::move(ids);  // taken by value: a caller that is done with its arrays moves them in
+  s.alpha = std::move(alpha);
   return s;
 }
 

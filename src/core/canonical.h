@@ -84,8 +84,8 @@ State build_state(const ProblemSettings& p, const TokenSet& tokens, const std::v
                   const std::vector<Set>& set, double b, const KktReport& kkt, Status status,
                   bool warmup);
 /// The same without the hash (state_sha256 left empty), for holders that hash their own rows.
-State build_state_unhashed(const ProblemSettings& p, const std::vector<TokenId>& ids, int dim,
-                           int value_dim, const std::vector<double>& alpha,
+State build_state_unhashed(const ProblemSettings& p, std::vector<TokenId> ids, int dim,
+                           int value_dim, std::vector<double> alpha,
                            const std::vector<Set>& set, double b, const KktReport& kkt,
                            Status status, bool warmup);
 

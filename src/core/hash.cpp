@@ -203,22 +203,9 @@ void split_rows(std::size_t n, int d, int dv, const std::function<CanonicalRow(s
   parts.d = d;
   parts.dv = dv;
   parts.b = b;
-  std::size_t t0 = 0;
-  TokenId prev = 0;
-  while (t0 < n) {
-    const std::int64_t bucket = hash_bucket(row(t0).id);
-    std::size_t t1 = t0;
-    for (; t1 < n; ++t1) {
-      const TokenId id = row(t1).id;
-      if (hash_bucket(id) != bucket) break;
-      SVATTN_ASSERT(t1 == 0 || id > prev, "rows must be in ascending id order");
-      prev = id;
-      if (!is_positive_zero(alpha[t1])) parts.nonzero_alpha.emplace_back(id, alpha[t1]);
-    }
-    buckets.push_back(
-        bucket_digest(bucket, t1 - t0, d, dv, [&](std::size_t k) { return row(t0 + k); }));
-    t0 = t1;
-  }
+  for (std::size_t t = 0; t < n; ++t)
+    if (!is_positive_zero(alpha[t])) parts.nonzero_alpha.emplace_back(row(t).id, alpha[t]);
+  buckets = bucket_digests(n, d, dv, row);
 }
 
 }  // namespace
@@ -232,6 +219,27 @@ BucketDigest bucket_digest(std::int64_t bucket, std::size_t count, int d, int dv
   out.bucket = bucket;
   out.count = static_cast<std::uint32_t>(count);
   out.sha256 = sink.digest();
+  return out;
+}
+
+std::vector<BucketDigest> bucket_digests(std::size_t n, int d, int dv,
+                                         const std::function<CanonicalRow(std::size_t)>& row) {
+  std::vector<BucketDigest> out;
+  std::size_t t0 = 0;
+  TokenId prev = 0;
+  while (t0 < n) {
+    const std::int64_t bucket = hash_bucket(row(t0).id);
+    std::size_t t1 = t0;
+    for (; t1 < n; ++t1) {
+      const TokenId id = row(t1).id;
+      if (hash_bucket(id) != bucket) break;
+      SVATTN_ASSERT(t1 == 0 || id > prev, "rows must be in ascending id order");
+      prev = id;
+    }
+    out.push_back(
+        bucket_digest(bucket, t1 - t0, d, dv, [&](std::size_t k) { return row(t0 + k); }));
+    t0 = t1;
+  }
   return out;
 }
 

@@ -324,9 +324,10 @@ State Memory::state() const {
     // Residuals of the last canonical refinement; operations that leave (a, b) untouched (a new
     // reserve token with g >= 0, removing or evicting reserve tokens) leave them unchanged.
     const KktReport kkt = m.num_tokens > 0 ? m.kkt : KktReport{};
-    m.state_cache = detail::build_state_unhashed(m.settings.problem, ids, m.key_dim, m.value_dim, a,
-                                                 s, m.b, kkt, m.status, m.warmup);
     parts.n = ids.size();
+    m.state_cache = detail::build_state_unhashed(m.settings.problem, std::move(ids), m.key_dim,
+                                                 m.value_dim, std::move(a), s, m.b, kkt, m.status,
+                                                 m.warmup);
     parts.d = m.key_dim;
     parts.dv = m.value_dim;
     parts.b = m.b;

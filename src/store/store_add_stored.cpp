@@ -28,28 +28,14 @@ double gradient_margin(double kxx, double b) { return 1e-8 * (1.0 + std::abs(kxx
 std::optional<Store::Impl::StoredAdd> Store::Impl::plan_stored_add(const MemoryRow& row,
                                                                    std::int64_t record,
                                                                    const TokenSet& ts) {
-  const auto it = cache.find(row.name);
-  if (it != cache.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq)
-    return std::nullopt;  // the memory is at hand
-  if (row.settings.mode != MemoryMode::kAudit || row.status != Status::kOptimal || row.warmup ||
-      has_shredded(row.id) || read_record(row.id, record).exists)
-    return std::nullopt;
+  if (!stored_rows_usable(row) || read_record(row.id, record).exists) return std::nullopt;
   StoredAdd a;
   std::size_t first = 0, count = 0;
   if (!read_active_buckets(row, -1, a.buckets, first, count)) return std::nullopt;
-  StateHashParts parts;
-  for (const BucketDigest& b : a.buckets) parts.n += b.count;
-  parts.d = row.dim;
-  parts.dv = row.value_dim;
-  parts.b = row.b;
-  {
-    Statement q(db.handle(),
-                "SELECT token_id, alpha FROM support WHERE memory_id = ?1 ORDER BY token_id");
-    q.bind(1, row.id);
-    while (q.step()) parts.nonzero_alpha.emplace_back(q.int64(0), q.real(1));
-  }
-  if (state_sha256_from_parts(row.settings.problem, parts, a.buckets) != row.state_sha256)
-    return std::nullopt;
+  const StoredSupportRows sup_rows = read_support_rows(row.id);
+  std::optional<StateHashParts> checked = checked_hash_parts(row, sup_rows, a.buckets);
+  if (!checked) return std::nullopt;
+  StateHashParts& parts = *checked;
   std::string problem;
   a.bounds = read_screening(row, parts.n, &problem);
   if (a.bounds.empty()) return std::nullopt;
@@ -78,13 +64,8 @@ std::optional<Store::Impl::StoredAdd> Store::Impl::plan_stored_add(const MemoryR
   a.buckets.insert(a.buckets.begin() + static_cast<std::ptrdiff_t>(at), mine.begin(), mine.end());
   parts.n += static_cast<std::uint64_t>(ts.size());
   a.after_sha256 = state_sha256_from_parts(row.settings.problem, parts, a.buckets);
-  a.support_margin = 0;
-  a.support_error = 0;
-  {
-    Statement q(db.handle(), "SELECT part, count(*) FROM support WHERE memory_id = ?1 GROUP BY part");
-    q.bind(1, row.id);
-    while (q.step()) (q.int64(0) == kPartError ? a.support_error : a.support_margin) = q.int64(1);
-  }
+  a.support_margin = static_cast<std::int64_t>(sup_rows.margin);
+  a.support_error = static_cast<std::int64_t>(sup_rows.error);
   a.n_after = static_cast<std::int64_t>(parts.n);
   return a;
 }
@@ -126,9 +107,7 @@ void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, co
   e.state_after = a.after_sha256;
   e.certificate = cert.dump();
   append_audit(e);
-  Statement mem(db.handle(),
-                "UPDATE memories SET state_sha256 = ?2, last_audit_seq = ?3 WHERE id = ?1");
-  mem.bind(1, row.id).bind(2, a.after_sha256).bind(3, e.seq).run();
+  write_state_hash(row.id, a.after_sha256, e.seq);
 }
 
 std::optional<OpResult> Store::Impl::add_stored(const std::string& name, std::int64_t record,

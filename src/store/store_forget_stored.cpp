@@ -41,19 +41,12 @@ bool store_detail::decode_buckets(const std::uint8_t* p, std::size_t n,
 }
 
 std::vector<BucketDigest> store_detail::record_buckets(const TokenSet& ts) {
-  std::vector<BucketDigest> out;
-  const int d = static_cast<int>(ts.keys.cols()), dv = static_cast<int>(ts.values.cols());
-  std::size_t t0 = 0;
-  while (t0 < ts.ids.size()) {
-    std::size_t t1 = t0;
-    while (t1 < ts.ids.size() && hash_bucket(ts.ids[t1]) == hash_bucket(ts.ids[t0])) ++t1;
-    out.push_back(bucket_digest(hash_bucket(ts.ids[t0]), t1 - t0, d, dv, [&](std::size_t k) {
-      const auto i = static_cast<Eigen::Index>(t0 + k);
-      return CanonicalRow{ts.ids[t0 + k], ts.keys.row(i).data(), ts.values.row(i).data()};
-    }));
-    t0 = t1;
-  }
-  return out;
+  return bucket_digests(ts.ids.size(), static_cast<int>(ts.keys.cols()),
+                        static_cast<int>(ts.values.cols()), [&](std::size_t r) {
+                          const auto i = static_cast<Eigen::Index>(r);
+                          return CanonicalRow{ts.ids[r], ts.keys.row(i).data(),
+                                              ts.values.row(i).data()};
+                        });
 }
 
 void Store::Impl::write_record_buckets(std::int64_t memory_id, std::int64_t record,
@@ -113,28 +106,6 @@ bool Store::Impl::read_active_buckets(const MemoryRow& row, std::int64_t record,
 
 namespace {
 
-struct StoredSupportRows {
-  std::vector<TokenId> ids;
-  std::vector<double> alpha;
-  std::vector<char> is_error;
-  std::size_t margin = 0, error = 0;
-};
-
-StoredSupportRows read_support_rows(Database& db, std::int64_t memory_id) {
-  StoredSupportRows s;
-  Statement q(db.handle(),
-              "SELECT token_id, part, alpha FROM support WHERE memory_id = ?1 ORDER BY token_id");
-  q.bind(1, memory_id);
-  while (q.step()) {
-    s.ids.push_back(q.int64(0));
-    const bool err = q.int64(1) == kPartError;
-    s.is_error.push_back(err ? 1 : 0);
-    s.alpha.push_back(q.real(2));
-    (err ? s.error : s.margin) += 1;
-  }
-  return s;
-}
-
 StateSummary summary(std::size_t n, const StoredSupportRows& s, const std::string& sha,
                      const MemoryRow& row) {
   StateSummary m;
@@ -150,32 +121,69 @@ StateSummary summary(std::size_t n, const StoredSupportRows& s, const std::strin
 
 }  // namespace
 
-// The checks and the state after, inside the forget's transaction; nullopt when a condition fails.
-std::optional<Store::Impl::StoredForget> Store::Impl::plan_stored_forget(const MemoryRow& row,
-                                                                         std::int64_t record) {
+// ------------------------------------------------------------------ shared by the stored-rows
+// operations (this file and store_add_stored.cpp)
+
+bool Store::Impl::stored_rows_usable(const MemoryRow& row) const {
   const auto it = cache.find(row.name);
   if (it != cache.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq)
-    return std::nullopt;  // the memory is at hand: the ordinary path costs no restore
-  const ProblemSettings& p = row.settings.problem;
-  if (row.settings.mode != MemoryMode::kAudit || row.status != Status::kOptimal || row.warmup ||
-      has_shredded(row.id))
-    return std::nullopt;
-  const RecordRow rr = read_record(row.id, record);
-  if (!rr.exists || rr.suspended) return std::nullopt;  // the ordinary path reports or handles it
-  StoredForget f;
-  StoredSupportRows sup = read_support_rows(db, row.id);
-  for (TokenId id : sup.ids)
-    if (record_of(id) == record) return std::nullopt;  // a support token: the path must move
-  std::size_t first = 0, count = 0;
-  if (!read_active_buckets(row, record, f.buckets, first, count)) return std::nullopt;
+    return false;  // the memory is at hand: the ordinary path costs no restore
+  return row.settings.mode == MemoryMode::kAudit && row.status == Status::kOptimal &&
+         !row.warmup && !has_shredded(row.id);
+}
+
+StoredSupportRows Store::Impl::read_support_rows(std::int64_t memory_id) {
+  StoredSupportRows s;
+  Statement q(db.handle(),
+              "SELECT token_id, part, alpha FROM support WHERE memory_id = ?1 ORDER BY token_id");
+  q.bind(1, memory_id);
+  while (q.step()) {
+    s.ids.push_back(q.int64(0));
+    const bool err = q.int64(1) == kPartError;
+    s.is_error.push_back(err ? 1 : 0);
+    s.alpha.push_back(q.real(2));
+    (err ? s.error : s.margin) += 1;
+  }
+  return s;
+}
+
+std::optional<StateHashParts> Store::Impl::checked_hash_parts(
+    const MemoryRow& row, const StoredSupportRows& sup, const std::vector<BucketDigest>& buckets) {
   StateHashParts parts;
-  for (const BucketDigest& b : f.buckets) parts.n += b.count;
+  for (const BucketDigest& b : buckets) parts.n += b.count;
   parts.d = row.dim;
   parts.dv = row.value_dim;
   parts.b = row.b;
   for (std::size_t k = 0; k < sup.ids.size(); ++k)
     parts.nonzero_alpha.emplace_back(sup.ids[k], sup.alpha[k]);
-  if (state_sha256_from_parts(p, parts, f.buckets) != row.state_sha256) return std::nullopt;
+  if (state_sha256_from_parts(row.settings.problem, parts, buckets) != row.state_sha256)
+    return std::nullopt;
+  return parts;
+}
+
+void Store::Impl::write_state_hash(std::int64_t memory_id, const std::string& state_sha256,
+                                   std::int64_t seq) {
+  Statement up(db.handle(),
+               "UPDATE memories SET state_sha256 = ?2, last_audit_seq = ?3 WHERE id = ?1");
+  up.bind(1, memory_id).bind(2, state_sha256).bind(3, seq).run();
+}
+
+// The checks and the state after, inside the forget's transaction; nullopt when a condition fails.
+std::optional<Store::Impl::StoredForget> Store::Impl::plan_stored_forget(const MemoryRow& row,
+                                                                         std::int64_t record) {
+  if (!stored_rows_usable(row)) return std::nullopt;
+  const ProblemSettings& p = row.settings.problem;
+  const RecordRow rr = read_record(row.id, record);
+  if (!rr.exists || rr.suspended) return std::nullopt;  // the ordinary path reports or handles it
+  StoredForget f;
+  StoredSupportRows sup = read_support_rows(row.id);
+  for (TokenId id : sup.ids)
+    if (record_of(id) == record) return std::nullopt;  // a support token: the path must move
+  std::size_t first = 0, count = 0;
+  if (!read_active_buckets(row, record, f.buckets, first, count)) return std::nullopt;
+  std::optional<StateHashParts> checked = checked_hash_parts(row, sup, f.buckets);
+  if (!checked) return std::nullopt;
+  StateHashParts& parts = *checked;
   std::size_t removed = 0;
   for (std::size_t k = first; k < first + count; ++k) removed += f.buckets[k].count;
   for (std::size_t k = 0; k < first; ++k) f.offset += f.buckets[k].count;
@@ -235,9 +243,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   e.state_after = f.after_sha256;
   e.certificate = fr.certificate.to_json().dump();
   append_audit(e);
-  Statement mem(db.handle(),
-                "UPDATE memories SET state_sha256 = ?2, last_audit_seq = ?3 WHERE id = ?1");
-  mem.bind(1, row.id).bind(2, f.after_sha256).bind(3, e.seq).run();
+  write_state_hash(row.id, f.after_sha256, e.seq);
 }
 
 std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,

@@ -138,6 +138,14 @@ constexpr std::size_t kBucketEntryBytes = 44;
 std::vector<std::uint8_t> encode_buckets(const std::vector<BucketDigest>& buckets);
 /// Appends the entries of `n` bytes at `p` to `out`; false when n is not a whole number of entries.
 bool decode_buckets(const std::uint8_t* p, std::size_t n, std::vector<BucketDigest>& out);
+/// The support rows of a stored state (margin and error tokens), ascending id.
+struct StoredSupportRows {
+  std::vector<TokenId> ids;
+  std::vector<double> alpha;
+  std::vector<char> is_error;
+  std::size_t margin = 0, error = 0;
+};
+
 /// The bucket digests (docs/math.md §6) of one record's tokens, given in ascending id.
 std::vector<BucketDigest> record_buckets(const TokenSet& record_tokens);
 
@@ -166,6 +174,7 @@ struct Store::Impl {
   using Cached = store_detail::Cached;
   using StoredSupport = store_detail::StoredSupport;
   using ImportPlan = store_detail::ImportPlan;
+  using StoredSupportRows = store_detail::StoredSupportRows;
 
   std::string path;         // the file, or a postgresql:// URI without its password
   std::string pg_conninfo;  // PostgreSQL: the URI for libpq (empty: an SQLite file)
@@ -322,6 +331,18 @@ struct Store::Impl {
                           const RowMatrix& vals, ImportProgress& totals);
 
   // ------------------------------------------------------------------ store_forget_stored.cpp
+  /// Whether the stored-rows operations may run on `row`: the memory is not in RAM, audit mode,
+  /// optimal, out of warm-up, no shredded record.
+  bool stored_rows_usable(const MemoryRow& row) const;
+  store_detail::StoredSupportRows read_support_rows(std::int64_t memory_id);
+  /// The hash parts of the stored state (support, b, persisted bucket digests of the active
+  /// records); nullopt unless they hash to the recorded state_sha256.
+  std::optional<StateHashParts> checked_hash_parts(const MemoryRow& row,
+                                                   const store_detail::StoredSupportRows& sup,
+                                                   const std::vector<BucketDigest>& buckets);
+  /// memories.state_sha256 and last_audit_seq of an operation that moved no coefficient.
+  void write_state_hash(std::int64_t memory_id, const std::string& state_sha256,
+                        std::int64_t seq);
   /// What forgetting a reserve-only record without a restore needs (plan_stored_forget).
   struct StoredForget {
     std::vector<BucketDigest> buckets;  // of the active records after the removal

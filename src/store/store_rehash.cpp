@@ -73,9 +73,7 @@ bool Store::Impl::rehash_memory(const MemoryRow& row, std::int64_t old_schema) {
                                  {"tokens", tokens.ids.size()}}
                       .dump();
   append_audit(e);
-  Statement up(db.handle(),
-               "UPDATE memories SET state_sha256 = ?2, last_audit_seq = ?3 WHERE id = ?1");
-  up.bind(1, row.id).bind(2, now).bind(3, e.seq).run();
+  write_state_hash(row.id, now, e.seq);
   if (old_schema >= 2) rebind_screening(row, now);
   return true;
 }
