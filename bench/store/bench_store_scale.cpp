@@ -4,6 +4,9 @@
 // Gaussian keys, one record = `record` consecutive rows. Prints Markdown tables.
 //   bench_store_scale --svattn PATH [--n 20016] [--d 64] [--record 24] [--C 0.01]
 //                     [--sigma2-per-dim 1] [--seed 1] [--dir /tmp] [--libsvm 1] [--plaintext 0]
+//   bench_store_scale --store PATH [--forgets 10] [--support-forgets 10]  (open-Store series on an
+//   existing store's
+//                     memory "m", which it changes: pass a copy; no CLI runs)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,7 +42,10 @@ struct Args {
   std::uint64_t seed = 1;
   std::string dir = "/tmp";
   bool libsvm = true;
-  bool plaintext = false;  // --plaintext 1: `memory create --plaintext` (default: encrypted)
+  bool plaintext = false;    // --plaintext 1: `memory create --plaintext` (default: encrypted)
+  std::string store;         // --store PATH: only the open-Store series on this store
+  int forgets = 10;          // reserve-only forgets in the open-Store series
+  int support_forgets = -1;  // forgets of records holding support tokens (-1: as --forgets)
 };
 
 Args parse(int argc, char** argv) {
@@ -66,12 +72,18 @@ Args parse(int argc, char** argv) {
       a.libsvm = v != "0";
     else if (k == "--plaintext")
       a.plaintext = v != "0";
+    else if (k == "--store")
+      a.store = v;
+    else if (k == "--forgets")
+      a.forgets = std::stoi(v);
+    else if (k == "--support-forgets")
+      a.support_forgets = std::stoi(v);
     else {
       std::fprintf(stderr, "bench_store_scale: unknown option %s\n", k.c_str());
       std::exit(2);
     }
   }
-  if (a.svattn.empty()) {
+  if (a.svattn.empty() && a.store.empty()) {
     std::fprintf(stderr, "bench_store_scale: --svattn PATH (the CLI binary) is required\n");
     std::exit(2);
   }
@@ -153,10 +165,78 @@ void row(const char* what, const Timed& t, double retrain) {
               t.code);
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// One forget kind of the open-Store series: `count` forgets, each row with its breakdown, then the
+// medians against the in-process retrain.
+bool forget_series(Store& s, const char* kind, const std::vector<std::int64_t>& records, int count,
+                   double retrain) {
+  std::vector<double> total, mem, cert, commit, ckpt;
+  bool ok = true;
+  std::string argument;
+  for (int k = 0; k < count && k < static_cast<int>(records.size()); ++k) {
+    const ForgetResult f = s.forget_record("m", records[static_cast<std::size_t>(k)]);
+    ok = ok && f.certificate.verify.ok();
+    argument = to_string(f.certificate.verify.argument);
+    total.push_back(f.total_seconds);
+    mem.push_back(f.memory_seconds);
+    cert.push_back(f.certificate_seconds);
+    commit.push_back(f.commit_seconds);
+    ckpt.push_back(f.checkpoint_seconds);
+  }
+  std::printf("| %s (%zu) | %.4f | %.4f | %.4f | %.4f | %.4f | %.0fx | %s |\n", kind, total.size(),
+              median(total), median(mem), median(cert), median(commit), median(ckpt),
+              retrain / median(total), argument.c_str());
+  return ok;
+}
+
+// --store: restore, retrain in process, then reserve-only and support forgets on one open Store.
+int open_store_series(const Args& a) {
+  Store s(a.store);
+  double t0 = now();
+  const State st = s.memory("m").state();
+  const double open_s = now() - t0;
+  std::vector<std::int64_t> reserve_only, support;
+  classify(st, reserve_only, support);
+  BatchSettings bs;
+  bs.problem = st.settings;
+  const TokenSet remaining = s.memory("m").tokens();
+  t0 = now();
+  (void)solve_batch(remaining, bs);
+  const double retrain = now() - t0;
+  std::printf(
+      "n = %zu, |S u E| = %zu; restore %.3f s; retrain in-process (solve_batch) %.3f s\n\n"
+      "| open Store forget | total s (median) | decrement | certificate | commit | checkpoint + "
+      "key destruction | retrain / total | argument |\n"
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+      st.ids.size(), st.partition.margin.size() + st.partition.error.size(), open_s, retrain);
+  // Spread the picks over the memory (every k-th record of each kind).
+  auto spread = [&](const std::vector<std::int64_t>& v, int count) {
+    std::vector<std::int64_t> out;
+    const std::size_t step = std::max<std::size_t>(1, v.size() / std::max(1, count));
+    for (std::size_t i = 0; i < v.size() && out.size() < static_cast<std::size_t>(count); i += step)
+      out.push_back(v[i]);
+    return out;
+  };
+  const int sf = a.support_forgets < 0 ? a.forgets : a.support_forgets;
+  bool ok =
+      forget_series(s, "reserve-only record", spread(reserve_only, a.forgets), a.forgets, retrain);
+  if (sf > 0)
+    ok = forget_series(s, "record holding support tokens", spread(support, sf), sf, retrain) && ok;
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  std::printf("\npeak RSS %.1f MiB\n", ru.ru_maxrss / 1024.0);
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
+  if (!a.store.empty()) return open_store_series(a);
   std::string tmpl = a.dir + "/svattn_bench_scale_XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');

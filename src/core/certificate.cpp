@@ -44,8 +44,8 @@ void check_feasibility(const State& state, VerifyReport& rep) {
   const auto ascending = [](const std::vector<TokenId>& v) {
     return std::adjacent_find(v.begin(), v.end(), std::greater_equal<TokenId>()) == v.end();
   };
-  const bool merge = ascending(state.ids) && ascending(state.partition.margin) &&
-                     ascending(state.partition.error);
+  const bool merge =
+      ascending(state.ids) && ascending(state.partition.margin) && ascending(state.partition.error);
   std::unordered_set<TokenId> margin, error;
   if (!merge) {
     margin.insert(state.partition.margin.begin(), state.partition.margin.end());
@@ -389,7 +389,7 @@ OptimalityCheck reference_check(const Memory& after_memory, const State& before,
     uniqueness(after_memory.tokens(), p, vr);
   } else {
     TokenSet sized;  // uniqueness() reads only the size in the other cases
-    sized.ids = after.ids;
+    sized.ids.resize(after.ids.size());
     uniqueness(sized, p, vr);
   }
   OptimalityCheck v;
@@ -465,7 +465,7 @@ RemovalCertificate removal_certificate(const State& before, const Memory& after_
                                        const std::vector<TokenId>& removed,
                                        const std::string& record_id, const OpDiagnostics& diag,
                                        const CertificateOptions& options, const RowMatrix& probes) {
-  const State after = after_memory.state();
+  const State& after = after_memory.state();  // after_memory is const: the reference stays valid
   const MemorySettings& ms = after_memory.settings();
   RemovalCertificate c;
   c.mode = ms.mode;
@@ -512,8 +512,7 @@ RemovalCertificate removal_certificate(const StoredReserveRemoval& r) {
   OptimalityCheck& v = c.verify;
   v.performed = true;
   v.argument = CertificateArgument::kReference;
-  v.checks = {"removed_alpha_zero", "coefficients_unchanged", "feasibility", "uniqueness",
-              "hash"};
+  v.checks = {"removed_alpha_zero", "coefficients_unchanged", "feasibility", "uniqueness", "hash"};
   // Feasibility over the support; every other coefficient is 0 by construction (the store holds
   // no coefficient for it), so the sum and the box are those of the support.
   const double C = r.settings.problem.C;
@@ -537,8 +536,9 @@ RemovalCertificate removal_certificate(const StoredReserveRemoval& r) {
     v.uniqueness_reason = vr.uniqueness_reason;
   } else {
     v.unique = false;
-    v.uniqueness_reason = "not established: ridge = 0 and the keys were not read (run `svattn "
-                          "memory verify`)";
+    v.uniqueness_reason =
+        "not established: ridge = 0 and the keys were not read (run `svattn "
+        "memory verify`)";
   }
   v.hash_ok = r.after.state_sha256.size() == 64;
   v.reference_sha256 = r.before.state_sha256;

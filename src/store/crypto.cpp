@@ -218,6 +218,7 @@ const char* to_string(RecordField f) {
     case RecordField::kKey: return "key";
     case RecordField::kValue: return "value";
     case RecordField::kBuckets: return "bucket digests";
+    case RecordField::kBounds: return "screening bounds";
   }
   return "?";
 }

@@ -53,7 +53,7 @@ class SecretKey {
 /// and value ciphertexts cannot be swapped.
 /// kBuckets: the record's persisted bucket digests (position -1; docs/store.md "Forget without a
 /// restore").
-enum class RecordField : std::uint8_t { kKey = 1, kValue = 2, kBuckets = 3 };
+enum class RecordField : std::uint8_t { kKey = 1, kValue = 2, kBuckets = 3, kBounds = 4 };
 const char* to_string(RecordField f);
 
 /// The associated data of one sealed blob: the place it belongs to. A blob moved to any other

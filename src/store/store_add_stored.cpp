@@ -36,9 +36,6 @@ std::optional<Store::Impl::StoredAdd> Store::Impl::plan_stored_add(const MemoryR
   std::optional<StateHashParts> checked = checked_hash_parts(row, sup_rows, a.buckets);
   if (!checked) return std::nullopt;
   StateHashParts& parts = *checked;
-  std::string problem;
-  a.bounds = read_screening(row, parts.n, &problem);
-  if (a.bounds.empty()) return std::nullopt;
   // The stored support (rows checked against the digest bound to the recorded hash).
   const StoredSupport& sup = stored_support(row.name);
   if (sup.seq != row.last_audit_seq || !(sup.b == row.b)) return std::nullopt;
@@ -51,16 +48,13 @@ std::optional<Store::Impl::StoredAdd> Store::Impl::plan_stored_add(const MemoryR
       g += sup.support.alpha[j] * kernel(ks, x, sup.support.keys.row(j).data(), row.dim);
     const double margin = gradient_margin(kxx, row.b);
     if (!(g > margin)) return std::nullopt;  // it may enter the support: the path must run
-    a.new_bounds.push_back(g - margin);       // a lower bound of the exact gradient
+    a.new_bounds.push_back(g - margin);      // a lower bound of the exact gradient
     a.kernel_evaluations += 1 + sup.support.keys.rows();
   }
-  // Where the record's buckets and bounds go in ascending id.
+  // Where the record's buckets go in ascending bucket.
   const std::vector<BucketDigest> mine = record_buckets(ts);
   std::size_t at = 0;
-  while (at < a.buckets.size() && a.buckets[at].bucket < mine.front().bucket) {
-    a.offset += a.buckets[at].count;
-    ++at;
-  }
+  while (at < a.buckets.size() && a.buckets[at].bucket < mine.front().bucket) ++at;
   a.buckets.insert(a.buckets.begin() + static_cast<std::ptrdiff_t>(at), mine.begin(), mine.end());
   parts.n += static_cast<std::uint64_t>(ts.size());
   a.after_sha256 = state_sha256_from_parts(row.settings.problem, parts, a.buckets);
@@ -72,13 +66,19 @@ std::optional<Store::Impl::StoredAdd> Store::Impl::plan_stored_add(const MemoryR
 
 void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, const TokenSet& ts,
                                    StoredAdd& a, OpResult& res) {
-  Statement rec(db.handle(),
-                "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, ?3)");
+  Statement rec(
+      db.handle(),
+      "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, ?3)");
   rec.bind(1, row.id).bind(2, record).bind(3, now_utc()).run();
-  insert_tokens(row.id, ts, [](TokenId) { return true; }, true);
-  a.bounds.insert(a.bounds.begin() + static_cast<std::ptrdiff_t>(a.offset), a.new_bounds.begin(),
-                  a.new_bounds.end());
-  rewrite_screening(row, a.after_sha256, a.bounds);
+  insert_tokens(
+      row.id, ts, [](TokenId) { return true; }, true);
+  // The other records' bounds hold as they are; the new record's are its own lower bounds.
+  const std::int64_t epoch =
+      update_screening_head(row, a.after_sha256, a.n_after - ts.size(), a.n_after);
+  if (epoch >= 0) {
+    const RecordRow rr = read_record(row.id, record);
+    write_record_bounds(row.id, record, rr.key_id, epoch, a.new_bounds.data(), a.new_bounds.size());
+  }
   res.diagnostics.ops = ts.size();
   res.diagnostics.kernel_evaluations = a.kernel_evaluations;
   res.diagnostics.status = Status::kOptimal;

@@ -113,16 +113,21 @@ std::int64_t seal_record(Database& db, const std::string& path, const PlainRecor
     put.run();
     put.reset();
   }
-  // The record's bucket digests (docs/store.md "Operations without a restore") are sealed too.
-  Statement qb(db.handle(), "SELECT buckets FROM records WHERE memory_id = ?1 AND record = ?2");
-  qb.bind(1, r.memory_id).bind(2, r.record);
-  if (qb.step() && !qb.is_null(0)) {
+  // The record's bucket digests and screening bounds (docs/store.md "Operations without a
+  // restore", "Persisted screening") are sealed too.
+  for (const auto& [column, field] :
+       {std::pair{"buckets", RecordField::kBuckets}, std::pair{"bounds", RecordField::kBounds}}) {
+    const std::string col = column;
+    Statement qb(db.handle(),
+                 ("SELECT " + col + " FROM records WHERE memory_id = ?1 AND record = ?2").c_str());
+    qb.bind(1, r.memory_id).bind(2, r.record);
+    if (!qb.step() || qb.is_null(0)) continue;
     const std::vector<std::uint8_t> plain = qb.blob(0);
     qb.reset();
-    sealer.seal_into({r.memory_id, r.record, -1, RecordField::kBuckets}, plain.data(),
-                     plain.size(), kb);
-    Statement ub(db.handle(),
-                 "UPDATE records SET buckets = ?3 WHERE memory_id = ?1 AND record = ?2");
+    sealer.seal_into({r.memory_id, r.record, -1, field}, plain.data(), plain.size(), kb);
+    Statement ub(
+        db.handle(),
+        ("UPDATE records SET " + col + " = ?3 WHERE memory_id = ?1 AND record = ?2").c_str());
     ub.bind(1, r.memory_id).bind(2, r.record).bind_blob(3, kb.data(), kb.size()).run();
   }
   return static_cast<std::int64_t>(rows.size());

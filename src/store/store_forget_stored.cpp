@@ -41,12 +41,12 @@ bool store_detail::decode_buckets(const std::uint8_t* p, std::size_t n,
 }
 
 std::vector<BucketDigest> store_detail::record_buckets(const TokenSet& ts) {
-  return bucket_digests(ts.ids.size(), static_cast<int>(ts.keys.cols()),
-                        static_cast<int>(ts.values.cols()), [&](std::size_t r) {
-                          const auto i = static_cast<Eigen::Index>(r);
-                          return CanonicalRow{ts.ids[r], ts.keys.row(i).data(),
-                                              ts.values.row(i).data()};
-                        });
+  return bucket_digests(
+      ts.ids.size(), static_cast<int>(ts.keys.cols()), static_cast<int>(ts.values.cols()),
+      [&](std::size_t r) {
+        const auto i = static_cast<Eigen::Index>(r);
+        return CanonicalRow{ts.ids[r], ts.keys.row(i).data(), ts.values.row(i).data()};
+      });
 }
 
 void Store::Impl::write_record_buckets(std::int64_t memory_id, std::int64_t record,
@@ -58,8 +58,7 @@ void Store::Impl::write_record_buckets(std::int64_t memory_id, std::int64_t reco
                       sealed);
   }
   const std::vector<std::uint8_t>& blob = sealer != nullptr ? sealed : plain;
-  Statement up(db.handle(),
-               "UPDATE records SET buckets = ?3 WHERE memory_id = ?1 AND record = ?2");
+  Statement up(db.handle(), "UPDATE records SET buckets = ?3 WHERE memory_id = ?1 AND record = ?2");
   up.bind(1, memory_id).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
 }
 
@@ -128,8 +127,8 @@ bool Store::Impl::stored_rows_usable(const MemoryRow& row) const {
   const auto it = cache.find(row.name);
   if (it != cache.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq)
     return false;  // the memory is at hand: the ordinary path costs no restore
-  return row.settings.mode == MemoryMode::kAudit && row.status == Status::kOptimal &&
-         !row.warmup && !has_shredded(row.id);
+  return row.settings.mode == MemoryMode::kAudit && row.status == Status::kOptimal && !row.warmup &&
+         !has_shredded(row.id);
 }
 
 StoredSupportRows Store::Impl::read_support_rows(std::int64_t memory_id) {
@@ -186,15 +185,11 @@ std::optional<Store::Impl::StoredForget> Store::Impl::plan_stored_forget(const M
   StateHashParts& parts = *checked;
   std::size_t removed = 0;
   for (std::size_t k = first; k < first + count; ++k) removed += f.buckets[k].count;
-  for (std::size_t k = 0; k < first; ++k) f.offset += f.buckets[k].count;
   f.ids = record_token_ids(row, record);
   const std::size_t n_after = parts.n - removed;
   if (f.ids.size() != removed || n_after == 0 ||
       static_cast<double>(n_after) * p.C <= 1.0 + 1e-9)  // the state after would be warm-up
     return std::nullopt;
-  std::string problem;
-  f.bounds = read_screening(row, parts.n, &problem);
-  if (f.bounds.empty()) return std::nullopt;
   const std::size_t n_before = parts.n;
   f.buckets.erase(f.buckets.begin() + static_cast<std::ptrdiff_t>(first),
                   f.buckets.begin() + static_cast<std::ptrdiff_t>(first + count));
@@ -231,9 +226,10 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   delr.bind(1, row.id).bind(2, record).run();
   fr.certificate.store = se;
-  f.bounds.erase(f.bounds.begin() + static_cast<std::ptrdiff_t>(f.offset),
-                 f.bounds.begin() + static_cast<std::ptrdiff_t>(f.offset + f.ids.size()));
-  rewrite_screening(row, f.after_sha256, f.bounds);
+  // The other records' bounds hold as they are (no coefficient and not b moved): the record's
+  // blob left with its row; the head is re-bound to the state after.
+  update_screening_head(row, f.after_sha256, static_cast<std::int64_t>(f.removal.before.n),
+                        static_cast<std::int64_t>(f.removal.after.n));
   AuditEntry& e = fr.entry;
   e.operation = "forget";
   e.memory = row.name;
@@ -283,20 +279,6 @@ std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,
   finish_forget(fr);
   fr.total_seconds = seconds_since(t0);
   return fr;
-}
-
-void Store::Impl::rewrite_screening(const MemoryRow& row, const std::string& state_sha256,
-                                    const std::vector<double>& bounds) {
-  Statement up(db.handle(),
-               "UPDATE screening SET state_sha256 = ?2, tokens = ?3, bounds = ?4, checksum = ?5, "
-               "support_sha256 = ?6 WHERE memory_id = ?1");
-  up.bind(1, row.id)
-      .bind(2, state_sha256)
-      .bind(3, static_cast<std::int64_t>(bounds.size()))
-      .bind_blob(4, bounds.data(), bounds.size() * sizeof(double))
-      .bind(5, screening_checksum(row.id, state_sha256, bounds.data(), bounds.size()))
-      .bind(6, support_digest(row.id, row.dim, row.value_dim, state_sha256, row.b, nullptr))
-      .run();
 }
 
 void Store::Impl::finish_forget(ForgetResult& fr) {

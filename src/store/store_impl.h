@@ -1,7 +1,8 @@
 // Store::Impl, the state of an open store, shared by the files that implement it (internal):
 //   store.cpp          Store: construction, read-only views (info, records, query, audit)
 //   store_schema.cpp   opening, the schema, validation and migrations (docs/store.md "Schema")
-//   store_rows.cpp     row I/O: memories, tokens, records, support, persisted screening
+//   store_rows.cpp     row I/O: memories, tokens, records, support, restore
+//   store_screening.cpp  the persisted screening bounds: head row and per-record blobs
 //   store_audit.cpp    the audit chain: append, read, check (docs/store.md "Audit log")
 //   store_ops.cpp      the one skeleton of every mutating operation, and create/add/forget/
 //                      suspend/resume/import chunks on it
@@ -71,6 +72,7 @@ struct MemoryRow {
 struct RecordRow {
   bool exists = false;
   bool suspended = false;
+  std::string key_id;  // empty: its payloads are plaintext
 };
 
 // What a query needs: the support (alpha > 0, ascending id) and b of the stored state.
@@ -155,9 +157,30 @@ inline double seconds_since(OpClock::time_point t0) {
   return std::chrono::duration<double>(OpClock::now() - t0).count();
 }
 
-/// Checksum of a screening row (docs/store.md "Persisted screening").
+/// Checksum of a schema 2-4 screening row, every bound in it (docs/store.md "Persisted
+/// screening").
 std::string screening_checksum(std::int64_t memory_id, const std::string& state_sha256,
                                const double* bounds, std::size_t n);
+/// Checksum of a schema-5 screening head row.
+std::string screening_head_checksum(std::int64_t memory_id, const std::string& state_sha256,
+                                    std::int64_t tokens, std::int64_t epoch);
+/// One record's records.bounds plaintext: epoch (i64) | k fp64 | SHA-256 (32), little-endian.
+std::vector<std::uint8_t> encode_record_bounds(std::int64_t memory_id, std::int64_t record,
+                                               std::int64_t epoch, const double* b, std::size_t k);
+/// Decodes `n` bytes at `p` into k bounds at `out`; empty, or what is wrong with them.
+std::string decode_record_bounds(std::int64_t memory_id, std::int64_t record, std::int64_t epoch,
+                                 const std::uint8_t* p, std::size_t n, std::size_t k, double* out);
+/// The head row of a memory's persisted screening (schema 5).
+struct ScreeningHead {
+  bool present = false;
+  std::string state_sha256;
+  std::int64_t tokens = 0;  ///< active tokens the record blobs cover; 0: the memory has no bounds
+  std::int64_t epoch = 0;   ///< the record blobs of another epoch are stale
+  std::string checksum;
+};
+/// The support digest (docs/store.md "Persisted screening") of the state `mem` holds, from its own
+/// tokens: the same bytes Store::Impl::support_digest reads from the file.
+std::string memory_support_digest(std::int64_t memory_id, const Memory& mem, const State& st);
 
 /// The token set of one planned import record (ids from the record, rows in input order).
 TokenSet import_record_set(std::int64_t record, const std::vector<Eigen::Index>& rows,
@@ -271,8 +294,9 @@ struct Store::Impl {
   State load_state(const MemoryRow& row, const std::vector<TokenId>& ids);
   /// The in-RAM memory of `row`, restored from the file when absent or stale.
   Cached& ensure_loaded(const MemoryRow& row);
-  /// Writes the support diff between `before` and `after` and the memories row of `after`.
-  void write_state(std::int64_t memory_id, const State& before, const State& after,
+  /// Writes the support diff between `before` and `after` and the memories row of `after`; true
+  /// when a coefficient, a set or b moved (the screening bounds then start a new epoch).
+  bool write_state(std::int64_t memory_id, const State& before, const State& after,
                    std::int64_t seq, const std::string& memory);
   /// Inserts the token rows of `ts` that `mem` retained (store_payload.cpp); in an encrypted store
   /// each record of `ts` first gets a data key (one key-store transaction) and its payloads are
@@ -287,9 +311,30 @@ struct Store::Impl {
   std::int64_t delete_evicted(std::int64_t memory_id, const State& before, const Memory& mem,
                               const std::vector<TokenId>& removed_on_purpose);
   RecordRow read_record(std::int64_t memory_id, std::int64_t record);
-  /// Writes the screening row of memory `memory_id` after an operation: mem.gradient_lower_bounds()
-  /// (none while the memory is empty or in warm-up) and the digest of the stored support.
-  void write_screening(std::int64_t memory_id, const Memory& mem);
+  // ------------------------------------------------------------------ store_screening.cpp
+  /// Schema 5 is the first with per-record screening bounds (records.bounds).
+  static constexpr std::int64_t kFirstSchemaWithRecordBounds = 5;
+  /// Writes the screening of `row`'s memory after an operation: mem.gradient_lower_bounds() (none
+  /// while the memory is empty or in warm-up) and the digest of its support. When nothing `moved`
+  /// and the head is intact only the `touched` records' blobs are rewritten (same epoch);
+  /// otherwise a new epoch and every active record's blob. `row` is the memories row before.
+  void write_screening(const MemoryRow& row, const Memory& mem, bool moved,
+                       const std::vector<std::int64_t>& touched);
+  store_detail::ScreeningHead read_screening_head(std::int64_t memory_id);
+  bool head_intact(const MemoryRow& row, const store_detail::ScreeningHead& h) const;
+  void write_screening_head(std::int64_t memory_id, const std::string& state_sha256,
+                            std::int64_t tokens, std::int64_t epoch,
+                            const std::string& support_sha256);
+  /// The head after an operation that moved nothing, from the stored rows: bound to
+  /// `state_sha256` with `tokens_after` tokens when it was intact for row's state with
+  /// `tokens_before`; otherwise it holds none (new epoch). Returns the epoch kept, or -1.
+  std::int64_t update_screening_head(const MemoryRow& row, const std::string& state_sha256,
+                                     std::int64_t tokens_before, std::int64_t tokens_after);
+  /// records.bounds of `record` (sealed under key `key_id` unless empty).
+  void write_record_bounds(std::int64_t memory_id, std::int64_t record, const std::string& key_id,
+                           std::int64_t epoch, const double* b, std::size_t k);
+  std::vector<double> read_screening_v1(const MemoryRow& row, std::size_t n, std::string* problem);
+  void split_screening(const MemoryRow& row);
   /// The stored support of memory `memory_id` (support rows joined with their token rows, alpha > 0
   /// in `out`) and its digest bound to `state_sha256` and `b` (docs/store.md "Persisted
   /// screening"). O(|S u E| d).
@@ -297,7 +342,8 @@ struct Store::Impl {
                              const std::string& state_sha256, double b, Support* out);
   /// The persisted bounds of `row` for `ids` when present and intact; otherwise empty, with
   /// `problem` saying why when a row exists but fails its check.
-  std::vector<double> read_screening(const MemoryRow& row, std::size_t n, std::string* problem);
+  std::vector<double> read_screening(const MemoryRow& row, const std::vector<TokenId>& ids,
+                                     std::string* problem);
   /// Token rows of a record (ascending id) with their keys and values.
   TokenSet record_tokens(const MemoryRow& row, std::int64_t record);
   /// Token ids of a record (ascending), no key/value bytes read.
@@ -341,14 +387,11 @@ struct Store::Impl {
                                                    const store_detail::StoredSupportRows& sup,
                                                    const std::vector<BucketDigest>& buckets);
   /// memories.state_sha256 and last_audit_seq of an operation that moved no coefficient.
-  void write_state_hash(std::int64_t memory_id, const std::string& state_sha256,
-                        std::int64_t seq);
+  void write_state_hash(std::int64_t memory_id, const std::string& state_sha256, std::int64_t seq);
   /// What forgetting a reserve-only record without a restore needs (plan_stored_forget).
   struct StoredForget {
     std::vector<BucketDigest> buckets;  // of the active records after the removal
-    std::size_t offset = 0;             // the record's first token in the active tokens' order
     std::vector<TokenId> ids;           // the record's tokens
-    std::vector<double> bounds;         // the persisted screening bounds before the removal
     std::string after_sha256;
     StoredReserveRemoval removal;
   };
@@ -358,10 +401,6 @@ struct Store::Impl {
   std::optional<StoredForget> plan_stored_forget(const MemoryRow& row, std::int64_t record);
   void write_stored_forget(const MemoryRow& row, std::int64_t record, StoredForget& f,
                            ForgetResult& fr);
-  /// The screening row of `row` rewritten for a state whose coefficients did not move: `bounds`
-  /// (ascending id) bound to `state_sha256`, with the support digest recomputed over it.
-  void rewrite_screening(const MemoryRow& row, const std::string& state_sha256,
-                         const std::vector<double>& bounds);
   /// After a forget's commit: the data key destroyed (and logged), the WAL truncated.
   void finish_forget(ForgetResult& fr);
   /// Writes records.buckets of `record` from its retained tokens (ascending id); sealed with
@@ -377,8 +416,6 @@ struct Store::Impl {
   /// What adding a record without a restore needs (plan_stored_add).
   struct StoredAdd {
     std::vector<BucketDigest> buckets;  // of the active records, the new record's included
-    std::size_t offset = 0;             // the record's first token in the active tokens' order
-    std::vector<double> bounds;         // the persisted screening bounds before the add
     std::vector<double> new_bounds;     // lower bounds of the new tokens' gradients
     std::string after_sha256;
     std::int64_t n_after = 0, support_margin = 0, support_error = 0;
@@ -390,8 +427,8 @@ struct Store::Impl {
                                      const TokenSet& ts);
   std::optional<StoredAdd> plan_stored_add(const MemoryRow& row, std::int64_t record,
                                            const TokenSet& ts);
-  void write_stored_add(const MemoryRow& row, std::int64_t record, const TokenSet& ts,
-                        StoredAdd& a, OpResult& res);
+  void write_stored_add(const MemoryRow& row, std::int64_t record, const TokenSet& ts, StoredAdd& a,
+                        OpResult& res);
 
   // ------------------------------------------------------------------ store_rehash.cpp
   /// Schema version 4 is the first whose memories rows hold version-2 state hashes.

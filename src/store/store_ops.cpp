@@ -67,7 +67,7 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       const auto m0 = OpClock::now();
       out.diagnostics = op.apply(ctx);
       out.memory_seconds = seconds_since(m0);
-      const State after = ctx.mem.state();
+      const State& after = ctx.mem.state();  // valid: nothing below changes the memory
       AuditEntry& e = out.entry;
       e.certificate = op.write(*this, ctx, after, out);
       e.operation = op.operation;
@@ -77,8 +77,9 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       e.state_before = ctx.before.state_sha256;
       e.state_after = after.state_sha256;
       append_audit(e);
-      write_state(row.id, ctx.before, after, e.seq, name);
-      write_screening(row.id, ctx.mem);
+      const bool moved = write_state(row.id, ctx.before, after, e.seq, name);
+      // A bounded memory evicts tokens of untouched records: every blob is rewritten.
+      write_screening(row, ctx.mem, moved || row.settings.mode != MemoryMode::kAudit, op.records);
       out.memory_tokens = ctx.mem.size();
       Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
       q.bind(1, row.id);

@@ -203,8 +203,7 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
     State state = load_state(row, tokens.ids);
     adopt_current_hash(row, tokens, state);  // a file older than schema 4 (read-only)
     expected = state.state_sha256;
-    const std::vector<double> bounds =
-        read_screening(row, tokens.ids.size(), &rep.screening_problem);
+    const std::vector<double> bounds = read_screening(row, tokens.ids, &rep.screening_problem);
     if (!rep.screening_problem.empty()) {
       std::fprintf(stderr,
                    "svattn: warning: memory '%s': the persisted screening bounds fail their check "
@@ -244,19 +243,6 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
   return cache[row.name] = std::move(c);
 }
 
-// Checksum of a screening row: binds the bounds to the memory, its state hash and token count
-// (docs/store.md "Persisted screening").
-std::string store_detail::screening_checksum(std::int64_t memory_id,
-                                             const std::string& state_sha256, const double* bounds,
-                                             std::size_t n) {
-  std::string head = "svattn-screening-v1\n" + std::to_string(memory_id) + "\n" + state_sha256 +
-                     "\n" + std::to_string(n) + "\n";
-  std::vector<std::uint8_t> bytes(head.begin(), head.end());
-  const auto* p = reinterpret_cast<const std::uint8_t*>(bounds);
-  bytes.insert(bytes.end(), p, p + n * sizeof(double));
-  return sha256_hex(bytes);
-}
-
 namespace {
 
 // The digest of a stored support (docs/store.md "Persisted screening"): SHA-256 over a header
@@ -290,8 +276,10 @@ class SupportDigest {
   std::vector<std::uint8_t> bytes_;
 };
 
-// The support digest of the state `mem` holds, from its own tokens (what write_state wrote).
-std::string memory_support_digest(std::int64_t memory_id, const Memory& mem, const State& st) {
+}  // namespace
+
+std::string store_detail::memory_support_digest(std::int64_t memory_id, const Memory& mem,
+                                                const State& st) {
   std::vector<TokenId> ids(st.partition.margin);
   ids.insert(ids.end(), st.partition.error.begin(), st.partition.error.end());
   std::sort(ids.begin(), ids.end());
@@ -303,27 +291,6 @@ std::string memory_support_digest(std::int64_t memory_id, const Memory& mem, con
            st.value_dim);
   }
   return dg.finish(st.b);
-}
-
-}  // namespace
-
-void Store::Impl::write_screening(std::int64_t memory_id, const Memory& mem) {
-  const std::vector<double> bounds = mem.gradient_lower_bounds();
-  const State& st = mem.state();
-  const std::string support_sha = memory_support_digest(memory_id, mem, st);
-  Statement put(db.handle(),
-                "INSERT INTO screening(memory_id, state_sha256, tokens, bounds, checksum, "
-                "support_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(memory_id) DO UPDATE "
-                "SET state_sha256 = excluded.state_sha256, tokens = excluded.tokens, bounds = "
-                "excluded.bounds, checksum = excluded.checksum, support_sha256 = "
-                "excluded.support_sha256");
-  put.bind(1, memory_id)
-      .bind(2, st.state_sha256)
-      .bind(3, static_cast<std::int64_t>(bounds.size()))
-      .bind_blob(4, bounds.data(), bounds.size() * sizeof(double))
-      .bind(5, screening_checksum(memory_id, st.state_sha256, bounds.data(), bounds.size()))
-      .bind(6, support_sha)
-      .run();
 }
 
 std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int value_dim,
@@ -360,40 +327,7 @@ std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int val
   return dg.finish(b);
 }
 
-std::vector<double> Store::Impl::read_screening(const MemoryRow& row, std::size_t n,
-                                                std::string* problem) {
-  problem->clear();
-  if (schema_version < 2) return {};
-  Statement q(db.handle(),
-              "SELECT state_sha256, tokens, bounds, checksum FROM screening WHERE memory_id = ?1");
-  q.bind(1, row.id);
-  if (!q.step()) return {};
-  const std::string sha = q.text(0);
-  const std::int64_t count = q.int64(1);
-  if (count == 0 && q.bytes(2) == 0 && sha == row.state_sha256 &&
-      screening_checksum(row.id, sha, nullptr, 0) == q.text(3)) {
-    return {};  // the memory had no bounds (empty or in warm-up)
-  }
-  const std::size_t bytes = static_cast<std::size_t>(q.bytes(2));
-  if (sha != row.state_sha256) {
-    *problem = "they belong to state " + sha.substr(0, 16) + "…, not the stored state";
-    return {};
-  }
-  if (count < 0 || static_cast<std::size_t>(count) != n || bytes != n * sizeof(double)) {
-    *problem = "they hold " + std::to_string(bytes / sizeof(double)) + " bounds for " +
-               std::to_string(n) + " active tokens";
-    return {};
-  }
-  std::vector<double> bounds(n);
-  if (n > 0) std::memcpy(bounds.data(), q.blob_data(2), bytes);
-  if (screening_checksum(row.id, sha, bounds.data(), n) != q.text(3)) {
-    *problem = "checksum mismatch";
-    return {};
-  }
-  return bounds;
-}
-
-void Store::Impl::write_state(std::int64_t memory_id, const State& before, const State& after,
+bool Store::Impl::write_state(std::int64_t memory_id, const State& before, const State& after,
                               std::int64_t seq, const std::string& memory) {
   check_finite_state(memory, after);
   const auto old_sup = support_map(before);
@@ -403,10 +337,12 @@ void Store::Impl::write_state(std::int64_t memory_id, const State& before, const
                 "INSERT INTO support(memory_id, token_id, part, alpha) VALUES (?1, ?2, ?3, ?4) "
                 "ON CONFLICT(memory_id, token_id) DO UPDATE SET part = excluded.part, "
                 "alpha = excluded.alpha");
+  bool moved = !same_bits(before.b, after.b) || before.warmup != after.warmup;
   for (const auto& [id, pa] : old_sup) {
     if (new_sup.find(id) == new_sup.end()) {
       del.bind(1, memory_id).bind(2, static_cast<std::int64_t>(id)).run();
       del.reset();
+      moved = true;
     }
   }
   for (const auto& [id, pa] : new_sup) {
@@ -421,6 +357,7 @@ void Store::Impl::write_state(std::int64_t memory_id, const State& before, const
         .bind(4, pa.second)
         .run();
     put.reset();
+    moved = true;
   }
   Statement up(db.handle(),
                "UPDATE memories SET b = ?2, status = ?3, warmup = ?4, kkt_max_violation = ?5, "
@@ -436,6 +373,7 @@ void Store::Impl::write_state(std::int64_t memory_id, const State& before, const
       .bind(8, after.state_sha256)
       .bind(9, seq)
       .run();
+  return moved;
 }
 
 std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& before,
@@ -456,12 +394,16 @@ std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& be
 }
 
 RecordRow Store::Impl::read_record(std::int64_t memory_id, std::int64_t record) {
-  Statement q(db.handle(), "SELECT suspended FROM records WHERE memory_id = ?1 AND record = ?2");
+  const std::string sql = "SELECT suspended, " +
+                          std::string(has_key_id_column ? "key_id" : "NULL") +
+                          " FROM records WHERE memory_id = ?1 AND record = ?2";
+  Statement q(db.handle(), sql.c_str());
   q.bind(1, memory_id).bind(2, record);
   RecordRow r;
   if (q.step()) {
     r.exists = true;
     r.suspended = q.int64(0) != 0;
+    if (!q.is_null(1)) r.key_id = q.text(1);
   }
   return r;
 }

@@ -15,12 +15,14 @@ using namespace store_detail;
 
 namespace {
 
-// Schema version 4 (docs/store.md "Schema"), with kScreeningTableSql and kPendingShredsSql below
-// (shared with the upgrades). Version 3 is this without records.buckets and with version-1 state
+// Schema version 5 (docs/store.md "Schema"), with kScreeningTableSql and kPendingShredsSql below
+// (shared with the upgrades). Version 4 is this without records.bounds and screening.epoch, every
+// bound in the screening row; version 3 also without records.buckets and with version-1 state
 // hashes; version 2 also without records.key_id, the meta row 'encryption' and pending_shreds;
 // version 1 also without the screening table. records.key_id is the id of the record's data key
 // in STORE.keys (NULL: its token payloads are plaintext) and records.buckets its bucket digests
-// (sealed under that key; docs/store.md "Forget without a restore"); neither is a payload, so
+// and records.bounds its screening bounds (both sealed under that key; docs/store.md "Forget
+// without a restore", "Persisted screening"); none is a payload, so
 // they may live in a WITHOUT ROWID table (docs/store.md "Encryption at rest").
 const char* kSchemaSql = R"SQL(
 CREATE TABLE meta(
@@ -50,6 +52,7 @@ CREATE TABLE records(
   added_utc TEXT    NOT NULL,
   key_id    TEXT,
   buckets   BLOB,
+  bounds    BLOB,
   PRIMARY KEY(memory_id, record)
 ) WITHOUT ROWID;
 CREATE TABLE tokens(
@@ -120,7 +123,8 @@ CREATE TABLE IF NOT EXISTS pending_shreds(
 );
 )SQL";
 
-// Version 1 -> 2: the persisted screening bounds (docs/store.md "Persisted screening").
+// Version 1 -> 2: the persisted screening bounds (docs/store.md "Persisted screening"); epoch from
+// version 5 (bounds is then empty: they live in records.bounds).
 const char* kScreeningTableSql = R"SQL(
 CREATE TABLE screening(
   memory_id    INTEGER PRIMARY KEY,
@@ -128,7 +132,8 @@ CREATE TABLE screening(
   tokens       INTEGER NOT NULL,
   bounds       BLOB    NOT NULL,
   checksum     TEXT    NOT NULL,
-  support_sha256 TEXT  NOT NULL
+  support_sha256 TEXT  NOT NULL,
+  epoch        INTEGER NOT NULL DEFAULT 0
 );
 )SQL";
 }  // namespace
@@ -213,7 +218,8 @@ void Store::Impl::open() {
 // the screening table is created and filled for every memory (each restored once from its
 // tokens); from version 2 records.key_id, meta 'encryption' and pending_shreds are added; from
 // version 3 every memory's state hash is checked in the version-1 format and rewritten in the
-// current one (store_rehash.cpp). A read-only connection reads an older store as it is.
+// current one (store_rehash.cpp); from version 4 the screening bounds move into records.bounds
+// (store_screening.cpp). A read-only connection reads an older store as it is.
 void Store::Impl::upgrade_schema() {
   Transaction t(db, true, path, options.busy_timeout_ms);
   const std::int64_t version = db.query_int("PRAGMA user_version");
@@ -230,6 +236,12 @@ void Store::Impl::upgrade_schema() {
   // v4: records.buckets (the record's bucket digests, filled by rehash_states below).
   if (db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'buckets'") == 0)
     db.exec("ALTER TABLE records ADD COLUMN buckets BLOB");
+  // v5: records.bounds and screening.epoch (filled by split_screening below).
+  if (db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'bounds'") == 0)
+    db.exec("ALTER TABLE records ADD COLUMN bounds BLOB");
+  if (version >= 2 &&
+      db.query_int("SELECT count(*) FROM pragma_table_info('screening') WHERE name = 'epoch'") == 0)
+    db.exec("ALTER TABLE screening ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0");
   db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES ('encryption', 'none')");
   db.exec(kPendingShredsSql);
   encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
@@ -243,10 +255,13 @@ void Store::Impl::upgrade_schema() {
   std::vector<std::string> unverified;
   const std::int64_t rehashed = version < 4 ? rehash_states(version, &unverified) : 0;
   std::int64_t rows = 0;
+  if (version >= 2) {
+    for (const MemoryRow& row : all_memory_rows()) split_screening(row);
+  }
   if (version < 2) {
     for (const MemoryRow& row : all_memory_rows()) {
       const Cached& c = ensure_loaded(row);
-      write_screening(row.id, *c.memory);
+      write_screening(row, *c.memory, true, {});
       ++rows;
     }
   }
@@ -260,7 +275,8 @@ void Store::Impl::upgrade_schema() {
       {"screening_rows", rows},
       {"rehashed_memories", rehashed},
       {"unverified_memories", unverified},
-      {"encryption", encryption}}.dump();
+      {"encryption",
+       encryption}}.dump();
   append_audit(e);
   t.commit();
   std::fprintf(stderr, "svattn: store '%s' upgraded from schema version %lld to %d\n", path.c_str(),

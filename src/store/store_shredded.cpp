@@ -184,7 +184,7 @@ bool Store::Impl::purge_memory(std::int64_t memory_id,
   e.certificate = purge_certificate(list, rows, removed);
   append_audit(e);
   write_state(row.id, before, after, e.seq, row.name);
-  write_screening(row.id, *mem);
+  write_screening(row, *mem, true, {});
   t.commit();
   std::fprintf(stderr,
                "svattn: store '%s': %zu record(s) of memory '%s' are shredded (their data keys "

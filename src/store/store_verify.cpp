@@ -125,7 +125,7 @@ void compare_fields(const MemoryRow& row, const State& derived, bool exact,
 void Store::Impl::check_screening(const MemoryRow& row, const TokenSet& tokens, const State& stored,
                                   std::vector<std::string>& problems) {
   std::string problem;
-  const std::vector<double> bounds = read_screening(row, tokens.ids.size(), &problem);
+  const std::vector<double> bounds = read_screening(row, tokens.ids, &problem);
   if (!problem.empty()) {
     problems.push_back("memory '" + row.name + "': persisted screening bounds: " + problem);
     return;

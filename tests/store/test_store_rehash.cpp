@@ -46,6 +46,7 @@ void expect_upgraded(const std::string& path, const State& before) {
   EXPECT_EQ(st.alpha, before.alpha);  // the state is unchanged, only its hash format
   EXPECT_EQ(st.b, before.b);
   EXPECT_EQ(s.memory("a").state_sha256(), st.state_sha256);
+  EXPECT_TRUE(s.last_restore("a").screening_used);  // the bounds moved into the records
   BatchSettings bs;
   bs.problem = s.memory("a").settings().problem;
   EXPECT_EQ(solve_batch(s.memory("a").tokens(), bs).state.state_sha256, st.state_sha256);
@@ -80,7 +81,7 @@ TEST(StoreRehash, PlaintextVersion3StoreIsReadThenUpgraded) {
   expect_read_only_works(path, &before);
   testing::internal::CaptureStderr();
   expect_upgraded(path, before);
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("upgraded from schema version 3 to 4"),
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("upgraded from schema version 3 to 5"),
             std::string::npos);
   // Upgraded once: a second writable open changes nothing.
   const std::size_t entries = Store(path).audit().size();
@@ -114,4 +115,45 @@ TEST(StoreRehash, UpgradeLeavesAHashThatDoesNotCheck) {
   EXPECT_THROW(s.memory("a"), FormatError);
   (void)testing::internal::GetCapturedStderr();
   EXPECT_FALSE(s.verify().ok());
+}
+
+// Schema 4 kept every screening bound in one row per memory; the upgrade to 5 moves them into the
+// records (docs/store.md "Persisted screening") and the memory is still seeded from them.
+TEST(StoreRehash, Version4StoresMoveTheirBoundsIntoTheRecords) {
+  for (const std::string name : {"v4_plain", "v4_enc"}) {
+    SCOPED_TRACE(name);
+    TempDir dir;
+    const std::string path = fixture(dir, name);
+    State before;
+    {
+      StoreOptions ro;
+      ro.read_only = true;
+      Store r(path, ro);
+      before = r.stored_state("a");
+      EXPECT_EQ(before.ids.size(), 40u);
+      EXPECT_EQ(r.memory("a").state_sha256(), before.state_sha256);
+      EXPECT_TRUE(r.last_restore("a").screening_used);  // the schema-4 row, read as it is
+      EXPECT_TRUE(r.verify().ok());
+    }
+    testing::internal::CaptureStderr();
+    {
+      Store s(path);
+      EXPECT_EQ(s.memory("a").state_sha256(), before.state_sha256);
+      EXPECT_TRUE(s.last_restore("a").screening_used);
+      EXPECT_EQ(s.audit().back().operation, "upgrade");
+    }
+    EXPECT_NE(testing::internal::GetCapturedStderr().find("upgraded from schema version 4 to 5"),
+              std::string::npos);
+    {
+      RawDb raw(path);
+      EXPECT_EQ(raw.query_int("SELECT count(*) FROM screening WHERE length(bounds) > 0"), 0);
+      EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE bounds IS NOT NULL"), 4);
+    }
+    Store s(path);
+    const StoreVerification v = s.verify();
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems.front());
+    EXPECT_TRUE(s.forget_record("a", 0).certificate.verify.ok());
+    s.resume_record("a", 4);
+    EXPECT_TRUE(s.verify().ok());
+  }
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,38 +41,70 @@ std::string make_store(const TempDir& dir, bool encrypt = true) {
   return path;
 }
 
-// The checksum of a screening row as docs/store.md "Persisted screening" defines it.
-std::string documented_checksum(std::int64_t memory_id, const std::string& state_sha,
-                                const std::vector<double>& bounds) {
-  const std::string head = "svattn-screening-v1\n" + std::to_string(memory_id) + "\n" + state_sha +
-                           "\n" + std::to_string(bounds.size()) + "\n";
-  std::vector<std::uint8_t> bytes(head.begin(), head.end());
-  const auto* p = reinterpret_cast<const std::uint8_t*>(bounds.data());
-  bytes.insert(bytes.end(), p, p + bounds.size() * sizeof(double));
-  return sha256_hex(bytes);
+// A record's plaintext records.bounds blob as docs/store.md "Persisted screening" defines it:
+// epoch (i64) | bounds (fp64) | SHA-256("svattn-record-bounds-v1\n" MEMORY "\n" RECORD "\n" EPOCH
+// "\n" K "\n" BOUNDS), little-endian.
+std::vector<std::uint8_t> documented_blob(std::int64_t memory_id, std::int64_t record,
+                                          std::int64_t epoch, const std::vector<double>& b) {
+  const std::string head = "svattn-record-bounds-v1\n" + std::to_string(memory_id) + "\n" +
+                           std::to_string(record) + "\n" + std::to_string(epoch) + "\n" +
+                           std::to_string(b.size()) + "\n";
+  std::vector<std::uint8_t> digest_in(head.begin(), head.end());
+  const auto* p = reinterpret_cast<const std::uint8_t*>(b.data());
+  digest_in.insert(digest_in.end(), p, p + b.size() * sizeof(double));
+  const std::string hex = sha256_hex(digest_in);
+  std::vector<std::uint8_t> out(8);
+  std::memcpy(out.data(), &epoch, 8);
+  out.insert(out.end(), p, p + b.size() * sizeof(double));
+  for (std::size_t k = 0; k < 32; ++k)
+    out.push_back(static_cast<std::uint8_t>(std::stoi(hex.substr(2 * k, 2), nullptr, 16)));
+  return out;
 }
 
-std::vector<double> read_bounds(RawDb& db) {
+std::vector<std::uint8_t> record_blob(RawDb& db, std::int64_t record) {
   sqlite3_stmt* q = nullptr;
-  sqlite3_prepare_v2(db.handle(), "SELECT bounds FROM screening", -1, &q, nullptr);
-  std::vector<double> b;
-  if (sqlite3_step(q) == SQLITE_ROW) {
-    b.resize(static_cast<std::size_t>(sqlite3_column_bytes(q, 0)) / sizeof(double));
-    std::memcpy(b.data(), sqlite3_column_blob(q, 0), b.size() * sizeof(double));
+  sqlite3_prepare_v2(db.handle(), "SELECT bounds FROM records WHERE record = ?1", -1, &q, nullptr);
+  sqlite3_bind_int64(q, 1, record);
+  std::vector<std::uint8_t> b;
+  if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) == SQLITE_BLOB) {
+    const auto* p = static_cast<const std::uint8_t*>(sqlite3_column_blob(q, 0));
+    b.assign(p, p + sqlite3_column_bytes(q, 0));
   }
   sqlite3_finalize(q);
   return b;
 }
 
-void write_bounds(RawDb& db, const std::vector<double>& b, const std::string* checksum) {
-  const std::string sql = checksum != nullptr ? "UPDATE screening SET bounds = ?1, checksum = ?2"
-                                              : "UPDATE screening SET bounds = ?1";
+void write_record_blob(RawDb& db, std::int64_t record, const std::vector<std::uint8_t>& b) {
   sqlite3_stmt* q = nullptr;
-  sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &q, nullptr);
-  sqlite3_bind_blob(q, 1, b.data(), static_cast<int>(b.size() * sizeof(double)), SQLITE_TRANSIENT);
-  if (checksum != nullptr) sqlite3_bind_text(q, 2, checksum->c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_prepare_v2(db.handle(), "UPDATE records SET bounds = ?1 WHERE record = ?2", -1, &q,
+                     nullptr);
+  sqlite3_bind_blob(q, 1, b.data(), static_cast<int>(b.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(q, 2, record);
   ASSERT_EQ(sqlite3_step(q), SQLITE_DONE);
   sqlite3_finalize(q);
+}
+
+// Every active record's blob, by record.
+std::map<std::int64_t, std::vector<std::uint8_t>> all_blobs(const std::string& path) {
+  RawDb raw(path);
+  std::map<std::int64_t, std::vector<std::uint8_t>> out;
+  for (std::int64_t r = 0; r < 60; ++r) {
+    std::vector<std::uint8_t> b = record_blob(raw, r);
+    if (!b.empty()) out[r] = std::move(b);
+  }
+  return out;
+}
+
+// The first reserve token's record and a record holding a support token.
+void pick_records(const State& st, std::int64_t* reserve_only, std::int64_t* support) {
+  std::map<std::int64_t, bool> has;
+  for (std::size_t t = 0; t < st.ids.size(); ++t)
+    has[record_of(st.ids[t])] = has[record_of(st.ids[t])] || st.alpha[t] != 0.0;
+  *reserve_only = *support = -1;
+  for (const auto& [r, h] : has) {
+    if (!h && *reserve_only < 0) *reserve_only = r;
+    if (h && *support < 0) *support = r;
+  }
 }
 
 TEST(StoreScreening, ReopenUsesThePersistedBoundsAndFewerKernelValues) {
@@ -106,46 +139,57 @@ TEST(StoreScreening, ReopenUsesThePersistedBoundsAndFewerKernelValues) {
 }
 
 TEST(StoreScreening, TamperedBoundIsDetectedOnOpenAndRederived) {
-  TempDir dir;
-  const std::string path = make_store(dir);
-  const std::string want = Store(path).memory_info("m").state_sha256;
-  {
-    RawDb raw(path);
-    std::vector<double> b = read_bounds(raw);
-    ASSERT_FALSE(b.empty());
-    for (double& x : b) x = 1e6;  // would skip every reserve check if it were used
-    write_bounds(raw, b, nullptr);
+  for (const bool encrypt : {false, true}) {
+    TempDir dir;
+    const std::string path = make_store(dir, encrypt);
+    const std::string want = Store(path).memory_info("m").state_sha256;
+    {
+      RawDb raw(path);
+      std::vector<std::uint8_t> b = record_blob(raw, 3);
+      ASSERT_GT(b.size(), 40u);
+      if (encrypt) {
+        b[b.size() / 2] ^= 0x01;  // sealed: authentication fails
+      } else {
+        for (std::size_t k = 8; k + 32 < b.size(); ++k) b[k] = 0x41;  // ~1e6: would skip checks
+      }
+      write_record_blob(raw, 3, b);
+    }
+    testing::internal::CaptureStderr();
+    Store s(path);
+    EXPECT_EQ(s.memory("m").state_sha256(), want);
+    const std::string err = testing::internal::GetCapturedStderr();
+    const RestoreReport r = s.last_restore("m");
+    EXPECT_FALSE(r.screening_used);
+    EXPECT_NE(r.screening_problem.find("record 3"), std::string::npos) << r.screening_problem;
+    if (!encrypt) EXPECT_NE(r.screening_problem.find("checksum mismatch"), std::string::npos);
+    EXPECT_NE(err.find("persisted screening bounds fail their check"), std::string::npos) << err;
+    const StoreVerification v = s.verify();
+    EXPECT_FALSE(v.ok());
+    bool named = false;
+    for (const std::string& p : v.problems) named = named || p.find("record 3") != p.npos;
+    EXPECT_TRUE(named);
   }
-  testing::internal::CaptureStderr();
-  Store s(path);
-  EXPECT_EQ(s.memory("m").state_sha256(), want);
-  const std::string err = testing::internal::GetCapturedStderr();
-  const RestoreReport r = s.last_restore("m");
-  EXPECT_FALSE(r.screening_used);
-  EXPECT_EQ(r.screening_problem, "checksum mismatch");
-  EXPECT_NE(err.find("persisted screening bounds fail their check"), std::string::npos) << err;
-  const StoreVerification v = s.verify();
-  EXPECT_FALSE(v.ok());
-  bool named = false;
-  for (const std::string& p : v.problems) named = named || p.find("checksum mismatch") != p.npos;
-  EXPECT_TRUE(named);
 }
 
 TEST(StoreScreening, ForgedBoundWithAValidChecksumIsCaughtByVerify) {
   TempDir dir;
-  const std::string path = make_store(dir);
+  const std::string path = make_store(dir, false);
   const MemoryInfo info = Store(path).memory_info("m");
+  const State st = Store(path).stored_state("m");
+  std::int64_t record = -1, support = -1;
+  pick_records(st, &record, &support);
+  ASSERT_GE(record, 0);
   {
     RawDb raw(path);
-    std::vector<double> b = read_bounds(raw);
-    const State st = Store(path).stored_state("m");
-    std::size_t reserve = 0;
-    while (reserve < st.alpha.size() && st.alpha[reserve] != 0.0) ++reserve;
-    ASSERT_LT(reserve, st.alpha.size());
-    b[reserve] = 1e6;
-    const std::string sum =
-        documented_checksum(raw.query_int("SELECT id FROM memories"), info.state_sha256, b);
-    write_bounds(raw, b, &sum);
+    const std::vector<std::uint8_t> old = record_blob(raw, record);
+    std::int64_t epoch = 0;
+    std::memcpy(&epoch, old.data(), 8);
+    std::vector<double> b((old.size() - 40) / 8);
+    std::memcpy(b.data(), old.data() + 8, b.size() * 8);
+    EXPECT_EQ(documented_blob(raw.query_int("SELECT id FROM memories"), record, epoch, b), old);
+    b[0] = 1e6;
+    write_record_blob(raw, record,
+                      documented_blob(raw.query_int("SELECT id FROM memories"), record, epoch, b));
   }
   Store s(path);
   EXPECT_EQ(s.memory("m").state_sha256(), info.state_sha256);
@@ -154,6 +198,60 @@ TEST(StoreScreening, ForgedBoundWithAValidChecksumIsCaughtByVerify) {
   bool named = false;
   for (const std::string& p : v.problems) named = named || p.find("exceeds its gradient") != p.npos;
   EXPECT_TRUE(named) << (v.problems.empty() ? "(no problem)" : v.problems[0]);
+}
+
+// An operation that moves no coefficient rewrites no other record's bounds (same epoch); one that
+// moves the support starts a new epoch and rewrites them all; a blob of an older epoch put back is
+// refused. Either way the reopened memory is seeded from the bounds.
+TEST(StoreScreening, OnlyAMovingOperationRewritesEveryRecordsBounds) {
+  TempDir dir;
+  const std::string path = make_store(dir, false);
+  std::int64_t reserve_only = -1, support = -1;
+  pick_records(Store(path).stored_state("m"), &reserve_only, &support);
+  ASSERT_GE(reserve_only, 0);
+  ASSERT_GE(support, 0);
+  const auto epoch = [&] {
+    RawDb raw(path);
+    return raw.query_int("SELECT epoch FROM screening");
+  };
+  const auto before = all_blobs(path);
+  const std::int64_t e0 = epoch();
+  {
+    Store s(path);
+    (void)s.memory("m");  // the ordinary path on a restored memory
+    s.forget_record("m", reserve_only);
+  }
+  auto after = all_blobs(path);
+  EXPECT_EQ(epoch(), e0);
+  EXPECT_EQ(after.size() + 1, before.size());
+  for (const auto& [r, b] : after) EXPECT_EQ(b, before.at(r)) << "record " << r;
+  {
+    Store s(path);
+    (void)s.memory("m");
+    EXPECT_TRUE(s.last_restore("m").screening_used);
+    s.forget_record("m", support);
+  }
+  EXPECT_EQ(epoch(), e0 + 1);
+  const auto moved = all_blobs(path);
+  for (const auto& [r, b] : moved) EXPECT_NE(b, after.at(r)) << "record " << r;
+  {
+    Store s(path);
+    EXPECT_TRUE(s.verify().ok());
+    (void)s.memory("m");
+    EXPECT_TRUE(s.last_restore("m").screening_used);
+  }
+  const std::int64_t stale = moved.begin()->first;
+  {
+    RawDb raw(path);
+    write_record_blob(raw, stale, after.at(stale));
+  }
+  testing::internal::CaptureStderr();
+  Store s(path);
+  (void)s.memory("m");
+  (void)testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(s.last_restore("m").screening_used);
+  EXPECT_NE(s.last_restore("m").screening_problem.find("epoch"), std::string::npos)
+      << s.last_restore("m").screening_problem;
 }
 
 // A query reads only the support rows and checks them against the persisted support digest: a
