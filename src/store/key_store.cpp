@@ -321,6 +321,23 @@ KeyLookup KeyStore::get(const std::string& key_id) {
   return r;
 }
 
+KeyStore::ReadScope::ReadScope(KeyStore* keys) {
+  if (keys == nullptr || keys->in_read_scope_) return;
+  keys->db_.exec("BEGIN");
+  keys->in_read_scope_ = true;
+  keys_ = keys;
+}
+
+KeyStore::ReadScope::~ReadScope() {
+  if (keys_ == nullptr) return;
+  keys_->in_read_scope_ = false;
+  if (keys_->get_live_ != nullptr) keys_->get_live_->reset();
+  try {
+    keys_->db_.exec("COMMIT");  // a read: nothing to lose
+  } catch (...) {
+  }
+}
+
 KeyDestruction KeyStore::destroy(const std::string& key_id) {
   if (options_.read_only) throw InvalidArgument("key store '" + path_ + "' was opened read-only");
   KeyDestruction d;

@@ -96,6 +96,18 @@ class KeyStore {
   std::vector<NewDataKey> create_keys(const std::vector<KeyOwner>& owners);
   /// The key (unwrapped) or a shredded answer. NotFound if the id was never in this key store.
   KeyLookup get(const std::string& key_id);
+  /// Many get()s in one read transaction of the key store (a restore or a forget without a
+  /// restore looks up one key per record; each get() alone starts and ends a read). Nests.
+  class ReadScope {
+   public:
+    explicit ReadScope(KeyStore* keys);
+    ~ReadScope();
+    ReadScope(const ReadScope&) = delete;
+    ReadScope& operator=(const ReadScope&) = delete;
+
+   private:
+    KeyStore* keys_ = nullptr;  // null: no key store, or an outer scope holds the transaction
+  };
   /// Destroys the key: deletes its row (secure_delete zeroes the bytes), records a tombstone, and
   /// truncates the WAL. NotFound if the id was never in this key store.
   KeyDestruction destroy(const std::string& key_id);
@@ -126,6 +138,7 @@ class KeyStore {
   // get(): the live-key lookup, prepared once, reset after every use (declared after db_, so it is
   // finalized before the connection closes).
   std::unique_ptr<Statement> get_live_;
+  bool in_read_scope_ = false;
   std::string wrapping_;
   bool has_master_ = false;
   SecretKey master_;

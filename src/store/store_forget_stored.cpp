@@ -72,6 +72,7 @@ bool Store::Impl::read_active_buckets(const MemoryRow& row, std::int64_t record,
               "ORDER BY record");
   q.bind(1, row.id);
   PayloadReader pr = payload_reader(row.id);
+  const KeyStore::ReadScope keys_read(key_store.get());
   std::vector<std::uint8_t> plain;
   first = count = 0;
   bool found = false;

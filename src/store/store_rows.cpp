@@ -116,6 +116,7 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row) {
               "SELECT token_id, key, value FROM tokens WHERE memory_id = ?1 ORDER BY token_id");
   q.bind(1, row.id);
   PayloadReader pr = payload_reader(row.id);
+  const KeyStore::ReadScope keys_read(key_store.get());  // one key lookup per record
   Eigen::Index i = 0;
   std::int64_t last_record = -1;
   const RecordEntry* rec = nullptr;

@@ -259,6 +259,7 @@ std::vector<double> Store::Impl::read_screening(const MemoryRow& row,
               "ORDER BY record");
   q.bind(1, row.id);
   PayloadReader pr = payload_reader(row.id);
+  const KeyStore::ReadScope keys_read(key_store.get());
   std::vector<std::uint8_t> plain;
   std::size_t at = 0;
   while (q.step() && at < ranges.size()) {
