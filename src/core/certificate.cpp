@@ -98,24 +98,23 @@ struct BlockWorst {
   double scale = 1.0;
 };
 
-void check_block(const TokenSet& tokens, const std::vector<int>& order, const State& state,
-                 detail::CheckKernelArgs args, int t0, RowMatrix& X, std::vector<double>& ka,
-                 std::vector<double>& kdiag, BlockWorst& out) {
+// Where the check reads keys: rows [t0, t0 + m) of the state's order (block), or the rows `rows`
+// (the support), as m x d row-major doubles; `buf` may hold them.
+struct KeySource {
+  std::function<const double*(int t0, int m, RowMatrix& buf)> block;
+  std::function<void(const std::vector<int>& rows, RowMatrix& out)> gather;
+};
+
+void check_block(const KeySource& src, const State& state, detail::CheckKernelArgs args, int t0,
+                 RowMatrix& X, std::vector<double>& ka, std::vector<double>& kdiag,
+                 BlockWorst& out) {
   const ProblemSettings& p = state.settings;
   const int m = args.m;
-  bool contiguous = true;  // rows t0.. are consecutive rows of the token set: read them in place
-  for (int r = 1; r < m && contiguous; ++r) contiguous = order[t0 + r] == order[t0] + r;
-  if (contiguous) {
-    args.x = tokens.keys.row(order[t0]).data();
-  } else {
-    X.resize(m, args.d);
-    for (int r = 0; r < m; ++r) X.row(r) = tokens.keys.row(order[t0 + r]);
-    args.x = X.data();
-  }
+  args.x = src.block(t0, m, X);
   ka.resize(static_cast<size_t>(m));
   kdiag.resize(static_cast<size_t>(m));
   detail::check_kernel_block(args, ka.data(), kdiag.data());
-  const bool warm = is_warm(static_cast<int>(order.size()), p.C);
+  const bool warm = is_warm(static_cast<int>(state.ids.size()), p.C);
   for (int r = 0; r < m; ++r) {
     const double a = state.alpha[t0 + r];
     const double g = ka[r] + p.ridge * a - kdiag[r] / 2 + state.b;
@@ -128,37 +127,35 @@ void check_block(const TokenSet& tokens, const std::vector<int>& order, const St
       v = std::max(0.0, g);
     else
       v = std::abs(g);
+    // A non-finite key or kernel value fails the check (std::max would drop a NaN).
+    if (!std::isfinite(g)) v = std::numeric_limits<double>::infinity();
     out.worst = std::max(out.worst, v);
     out.scale = std::max(out.scale, kdiag[r]);
   }
 }
 
-void check_kkt(const TokenSet& tokens, const std::vector<int>& order, const State& state,
-               VerifyReport& rep) {
-  const int n = static_cast<int>(order.size());
+void check_kkt(const KeySource& src, int d, const State& state, VerifyReport& rep) {
+  const int n = static_cast<int>(state.ids.size());
   if (n == 0) {
     rep.kkt.max_violation = 0;
     rep.kkt_ok = true;
     return;
   }
   const ProblemSettings& p = state.settings;
-  const Eigen::Index d = tokens.keys.cols();
   std::vector<int> sup;
   for (int t = 0; t < n; ++t)
     if (state.alpha[t] != 0) sup.push_back(t);
   Eigen::VectorXd aS(static_cast<Eigen::Index>(sup.size()));
-  RowMatrix XS(static_cast<Eigen::Index>(sup.size()), d);
-  for (size_t c = 0; c < sup.size(); ++c) {
-    aS[c] = state.alpha[sup[c]];
-    XS.row(c) = tokens.keys.row(order[sup[c]]);
-  }
+  for (size_t c = 0; c < sup.size(); ++c) aS[c] = state.alpha[sup[c]];
+  RowMatrix XS;
+  src.gather(sup, XS);
   const Eigen::VectorXd sq_s = XS.rowwise().squaredNorm();
   detail::CheckKernelArgs args;
   args.type = static_cast<int>(p.kernel.type);
   args.bandwidth = p.kernel.bandwidth;
   args.degree = p.kernel.degree;
   args.coef0 = p.kernel.coef0;
-  args.d = static_cast<int>(d);
+  args.d = d;
   args.xs = XS.data();
   args.sq_s = sq_s.data();
   args.a_s = aS.data();
@@ -175,7 +172,7 @@ void check_kkt(const TokenSet& tokens, const std::vector<int>& order, const Stat
       for (int b = w; b < blocks; b += threads) {
         detail::CheckKernelArgs a = args;
         a.m = std::min(kCheckBlock, n - b * kCheckBlock);
-        check_block(tokens, order, state, a, b * kCheckBlock, X, ka, kdiag, part[w]);
+        check_block(src, state, a, b * kCheckBlock, X, ka, kdiag, part[w]);
       }
     } catch (...) {
       failed[w] = std::current_exception();
@@ -196,6 +193,42 @@ void check_kkt(const TokenSet& tokens, const std::vector<int>& order, const Stat
   // Accept violations up to 1e-8 * scale: the canonical refinement's own acceptance is tighter
   // (docs/math.md); this bound proves the state is an eps-KKT point of the stated problem.
   rep.kkt_ok = worst <= 1e-8 * scale;
+}
+
+// Keys of a token set in the state's order (`order[t]`: the row of state token t), read in place
+// where a block is consecutive rows.
+KeySource token_set_source(const TokenSet& tokens, const std::vector<int>& order) {
+  KeySource s;
+  s.block = [&tokens, &order](int t0, int m, RowMatrix& X) -> const double* {
+    bool contiguous = true;
+    for (int r = 1; r < m && contiguous; ++r) contiguous = order[t0 + r] == order[t0] + r;
+    if (contiguous) return tokens.keys.row(order[t0]).data();
+    X.resize(m, tokens.keys.cols());
+    for (int r = 0; r < m; ++r) X.row(r) = tokens.keys.row(order[t0 + r]);
+    return X.data();
+  };
+  s.gather = [&tokens, &order](const std::vector<int>& rows, RowMatrix& out) {
+    out.resize(static_cast<Eigen::Index>(rows.size()), tokens.keys.cols());
+    for (size_t c = 0; c < rows.size(); ++c) out.row(c) = tokens.keys.row(order[rows[c]]);
+  };
+  return s;
+}
+
+// Keys read from a memory block by block (Memory::tokens(ids) is const and thread-safe): the
+// check never holds a copy of all n keys.
+KeySource memory_source(const Memory& mem, const State& state) {
+  KeySource s;
+  s.block = [&mem, &state](int t0, int m, RowMatrix& X) -> const double* {
+    const std::vector<TokenId> ids(state.ids.begin() + t0, state.ids.begin() + t0 + m);
+    X = mem.tokens(ids).keys;
+    return X.data();
+  };
+  s.gather = [&mem, &state](const std::vector<int>& rows, RowMatrix& out) {
+    std::vector<TokenId> ids;
+    for (int t : rows) ids.push_back(state.ids[static_cast<size_t>(t)]);
+    out = mem.tokens(ids).keys;
+  };
+  return s;
 }
 
 bool keys_distinct(const RowMatrix& keys) {
@@ -295,7 +328,7 @@ VerifyReport verify_impl(const TokenSet& tokens, const State& state, const Toler
                     ? canonical_sha256(p, tokens, order, state.alpha, state.b) == state.state_sha256
                     : state.state_sha256.size() == 64;
   check_feasibility(state, rep);
-  check_kkt(tokens, order, state, rep);
+  check_kkt(token_set_source(tokens, order), static_cast<int>(tokens.keys.cols()), state, rep);
   uniqueness(tokens, p, rep);
   if (resolve) {
     BatchSettings bs;
@@ -358,8 +391,7 @@ bool unmoved(const State& before, const State& after, const std::vector<TokenId>
          after.partition.error == before.partition.error;
 }
 
-OptimalityCheck full_check(const TokenSet& remaining, const State& after, const Tolerances& tol) {
-  const VerifyReport vr = verify_impl(remaining, after, tol, false, false);
+OptimalityCheck full_from(const VerifyReport& vr) {
   OptimalityCheck v;
   v.performed = true;
   v.argument = CertificateArgument::kFull;
@@ -371,6 +403,48 @@ OptimalityCheck full_check(const TokenSet& remaining, const State& after, const 
   v.uniqueness_reason = vr.uniqueness_reason.empty() ? vr.error : vr.uniqueness_reason;
   v.hash_ok = vr.hash_ok;
   return v;
+}
+
+OptimalityCheck full_check(const TokenSet& remaining, const State& after, const Tolerances& tol) {
+  return full_from(verify_impl(remaining, after, tol, false, false));
+}
+
+// Whether the full argument can read the memory block by block instead of a copy of every token:
+// only uniqueness for RBF with ridge 0 needs all keys at once (keys_distinct).
+bool streamable(const State& after) {
+  const ProblemSettings& p = after.settings;
+  const int n = static_cast<int>(after.ids.size());
+  return !(n > 0 && !is_warm(n, p.C) && p.ridge == 0 && p.kernel.type == KernelType::kRbf);
+}
+
+// The full argument on the memory's own tokens, read in blocks (the check never holds a copy of
+// all n keys): the state's settings valid, coefficients finite, ids ascending (so distinct),
+// feasibility, the KKT sign of every token (a non-finite key or kernel value fails it), uniqueness
+// from the settings, and the hash Memory::state() streamed from the tokens (as full_check).
+OptimalityCheck full_check_memory(const Memory& mem, const State& after, const Tolerances& tol) {
+  tol.validate();
+  VerifyReport vr;
+  try {
+    after.settings.validate();
+  } catch (const Error& e) {
+    vr.error = std::string("state cannot be checked: ") + e.what();
+  }
+  bool finite = std::isfinite(after.b);
+  for (double a : after.alpha) finite = finite && std::isfinite(a);
+  if (vr.error.empty() && !finite) vr.error = "state has a non-finite coefficient (alpha or b)";
+  if (vr.error.empty() && after.alpha.size() != after.ids.size())
+    vr.error = "state ids and coefficients have different sizes";
+  if (vr.error.empty() && std::adjacent_find(after.ids.begin(), after.ids.end(),
+                                             std::greater_equal<TokenId>()) != after.ids.end())
+    vr.error = "state ids are not ascending";
+  if (!vr.error.empty()) return full_from(vr);
+  vr.hash_ok = after.state_sha256.size() == 64;
+  check_feasibility(after, vr);
+  check_kkt(memory_source(mem, after), after.dim, after, vr);
+  TokenSet sized;  // uniqueness() reads only the size here (streamable)
+  sized.ids.resize(after.ids.size());
+  uniqueness(sized, after.settings, vr);
+  return full_from(vr);
 }
 
 // The reference argument reads no token bytes and hashes nothing: `after` comes from
@@ -480,14 +554,18 @@ RemovalCertificate removal_certificate(const State& before, const Memory& after_
   // The remaining tokens are copied out of the memory only for the checks that read them all.
   const bool by_reference =
       options.optimality_check && options.allow_reference && unmoved(before, after, c.removed_ids);
+  const bool stream =
+      options.optimality_check && !by_reference && !options.resolve && streamable(after);
   TokenSet remaining;
-  if ((options.optimality_check && !by_reference) || options.resolve)
+  if ((options.optimality_check && !by_reference && !stream) || options.resolve)
     remaining = after_memory.tokens();
   if (!options.optimality_check) {
     c.verify.note =
         "run `svattn memory verify` or verify_state() to check this state independently";
   } else if (by_reference) {
     c.verify = reference_check(after_memory, before, after);
+  } else if (stream) {
+    c.verify = full_check_memory(after_memory, after, ms.tolerances);
   } else {
     c.verify = full_check(remaining, after, ms.tolerances);
   }

@@ -9,8 +9,8 @@
 #include <cstdio>
 
 #include "svattn/hash.h"
-#include "utc_clock.h"
 #include "svattn/store.h"
+#include "utc_clock.h"
 
 namespace svattn::store_detail {
 namespace {

@@ -191,15 +191,18 @@ void Store::Impl::write_record_bounds(std::int64_t memory_id, std::int64_t recor
 
 void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool moved,
                                   const std::vector<std::int64_t>& touched) {
-  const std::vector<double> bounds = mem.gradient_lower_bounds();
   const State& st = mem.state();
   const std::string support = memory_support_digest(row.id, mem, st);
   const auto n = static_cast<std::int64_t>(st.ids.size());
+  // Memory::gradient_lower_bounds() is empty exactly then; it is O(n), so it is only called when a
+  // blob is written (a forget that moved nothing writes none).
+  const bool has_bounds = n > 0 && st.status == Status::kOptimal && !st.warmup;
   const ScreeningHead h = read_screening_head(row.id);
-  const bool same_epoch = !moved && !bounds.empty() && head_intact(row, h) && h.tokens > 0;
+  const bool same_epoch = !moved && has_bounds && head_intact(row, h) && h.tokens > 0;
   const std::int64_t epoch = h.present ? h.epoch + (same_epoch ? 0 : 1) : 1;
-  write_screening_head(row.id, st.state_sha256, bounds.empty() ? 0 : n, epoch, support);
-  if (bounds.empty()) return;  // stale record blobs fail the epoch check
+  write_screening_head(row.id, st.state_sha256, has_bounds ? n : 0, epoch, support);
+  if (!has_bounds) return;  // stale record blobs fail the epoch check
+  std::vector<double> bounds;
   Statement q(db.handle(),
               same_epoch ? "SELECT record, key_id FROM records WHERE memory_id = ?1 AND record = "
                            "?2 AND suspended = 0"
@@ -209,6 +212,8 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
     const auto lo = std::lower_bound(st.ids.begin(), st.ids.end(), record_lo(record));
     const auto hi = std::upper_bound(lo, st.ids.end(), record_hi(record));
     const auto first = static_cast<std::size_t>(lo - st.ids.begin());
+    if (bounds.empty()) bounds = mem.gradient_lower_bounds();
+    SVATTN_ASSERT(bounds.size() == st.ids.size(), "one screening bound per token");
     write_record_bounds(row.id, record, key_id, epoch, bounds.data() + first,
                         static_cast<std::size_t>(hi - lo));
   };

@@ -1,14 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "streams.h"
 #include "svattn/batch_solver.h"
 #include "svattn/certificate.h"
-#include "svattn/memory.h"
 #include "svattn/errors.h"
+#include "svattn/memory.h"
 #include "svattn/readout.h"
-
-#include <cmath>
-#include <limits>
 
 using namespace svattn;
 using svattn::testing::make_keys;
@@ -96,7 +96,8 @@ TEST(Certificate, RemovalCertificateFields) {
   const std::vector<TokenId> rm = {before.partition.margin[0], before.partition.reserve[0], 7};
   const OpDiagnostics dg = m.remove_batch(rm);
   const RowMatrix probes = make_keys(Stream::kGaussian, 16, 4, 4);
-  const nlohmann::json c = removal_certificate(before, m, rm, "patient-1", dg, true, probes).to_json();
+  const nlohmann::json c =
+      removal_certificate(before, m, rm, "patient-1", dg, true, probes).to_json();
   EXPECT_EQ(c["certificate"], "svattn-removal-v1");
   EXPECT_EQ(c["mode"], "audit");
   EXPECT_EQ(c["record_id"], "patient-1");
@@ -125,7 +126,8 @@ TEST(Certificate, AuditModeAfterExplicitEvictionIsScopedToRetainedTokens) {
   const State before = m.state();
   const std::vector<TokenId> rm = {before.partition.margin[0]};
   const OpDiagnostics dg = m.remove_batch(rm);
-  const nlohmann::json c = removal_certificate(before, m, rm, "", dg, false, RowMatrix(0, 4)).to_json();
+  const nlohmann::json c =
+      removal_certificate(before, m, rm, "", dg, false, RowMatrix(0, 4)).to_json();
   EXPECT_EQ(c["mode"], "audit");
   EXPECT_EQ(c["evictions"], evicted.size());
   const std::string scope = c["scope"].get<std::string>();
@@ -149,7 +151,8 @@ TEST(Certificate, BoundedModeSaysSo) {
   const State before = m.state();
   const std::vector<TokenId> rm = {before.partition.margin[0]};
   const OpDiagnostics dg = m.remove_batch(rm);
-  const nlohmann::json c = removal_certificate(before, m, rm, "", dg, true, RowMatrix(0, 3)).to_json();
+  const nlohmann::json c =
+      removal_certificate(before, m, rm, "", dg, true, RowMatrix(0, 3)).to_json();
   EXPECT_EQ(c["mode"], "bounded");
   EXPECT_NE(c["scope"].get<std::string>().find("retained"), std::string::npos);
 }
@@ -226,8 +229,8 @@ TEST(Certificate, ReserveOnlyRemovalCertifiesByReference) {
   const std::vector<TokenId> rm(before.partition.reserve.begin(),
                                 before.partition.reserve.begin() + 3);
   const OpDiagnostics dg = m.remove_batch(rm);
-  const RemovalCertificate c = removal_certificate(before, m, rm, "r", dg, CertificateOptions{},
-                                                   RowMatrix(0, 4));
+  const RemovalCertificate c =
+      removal_certificate(before, m, rm, "r", dg, CertificateOptions{}, RowMatrix(0, 4));
   EXPECT_EQ(c.verify.argument, CertificateArgument::kReference);
   EXPECT_EQ(c.verify.reference_sha256, before.state_sha256);
   EXPECT_TRUE(c.verify.ok());
@@ -245,8 +248,8 @@ TEST(Certificate, SupportRemovalUsesTheFullCheck) {
   const State before = m.state();
   const std::vector<TokenId> rm = {before.partition.margin[0]};
   const OpDiagnostics dg = m.remove_batch(rm);
-  const RemovalCertificate c = removal_certificate(before, m, rm, "", dg, CertificateOptions{},
-                                                   RowMatrix(0, 4));
+  const RemovalCertificate c =
+      removal_certificate(before, m, rm, "", dg, CertificateOptions{}, RowMatrix(0, 4));
   EXPECT_EQ(c.verify.argument, CertificateArgument::kFull);
   EXPECT_TRUE(c.verify.ok());
   // A reference to a state whose coefficients differ is refused: tamper `before` so that the
@@ -257,6 +260,24 @@ TEST(Certificate, SupportRemovalUsesTheFullCheck) {
   const RemovalCertificate c2 =
       removal_certificate(fake, m, rm, "", dg, CertificateOptions{}, RowMatrix(0, 4));
   EXPECT_EQ(c2.verify.argument, CertificateArgument::kFull);
+}
+
+// The full argument of a removal reads the memory block by block (no copy of every token): over
+// several blocks it reports what the verifier computes on a copy of the remaining tokens.
+TEST(Certificate, StreamedFullCheckAgreesWithTheVerifierOnACopy) {
+  Memory m = filled(9000, 3, 21);  // > 2 check blocks of 4096 rows
+  const State before = m.state();
+  const std::vector<TokenId> rm = {before.partition.margin[0], before.partition.margin[1]};
+  const OpDiagnostics dg = m.remove_batch(rm);
+  const RemovalCertificate c =
+      removal_certificate(before, m, rm, "", dg, CertificateOptions{}, RowMatrix(0, 3));
+  ASSERT_EQ(c.verify.argument, CertificateArgument::kFull);
+  EXPECT_TRUE(c.verify.ok());
+  const VerifyReport v = verify_state(m.tokens(), m.state(), Tolerances{}, false);
+  EXPECT_TRUE(v.ok());
+  EXPECT_NEAR(c.verify.max_kkt_violation, v.kkt.max_violation, 1e-15);
+  EXPECT_EQ(c.verify.feasible, v.feasible);
+  EXPECT_EQ(c.verify.uniqueness_reason, v.uniqueness_reason);
 }
 
 TEST(Certificate, RoundTripsThroughJson) {
