@@ -62,46 +62,67 @@ void Store::Impl::write_record_buckets(std::int64_t memory_id, std::int64_t reco
   up.bind(1, memory_id).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
 }
 
+std::string Store::Impl::read_record_blobs(const MemoryRow& row, RecordField field,
+                                           const std::function<bool(std::int64_t)>& wanted,
+                                           const RecordBlobFn& use) {
+  const std::string sql = std::string("SELECT record, key_id, ") +
+                          (field == RecordField::kBuckets ? "buckets" : "bounds") +
+                          " FROM records WHERE memory_id = ?1 AND suspended = 0 ORDER BY record";
+  Statement q(db.handle(), sql.c_str());
+  q.bind(1, row.id);
+  PayloadReader pr = payload_reader(row.id);
+  const KeyStore::ReadScope keys_read(key_store.get());  // one key lookup per record
+  std::vector<std::uint8_t> plain;
+  while (q.step()) {
+    const std::int64_t r = q.int64(0);
+    if (!wanted(r)) continue;
+    const std::string who = "record " + std::to_string(r);
+    if (q.is_null(2)) return who + " has no " + to_string(field);
+    const auto* blob = static_cast<const std::uint8_t*>(q.blob_data(2));
+    auto n = static_cast<std::size_t>(q.bytes(2));
+    if (!q.is_null(1)) {
+      const RecordAad aad{row.id, r, -1, field};
+      try {
+        plain.resize(opened_size(aad, n));
+        pr.opener(q.text(1), r).open_into(aad, blob, n, plain.data(), plain.size());
+      } catch (const FormatError& e) {  // tampered, moved or shredded
+        return who + ": " + e.what();
+      }
+      blob = plain.data();
+      n = plain.size();
+    }
+    std::string problem;
+    if (!use(r, blob, n, problem)) return problem;
+  }
+  return {};
+}
+
 // The persisted bucket digests of every active record, ascending; false when one is missing or
 // does not open (the ordinary path then restores and re-derives).
 bool Store::Impl::read_active_buckets(const MemoryRow& row, std::int64_t record,
                                       std::vector<BucketDigest>& all, std::size_t& first,
                                       std::size_t& count) {
-  Statement q(db.handle(),
-              "SELECT record, key_id, buckets FROM records WHERE memory_id = ?1 AND suspended = 0 "
-              "ORDER BY record");
-  q.bind(1, row.id);
-  PayloadReader pr = payload_reader(row.id);
-  const KeyStore::ReadScope keys_read(key_store.get());
-  std::vector<std::uint8_t> plain;
   first = count = 0;
   bool found = false;
-  while (q.step()) {
-    const std::int64_t r = q.int64(0);
-    if (is_shredded(row.id, r)) continue;  // not in the memory (docs/store.md "Shredded records")
-    if (q.is_null(2)) return false;
-    const auto* blob = static_cast<const std::uint8_t*>(q.blob_data(2));
-    const std::size_t n = static_cast<std::size_t>(q.bytes(2));
-    const std::size_t at = all.size();
-    if (q.is_null(1)) {
-      if (!decode_buckets(blob, n, all)) return false;
-    } else {
-      const RecordAad aad{row.id, r, -1, RecordField::kBuckets};
-      try {
-        plain.resize(opened_size(aad, n));
-        pr.opener(q.text(1), r).open_into(aad, blob, n, plain.data(), plain.size());
-      } catch (const FormatError&) {  // tampered, moved or shredded: the ordinary path decides
-        return false;
-      }
-      if (!decode_buckets(plain.data(), plain.size(), all)) return false;
-    }
-    if (r == record) {
-      found = true;
-      first = at;
-      count = all.size() - at;
-    }
-  }
-  return record < 0 || found;
+  const std::string problem = read_record_blobs(
+      row, RecordField::kBuckets,
+      [&](std::int64_t r) {  // a shredded record is not in the memory (docs/store.md)
+        return !is_shredded(row.id, r);
+      },
+      [&](std::int64_t r, const std::uint8_t* p, std::size_t n, std::string& why) {
+        const std::size_t at = all.size();
+        if (!decode_buckets(p, n, all)) {
+          why = "record " + std::to_string(r) + ": malformed bucket digests";
+          return false;
+        }
+        if (r == record) {
+          found = true;
+          first = at;
+          count = all.size() - at;
+        }
+        return true;
+      });
+  return problem.empty() && (record < 0 || found);
 }
 
 namespace {

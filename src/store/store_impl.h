@@ -411,6 +411,15 @@ struct Store::Impl {
   /// false when one is missing or malformed, or `record` (unless -1) has none.
   bool read_active_buckets(const MemoryRow& row, std::int64_t record,
                            std::vector<BucketDigest>& all, std::size_t& first, std::size_t& count);
+  /// use(record, plaintext, bytes, problem): false stops (with `problem` said).
+  using RecordBlobFn =
+      std::function<bool(std::int64_t, const std::uint8_t*, std::size_t, std::string&)>;
+  /// Every active record (ascending) that `wanted` names, with its records.buckets or
+  /// records.bounds blob (`field`) opened under the record's key when sealed; empty, or the first
+  /// problem ("record R has no …", "record R: …" when a blob does not open, or use's).
+  std::string read_record_blobs(const MemoryRow& row, store_detail::RecordField field,
+                                const std::function<bool(std::int64_t)>& wanted,
+                                const RecordBlobFn& use);
 
   // ------------------------------------------------------------------ store_add_stored.cpp
   /// What adding a record without a restore needs (plan_stored_add).

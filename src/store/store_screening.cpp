@@ -226,6 +226,7 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
     return;
   }
   q.bind(1, row.id);
+  const KeyStore::ReadScope keys_read(key_store.get());  // one key lookup per record
   std::vector<std::pair<std::int64_t, std::string>> recs;
   while (q.step()) recs.emplace_back(q.int64(0), q.is_null(1) ? std::string() : q.text(1));
   q.reset();
@@ -259,43 +260,24 @@ std::vector<double> Store::Impl::read_screening(const MemoryRow& row,
   }
   const std::vector<RecordRange> ranges = record_ranges(ids);
   std::vector<double> bounds(ids.size());
-  Statement q(db.handle(),
-              "SELECT record, key_id, bounds FROM records WHERE memory_id = ?1 AND suspended = 0 "
-              "ORDER BY record");
-  q.bind(1, row.id);
-  PayloadReader pr = payload_reader(row.id);
-  const KeyStore::ReadScope keys_read(key_store.get());
-  std::vector<std::uint8_t> plain;
-  std::size_t at = 0;
-  while (q.step() && at < ranges.size()) {
-    const RecordRange& rg = ranges[at];
-    const std::int64_t r = q.int64(0);
-    if (r < rg.record) continue;  // a record without tokens in the memory
-    if (r > rg.record) break;     // rg.record has no row: reported below
-    ++at;
-    if (q.is_null(2)) {
-      *problem = "record " + std::to_string(r) + " has no bounds";
-      return {};
-    }
-    const auto* blob = static_cast<const std::uint8_t*>(q.blob_data(2));
-    auto n = static_cast<std::size_t>(q.bytes(2));
-    if (!q.is_null(1)) {
-      const RecordAad aad{row.id, r, -1, RecordField::kBounds};
-      try {
-        plain.resize(opened_size(aad, n));
-        pr.opener(q.text(1), r).open_into(aad, blob, n, plain.data(), plain.size());
-      } catch (const FormatError& e) {
-        *problem = "record " + std::to_string(r) + ": " + e.what();
-        return {};
-      }
-      blob = plain.data();
-      n = plain.size();
-    }
-    *problem = decode_record_bounds(row.id, r, h.epoch, blob, n, rg.count, &bounds[rg.first]);
-    if (!problem->empty()) return {};
-  }
-  if (at < ranges.size()) {
-    *problem = "record " + std::to_string(ranges[at].record) + " has no bounds";
+  std::size_t at = 0;         // the next range; records without tokens in the memory are skipped
+  std::int64_t missing = -1;  // the first record with tokens but no records row
+  const auto wanted = [&](std::int64_t r) {
+    for (; at < ranges.size() && ranges[at].record < r; ++at)
+      if (missing < 0) missing = ranges[at].record;
+    return at < ranges.size() && ranges[at].record == r;
+  };
+  *problem = read_record_blobs(
+      row, RecordField::kBounds, wanted,
+      [&](std::int64_t r, const std::uint8_t* p, std::size_t n, std::string& why) {
+        const RecordRange& rg = ranges[at++];
+        why = decode_record_bounds(row.id, r, h.epoch, p, n, rg.count, &bounds[rg.first]);
+        return why.empty();
+      });
+  if (!problem->empty()) return {};
+  if (missing < 0 && at < ranges.size()) missing = ranges[at].record;
+  if (missing >= 0) {
+    *problem = "record " + std::to_string(missing) + " has no bounds";
     return {};
   }
   return bounds;
