@@ -1,19 +1,35 @@
+// The canonical refinement (docs/math.md §3 "Canonical state"): from any approximate optimum,
+// re-derive the partition and solve the KKT system on (S, E) in ascending-id order with a
+// row-wise Cholesky factor, every sum in the fixed four-lane order of fixed_sum.h (blocks of rows,
+// two right-hand sides and four gradient sums at a time, same bits), so the state is a function
+// of the token set alone. Also assembles the public State from per-row arrays.
 #include "canonical.h"
 #include "fixed_sum.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <iterator>
 #include <limits>
 
 namespace svattn::detail {
 
 bool is_warmup(int n, double C) { return static_cast<double>(n) * C <= 1.0 + 1e-9; }
 
+bool g_reuse_row_prefixes = true;
+
+namespace {
+thread_local std::uint64_t t_reused_row_entries = 0;
+}  // namespace
+
+std::uint64_t reused_row_entries() { return t_reused_row_entries; }
+
 void CholeskyCache::invalidate_from(TokenId id) {
   for (size_t i = 0; i < order.size(); ++i) {
     if (order[i] == id) {
-      order.resize(i);
-      rows.resize(i);
+      order.erase(order.begin() + static_cast<std::ptrdiff_t>(i));
+      rows.erase(rows.begin() + static_cast<std::ptrdiff_t>(i));
+      complete = std::min(complete, i);
       return;
     }
   }
@@ -52,7 +68,10 @@ struct Refiner {
     return v;
   }
 
-  // Row-wise Cholesky of Q_SS with prefix reuse. Returns false if a pivot is not positive enough.
+  // Row-wise Cholesky of Q_SS + shift 11' in ascending-id order (docs/math.md §3). Rows of the
+  // common prefix with the cached factor are kept; of every later row whose token had a row, the
+  // entries before the first changed position are kept too. The rest is computed kRowBlock rows at a
+  // time. Returns false if a pivot is not positive enough (the cache then holds the rows before it).
   bool factor(const std::vector<int>& S) {
     const size_t m = S.size();
     if (cache->shift != shift) {
@@ -60,24 +79,82 @@ struct Refiner {
       cache->shift = shift;
     }
     size_t pre = 0;
-    while (pre < cache->order.size() && pre < m && cache->order[pre] == ka.id(S[pre])) ++pre;
+    while (pre < cache->complete && pre < m && cache->order[pre] == ka.id(S[pre])) ++pre;
+    const auto cut = static_cast<std::ptrdiff_t>(pre);
+    std::vector<TokenId> old_order(cache->order.begin() + cut, cache->order.end());
+    std::vector<std::vector<double>> old_rows(std::make_move_iterator(cache->rows.begin() + cut),
+                                              std::make_move_iterator(cache->rows.end()));
     cache->order.resize(pre);
     cache->rows.resize(pre);
-    const double pivot_floor = 1e-14 * scale;
-    for (size_t i = pre; i < m; ++i) {
-      const double* krow = ka.row(S[i]);  // K(S_i, .); K(S_i, S_j) = krow[pos(S_j)]
-      std::vector<double> row(i + 1);
-      for (size_t j = 0; j < i; ++j) {
-        const std::vector<double>& rj = cache->rows[j];
-        row[j] = ((krow[ka.pos(S[j])] + shift) - dot_fixed(row.data(), rj.data(), j)) / rj[j];
+    cache->complete = pre;
+    size_t next_old = 0;  // both orders ascend by id: one merge walk finds the old rows
+    for (size_t i0 = pre; i0 < m; i0 += kRowBlock) {
+      const int nb = static_cast<int>(std::min<size_t>(kRowBlock, m - i0));
+      size_t start[kRowBlock];
+      for (int t = 0; t < nb; ++t) {
+        const TokenId id = ka.id(S[i0 + t]);
+        while (next_old < old_order.size() && old_order[next_old] < id) ++next_old;
+        std::vector<double> row;
+        start[t] = 0;
+        if (g_reuse_row_prefixes && next_old < old_order.size() && old_order[next_old] == id) {
+          row = std::move(old_rows[next_old]);  // entries [0, pre) are this row's
+          start[t] = pre;
+          t_reused_row_entries += pre;
+        }
+        row.resize(i0 + t + 1);
+        cache->order.push_back(id);
+        cache->rows.push_back(std::move(row));
       }
-      const double s = (krow[ka.pos(S[i])] + p.ridge + shift) - dot_fixed(row.data(), row.data(), i);
-      if (!(s > pivot_floor)) return false;
-      row[i] = std::sqrt(s);
-      cache->order.push_back(ka.id(S[i]));
-      cache->rows.push_back(std::move(row));
+      const size_t bad = factor_block(S, i0, nb, start);
+      if (bad < m) {
+        cache->order.resize(bad);
+        cache->rows.resize(bad);
+        cache->complete = bad;
+        return false;
+      }
+      cache->complete = i0 + nb;
     }
     return true;
+  }
+
+  // Fills rows i0 .. i0 + nb - 1 (in the cache, entries before start[t] present) column by column:
+  // entry j of every block row that needs it in one dot_fixed_rows call, and at j = i0 + t row t's
+  // diagonal before the later rows read it. Each entry is the expression of the one-row
+  // factorisation, ((K_ij + shift) - dot_fixed(row_i, row_j, j)) / L_jj, so the bits are the same.
+  // Returns the position of a pivot that is not positive enough, or SIZE_MAX.
+  size_t factor_block(const std::vector<int>& S, size_t i0, int nb, const size_t* start) {
+    const double pivot_floor = 1e-14 * scale;
+    auto& L = cache->rows;
+    const double* krow[kRowBlock];  // K(S_i, .); K(S_i, S_j) = krow[pos(S_j)]
+    double* row[kRowBlock];
+    for (int t = 0; t < nb; ++t) {
+      krow[t] = ka.row(S[i0 + t]);
+      row[t] = L[i0 + t].data();
+    }
+    const double* lhs[kRowBlock];
+    int who[kRowBlock];
+    double dots[kRowBlock];
+    for (size_t j = *std::min_element(start, start + nb); j < i0 + nb; ++j) {
+      const int pj = ka.pos(S[j]);
+      if (j >= i0) {
+        const int t = static_cast<int>(j - i0);
+        const double s = (krow[t][pj] + p.ridge + shift) - dot_fixed(row[t], row[t], j);
+        if (!(s > pivot_floor)) return j;
+        row[t][j] = std::sqrt(s);
+      }
+      int count = 0;
+      for (int t = 0; t < nb; ++t)
+        if (start[t] <= j && j < i0 + t) {
+          lhs[count] = row[t];
+          who[count++] = t;
+        }
+      if (count == 0) continue;
+      const double* rj = L[j].data();
+      dot_fixed_rows(lhs, count, rj, j, dots);
+      for (int c = 0; c < count; ++c)
+        row[who[c]][j] = ((krow[who[c]][pj] + shift) - dots[c]) / rj[j];
+    }
+    return static_cast<size_t>(-1);
   }
 
   // L y = v
@@ -87,19 +164,37 @@ struct Refiner {
       v[i] = (v[i] - dot_fixed(L[i].data(), v.data(), i)) / L[i][i];
     }
   }
-  // L' x = y
-  void backward(std::vector<double>& v) const {
+  // L y = v for two right-hand sides at once: their dot products side by side (dot_fixed_rows);
+  // each vector gets exactly the arithmetic of forward() alone.
+  void forward2(std::vector<double>& v0, std::vector<double>& v1) const {
     const auto& L = cache->rows;
-    for (size_t ii = v.size(); ii-- > 0;) {
-      double s = v[ii];
-      for (size_t k = ii + 1; k < v.size(); ++k) s -= L[k][ii] * v[k];
-      v[ii] = s / L[ii][ii];
+    const double* lhs[2] = {v0.data(), v1.data()};
+    double d[2];
+    for (size_t i = 0; i < v0.size(); ++i) {
+      dot_fixed_rows(lhs, 2, L[i].data(), i, d);
+      v0[i] = (v0[i] - d[0]) / L[i][i];
+      v1[i] = (v1[i] - d[1]) / L[i][i];
+    }
+  }
+  // L' x = y for two right-hand sides: two interleaved subtraction chains, each in the order
+  // k = ii + 1, ii + 2, ... of a single solve (a chain cannot be split without changing its bits).
+  void backward2(std::vector<double>& v0, std::vector<double>& v1) const {
+    const auto& L = cache->rows;
+    for (size_t ii = v0.size(); ii-- > 0;) {
+      double s0 = v0[ii], s1 = v1[ii];
+      for (size_t k = ii + 1; k < v0.size(); ++k) {
+        const double l = L[k][ii];
+        s0 -= l * v0[k];
+        s1 -= l * v1[k];
+      }
+      v0[ii] = s0 / L[ii][ii];
+      v1[ii] = s1 / L[ii][ii];
     }
   }
 
   // acc_i = sum over j in `support` (ascending id) of K_ij * a_j, for every active slot i.
   // Requires every column in `support`, then per checked token i sums K_ij a_j over the support
-  // in its (ascending id) order.
+  // in its (ascending id) order, four tokens per gather_dot_fixed_rows call.
   std::vector<double> kernel_sums(const std::vector<int>& support, const std::vector<double>& a) {
     for (int j : support) ka.require(j);
     std::vector<int> pj(support.size());
@@ -109,9 +204,13 @@ struct Refiner {
       aj[t] = a[support[t]];
     }
     std::vector<double> acc(ns, 0.0);
-    for (int i : checked) {
-      const double* r = ka.row(i);
-      acc[i] = gather_dot_fixed(r, pj.data(), aj.data(), pj.size());
+    const double* rows[kRowBlock];
+    double out[kRowBlock];
+    for (size_t c0 = 0; c0 < checked.size(); c0 += kRowBlock) {
+      const int nb = static_cast<int>(std::min<size_t>(kRowBlock, checked.size() - c0));
+      for (int t = 0; t < nb; ++t) rows[t] = ka.row(checked[c0 + t]);
+      gather_dot_fixed_rows(rows, nb, pj.data(), aj.data(), pj.size(), out);
+      for (int t = 0; t < nb; ++t) acc[checked[c0 + t]] = out[t];
     }
     return acc;
   }
@@ -325,13 +424,12 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
         for (size_t t = 0; t < m; ++t) rhs[t] = ka.diag(S[t]) / 2;
       }
       const double s = 1.0 - static_cast<double>(E.size()) * C;
+      // u = Q^-1 rhs and w = Q^-1 1 through y = L^-1 1, the two solves side by side.
       std::vector<double> u = rhs;
-      r.forward(u);
-      r.backward(u);
       y.assign(m, 1.0);
-      r.forward(y);
+      r.forward2(u, y);
       std::vector<double> w = y;
-      r.backward(w);
+      r.backward2(u, w);
       double sw = 0, su = 0;
       for (size_t t = 0; t < m; ++t) {
         sw += w[t];

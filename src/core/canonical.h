@@ -31,19 +31,32 @@ class KernelAccess {
   virtual double kernel_value(int i, int j) const = 0;
 };
 
-/// Row-wise Cholesky factor of Q_SS = K_SS + mu I in ascending-id order. Row i depends only on
-/// rows < i, so a factor of a common prefix is reused bit-identically.
+/// Row-wise Cholesky factor of Q_SS = K_SS + mu I in ascending-id order. Entry j of a row depends
+/// only on the token's kernel values and rows < j + 1, so a factor of a common prefix is reused
+/// bit-identically, and so are the first entries of the later rows: after the first position p
+/// where the token order changed, a token that had a row keeps its entries j < p (docs/math.md §3
+/// "Vector lanes, same bits").
 struct CholeskyCache {
   std::vector<TokenId> order;
-  std::vector<std::vector<double>> rows;  // rows[i] has i + 1 entries
-  double shift = 0;                       // the 11' shift the rows were computed with
-  /// Drops every row from the first position whose id is `id` (call when a token is removed).
+  std::vector<std::vector<double>> rows;  // rows[i] has i + 1 entries (its position when computed)
+  /// Rows [0, complete) are rows of the current factor; rows from `complete` on hold only their
+  /// first `complete` entries (an earlier row was dropped since they were computed).
+  std::size_t complete = 0;
+  double shift = 0;  // the 11' shift the rows were computed with
+  /// Drops the row of `id` (call when a token is removed); later rows keep their entries before it.
   void invalidate_from(TokenId id);
   void clear() {
     order.clear();
     rows.clear();
+    complete = 0;
   }
 };
+
+/// Reuse of the first entries of rows past the common prefix (CholeskyCache); on by default.
+/// Switched off, the factor recomputes every such row whole (same bits; the benchmark's A/B).
+extern bool g_reuse_row_prefixes;
+/// Factor entries taken over from earlier rows past the common prefix, on this thread (tests).
+std::uint64_t reused_row_entries();
 
 struct CanonicalResult {
   std::vector<double> alpha;  ///< per slot (0 for reserve and inactive slots)
