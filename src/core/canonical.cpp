@@ -35,13 +35,6 @@ void CholeskyCache::invalidate_from(TokenId id) {
   }
 }
 
-double kernel_scale(KernelAccess& ka) {
-  double s = 1.0;
-  for (int i = 0; i < ka.num_slots(); ++i)
-    if (ka.active(i)) s = std::max(s, ka.diag(i));
-  return s;
-}
-
 namespace {
 
 struct Refiner {
@@ -51,9 +44,11 @@ struct Refiner {
   CholeskyCache* cache;
   CholeskyCache local;
   int ns = 0;
-  std::vector<int> active;   // active slots, slot order
-  std::vector<int> checked;  // active slots whose gradient is computed (not screened out)
-  double scale = 1, tau = 0, gtol = 0;
+  std::vector<int> active;      // active slots, slot order
+  std::vector<int> checked;     // active slots whose gradient is computed (not screened out)
+  std::vector<int> candidates;  // slots that were ever outside the reserve set in this refinement
+  std::vector<double> acc;      // per slot: the gradient sums of the last kernel_sums()
+  double scale = 1, tau = 0, gtol = 0;  // scale: max(1, max_i K_ii), for relative tolerances
   // The margin system is solved with Q_SS + shift * 11' (shift = scale). On the constraint
   // sum a_S = s this only moves b by shift * s, but it makes the factor positive definite whenever
   // Q is positive definite on the subspace 1' v = 0 (e.g. linear kernels with ridge 0), which is
@@ -62,6 +57,35 @@ struct Refiner {
 
   Refiner(KernelAccess& k, const ProblemSettings& ps, const Tolerances& t, CholeskyCache* c)
       : ka(k), p(ps), tol(t), cache(c ? c : &local) {}
+
+  // One pass over the slots: the active ones, those whose gradient is checked, the kernel scale
+  // (max(1, max K_ii), slot order) and the initial partition from the alpha thresholds.
+  void scan_slots(const std::vector<double>& guess, const std::vector<char>* skip,
+                  std::vector<Set>& set) {
+    const char* live = ka.live_flags();
+    const double* kd = ka.diag_values();
+    const int ng = static_cast<int>(guess.size());
+    active.reserve(ns);
+    checked.reserve(ns);
+    for (int i = 0; i < ns; ++i) {
+      if (live && !live[i]) continue;
+      active.push_back(i);
+      if (!skip || !(*skip)[i]) checked.push_back(i);
+      scale = std::max(scale, kd[i]);
+      const double a = i < ng ? guess[i] : 0.0;
+      if (a <= tau) continue;  // reserve
+      set[i] = a >= p.C - tau ? Set::kError : Set::kMargin;
+      candidates.push_back(i);
+    }
+  }
+
+  // A repair: the token moves to `to`; one leaving the reserve set becomes a candidate.
+  void move_to(int slot, Set to, std::vector<Set>& set) {
+    if (to != Set::kReserve && set[slot] == Set::kReserve &&
+        std::find(candidates.begin(), candidates.end(), slot) == candidates.end())
+      candidates.push_back(slot);
+    set[slot] = to;
+  }
 
   std::vector<int> sorted_by_id(std::vector<int> v) const {
     std::sort(v.begin(), v.end(), [&](int a, int b) { return ka.id(a) < ka.id(b); });
@@ -195,7 +219,8 @@ struct Refiner {
   // acc_i = sum over j in `support` (ascending id) of K_ij * a_j, for every active slot i.
   // Requires every column in `support`, then per checked token i sums K_ij a_j over the support
   // in its (ascending id) order, four tokens per gather_dot_fixed_rows call.
-  std::vector<double> kernel_sums(const std::vector<int>& support, const std::vector<double>& a) {
+  const std::vector<double>& kernel_sums(const std::vector<int>& support,
+                                         const std::vector<double>& a) {
     for (int j : support) ka.require(j);
     std::vector<int> pj(support.size());
     std::vector<double> aj(support.size());
@@ -203,7 +228,7 @@ struct Refiner {
       pj[t] = ka.pos(support[t]);
       aj[t] = a[support[t]];
     }
-    std::vector<double> acc(ns, 0.0);
+    acc.resize(ns);  // kept between calls: only the checked entries are read
     const double* rows[kRowBlock];
     double out[kRowBlock];
     for (size_t c0 = 0; c0 < checked.size(); c0 += kRowBlock) {
@@ -287,20 +312,16 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
   res.alpha.assign(r.ns, 0.0);
   res.g.assign(r.ns, 0.0);
   res.set.assign(r.ns, Set::kReserve);
-  for (int i = 0; i < r.ns; ++i)
-    if (ka.active(i)) r.active.push_back(i);
+  const double C = p.C, mu = p.ridge;
+  r.tau = tol.alpha_tol * std::min(C, 1.0);
+  r.scan_slots(alpha_guess, skip, res.set);  // also the initial partition (step 1)
   const int n = static_cast<int>(r.active.size());
   res.screened = skip != nullptr;
-  for (int i : r.active)
-    if (!skip || !(*skip)[i]) r.checked.push_back(i);
   if (n == 0) {
     res.status = Status::kEmpty;
     return res;
   }
-  r.scale = kernel_scale(ka);
   r.shift = r.scale;
-  const double C = p.C, mu = p.ridge;
-  r.tau = tol.alpha_tol * std::min(C, 1.0);
   r.gtol = tol.kkt_tol * r.scale;
 
   if (is_warmup(n, C)) {
@@ -334,24 +355,18 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
     return res;
   }
 
-  // Initial partition from the thresholds.
-  for (int i : r.active) {
-    const double a = i < static_cast<int>(alpha_guess.size()) ? alpha_guess[i] : 0.0;
-    if (a <= r.tau) res.set[i] = Set::kReserve;
-    else if (a >= C - r.tau) res.set[i] = Set::kError;
-    else res.set[i] = Set::kMargin;
-  }
-
   res.status = Status::kKktViolated;
   for (int iter = 0; iter <= tol.max_refine_iterations; ++iter) {
+    // S and E from the candidates (every non-reserve slot is one), each in ascending id; only
+    // candidates can hold a nonzero coefficient from an earlier round.
     std::vector<int> S, E;
-    for (int i : r.active) {
+    for (int i : r.candidates) {
       if (res.set[i] == Set::kMargin) S.push_back(i);
       else if (res.set[i] == Set::kError) E.push_back(i);
+      res.alpha[i] = 0.0;
     }
     S = r.sorted_by_id(S);
     E = r.sorted_by_id(E);
-    std::fill(res.alpha.begin(), res.alpha.end(), 0.0);
     for (int j : E) res.alpha[j] = C;
 
     struct Violation {
@@ -367,7 +382,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
       // Only b is free. Feasible only if |E| C == 1. Every gradient is needed here.
       r.checked = r.active;
       res.screened = false;
-      std::vector<double> acc = r.kernel_sums(E, res.alpha);
+      const std::vector<double>& acc = r.kernel_sums(E, res.alpha);
       std::vector<double> h(r.ns, 0.0);
       for (int i : r.active) h[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2;
       const double mass = static_cast<double>(E.size()) * C;
@@ -441,7 +456,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
       res.b = bshift + r.shift * s;
 
       const std::vector<int> support = merge_by_id(ka, S, E);
-      std::vector<double> acc = r.kernel_sums(support, res.alpha);
+      const std::vector<double>& acc = r.kernel_sums(support, res.alpha);
       for (int i : r.checked) res.g[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2 + res.b;
 
       // Schur complement of a non-margin token i: gamma = Q_ii - z'z + (1 - y'z)^2 / c, z = L^-1 K_Si.
@@ -494,9 +509,9 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
         if (a.size != b.size) return a.size < b.size;
         return ka.id(a.slot) > ka.id(b.slot);
       });
-      res.set[it->slot] = it->to;
+      r.move_to(it->slot, it->to, res.set);
     } else {
-      for (const Violation& v : viol) res.set[v.slot] = v.to;
+      for (const Violation& v : viol) r.move_to(v.slot, v.to, res.set);
     }
   }
   if (res.status != Status::kOptimal) {
@@ -521,7 +536,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
       else if (res.set[i] == Set::kError) res.error.push_back(i);
     }
     const std::vector<int> support = merge_by_id(ka, res.margin, res.error);
-    std::vector<double> acc = r.kernel_sums(support, res.alpha);
+    const std::vector<double>& acc = r.kernel_sums(support, res.alpha);
     double bsum = 0.0;
     for (int i : res.margin) bsum += -(acc[i] + mu * res.alpha[i] - ka.diag(i) / 2);
     res.b = res.margin.empty() ? 0.0 : bsum / static_cast<double>(res.margin.size());

@@ -22,6 +22,10 @@ class KernelAccess {
   virtual TokenId id(int slot) const = 0;
   /// K_ii (no ridge).
   virtual double diag(int slot) const = 0;
+  /// The active() flags as one array (nonzero: active), or nullptr when every slot is active; and
+  /// the diag() values as one array. The refinement's pass over all slots reads these.
+  virtual const char* live_flags() const = 0;
+  virtual const double* diag_values() const = 0;
   /// Makes K(:, j) addressable at position pos(j) of every row.
   virtual void require(int j) = 0;
   virtual int pos(int j) const = 0;
@@ -71,9 +75,6 @@ struct CanonicalResult {
   int repairs = 0;            ///< partition changes after the initial thresholding
   bool screened = false;      ///< the skip list was honoured (skipped slots' g not computed)
 };
-
-/// Problem scale used by relative tolerances: max(1, max_i K_ii).
-double kernel_scale(KernelAccess& ka);
 
 /// skip (optional, per slot): reserve/error tokens whose KKT sign the caller has proved by a bound;
 /// their g is neither computed nor checked (left as is in the result). Ignored in warm-up and
