@@ -7,7 +7,7 @@
 //   bench_forget --scaling-n 1000,5000,20000,100000,200000 [--scaling-clustered-n 20000]
 //                [--margin-tokens 20] [--records 5] [--random-tokens 200] [--reps 1]
 //                [--old-bound-n N,...] [--scan-n N,...] [--path-length-n N,...]
-//                [--drift-only-n N,...] ...
+//                [--drift-only-n N,...] [--canonical-ab-n N,...] ...
 //   bench_forget --bound-study-n 20000 [--study-removals 10]
 //     measured evaluation of screening bounds (bound_study.h).
 //     prints only the scaling tables of issue 15 (forget_scaling.h).
@@ -18,6 +18,7 @@
 
 #include "bench_common.h"
 #include "bound_study.h"
+#include "core/canonical.h"  // detail::g_reuse_row_prefixes
 #include "core/fixed_sum.h"
 #include "core/memory_impl.h"  // detail::g_exact_offset_screening
 #include "forget_scaling.h"
@@ -286,6 +287,11 @@ int main(int argc, char** argv) {
   const std::vector<int> path_length_rows = args.ints("path-length-n", "");
   // Extra rows at these n with the drift bound alone (no spread bound): A/B of the rechecks.
   const std::vector<int> drift_only_rows = args.ints("drift-only-n", "");
+  // Rows at these n under three kernel configurations of the canonical refinement, in this order
+  // per n (same bits, so the same path and the same gradients recomputed): the vector row forms
+  // with row reuse (the default), the fixed sums on the scalar lanes, and the single-sum vector
+  // code without row reuse (the code before the row forms). A/B of issue 15 item 3 in one run.
+  const std::vector<int> canonical_ab = args.ints("canonical-ab-n", "");
   // Measured evaluation of screening bounds (bound_study.h) at these n: a sustained sequence of
   // --study-removals margin-token removals, every reserve gradient change computed from the keys.
   const std::vector<int> study = args.ints("bound-study-n", "");
@@ -302,7 +308,7 @@ int main(int argc, char** argv) {
   for (int n : study) bench::bound_study(n, p, study_removals);
   if (!study.empty() && scaling.empty() && scaling_clustered.empty()) return 0;
   if (!scaling.empty() || !scaling_clustered.empty() || !old_bound.empty() || !scan_rows.empty() ||
-      !path_length_rows.empty() || !drift_only_rows.empty()) {
+      !path_length_rows.empty() || !drift_only_rows.empty() || !canonical_ab.empty()) {
     std::printf("### Exact removal at scale (RBF, d = %d, sigma^2 = %g d, C = %g, ridge = %g)\n\n",
                 p.d, p.sigma2_per_dim, p.C, p.settings().ridge);
     std::printf(
@@ -348,6 +354,30 @@ int main(int argc, char** argv) {
     ab_rows(scan_rows, "gaussian, slot scan", detail::g_slack_index);
     ab_rows(drift_only_rows, "gaussian, drift bound only", detail::g_spread_bound);
     ab_rows(path_length_rows, "gaussian, path-length drift", detail::g_net_displacement);
+    // A/B rows of the canonical refinement's kernels (the switches are restored after each row).
+    struct KernelMode {
+      const char* name;
+      bool vector, row_blocks, reuse;
+    };
+    const KernelMode modes[] = {{"gaussian, row forms + row reuse", true, true, true},
+                                {"gaussian, scalar lanes", false, true, true},
+                                {"gaussian, single sums, no row reuse", true, false, false}};
+    for (int n : canonical_ab) {
+      const bool large = n >= 100000;
+      for (const KernelMode& km : modes) {
+        const bool vector = detail::set_vector_sums(km.vector);
+        detail::g_row_blocks = km.row_blocks;
+        detail::g_reuse_row_prefixes = km.reuse;
+        rows.push_back(bench::scaling_row(
+            km.name, n, p, false, large ? large_tokens : margin_tokens,
+            large ? large_records : records, large ? large_random : random_tokens,
+            large ? large_reps : reps));
+        detail::set_vector_sums(vector);
+        detail::g_row_blocks = true;
+        detail::g_reuse_row_prefixes = true;
+        bench::print_scaling({rows.back()});
+      }
+    }
     for (int n : scaling_clustered) {
       rows.push_back(
           bench::scaling_row("clustered", n, p, true, margin_tokens, records, random_tokens, reps));

@@ -44,10 +44,11 @@ struct Refiner {
   CholeskyCache* cache;
   CholeskyCache local;
   int ns = 0;
-  std::vector<int> active;      // active slots, slot order
+  int num_active = 0;
   std::vector<int> checked;     // active slots whose gradient is computed (not screened out)
   std::vector<int> candidates;  // slots that were ever outside the reserve set in this refinement
   std::vector<double> acc;      // per slot: the gradient sums of the last kernel_sums()
+  std::vector<int> active_;     // all_active()
   double scale = 1, tau = 0, gtol = 0;  // scale: max(1, max_i K_ii), for relative tolerances
   // The margin system is solved with Q_SS + shift * 11' (shift = scale). On the constraint
   // sum a_S = s this only moves b by shift * s, but it makes the factor positive definite whenever
@@ -58,18 +59,17 @@ struct Refiner {
   Refiner(KernelAccess& k, const ProblemSettings& ps, const Tolerances& t, CholeskyCache* c)
       : ka(k), p(ps), tol(t), cache(c ? c : &local) {}
 
-  // One pass over the slots: the active ones, those whose gradient is checked, the kernel scale
-  // (max(1, max K_ii), slot order) and the initial partition from the alpha thresholds.
+  // One pass over the slots: the active ones counted, those whose gradient is checked, the kernel
+  // scale (max(1, max K_ii), slot order) and the initial partition from the alpha thresholds.
   void scan_slots(const std::vector<double>& guess, const std::vector<char>* skip,
                   std::vector<Set>& set) {
     const char* live = ka.live_flags();
     const double* kd = ka.diag_values();
     const int ng = static_cast<int>(guess.size());
-    active.reserve(ns);
     checked.reserve(ns);
     for (int i = 0; i < ns; ++i) {
       if (live && !live[i]) continue;
-      active.push_back(i);
+      ++num_active;
       if (!skip || !(*skip)[i]) checked.push_back(i);
       scale = std::max(scale, kd[i]);
       const double a = i < ng ? guess[i] : 0.0;
@@ -87,6 +87,18 @@ struct Refiner {
     set[slot] = to;
   }
 
+  // The active slots in slot order, listed on first use (only the warm-up, an empty margin set, a
+  // failed refinement and the ridge-0 duplicate check visit every slot).
+  const std::vector<int>& all_active() {
+    if (active_.empty() && num_active > 0) {
+      const char* live = ka.live_flags();
+      active_.reserve(num_active);
+      for (int i = 0; i < ns; ++i)
+        if (!live || live[i]) active_.push_back(i);
+    }
+    return active_;
+  }
+
   std::vector<int> sorted_by_id(std::vector<int> v) const {
     std::sort(v.begin(), v.end(), [&](int a, int b) { return ka.id(a) < ka.id(b); });
     return v;
@@ -94,8 +106,9 @@ struct Refiner {
 
   // Row-wise Cholesky of Q_SS + shift 11' in ascending-id order (docs/math.md §3). Rows of the
   // common prefix with the cached factor are kept; of every later row whose token had a row, the
-  // entries before the first changed position are kept too. The rest is computed kRowBlock rows at a
-  // time. Returns false if a pivot is not positive enough (the cache then holds the rows before it).
+  // entries before the first changed position are kept too. The rest is computed kRowBlock rows
+  // at a time. Returns false if a pivot is not positive enough (the cache then holds the rows
+  // before it).
   bool factor(const std::vector<int>& S) {
     const size_t m = S.size();
     if (cache->shift != shift) {
@@ -315,7 +328,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
   const double C = p.C, mu = p.ridge;
   r.tau = tol.alpha_tol * std::min(C, 1.0);
   r.scan_slots(alpha_guess, skip, res.set);  // also the initial partition (step 1)
-  const int n = static_cast<int>(r.active.size());
+  const int n = r.num_active;
   res.screened = skip != nullptr;
   if (n == 0) {
     res.status = Status::kEmpty;
@@ -325,30 +338,30 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
   r.gtol = tol.kkt_tol * r.scale;
 
   if (is_warmup(n, C)) {
-    r.checked = r.active;
+    r.checked = r.all_active();
     res.screened = false;
     // The only feasible point with C raised to 1/n: a_i = 1/n, every token at its (raised) bound.
     const double a = 1.0 / n;
-    for (int i : r.active) {
+    for (int i : r.all_active()) {
       res.alpha[i] = a;
       res.set[i] = Set::kError;
     }
-    res.error = r.sorted_by_id(r.active);
+    res.error = r.sorted_by_id(r.all_active());
     // Every token is in the support: sum fresh kernel values (no column cache of n columns).
     std::vector<double> acc(r.ns, 0.0);
-    for (int i : r.active) {
+    for (int i : r.all_active()) {
       double s = 0.0;
       for (int j : res.error) s += ka.kernel_value(i, j) * a;
       acc[i] = s;
     }
     double hmax = -std::numeric_limits<double>::infinity();
-    for (int i : r.active) {
+    for (int i : r.all_active()) {
       const double h = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2;
       res.g[i] = h;
       hmax = std::max(hmax, h);
     }
     res.b = -hmax;
-    for (int i : r.active) res.g[i] += res.b;
+    for (int i : r.all_active()) res.g[i] += res.b;
     res.warmup = true;
     res.status = Status::kWarmup;
     res.kkt = kkt_report(r, res);
@@ -380,15 +393,15 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
 
     if (S.empty()) {
       // Only b is free. Feasible only if |E| C == 1. Every gradient is needed here.
-      r.checked = r.active;
+      r.checked = r.all_active();
       res.screened = false;
       const std::vector<double>& acc = r.kernel_sums(E, res.alpha);
       std::vector<double> h(r.ns, 0.0);
-      for (int i : r.active) h[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2;
+      for (int i : r.all_active()) h[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2;
       const double mass = static_cast<double>(E.size()) * C;
       auto pick = [&](Set from, bool smallest) {
         int best = -1;
-        for (int i : r.active) {
+        for (int i : r.all_active()) {
           if (res.set[i] != from) continue;
           if (best < 0 || (smallest ? h[i] < h[best] : h[i] > h[best]) ||
               (h[i] == h[best] && ka.id(i) < ka.id(best)))
@@ -404,7 +417,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
         if (k >= 0) viol.push_back({k, Set::kMargin, 1.0});
       } else {
         double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
-        for (int i : r.active) {
+        for (int i : r.all_active()) {
           if (res.set[i] == Set::kReserve) lo = std::max(lo, -h[i]);
           else hi = std::min(hi, -h[i]);
         }
@@ -417,7 +430,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
         }
       }
       if (viol.empty()) {
-        for (int i : r.active) res.g[i] = h[i] + res.b;
+        for (int i : r.all_active()) res.g[i] = h[i] + res.b;
       }
     } else {
       for (int j : S) ka.require(j);
@@ -518,9 +531,9 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
     // No verified canonical point: report the (feasible) input coefficients with their partition
     // and gradients, b chosen as the mean over the margin set, so the residuals say how far from
     // optimal the returned state is.
-    r.checked = r.active;
+    r.checked = r.all_active();
     res.screened = false;
-    for (int i : r.active) {
+    for (int i : r.all_active()) {
       const double a = i < static_cast<int>(alpha_guess.size()) ? alpha_guess[i] : 0.0;
       res.alpha[i] = std::min(C, std::max(0.0, a));
       res.set[i] = res.alpha[i] <= r.tau ? Set::kReserve
@@ -531,7 +544,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
     }
     res.margin.clear();
     res.error.clear();
-    for (int i : r.sorted_by_id(r.active)) {
+    for (int i : r.sorted_by_id(r.all_active())) {
       if (res.set[i] == Set::kMargin) res.margin.push_back(i);
       else if (res.set[i] == Set::kError) res.error.push_back(i);
     }
@@ -540,9 +553,10 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
     double bsum = 0.0;
     for (int i : res.margin) bsum += -(acc[i] + mu * res.alpha[i] - ka.diag(i) / 2);
     res.b = res.margin.empty() ? 0.0 : bsum / static_cast<double>(res.margin.size());
-    for (int i : r.active) res.g[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2 + res.b;
+    for (int i : r.all_active()) res.g[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2 + res.b;
   }
-  if (res.status == Status::kOptimal && mu == 0 && has_tradable_duplicate(ka, r.active, res)) {
+  if (res.status == Status::kOptimal && mu == 0 &&
+      has_tradable_duplicate(ka, r.all_active(), res)) {
     res.status = Status::kSingular;
   }
   res.kkt = kkt_report(r, res);
