@@ -287,10 +287,11 @@ int main(int argc, char** argv) {
   const std::vector<int> path_length_rows = args.ints("path-length-n", "");
   // Extra rows at these n with the drift bound alone (no spread bound): A/B of the rechecks.
   const std::vector<int> drift_only_rows = args.ints("drift-only-n", "");
-  // Rows at these n under three kernel configurations of the canonical refinement, in this order
+  // Rows at these n under four kernel configurations of the canonical refinement, in this order
   // per n (same bits, so the same path and the same gradients recomputed): the vector row forms
-  // with row reuse (the default), the fixed sums on the scalar lanes, and the single-sum vector
-  // code without row reuse (the code before the row forms). A/B of issue 15 item 3 in one run.
+  // with row reuse (the default), the row forms without row reuse, the fixed sums on the scalar
+  // lanes, and the single-sum vector code without row reuse (the code before the row forms).
+  // A/B of issue 15 item 3 in one run.
   const std::vector<int> canonical_ab = args.ints("canonical-ab-n", "");
   // Measured evaluation of screening bounds (bound_study.h) at these n: a sustained sequence of
   // --study-removals margin-token removals, every reserve gradient change computed from the keys.
@@ -360,6 +361,7 @@ int main(int argc, char** argv) {
       bool vector, row_blocks, reuse;
     };
     const KernelMode modes[] = {{"gaussian, row forms + row reuse", true, true, true},
+                                {"gaussian, row forms, no row reuse", true, true, false},
                                 {"gaussian, scalar lanes", false, true, true},
                                 {"gaussian, single sums, no row reuse", true, false, false}};
     for (int n : canonical_ab) {

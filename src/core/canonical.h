@@ -1,6 +1,7 @@
 // Canonical refinement (SPEC §4): from any approximate optimum, re-derive the partition and solve
-// the KKT system on (S, E) in ascending token-id order with a deterministic scalar Cholesky. Two
-// paths that reach the same partition produce the same bits. Internal header.
+// the KKT system on (S, E) in ascending token-id order with a row-wise Cholesky whose sums follow
+// the fixed lane order (fixed_sum.h, vector or scalar: the same bits). Two paths that reach the
+// same partition produce the same bits. Internal header.
 #pragma once
 #include <cstdint>
 #include <vector>
