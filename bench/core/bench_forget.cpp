@@ -8,6 +8,8 @@
 //                [--margin-tokens 20] [--records 5] [--random-tokens 200] [--reps 1]
 //                [--old-bound-n N,...] [--scan-n N,...] [--path-length-n N,...]
 //                [--drift-only-n N,...] [--canonical-ab-n N,...] ...
+//   bench_forget --canonical-interleaved-n 20000,200000 [--interleaved-removals 40]
+//     the canonical refinement's kernel configurations interleaved on one memory per n.
 //   bench_forget --bound-study-n 20000 [--study-removals 10]
 //     measured evaluation of screening bounds (bound_study.h).
 //     prints only the scaling tables of issue 15 (forget_scaling.h).
@@ -253,6 +255,78 @@ StreamRow bench_stream(int n, const bench::BenchProblem& p, double budget_s) {
   return row;
 }
 
+// Kernel configurations of the canonical refinement (same bits; docs/math.md §3 "Row forms").
+struct KernelMode {
+  const char* name;
+  bool vector, row_blocks, reuse;
+};
+constexpr KernelMode kKernelModes[] = {{"row forms + row reuse", true, true, true},
+                                       {"row forms, no row reuse", true, true, false},
+                                       {"scalar lanes", false, true, true},
+                                       {"single sums, no row reuse", true, false, false}};
+constexpr int kNumKernelModes = static_cast<int>(sizeof kKernelModes / sizeof kKernelModes[0]);
+
+// Sets one configuration for its lifetime, then the defaults.
+struct KernelModeScope {
+  bool vector;
+  explicit KernelModeScope(const KernelMode& km) : vector(detail::set_vector_sums(km.vector)) {
+    detail::g_row_blocks = km.row_blocks;
+    detail::g_reuse_row_prefixes = km.reuse;
+  }
+  ~KernelModeScope() {
+    detail::set_vector_sums(vector);
+    detail::g_row_blocks = true;
+    detail::g_reuse_row_prefixes = true;
+  }
+};
+
+// Interleaved A/B on one memory: margin removals (each re-added; the hash must come back) cycle
+// through the kernel configurations, so load drifts on a shared machine hit all of them alike.
+void canonical_interleaved(int n, const bench::BenchProblem& p, int removals) {
+  const RowMatrix keys = bench::scaling_keys(n, p, false);
+  const TokenSet tokens = TokenSet::from_rows(keys);
+  BatchSettings bs;
+  bs.problem = p.settings();
+  const State state = solve_batch(tokens, bs).state;
+  MemorySettings ms;
+  ms.problem = p.settings();
+  Memory memory = Memory::restore(ms, tokens, state);
+  const auto& margin = state.partition.margin;
+  std::vector<double> canonical[kNumKernelModes], total[kNumKernelModes];
+  int restored = 0;
+  for (int k = 0; k < removals && !margin.empty(); ++k) {
+    const int mode = k % kNumKernelModes;
+    const TokenId id = margin[static_cast<std::size_t>(k) * 7919 % margin.size()];
+    {
+      const KernelModeScope scope(kKernelModes[mode]);
+      const OpDiagnostics d = memory.remove(id);
+      canonical[mode].push_back(d.canonical_seconds);
+      total[mode].push_back(d.seconds);
+      TokenSet t;
+      t.ids = {id};
+      t.keys = keys.row(id);
+      t.values = t.keys;
+      memory.add_batch(t);
+    }
+    restored += memory.state_sha256() == state.state_sha256 ? 1 : 0;
+  }
+  std::printf("\n#### Canonical refinement, configurations interleaved (n = %d, |S| / |E| = "
+              "%zu / %zu)\n\n",
+              n, margin.size(), state.partition.error.size());
+  std::printf("| configuration | margin removals | canonical refinement median / mean (ms) | "
+              "margin removal median (ms) |\n|---|---:|---:|---:|\n");
+  for (int m = 0; m < kNumKernelModes; ++m) {
+    double sum = 0;
+    for (double t : canonical[m]) sum += t;
+    std::printf("| %s | %zu | %.3f / %.3f | %.3f |\n", kKernelModes[m].name, canonical[m].size(),
+                1e3 * bench::median(canonical[m]),
+                canonical[m].empty() ? 0.0 : 1e3 * sum / static_cast<double>(canonical[m].size()),
+                1e3 * bench::median(total[m]));
+  }
+  std::printf("\nhash restored after %d/%d re-adds\n", restored, removals);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -293,6 +367,10 @@ int main(int argc, char** argv) {
   // lanes, and the single-sum vector code without row reuse (the code before the row forms).
   // A/B of issue 15 item 3 in one run.
   const std::vector<int> canonical_ab = args.ints("canonical-ab-n", "");
+  // The same four configurations interleaved over the margin removals of one memory per n
+  // (--interleaved-removals removals, each re-added).
+  const std::vector<int> interleaved = args.ints("canonical-interleaved-n", "");
+  const int interleaved_removals = static_cast<int>(args.num("interleaved-removals", 40));
   // Measured evaluation of screening bounds (bound_study.h) at these n: a sustained sequence of
   // --study-removals margin-token removals, every reserve gradient change computed from the keys.
   const std::vector<int> study = args.ints("bound-study-n", "");
@@ -306,10 +384,14 @@ int main(int argc, char** argv) {
   if (scalar_sums) detail::set_vector_sums(false);
   std::printf("<!-- fixed-order sums: %s -->\n\n",
               detail::g_vector_sums ? "AVX vector lanes" : "scalar lanes");
+  const bool scaling_tables = !scaling.empty() || !scaling_clustered.empty() ||
+                              !old_bound.empty() || !scan_rows.empty() ||
+                              !path_length_rows.empty() || !drift_only_rows.empty() ||
+                              !canonical_ab.empty();
   for (int n : study) bench::bound_study(n, p, study_removals);
-  if (!study.empty() && scaling.empty() && scaling_clustered.empty()) return 0;
-  if (!scaling.empty() || !scaling_clustered.empty() || !old_bound.empty() || !scan_rows.empty() ||
-      !path_length_rows.empty() || !drift_only_rows.empty() || !canonical_ab.empty()) {
+  for (int n : interleaved) canonical_interleaved(n, p, interleaved_removals);
+  if ((!study.empty() || !interleaved.empty()) && !scaling_tables) return 0;
+  if (scaling_tables) {
     std::printf("### Exact removal at scale (RBF, d = %d, sigma^2 = %g d, C = %g, ridge = %g)\n\n",
                 p.d, p.sigma2_per_dim, p.C, p.settings().ridge);
     std::printf(
@@ -356,27 +438,14 @@ int main(int argc, char** argv) {
     ab_rows(drift_only_rows, "gaussian, drift bound only", detail::g_spread_bound);
     ab_rows(path_length_rows, "gaussian, path-length drift", detail::g_net_displacement);
     // A/B rows of the canonical refinement's kernels (the switches are restored after each row).
-    struct KernelMode {
-      const char* name;
-      bool vector, row_blocks, reuse;
-    };
-    const KernelMode modes[] = {{"gaussian, row forms + row reuse", true, true, true},
-                                {"gaussian, row forms, no row reuse", true, true, false},
-                                {"gaussian, scalar lanes", false, true, true},
-                                {"gaussian, single sums, no row reuse", true, false, false}};
     for (int n : canonical_ab) {
       const bool large = n >= 100000;
-      for (const KernelMode& km : modes) {
-        const bool vector = detail::set_vector_sums(km.vector);
-        detail::g_row_blocks = km.row_blocks;
-        detail::g_reuse_row_prefixes = km.reuse;
+      for (const KernelMode& km : kKernelModes) {
+        const KernelModeScope scope(km);
         rows.push_back(bench::scaling_row(
-            km.name, n, p, false, large ? large_tokens : margin_tokens,
-            large ? large_records : records, large ? large_random : random_tokens,
-            large ? large_reps : reps));
-        detail::set_vector_sums(vector);
-        detail::g_row_blocks = true;
-        detail::g_reuse_row_prefixes = true;
+            std::string("gaussian, ") + km.name, n, p, false,
+            large ? large_tokens : margin_tokens, large ? large_records : records,
+            large ? large_random : random_tokens, large ? large_reps : reps));
         bench::print_scaling({rows.back()});
       }
     }
