@@ -1,8 +1,8 @@
 // The canonical refinement (docs/math.md §3 "Canonical state"): from any approximate optimum,
 // re-derive the partition and solve the KKT system on (S, E) in ascending-id order with a
-// row-wise Cholesky factor, every sum in the fixed four-lane order of fixed_sum.h (blocks of rows,
-// two right-hand sides and four gradient sums at a time, same bits), so the state is a function
-// of the token set alone. Also assembles the public State from per-row arrays.
+// row-wise Cholesky factor, every sum in the fixed four-lane order of fixed_sum.h (blocks of eight
+// rows, two right-hand sides and eight gradient sums at a time, same bits), so the state is a
+// function of the token set alone. Also assembles the public State from per-row arrays.
 #include "canonical.h"
 #include "fixed_sum.h"
 
@@ -231,7 +231,7 @@ struct Refiner {
 
   // acc_i = sum over j in `support` (ascending id) of K_ij * a_j, for every active slot i.
   // Requires every column in `support`, then per checked token i sums K_ij a_j over the support
-  // in its (ascending id) order, four tokens per gather_dot_fixed_rows call.
+  // in its (ascending id) order, kRowBlock tokens per gather_dot_fixed_rows call.
   const std::vector<double>& kernel_sums(const std::vector<int>& support,
                                          const std::vector<double>& a) {
     for (int j : support) ka.require(j);

@@ -3,7 +3,7 @@
 // for AVX without FMA, and the core with -ffp-contract=off), the tail goes into lane 0 and the
 // lanes are combined as (lane0 + lane1) + (lane2 + lane3) in scalar code. IEEE multiply and add
 // round each lane exactly as the scalar code does, so both produce the same bits. The row forms
-// run up to four such sums side by side, each with its own accumulator vector.
+// run up to eight such sums side by side, each with its own accumulator vector.
 #include "fixed_sum.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -54,14 +54,19 @@ void gather_dot_fixed_rows_scalar(const double* const* r, int count, const int* 
 #if SVATTN_HAVE_AVX_CODE
 namespace {
 
-// Lane l of acc is lane l of the scalar sum; the tail goes into lane 0, then (l0 + l1) + (l2 + l3).
-template <typename Tail>
+// Lane l of acc is lane l of the scalar sum; the tail (n - k < 4 terms) goes into lane 0 from left
+// to right, then (l0 + l1) + (l2 + l3). The tail is written out: as a loop the compiler vectorised
+// it for lengths it can never have.
+template <typename Term>
 __attribute__((target("avx"))) inline double finish_lanes(__m256d acc, std::size_t k,
-                                                          std::size_t n, Tail tail) {
+                                                          std::size_t n, Term term) {
   alignas(32) double l[4];
   _mm256_store_pd(l, acc);
-  for (; k < n; ++k) l[0] += tail(k);
-  return (l[0] + l[1]) + (l[2] + l[3]);
+  double l0 = l[0];
+  if (k < n) l0 += term(k);
+  if (k + 1 < n) l0 += term(k + 1);
+  if (k + 2 < n) l0 += term(k + 2);
+  return (l0 + l[1]) + (l[2] + l[3]);
 }
 
 template <int C>
@@ -107,7 +112,11 @@ void dot_fixed_rows_avx(const double* const* a, int count, const double* b, std:
     case 1: dot_rows<1>(a, b, n, out); break;
     case 2: dot_rows<2>(a, b, n, out); break;
     case 3: dot_rows<3>(a, b, n, out); break;
-    default: dot_rows<4>(a, b, n, out); break;
+    case 4: dot_rows<4>(a, b, n, out); break;
+    case 5: dot_rows<5>(a, b, n, out); break;
+    case 6: dot_rows<6>(a, b, n, out); break;
+    case 7: dot_rows<7>(a, b, n, out); break;
+    default: dot_rows<8>(a, b, n, out); break;
   }
 }
 
@@ -118,7 +127,11 @@ void gather_dot_fixed_rows_avx(const double* const* r, int count, const int* idx
     case 1: gather_rows<1>(r, idx, w, n, out); break;
     case 2: gather_rows<2>(r, idx, w, n, out); break;
     case 3: gather_rows<3>(r, idx, w, n, out); break;
-    default: gather_rows<4>(r, idx, w, n, out); break;
+    case 4: gather_rows<4>(r, idx, w, n, out); break;
+    case 5: gather_rows<5>(r, idx, w, n, out); break;
+    case 6: gather_rows<6>(r, idx, w, n, out); break;
+    case 7: gather_rows<7>(r, idx, w, n, out); break;
+    default: gather_rows<8>(r, idx, w, n, out); break;
   }
 }
 
@@ -128,10 +141,7 @@ __attribute__((target("avx"))) double dot_fixed_avx(const double* a, const doubl
   std::size_t k = 0;
   for (; k + 4 <= n; k += 4)
     acc = _mm256_add_pd(acc, _mm256_mul_pd(_mm256_loadu_pd(a + k), _mm256_loadu_pd(b + k)));
-  alignas(32) double l[4];
-  _mm256_store_pd(l, acc);
-  for (; k < n; ++k) l[0] += a[k] * b[k];
-  return (l[0] + l[1]) + (l[2] + l[3]);
+  return finish_lanes(acc, k, n, [&](std::size_t q) { return a[q] * b[q]; });
 }
 
 __attribute__((target("avx"))) double sq_dist_fixed_avx(const double* a, const double* b,
@@ -142,13 +152,10 @@ __attribute__((target("avx"))) double sq_dist_fixed_avx(const double* a, const d
     const __m256d t = _mm256_sub_pd(_mm256_loadu_pd(a + k), _mm256_loadu_pd(b + k));
     acc = _mm256_add_pd(acc, _mm256_mul_pd(t, t));
   }
-  alignas(32) double l[4];
-  _mm256_store_pd(l, acc);
-  for (; k < n; ++k) {
-    const double t = a[k] - b[k];
-    l[0] += t * t;
-  }
-  return (l[0] + l[1]) + (l[2] + l[3]);
+  return finish_lanes(acc, k, n, [&](std::size_t q) {
+    const double t = a[q] - b[q];
+    return t * t;
+  });
 }
 
 __attribute__((target("avx"))) double gather_dot_fixed_avx(const double* r, const int* idx,
@@ -159,10 +166,7 @@ __attribute__((target("avx"))) double gather_dot_fixed_avx(const double* r, cons
     const __m256d g = _mm256_set_pd(r[idx[k + 3]], r[idx[k + 2]], r[idx[k + 1]], r[idx[k]]);
     acc = _mm256_add_pd(acc, _mm256_mul_pd(g, _mm256_loadu_pd(w + k)));
   }
-  alignas(32) double l[4];
-  _mm256_store_pd(l, acc);
-  for (; k < n; ++k) l[0] += r[idx[k]] * w[k];
-  return (l[0] + l[1]) + (l[2] + l[3]);
+  return finish_lanes(acc, k, n, [&](std::size_t q) { return r[idx[q]] * w[q]; });
 }
 #else
 void dot_fixed_rows_avx(const double* const* a, int count, const double* b, std::size_t n,

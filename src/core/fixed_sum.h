@@ -15,12 +15,12 @@
 // operation exactly as the scalar lanes do: the same bits with or without the vector code
 // (docs/math.md §3). set_vector_sums(false) forces the scalar lanes (tests compare the two).
 //
-// The row forms (dot_fixed_rows, gather_dot_fixed_rows) evaluate up to four such sums that share
-// one operand side by side: one accumulator vector per sum, so four lane chains are in flight
-// instead of one (the single sum is bound by the add latency). Each sum keeps its own lanes, tail
-// and final combine, so every result has the bits of the single-sum form. They serve the canonical
-// refinement: blocks of Cholesky rows, two right-hand sides of a triangular solve, and the gradient
-// sums of four tokens at a time (docs/math.md §3 "Vector lanes, same bits").
+// The row forms (dot_fixed_rows, gather_dot_fixed_rows) evaluate up to kRowBlock = 8 such sums that
+// share one operand side by side: one accumulator vector per sum, so up to eight chains of four
+// lanes are in flight instead of one (the single sum is bound by the add latency). Each sum keeps
+// its own lanes, tail and final combine, so every result has the bits of the single-sum form. They
+// serve the canonical refinement: blocks of Cholesky rows, two right-hand sides of a triangular
+// solve, and the gradient sums of eight tokens at a time (docs/math.md §3 "Row forms").
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -105,7 +105,7 @@ inline double gather_dot_fixed(const double* r, const int* idx, const double* w,
 }
 
 /// Up to this many sums per call of the row forms.
-inline constexpr int kRowBlock = 4;
+inline constexpr int kRowBlock = 8;
 
 void dot_fixed_rows_scalar(const double* const* a, int count, const double* b, std::size_t n,
                            double* out);

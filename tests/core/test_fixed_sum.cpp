@@ -59,7 +59,7 @@ TEST(FixedSum, VectorLanesEqualScalarLanesBitForBit) {
   EXPECT_GT(differ_from_naive, 100);
 }
 
-// The row forms (up to four sums side by side, AVX) give each sum the bits of the scalar lanes.
+// The row forms (up to kRowBlock sums side by side, AVX) give each sum the scalar lanes' bits.
 TEST(FixedSum, RowFormsEqualScalarLanesBitForBit) {
   if (!detail::vector_sums_available()) GTEST_SKIP() << "no AVX on this CPU";
   std::mt19937_64 rng(5);
