@@ -8,7 +8,7 @@
 //                [--margin-tokens 20] [--records 5] [--random-tokens 200] [--reps 1]
 //                [--old-bound-n N,...] [--scan-n N,...] [--path-length-n N,...]
 //                [--drift-only-n N,...] [--canonical-ab-n N,...] ...
-//   bench_forget --canonical-interleaved-n 20000,200000 [--interleaved-removals 40]
+//   bench_forget --canonical-interleaved-n 20000,200000 [--interleaved-tokens 12]
 //     the canonical refinement's kernel configurations interleaved on one memory per n.
 //   bench_forget --bound-study-n 20000 [--study-removals 10]
 //     measured evaluation of screening bounds (bound_study.h).
@@ -280,9 +280,11 @@ struct KernelModeScope {
   }
 };
 
-// Interleaved A/B on one memory: margin removals (each re-added; the hash must come back) cycle
-// through the kernel configurations, so load drifts on a shared machine hit all of them alike.
-void canonical_interleaved(int n, const bench::BenchProblem& p, int removals) {
+// Interleaved A/B on one memory: every one of `count` margin tokens is removed (and re-added; the
+// hash must come back) once under each kernel configuration, the order rotating per token, so the
+// configurations time the same operations and load drifts on a shared machine hit all alike.
+// Ratios are per token (paired), against the first configuration (the default).
+void canonical_interleaved(int n, const bench::BenchProblem& p, int count) {
   const RowMatrix keys = bench::scaling_keys(n, p, false);
   const TokenSet tokens = TokenSet::from_rows(keys);
   BatchSettings bs;
@@ -292,36 +294,43 @@ void canonical_interleaved(int n, const bench::BenchProblem& p, int removals) {
   ms.problem = p.settings();
   Memory memory = Memory::restore(ms, tokens, state);
   const auto& margin = state.partition.margin;
-  std::vector<double> canonical[kNumKernelModes], total[kNumKernelModes];
-  int restored = 0;
-  for (int k = 0; k < removals && !margin.empty(); ++k) {
-    const int mode = k % kNumKernelModes;
-    const TokenId id = margin[static_cast<std::size_t>(k) * 7919 % margin.size()];
-    {
-      const KernelModeScope scope(kKernelModes[mode]);
-      const OpDiagnostics d = memory.remove(id);
-      canonical[mode].push_back(d.canonical_seconds);
-      total[mode].push_back(d.seconds);
-      TokenSet t;
-      t.ids = {id};
-      t.keys = keys.row(id);
-      t.values = t.keys;
-      memory.add_batch(t);
+  std::vector<double> canonical[kNumKernelModes], total[kNumKernelModes], ratio[kNumKernelModes];
+  int restored = 0, removals = 0;
+  for (int k = 0; k < count && !margin.empty(); ++k) {
+    const TokenId id = margin[static_cast<std::size_t>(k) * margin.size() / count];
+    double c[kNumKernelModes];
+    for (int r = 0; r < kNumKernelModes; ++r) {
+      const int mode = (r + k) % kNumKernelModes;
+      {
+        const KernelModeScope scope(kKernelModes[mode]);
+        const OpDiagnostics d = memory.remove(id);
+        c[mode] = d.canonical_seconds;
+        canonical[mode].push_back(d.canonical_seconds);
+        total[mode].push_back(d.seconds);
+        TokenSet t;
+        t.ids = {id};
+        t.keys = keys.row(id);
+        t.values = t.keys;
+        memory.add_batch(t);
+      }
+      ++removals;
+      restored += memory.state_sha256() == state.state_sha256 ? 1 : 0;
     }
-    restored += memory.state_sha256() == state.state_sha256 ? 1 : 0;
+    for (int m = 0; m < kNumKernelModes; ++m) ratio[m].push_back(c[m] / c[0]);
   }
   std::printf("\n#### Canonical refinement, configurations interleaved (n = %d, |S| / |E| = "
               "%zu / %zu)\n\n",
               n, margin.size(), state.partition.error.size());
   std::printf("| configuration | margin removals | canonical refinement median / mean (ms) | "
-              "margin removal median (ms) |\n|---|---:|---:|---:|\n");
+              "canonical / default, per token (median) | margin removal median (ms) |\n"
+              "|---|---:|---:|---:|---:|\n");
   for (int m = 0; m < kNumKernelModes; ++m) {
     double sum = 0;
     for (double t : canonical[m]) sum += t;
-    std::printf("| %s | %zu | %.3f / %.3f | %.3f |\n", kKernelModes[m].name, canonical[m].size(),
-                1e3 * bench::median(canonical[m]),
+    std::printf("| %s | %zu | %.3f / %.3f | %.2f | %.3f |\n", kKernelModes[m].name,
+                canonical[m].size(), 1e3 * bench::median(canonical[m]),
                 canonical[m].empty() ? 0.0 : 1e3 * sum / static_cast<double>(canonical[m].size()),
-                1e3 * bench::median(total[m]));
+                bench::median(ratio[m]), 1e3 * bench::median(total[m]));
   }
   std::printf("\nhash restored after %d/%d re-adds\n", restored, removals);
   std::fflush(stdout);
@@ -367,10 +376,10 @@ int main(int argc, char** argv) {
   // lanes, and the single-sum vector code without row reuse (the code before the row forms).
   // A/B of issue 15 item 3 in one run.
   const std::vector<int> canonical_ab = args.ints("canonical-ab-n", "");
-  // The same four configurations interleaved over the margin removals of one memory per n
-  // (--interleaved-removals removals, each re-added).
+  // The same four configurations interleaved on one memory per n: --interleaved-tokens margin
+  // tokens, each removed (and re-added) once under every configuration.
   const std::vector<int> interleaved = args.ints("canonical-interleaved-n", "");
-  const int interleaved_removals = static_cast<int>(args.num("interleaved-removals", 40));
+  const int interleaved_tokens = static_cast<int>(args.num("interleaved-tokens", 12));
   // Measured evaluation of screening bounds (bound_study.h) at these n: a sustained sequence of
   // --study-removals margin-token removals, every reserve gradient change computed from the keys.
   const std::vector<int> study = args.ints("bound-study-n", "");
@@ -389,7 +398,7 @@ int main(int argc, char** argv) {
                               !path_length_rows.empty() || !drift_only_rows.empty() ||
                               !canonical_ab.empty();
   for (int n : study) bench::bound_study(n, p, study_removals);
-  for (int n : interleaved) canonical_interleaved(n, p, interleaved_removals);
+  for (int n : interleaved) canonical_interleaved(n, p, interleaved_tokens);
   if ((!study.empty() || !interleaved.empty()) && !scaling_tables) return 0;
   if (scaling_tables) {
     std::printf("### Exact removal at scale (RBF, d = %d, sigma^2 = %g d, C = %g, ridge = %g)\n\n",
