@@ -58,8 +58,8 @@ namespace {
 // to right, then (l0 + l1) + (l2 + l3). The tail is written out: as a loop the compiler vectorised
 // it for lengths it can never have.
 template <typename Term>
-__attribute__((target("avx"))) inline double finish_lanes(__m256d acc, std::size_t k,
-                                                          std::size_t n, Term term) {
+__attribute__((target("avx"))) inline double finish_lanes(__m256d acc, std::size_t k, std::size_t n,
+                                                          Term term) {
   alignas(32) double l[4];
   _mm256_store_pd(l, acc);
   double l0 = l[0];
@@ -70,8 +70,8 @@ __attribute__((target("avx"))) inline double finish_lanes(__m256d acc, std::size
 }
 
 template <int C>
-__attribute__((target("avx"))) void dot_rows(const double* const* a, const double* b,
-                                             std::size_t n, double* out) {
+__attribute__((target("avx"))) void dot_rows(const double* const* a, const double* b, std::size_t n,
+                                             double* out) {
   __m256d acc[C];
   for (int t = 0; t < C; ++t) acc[t] = _mm256_setzero_pd();
   std::size_t k = 0;
@@ -109,14 +109,30 @@ void dot_fixed_rows_avx(const double* const* a, int count, const double* b, std:
                         double* out) {
   ++t_row_counts.vector;
   switch (count) {
-    case 1: dot_rows<1>(a, b, n, out); break;
-    case 2: dot_rows<2>(a, b, n, out); break;
-    case 3: dot_rows<3>(a, b, n, out); break;
-    case 4: dot_rows<4>(a, b, n, out); break;
-    case 5: dot_rows<5>(a, b, n, out); break;
-    case 6: dot_rows<6>(a, b, n, out); break;
-    case 7: dot_rows<7>(a, b, n, out); break;
-    default: dot_rows<8>(a, b, n, out); break;
+    case 1:
+      dot_rows<1>(a, b, n, out);
+      break;
+    case 2:
+      dot_rows<2>(a, b, n, out);
+      break;
+    case 3:
+      dot_rows<3>(a, b, n, out);
+      break;
+    case 4:
+      dot_rows<4>(a, b, n, out);
+      break;
+    case 5:
+      dot_rows<5>(a, b, n, out);
+      break;
+    case 6:
+      dot_rows<6>(a, b, n, out);
+      break;
+    case 7:
+      dot_rows<7>(a, b, n, out);
+      break;
+    default:
+      dot_rows<8>(a, b, n, out);
+      break;
   }
 }
 
@@ -124,14 +140,30 @@ void gather_dot_fixed_rows_avx(const double* const* r, int count, const int* idx
                                std::size_t n, double* out) {
   ++t_row_counts.vector;
   switch (count) {
-    case 1: gather_rows<1>(r, idx, w, n, out); break;
-    case 2: gather_rows<2>(r, idx, w, n, out); break;
-    case 3: gather_rows<3>(r, idx, w, n, out); break;
-    case 4: gather_rows<4>(r, idx, w, n, out); break;
-    case 5: gather_rows<5>(r, idx, w, n, out); break;
-    case 6: gather_rows<6>(r, idx, w, n, out); break;
-    case 7: gather_rows<7>(r, idx, w, n, out); break;
-    default: gather_rows<8>(r, idx, w, n, out); break;
+    case 1:
+      gather_rows<1>(r, idx, w, n, out);
+      break;
+    case 2:
+      gather_rows<2>(r, idx, w, n, out);
+      break;
+    case 3:
+      gather_rows<3>(r, idx, w, n, out);
+      break;
+    case 4:
+      gather_rows<4>(r, idx, w, n, out);
+      break;
+    case 5:
+      gather_rows<5>(r, idx, w, n, out);
+      break;
+    case 6:
+      gather_rows<6>(r, idx, w, n, out);
+      break;
+    case 7:
+      gather_rows<7>(r, idx, w, n, out);
+      break;
+    default:
+      gather_rows<8>(r, idx, w, n, out);
+      break;
   }
 }
 

@@ -182,9 +182,9 @@ TEST(FixedSum, MemoriesBuiltWithAndWithoutVectorSumsHashIdentically) {
       if (!km.reuse) EXPECT_EQ(reused, 0u) << km.name;
     }
     for (int mode = 1; mode < kNumModes; ++mode) {
-      EXPECT_EQ(hash[0], hash[mode]) << "problem " << problem << " ("
-                                     << svattn::testing::stream_name(s) << ", n = " << n
-                                     << ", d = " << d << "), " << kModes[mode].name;
+      EXPECT_EQ(hash[0], hash[mode])
+          << "problem " << problem << " (" << svattn::testing::stream_name(s) << ", n = " << n
+          << ", d = " << d << "), " << kModes[mode].name;
       EXPECT_EQ(batch[0], batch[mode]) << "problem " << problem << ", " << kModes[mode].name;
     }
     EXPECT_EQ(hash[0], batch[0]) << "problem " << problem;
