@@ -7,7 +7,9 @@
 //   bench_forget --scaling-n 1000,5000,20000,100000,200000 [--scaling-clustered-n 20000]
 //                [--margin-tokens 20] [--records 5] [--random-tokens 200] [--reps 1]
 //                [--old-bound-n N,...] [--scan-n N,...] [--path-length-n N,...]
-//                [--drift-only-n N,...] ...
+//                [--drift-only-n N,...] [--canonical-ab-n N,...] ...
+//   bench_forget --canonical-interleaved-n 20000,200000 [--interleaved-tokens 12]
+//     the canonical refinement's kernel configurations interleaved on one memory per n.
 //   bench_forget --bound-study-n 20000 [--study-removals 10]
 //     measured evaluation of screening bounds (bound_study.h).
 //     prints only the scaling tables of issue 15 (forget_scaling.h).
@@ -18,6 +20,7 @@
 
 #include "bench_common.h"
 #include "bound_study.h"
+#include "core/canonical.h"  // detail::g_reuse_row_prefixes
 #include "core/fixed_sum.h"
 #include "core/memory_impl.h"  // detail::g_exact_offset_screening
 #include "forget_scaling.h"
@@ -252,6 +255,87 @@ StreamRow bench_stream(int n, const bench::BenchProblem& p, double budget_s) {
   return row;
 }
 
+// Kernel configurations of the canonical refinement (same bits; docs/math.md §3 "Row forms").
+struct KernelMode {
+  const char* name;
+  bool vector, row_blocks, reuse;
+};
+constexpr KernelMode kKernelModes[] = {{"row forms + row reuse", true, true, true},
+                                       {"row forms, no row reuse", true, true, false},
+                                       {"scalar lanes", false, true, true},
+                                       {"single sums, no row reuse", true, false, false}};
+constexpr int kNumKernelModes = static_cast<int>(sizeof kKernelModes / sizeof kKernelModes[0]);
+
+// Sets one configuration for its lifetime, then the defaults.
+struct KernelModeScope {
+  bool vector;
+  explicit KernelModeScope(const KernelMode& km) : vector(detail::set_vector_sums(km.vector)) {
+    detail::g_row_blocks = km.row_blocks;
+    detail::g_reuse_row_prefixes = km.reuse;
+  }
+  ~KernelModeScope() {
+    detail::set_vector_sums(vector);
+    detail::g_row_blocks = true;
+    detail::g_reuse_row_prefixes = true;
+  }
+};
+
+// Interleaved A/B on one memory: every one of `count` margin tokens is removed (and re-added; the
+// hash must come back) once under each kernel configuration, the order rotating per token, so the
+// configurations time the same operations and load drifts on a shared machine hit all alike.
+// Ratios are per token (paired), against the first configuration (the default).
+void canonical_interleaved(int n, const bench::BenchProblem& p, int count) {
+  const RowMatrix keys = bench::scaling_keys(n, p, false);
+  const TokenSet tokens = TokenSet::from_rows(keys);
+  BatchSettings bs;
+  bs.problem = p.settings();
+  const State state = solve_batch(tokens, bs).state;
+  MemorySettings ms;
+  ms.problem = p.settings();
+  Memory memory = Memory::restore(ms, tokens, state);
+  const auto& margin = state.partition.margin;
+  std::vector<double> canonical[kNumKernelModes], total[kNumKernelModes], ratio[kNumKernelModes];
+  int restored = 0, removals = 0;
+  for (int k = 0; k < count && !margin.empty(); ++k) {
+    const TokenId id = margin[static_cast<std::size_t>(k) * margin.size() / count];
+    double c[kNumKernelModes];
+    for (int r = 0; r < kNumKernelModes; ++r) {
+      const int mode = (r + k) % kNumKernelModes;
+      {
+        const KernelModeScope scope(kKernelModes[mode]);
+        const OpDiagnostics d = memory.remove(id);
+        c[mode] = d.canonical_seconds;
+        canonical[mode].push_back(d.canonical_seconds);
+        total[mode].push_back(d.seconds);
+        TokenSet t;
+        t.ids = {id};
+        t.keys = keys.row(id);
+        t.values = t.keys;
+        memory.add_batch(t);
+      }
+      ++removals;
+      restored += memory.state_sha256() == state.state_sha256 ? 1 : 0;
+    }
+    for (int m = 0; m < kNumKernelModes; ++m) ratio[m].push_back(c[m] / c[0]);
+  }
+  std::printf("\n#### Canonical refinement, configurations interleaved (n = %d, |S| / |E| = "
+              "%zu / %zu)\n\n",
+              n, margin.size(), state.partition.error.size());
+  std::printf("| configuration | margin removals | canonical refinement median / mean (ms) | "
+              "canonical / default, per token (median) | margin removal median (ms) |\n"
+              "|---|---:|---:|---:|---:|\n");
+  for (int m = 0; m < kNumKernelModes; ++m) {
+    double sum = 0;
+    for (double t : canonical[m]) sum += t;
+    std::printf("| %s | %zu | %.3f / %.3f | %.2f | %.3f |\n", kKernelModes[m].name,
+                canonical[m].size(), 1e3 * bench::median(canonical[m]),
+                canonical[m].empty() ? 0.0 : 1e3 * sum / static_cast<double>(canonical[m].size()),
+                bench::median(ratio[m]), 1e3 * bench::median(total[m]));
+  }
+  std::printf("\nhash restored after %d/%d re-adds\n", restored, removals);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -286,6 +370,16 @@ int main(int argc, char** argv) {
   const std::vector<int> path_length_rows = args.ints("path-length-n", "");
   // Extra rows at these n with the drift bound alone (no spread bound): A/B of the rechecks.
   const std::vector<int> drift_only_rows = args.ints("drift-only-n", "");
+  // Rows at these n under four kernel configurations of the canonical refinement, in this order
+  // per n (same bits, so the same path and the same gradients recomputed): the vector row forms
+  // with row reuse (the default), the row forms without row reuse, the fixed sums on the scalar
+  // lanes, and the single-sum vector code without row reuse (the code before the row forms).
+  // A/B of issue 15 item 3 in one run.
+  const std::vector<int> canonical_ab = args.ints("canonical-ab-n", "");
+  // The same four configurations interleaved on one memory per n: --interleaved-tokens margin
+  // tokens, each removed (and re-added) once under every configuration.
+  const std::vector<int> interleaved = args.ints("canonical-interleaved-n", "");
+  const int interleaved_tokens = static_cast<int>(args.num("interleaved-tokens", 12));
   // Measured evaluation of screening bounds (bound_study.h) at these n: a sustained sequence of
   // --study-removals margin-token removals, every reserve gradient change computed from the keys.
   const std::vector<int> study = args.ints("bound-study-n", "");
@@ -299,10 +393,14 @@ int main(int argc, char** argv) {
   if (scalar_sums) detail::set_vector_sums(false);
   std::printf("<!-- fixed-order sums: %s -->\n\n",
               detail::g_vector_sums ? "AVX vector lanes" : "scalar lanes");
+  const bool scaling_tables = !scaling.empty() || !scaling_clustered.empty() ||
+                              !old_bound.empty() || !scan_rows.empty() ||
+                              !path_length_rows.empty() || !drift_only_rows.empty() ||
+                              !canonical_ab.empty();
   for (int n : study) bench::bound_study(n, p, study_removals);
-  if (!study.empty() && scaling.empty() && scaling_clustered.empty()) return 0;
-  if (!scaling.empty() || !scaling_clustered.empty() || !old_bound.empty() || !scan_rows.empty() ||
-      !path_length_rows.empty() || !drift_only_rows.empty()) {
+  for (int n : interleaved) canonical_interleaved(n, p, interleaved_tokens);
+  if ((!study.empty() || !interleaved.empty()) && !scaling_tables) return 0;
+  if (scaling_tables) {
     std::printf("### Exact removal at scale (RBF, d = %d, sigma^2 = %g d, C = %g, ridge = %g)\n\n",
                 p.d, p.sigma2_per_dim, p.C, p.settings().ridge);
     std::printf(
@@ -348,6 +446,18 @@ int main(int argc, char** argv) {
     ab_rows(scan_rows, "gaussian, slot scan", detail::g_slack_index);
     ab_rows(drift_only_rows, "gaussian, drift bound only", detail::g_spread_bound);
     ab_rows(path_length_rows, "gaussian, path-length drift", detail::g_net_displacement);
+    // A/B rows of the canonical refinement's kernels (the switches are restored after each row).
+    for (int n : canonical_ab) {
+      const bool large = n >= 100000;
+      for (const KernelMode& km : kKernelModes) {
+        const KernelModeScope scope(km);
+        rows.push_back(bench::scaling_row(
+            std::string("gaussian, ") + km.name, n, p, false,
+            large ? large_tokens : margin_tokens, large ? large_records : records,
+            large ? large_random : random_tokens, large ? large_reps : reps));
+        bench::print_scaling({rows.back()});
+      }
+    }
     for (int n : scaling_clustered) {
       rows.push_back(
           bench::scaling_row("clustered", n, p, true, margin_tokens, records, random_tokens, reps));

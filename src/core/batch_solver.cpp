@@ -33,6 +33,8 @@ class BatchAccess final : public detail::KernelAccess {
   bool active(int) const override { return true; }
   TokenId id(int slot) const override { return t_.ids[slot]; }
   double diag(int slot) const override { return diag_[slot]; }
+  const char* live_flags() const override { return nullptr; }
+  const double* diag_values() const override { return diag_.data(); }
   void require(int j) override {
     if (cols_.pos(j) >= 0) return;
     const double* kj = cache_.row(j);  // K(j, :) == K(:, j) bit for bit

@@ -1,6 +1,7 @@
 // Canonical refinement (SPEC §4): from any approximate optimum, re-derive the partition and solve
-// the KKT system on (S, E) in ascending token-id order with a deterministic scalar Cholesky. Two
-// paths that reach the same partition produce the same bits. Internal header.
+// the KKT system on (S, E) in ascending token-id order with a row-wise Cholesky whose sums follow
+// the fixed lane order (fixed_sum.h, vector or scalar: the same bits). Two paths that reach the
+// same partition produce the same bits. Internal header.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -22,6 +23,10 @@ class KernelAccess {
   virtual TokenId id(int slot) const = 0;
   /// K_ii (no ridge).
   virtual double diag(int slot) const = 0;
+  /// The active() flags as one array (nonzero: active), or nullptr when every slot is active; and
+  /// the diag() values as one array. The refinement's pass over all slots reads these.
+  virtual const char* live_flags() const = 0;
+  virtual const double* diag_values() const = 0;
   /// Makes K(:, j) addressable at position pos(j) of every row.
   virtual void require(int j) = 0;
   virtual int pos(int j) const = 0;
@@ -31,19 +36,32 @@ class KernelAccess {
   virtual double kernel_value(int i, int j) const = 0;
 };
 
-/// Row-wise Cholesky factor of Q_SS = K_SS + mu I in ascending-id order. Row i depends only on
-/// rows < i, so a factor of a common prefix is reused bit-identically.
+/// Row-wise Cholesky factor of Q_SS = K_SS + mu I in ascending-id order. Entry j of a row depends
+/// only on the token's kernel values and rows < j + 1, so a factor of a common prefix is reused
+/// bit-identically, and so are the first entries of the later rows: after the first position p
+/// where the token order changed, a token that had a row keeps its entries j < p (docs/math.md §3
+/// "Vector lanes, same bits").
 struct CholeskyCache {
   std::vector<TokenId> order;
-  std::vector<std::vector<double>> rows;  // rows[i] has i + 1 entries
-  double shift = 0;                       // the 11' shift the rows were computed with
-  /// Drops every row from the first position whose id is `id` (call when a token is removed).
+  std::vector<std::vector<double>> rows;  // rows[i] has i + 1 entries (its position when computed)
+  /// Rows [0, complete) are rows of the current factor; rows from `complete` on hold only their
+  /// first `complete` entries (an earlier row was dropped since they were computed).
+  std::size_t complete = 0;
+  double shift = 0;  // the 11' shift the rows were computed with
+  /// Drops the row of `id` (call when a token is removed); later rows keep their entries before it.
   void invalidate_from(TokenId id);
   void clear() {
     order.clear();
     rows.clear();
+    complete = 0;
   }
 };
+
+/// Reuse of the first entries of rows past the common prefix (CholeskyCache); on by default.
+/// Switched off, the factor recomputes every such row whole (same bits; the benchmark's A/B).
+extern bool g_reuse_row_prefixes;
+/// Factor entries taken over from earlier rows past the common prefix, on this thread (tests).
+std::uint64_t reused_row_entries();
 
 struct CanonicalResult {
   std::vector<double> alpha;  ///< per slot (0 for reserve and inactive slots)
@@ -58,9 +76,6 @@ struct CanonicalResult {
   int repairs = 0;            ///< partition changes after the initial thresholding
   bool screened = false;      ///< the skip list was honoured (skipped slots' g not computed)
 };
-
-/// Problem scale used by relative tolerances: max(1, max_i K_ii).
-double kernel_scale(KernelAccess& ka);
 
 /// skip (optional, per slot): reserve/error tokens whose KKT sign the caller has proved by a bound;
 /// their g is neither computed nor checked (left as is in the result). Ignored in warm-up and

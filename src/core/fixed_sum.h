@@ -14,8 +14,16 @@
 // the tail and the final (lane0 + lane1) + (lane2 + lane3) stay scalar), which rounds every
 // operation exactly as the scalar lanes do: the same bits with or without the vector code
 // (docs/math.md §3). set_vector_sums(false) forces the scalar lanes (tests compare the two).
+//
+// The row forms (dot_fixed_rows, gather_dot_fixed_rows) evaluate up to kRowBlock = 8 such sums that
+// share one operand side by side: one accumulator vector per sum, so up to eight chains of four
+// lanes are in flight instead of one (the single sum is bound by the add latency). Each sum keeps
+// its own lanes, tail and final combine, so every result has the bits of the single-sum form. They
+// serve the canonical refinement: blocks of Cholesky rows, two right-hand sides of a triangular
+// solve, and the gradient sums of eight tokens at a time (docs/math.md §3 "Row forms").
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace svattn::detail {
 
@@ -25,6 +33,12 @@ extern bool g_vector_sums;
 bool vector_sums_available();
 /// Turns the vector code on (if available) or off; returns the previous setting. For tests.
 bool set_vector_sums(bool on);
+
+/// Calls of the row forms on this thread, by path (tests assert which path ran).
+struct RowKernelCounts {
+  std::uint64_t vector = 0, scalar = 0;
+};
+RowKernelCounts row_kernel_counts();
 
 double dot_fixed_avx(const double* a, const double* b, std::size_t n);
 double sq_dist_fixed_avx(const double* a, const double* b, std::size_t n);
@@ -88,6 +102,46 @@ inline double sq_dist_fixed(const double* a, const double* b, std::size_t n) {
 inline double gather_dot_fixed(const double* r, const int* idx, const double* w, std::size_t n) {
   return g_vector_sums && n >= 8 ? gather_dot_fixed_avx(r, idx, w, n)
                                  : gather_dot_fixed_scalar(r, idx, w, n);
+}
+
+/// Up to this many sums per call of the row forms.
+inline constexpr int kRowBlock = 8;
+
+void dot_fixed_rows_scalar(const double* const* a, int count, const double* b, std::size_t n,
+                           double* out);
+void dot_fixed_rows_avx(const double* const* a, int count, const double* b, std::size_t n,
+                        double* out);
+void gather_dot_fixed_rows_scalar(const double* const* r, int count, const int* idx,
+                                  const double* w, std::size_t n, double* out);
+void gather_dot_fixed_rows_avx(const double* const* r, int count, const int* idx, const double* w,
+                               std::size_t n, double* out);
+
+/// True (default): with the vector sums on, the row forms run their sums side by side. False:
+/// one at a time through the single-sum forms above (the code before the row forms; same bits,
+/// the benchmark's A/B). No effect on the scalar path.
+extern bool g_row_blocks;
+
+/// out[t] = dot_fixed(a[t], b, n) for t < count (1 <= count <= kRowBlock), bit for bit.
+inline void dot_fixed_rows(const double* const* a, int count, const double* b, std::size_t n,
+                           double* out) {
+  if (!g_vector_sums) {
+    dot_fixed_rows_scalar(a, count, b, n, out);
+  } else if (g_row_blocks) {
+    dot_fixed_rows_avx(a, count, b, n, out);
+  } else {
+    for (int t = 0; t < count; ++t) out[t] = dot_fixed(a[t], b, n);
+  }
+}
+/// out[t] = gather_dot_fixed(r[t], idx, w, n) for t < count (1 <= count <= kRowBlock).
+inline void gather_dot_fixed_rows(const double* const* r, int count, const int* idx,
+                                  const double* w, std::size_t n, double* out) {
+  if (!g_vector_sums) {
+    gather_dot_fixed_rows_scalar(r, count, idx, w, n, out);
+  } else if (g_row_blocks) {
+    gather_dot_fixed_rows_avx(r, count, idx, w, n, out);
+  } else {
+    for (int t = 0; t < count; ++t) out[t] = gather_dot_fixed(r[t], idx, w, n);
+  }
 }
 
 }  // namespace svattn::detail

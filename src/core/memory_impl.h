@@ -165,6 +165,8 @@ struct Memory::Impl final : detail::KernelAccess {
   bool active(int s) const override { return live[s] != 0; }
   TokenId id(int s) const override { return ids[s]; }
   double diag(int s) const override { return kdiag[s]; }
+  const char* live_flags() const override { return live.data(); }
+  const double* diag_values() const override { return kdiag.data(); }
   void require(int j) override { ensure_column(j); }
   int pos(int j) const override { return columns.pos(j); }
   const double* row(int i) override { return row_ready(i); }
