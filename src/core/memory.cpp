@@ -423,7 +423,7 @@ Memory Memory::restore(const MemorySettings& settings, const TokenSet& tokens, c
   // regrowth copies the column cache (support_columns.h), untouched rows stay unmapped.
   const size_t support = state.partition.margin.size() + state.partition.error.size();
   m.columns.reserve_columns(static_cast<int>(2 * support) + 16);
-  m.grow(tokens.size());
+  m.grow(tokens.size(), true);  // n slots, not the next power of two (+31 % at 200k)
   m.slot_of.reserve(static_cast<size_t>(tokens.size()));
   const bool seeded = hints != nullptr && hints->size() == static_cast<size_t>(tokens.size());
   if (seeded) m.b = state.b;  // the offset the bounds refer to (memory_restore.cpp)

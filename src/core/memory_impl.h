@@ -204,7 +204,8 @@ struct Memory::Impl final : detail::KernelAccess {
   void reset_to_empty();
 
   // ---------------------------------------------------------------- memory_slots.cpp
-  void grow(int need);
+  /// Room for `need` slots: doubling (amortised adds), or exactly `need` (a restore knows n).
+  void grow(int need, bool exact = false);
   int insert_token(TokenId id, const double* k, const double* v);
   void erase_token(int s);
   TokenSet tokens_sorted() const;

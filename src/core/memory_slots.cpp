@@ -11,10 +11,11 @@ namespace svattn {
 
 using detail::seconds_since;
 
-void Memory::Impl::grow(int need) {
+void Memory::Impl::grow(int need, bool exact) {
   if (need <= slot_capacity) return;
   int nc = std::max(16, slot_capacity);
   while (nc < need) nc *= 2;
+  if (exact) nc = need;  // later adds double from here
   keys.resize(static_cast<size_t>(nc) * key_dim);
   values.resize(static_cast<size_t>(nc) * value_dim);
   ids.resize(nc);
