@@ -126,6 +126,28 @@ class Stores {
 #endif
   }
 
+  /// What a refused command must not change: on SQLite the bytes of the store file and its key
+  /// store; on PostgreSQL the audit chain, records, token rows and state hashes, and the key
+  /// store (its file's bytes, or its key rows).
+  std::string digest(const std::string& name) {
+    if (!pg()) {
+      const std::string p = at(name);
+      return file_sha(p) + "/" + (file_exists(p + ".keys") ? file_sha(p + ".keys") : "-");
+    }
+    std::string d = std::to_string(raw_int(name, "SELECT count(*) FROM audit")) + "/" +
+                    std::to_string(raw_int(name, "SELECT count(*) FROM records")) + "/" +
+                    std::to_string(raw_int(name, "SELECT count(*) FROM tokens")) + "/" +
+                    raw_text(name, "SELECT string_agg(name || ':' || state_sha256, ',' ORDER BY "
+                                   "name) FROM memories");
+    if (key_db()) {
+      d += "/" + std::to_string(keys_int(name, "SELECT count(*) FROM data_keys")) + "/" +
+           std::to_string(keys_int(name, "SELECT count(*) FROM shredded_keys"));
+    } else {
+      d += "/" + (file_exists(keys(name)) ? file_sha(keys(name)) : std::string("-"));
+    }
+    return d;
+  }
+
  private:
 #ifdef SVATTN_TEST_POSTGRES
   PgSchema& schema(const std::string& name) {
