@@ -659,7 +659,8 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   auto* en = mem->add_subcommand(
       "encrypt",
       "Encrypt a plaintext store in place (fresh data key per record, rows rewritten, file "
-      "rebuilt, WAL truncated); a no-op on an encrypted store");
+      "rebuilt, WAL truncated; on PostgreSQL the tables are rewritten with VACUUM FULL and a "
+      "warning says what may persist); a no-op on an encrypted store");
   add_store_arg(en, encrypt, false);
   en->callback([&exit_code] { exit_code = run_encrypt(encrypt); });
 
