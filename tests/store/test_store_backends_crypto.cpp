@@ -442,6 +442,39 @@ TEST_P(StoreBackendsCrypto, WrongOrMissingMasterKeyExitsTwoAndWritesNothing) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(stores().digest("s"), before);
 }
+
+// `svattn memory encrypt` on every backend: exit 0, the key store named, and on PostgreSQL the
+// warning of what VACUUM FULL cannot remove (text and JSON).
+TEST_P(StoreBackendsCrypto, CliEncryptSaysWhatTheScrubCannotRemove) {
+  const TempDir& dir = stores().dir();
+  const std::string plain = "'" + stores().at_without_keys("s") + "'";
+  const std::string at = "'" + stores().at("s") + "'";
+  std::string csv;
+  const RowMatrix x = random_keys(12, 4, 4);
+  for (int i = 0; i < 12; ++i) {
+    for (int k = 0; k < 4; ++k) csv += (k ? "," : "") + std::to_string(x(i, k));
+    csv += "\n";
+  }
+  store_test::write_bytes(dir.file("k.csv"), std::vector<std::uint8_t>(csv.begin(), csv.end()));
+  CliResult r = cli(dir, "memory create " + plain + " --memory m --dim 4 --C 0.05 --plaintext");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli(dir, "memory add " + plain + " --memory m --record 1 --keys " + dir.file("k.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cli(dir, "memory encrypt " + at);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(stores().key_db() ? "postgresql://" : stores().keys("s")),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("warning     PostgreSQL does not zero freed space") != std::string::npos,
+            pg())
+      << r.out;
+  EXPECT_EQ(r.out.find("VACUUM FULL") != std::string::npos, pg()) << r.out;
+  r = cli(dir, "memory encrypt " + at + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out).at("already_encrypted").get<bool>());
+  r = cli(dir, "memory show " + at + " --memory m --json");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
 #endif
 
 }  // namespace
