@@ -27,7 +27,7 @@ test: build
 	@bash scripts/test-with-pg.sh $(BUILD) 'unit|torch|postgres' $(JOBS)
 
 test-slow: build
-	@cd $(BUILD) && ctest -L slow --output-on-failure -j $(JOBS) --timeout 3600
+	@bash scripts/test-with-pg.sh $(BUILD) slow $(JOBS) 3600
 
 bench: build
 	@bash scripts/run-bench.sh $(BUILD)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts and stops a throw-away PostgreSQL cluster for the store's PostgreSQL tests (issue 14;
 # docs/store.md "PostgreSQL test cluster"). The server listens on a Unix socket under a temporary
-# directory only (no TCP), trusts local connections, and runs as a non-root user.
+# directory (and, with SVATTN_PG_TCP=1, also on 127.0.0.1), trusts local connections, and runs as
+# a non-root user.
 #
 #   eval "$(scripts/pg-cluster.sh start)"     # prints export lines; sets SVATTN_PG_DIR, PGHOST, ...
 #   psql -c 'select 1'                        # connects through the exported PG* variables
@@ -10,7 +11,8 @@
 #
 # Environment: PG_BIN (the server's bin directory; default: the newest /usr/lib/postgresql/*/bin),
 # SVATTN_PG_USER (the user the server runs as when this runs as root; default postgres, else
-# nobody), SVATTN_PG_PORT (names the socket file; default 5432), SVATTN_PG_KEEP=1 (stop keeps the
+# nobody), SVATTN_PG_PORT (names the socket file, and the TCP port; default 5432), SVATTN_PG_TCP=1
+# (also listen on 127.0.0.1:PORT and export SVATTN_PG_TCP_URI), SVATTN_PG_KEEP=1 (stop keeps the
 # directory). Needs the Debian package postgresql-15 (scripts/install-deps.sh).
 set -euo pipefail
 
@@ -66,8 +68,10 @@ cmd_start() {
       >"$dir/initdb.log" 2>&1; then
     cat "$dir/initdb.log" >&2; rm -rf "$dir"; die "initdb failed"
   fi
+  local listen=""
+  [ "${SVATTN_PG_TCP:-0}" != "1" ] || listen=127.0.0.1
   if ! as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-      -o "-c listen_addresses='' -k $dir/socket -p $port -c fsync=on" start >/dev/null; then
+      -o "-c listen_addresses='$listen' -k $dir/socket -p $port -c fsync=on" start >/dev/null; then
     cat "$dir/server.log" >&2; rm -rf "$dir"; die "the server did not start"
   fi
   as_owner "$bin/psql" -X -q -h "$dir/socket" -p "$port" -U svattn -d postgres \
@@ -80,6 +84,9 @@ export PGUSER='svattn'
 export PGDATABASE='svattn'
 export SVATTN_PG_URI='postgresql://svattn@/svattn?host=$dir/socket&port=$port'
 EOF
+  if [ -n "$listen" ]; then
+    echo "export SVATTN_PG_TCP_URI='postgresql://svattn@127.0.0.1:$port/svattn'" >>"$dir/cluster.env"
+  fi
   echo "PG_BIN='$bin'" >"$dir/bin.env"
   echo "OWNER='$OWNER'" >>"$dir/bin.env"
   cat "$dir/cluster.env"

@@ -502,14 +502,18 @@ int run_encrypt(const Common& o) {
   }
   if (r.converted) {
     fmt::print(
-        "encrypted   {}: {} records ({} token rows) sealed under fresh data keys in {}.keys"
+        "encrypted   {}: {} records ({} token rows) sealed under fresh data keys in {}"
         " (key wrapping: {})\n",
-        o.store, r.records, r.tokens, o.store, r.wrapping);
-    fmt::print("scrubbed    free pages rebuilt (VACUUM), WAL {}\n",
-               r.wal_truncated ? "truncated" : "NOT truncated (another connection is reading)");
+        r.path, r.records, r.tokens, r.key_store, r.wrapping);
+    if (r.residual.empty()) {
+      fmt::print("scrubbed    free pages rebuilt (VACUUM), WAL {}\n",
+                 r.wal_truncated ? "truncated" : "NOT truncated (another connection is reading)");
+    } else {
+      fmt::print("scrubbed    tables rewritten (VACUUM FULL)\nwarning     {}\n", r.residual);
+    }
     print_entry_line(r.entry);
   } else {
-    fmt::print("encrypted   {} was already encrypted: nothing to convert{}\n", o.store,
+    fmt::print("encrypted   {} was already encrypted: nothing to convert{}\n", r.path,
                r.scrubbed ? "; the interrupted free-space scrub was completed" : "");
   }
   for (const auto& [name, sha] : r.state_sha256.items()) {
@@ -655,7 +659,8 @@ Registrar reg("memory", [](CLI::App& app, int& exit_code) {
   auto* en = mem->add_subcommand(
       "encrypt",
       "Encrypt a plaintext store in place (fresh data key per record, rows rewritten, file "
-      "rebuilt, WAL truncated); a no-op on an encrypted store");
+      "rebuilt, WAL truncated; on PostgreSQL the tables are rewritten with VACUUM FULL and a "
+      "warning says what may persist); a no-op on an encrypted store");
   add_store_arg(en, encrypt, false);
   en->callback([&exit_code] { exit_code = run_encrypt(encrypt); });
 

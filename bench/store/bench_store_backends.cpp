@@ -1,12 +1,16 @@
 // The store's operations on SQLite and PostgreSQL in one run (docs/performance.md "PostgreSQL
 // backend"): import, open (first use of a memory in a new Store: rows read, restored), forget of
 // a reserve-only and of a support record, add, query, through the library. Gaussian keys, one
-// record = `record` consecutive rows, encrypted stores (keys in a local key store file).
-//   bench_store_backends --pg URI [--n 20016] [--d 64] [--record 24] [--C 0.01] [--seed 1]
+// record = `record` consecutive rows. Every store is encrypted (keys in a local key store file);
+// --pg-plain / --plaintext 1 add plaintext stores (the cost of encryption), --pg-tcp the same
+// server over loopback TCP.
+//   bench_store_backends --pg URI [--pg-tcp URI] [--pg-plain URI] [--plaintext 0|1]
+//                        [--n 20016] [--d 64] [--record 24] [--C 0.01] [--seed 1]
 //                        [--dir /tmp] [--repeat 3]
-// URI: a postgresql:// URI of an empty schema/database without keys= (the bench adds it). Each
-// repeat imports into a new memory of the same two stores, SQLite then PostgreSQL; the tables give
-// medians over the repeats.
+// URI: a postgresql:// URI of an empty schema/database without keys= (the bench adds it), one per
+// PostgreSQL store. --plaintext 1 adds a plaintext SQLite file. Each repeat imports into a new
+// memory of the same stores, in the order SQLite, SQLite plaintext, PostgreSQL (socket), its
+// plaintext store, PostgreSQL (TCP); the tables give medians over the repeats.
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,7 +32,8 @@ double now() {
 }
 
 struct Args {
-  std::string pg;
+  std::string pg, pg_tcp, pg_plain;
+  bool plaintext = false;
   int n = 20016;
   int d = 64;
   int record = 24;
@@ -44,6 +49,12 @@ Args parse(int argc, char** argv) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--pg")
       a.pg = v;
+    else if (k == "--pg-tcp")
+      a.pg_tcp = v;
+    else if (k == "--pg-plain")
+      a.pg_plain = v;
+    else if (k == "--plaintext")
+      a.plaintext = v == "1";
     else if (k == "--n")
       a.n = std::stoi(v);
     else if (k == "--d")
@@ -102,8 +113,9 @@ void classify(const State& s, std::vector<std::int64_t>& reserve_only,
     (std::binary_search(sup.begin(), sup.end(), r) ? support : reserve_only).push_back(r);
 }
 
-Times measure(const std::string& at, const std::string& mem, const Args& a, const RowMatrix& x,
-              const std::vector<std::int64_t>& recs, const RowMatrix& one, const RowMatrix& q) {
+Times measure(const std::string& at, bool encrypt, const std::string& mem, const Args& a,
+              const RowMatrix& x, const std::vector<std::int64_t>& recs, const RowMatrix& one,
+              const RowMatrix& q) {
   Times t;
   MemorySettings ms;
   ms.problem.kernel.type = KernelType::kRbf;
@@ -112,6 +124,7 @@ Times measure(const std::string& at, const std::string& mem, const Args& a, cons
   {
     StoreOptions o;
     o.create = true;  // the store exists after the first repeat
+    o.encrypt = encrypt;
     Store s(at, o);
     s.create_memory(mem, ms, a.d, a.d);
     const double t0 = now();
@@ -160,25 +173,49 @@ int main(int argc, char** argv) {
   for (int i = 0; i < a.n; ++i) recs[i] = i / a.record;
   const RowMatrix one = gaussian(a.record, a.d, gen);
   const RowMatrix q = gaussian(100, a.d, gen);
-  const std::string sep = a.pg.find('?') == std::string::npos ? "?" : "&";
-  std::vector<Times> lite, pg;
+  // The stores of the run, in measuring order.
+  struct Config {
+    std::string name, at;
+    bool encrypt;
+    std::vector<Times> t;
+  };
+  auto pg_at = [&](const std::string& uri, const std::string& keys) {
+    return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "keys=" + dir + "/" + keys;
+  };
+  std::vector<Config> cs;
+  cs.push_back({"SQLite file", dir + "/s.db", true, {}});
+  if (a.plaintext) cs.push_back({"SQLite plaintext", dir + "/p.db", false, {}});
+  cs.push_back({"PostgreSQL (Unix socket)", pg_at(a.pg, "pg.keys"), true, {}});
+  if (!a.pg_plain.empty()) cs.push_back({"PostgreSQL plaintext (socket)", a.pg_plain, false, {}});
+  if (!a.pg_tcp.empty())
+    cs.push_back({"PostgreSQL (TCP 127.0.0.1)", pg_at(a.pg_tcp, "tcp.keys"), true, {}});
   for (int r = 0; r < a.repeat; ++r) {
     const std::string mem = "m" + std::to_string(r);
-    lite.push_back(measure(dir + "/s.db", mem, a, x, recs, one, q));
-    pg.push_back(measure(a.pg + sep + "keys=" + dir + "/pg.keys", mem, a, x, recs, one, q));
+    for (Config& c : cs) {
+      c.t.push_back(measure(c.at, c.encrypt, mem, a, x, recs, one, q));
+      std::fprintf(stderr, "repeat %d: %s done\n", r, c.name.c_str());
+    }
   }
   std::printf(
-      "n = %d tokens (%d records x %d), d = %d, RBF sigma^2 = d, C = %g, encrypted; medians of %d "
-      "repeats (SQLite, PostgreSQL alternating)\n\n",
+      "n = %d tokens (%d records x %d), d = %d, RBF sigma^2 = d, C = %g; medians of %d "
+      "repeats (stores alternating)\n\n",
       a.n, a.n / a.record, a.record, a.d, a.C, a.repeat);
-  std::printf(
-      "| operation (library, seconds) | SQLite file | PostgreSQL (Unix socket) | PG / SQLite |\n"
-      "| --- | --- | --- | --- |\n");
+  auto med = [&](const Config& c, double Times::*f) {
+    std::vector<double> v;
+    for (const Times& t : c.t) v.push_back(t.*f);
+    return median(v);
+  };
+  std::printf("| operation (library, seconds) |");
+  for (const Config& c : cs) std::printf(" %s |", c.name.c_str());
+  for (std::size_t i = 1; i < cs.size(); ++i) std::printf(" %s / SQLite |", cs[i].name.c_str());
+  std::printf("\n| --- |");
+  for (std::size_t i = 0; i < 2 * cs.size() - 1; ++i) std::printf(" --- |");
+  std::printf("\n");
   auto row = [&](const char* what, double Times::*f) {
-    std::vector<double> l, p;
-    for (const Times& t : lite) l.push_back(t.*f);
-    for (const Times& t : pg) p.push_back(t.*f);
-    std::printf("| %s | %.4f | %.4f | %.2f |\n", what, median(l), median(p), median(p) / median(l));
+    std::printf("| %s |", what);
+    for (const Config& c : cs) std::printf(" %.4f |", med(c, f));
+    for (std::size_t i = 1; i < cs.size(); ++i) std::printf(" %.2f |", med(cs[i], f) / med(cs[0], f));
+    std::printf("\n");
   };
   row("import (all records)", &Times::import_s);
   row("open: first use of the memory in a new Store", &Times::open_s);
@@ -190,8 +227,33 @@ int main(int argc, char** argv) {
       &Times::forget_support_store_s);
   row("add one record", &Times::add_s);
   row("query 100 rows", &Times::query_s);
+  // The cost of encryption: encrypted / plaintext on the same backend, and the forget difference.
+  auto enc_row = [&](const Config& e, const Config& p) {
+    std::printf(
+        "| %s | %+.1f %% | %+.1f %% | %+.1f ms | %+.1f ms |\n", e.name.c_str(),
+        100 * (med(e, &Times::import_s) / med(p, &Times::import_s) - 1),
+        100 * (med(e, &Times::open_s) / med(p, &Times::open_s) - 1),
+        1000 * (med(e, &Times::forget_reserve_s) - med(p, &Times::forget_reserve_s)),
+        1000 * (med(e, &Times::forget_support_s) - med(p, &Times::forget_support_s)));
+  };
+  const Config* lite_plain = nullptr;
+  const Config* pg_plain = nullptr;
+  const Config* pg_sock = nullptr;
+  for (const Config& c : cs) {
+    if (c.name == "SQLite plaintext") lite_plain = &c;
+    if (c.name == "PostgreSQL plaintext (socket)") pg_plain = &c;
+    if (c.name == "PostgreSQL (Unix socket)") pg_sock = &c;
+  }
+  if (lite_plain != nullptr || pg_plain != nullptr) {
+    std::printf(
+        "\n| encrypted against plaintext | import | open | forget reserve-only | forget support |\n"
+        "| --- | --- | --- | --- | --- |\n");
+    if (lite_plain != nullptr) enc_row(cs[0], *lite_plain);
+    if (pg_plain != nullptr) enc_row(*pg_sock, *pg_plain);
+  }
   bool same = true;
-  for (int r = 0; r < a.repeat; ++r) same = same && lite[r].hash == pg[r].hash;
-  std::printf("\nsame final state hashes on both backends: %s\n", same ? "yes" : "NO");
+  for (int r = 0; r < a.repeat; ++r)
+    for (const Config& c : cs) same = same && c.t[r].hash == cs[0].t[r].hash;
+  std::printf("\nsame final state hashes on every store: %s\n", same ? "yes" : "NO");
   return same ? 0 : 1;
 }

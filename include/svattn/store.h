@@ -327,6 +327,12 @@ struct StoreEncryptionResult {
   bool scrubbed = false;
   bool wal_truncated = false;   ///< the final wal_checkpoint(TRUNCATE) completed
   std::string wrapping;         ///< the key store's: "aes-256-gcm" (master key) or "none"
+  /// Where the data keys are: STORE.keys, or the keys= of a PostgreSQL URI (no password).
+  std::string key_store;
+  /// What the scrub cannot promise, in words (PostgreSQL: old plaintext tuples may stay in the
+  /// server's files and WAL archives; docs/store.md "Encrypting an existing store"); empty on
+  /// SQLite, whose scrub leaves no plaintext in the store's files.
+  std::string residual;
   std::int64_t records = 0;     ///< records sealed under fresh data keys
   std::int64_t tokens = 0;      ///< token rows rewritten
   nlohmann::json state_sha256;  ///< memory name -> state hash (unchanged by the conversion)
@@ -339,7 +345,9 @@ nlohmann::json encryption_result_to_json(const StoreEncryptionResult& r);
 /// fresh data key in STORE.keys (wrapped when options names a master key), all its token rows are
 /// rewritten sealed, meta 'encryption' becomes aes-256-gcm, a store-level audit entry "encrypt" is
 /// appended, all in one transaction; then VACUUM rebuilds the file (no freed page or cell keeps
-/// plaintext) and the WAL is truncated. State hashes do not change. On an encrypted store it only
+/// plaintext) and the WAL is truncated. On PostgreSQL (a postgresql://...?keys=... URI) the keys
+/// go to the URI's key store and the scrub is VACUUM FULL of the store's tables (`residual` says
+/// what it cannot remove). State hashes do not change. On an encrypted store it only
 /// finishes an interrupted scrub, else does nothing (already_encrypted). Throws like Store's
 /// constructor (options.read_only and options.create must be false).
 StoreEncryptionResult encrypt_store(const std::string& path, const StoreOptions& options = {});

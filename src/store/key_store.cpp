@@ -8,6 +8,7 @@
 
 #include <cstdio>
 
+#include "pg_uri.h"
 #include "svattn/hash.h"
 #include "svattn/store.h"
 #include "utc_clock.h"
@@ -113,6 +114,10 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
     : path_(std::move(path)), options_(options) {
   options_.validate();
   has_master_ = load_master_key(options_.master, master_);
+  if (is_postgres_uri(path_)) {
+    open_postgres();
+    return;
+  }
   const long long size = file_size(path_);
   if (size < 0 && !options_.create) {
     throw NotFound("key store '" + path_ + "' does not exist (KeyStoreOptions.create is false)");
@@ -143,6 +148,33 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
     check_schema();
   }
   truncate_wal();  // finishes a truncation an earlier destroy could not complete
+}
+
+// A key table in a PostgreSQL database (docs/store.md "Keys in a separate PostgreSQL database"):
+// the same three tables, written through the dialect layer; no file, so no WAL of ours to
+// truncate and no secure_delete (the server keeps a destroyed key's old tuple until VACUUM).
+void KeyStore::open_postgres() {
+  const PgLocation loc = parse_postgres_uri(path_);
+  if (!loc.keys.empty()) {
+    throw InvalidArgument("key store URI '" + loc.display +
+                          "' has keys= (a key store does not have a key store of its own)");
+  }
+  path_ = loc.display;  // messages never show a password
+  pg_ = true;
+  db_ = Database::postgres(loc.conninfo, path_, options_.busy_timeout_ms);
+  const bool exists =
+      db_.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'") >
+      0;
+  if (!exists && (!options_.create || options_.read_only)) {
+    throw NotFound("key store '" + path_ + "' does not exist (no key tables in the schema" +
+                   (options_.read_only ? ")" : "; KeyStoreOptions.create is false)"));
+  }
+  if (exists) {
+    check_schema();
+    return;
+  }
+  create_schema();
+  check_schema();
 }
 
 void KeyStore::open_read_only(long long size) {
@@ -357,9 +389,12 @@ KeyDestruction KeyStore::destroy(const std::string& key_id) {
       // size (live 1 -> 0 and an all-zero blob of the same length), so SQLite rewrites the cell
       // where it is and no b-tree page is rebalanced. A DELETE can move other rows between pages,
       // and the copies a move leaves in a page's free space are not erased by secure_delete.
+      // PostgreSQL has no zeroblob(); the row is rewritten as a new tuple there anyway.
       Statement zero(db_.handle(),
-                     "UPDATE data_keys SET live = 0, stored = zeroblob(length(stored)) "
-                     "WHERE key_id = ?");
+                     pg_ ? "UPDATE data_keys SET live = 0, stored = "
+                           "decode(repeat('00', length(stored)), 'hex') WHERE key_id = ?"
+                         : "UPDATE data_keys SET live = 0, stored = zeroblob(length(stored)) "
+                           "WHERE key_id = ?");
       zero.bind(1, key_id).run();
       Statement tomb(db_.handle(),
                      "INSERT INTO shredded_keys(key_id, memory_id, record_id, wrapped_sha256, "
@@ -381,6 +416,7 @@ KeyDestruction KeyStore::destroy(const std::string& key_id) {
 
 bool KeyStore::truncate_wal() {
   if (options_.read_only) throw InvalidArgument("key store '" + path_ + "' was opened read-only");
+  if (pg_) return false;  // the server's WAL is not the key store's to truncate
   int log_frames = -1;
   int checkpointed = -1;
   const int rc = sqlite3_wal_checkpoint_v2(db_.handle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE,

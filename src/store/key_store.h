@@ -1,7 +1,9 @@
 // The key store (docs/store.md "Encryption at rest (building blocks)"): a second SQLite file beside
 // the store (STORE.keys) holding one data key per record, optionally wrapped by a master key;
 // destroying a key (crypto-shredding) zeroes its bytes in the file (secure_delete) and truncates
-// the WAL, and leaves a tombstone so that a later lookup answers "shredded". Private to the store.
+// the WAL, and leaves a tombstone so that a later lookup answers "shredded". The same tables can
+// live in a PostgreSQL database instead (a postgresql:// location; docs/store.md "Keys in a
+// separate PostgreSQL database"). Private to the store.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -70,9 +72,10 @@ struct KeyDestruction {
   /// The key was already shredded before this call (destroy is idempotent, so that a forget
   /// interrupted after the key's destruction can be completed).
   bool already_shredded = false;
-  /// wal_checkpoint(TRUNCATE) completed: the WAL file is empty. False only if another connection
+  /// wal_checkpoint(TRUNCATE) completed: the WAL file is empty. False if another connection
   /// kept a read transaction open past the busy timeout; the key's bytes are then still in the WAL
-  /// until truncate_wal() succeeds (every open and destroy retries it).
+  /// until truncate_wal() succeeds (every open and destroy retries it). Always false for a key
+  /// store in PostgreSQL, whose WAL is the server's.
   bool wal_truncated = false;
   nlohmann::json to_json() const;
 };
@@ -82,6 +85,8 @@ class KeyStore {
   /// The key store of the store at `store_path`: "STORE.keys".
   static std::string path_for(const std::string& store_path) { return store_path + ".keys"; }
 
+  /// `path`: an SQLite file, or a postgresql:// URI of a database/schema for the key tables
+  /// (then path() is that URI without its password).
   KeyStore(std::string path, const KeyStoreOptions& options);
   KeyStore(const KeyStore&) = delete;
   KeyStore& operator=(const KeyStore&) = delete;
@@ -89,6 +94,8 @@ class KeyStore {
   const std::string& path() const { return path_; }
   /// "aes-256-gcm" when data keys are wrapped by the master key, "none" otherwise.
   const std::string& wrapping() const { return wrapping_; }
+  /// The key tables are in PostgreSQL (no file to scan, no WAL to truncate).
+  bool postgres() const { return pg_; }
 
   /// A new random data key for `owner`, committed before returning.
   NewDataKey create_key(const KeyOwner& owner);
@@ -127,6 +134,7 @@ class KeyStore {
  private:
   void create_schema();
   void open_read_only(long long size);
+  void open_postgres();
   void check_schema();
   NewDataKey insert_key(const KeyOwner& owner, const std::string& now);
   std::vector<std::uint8_t> stored_form(const std::string& key_id, const SecretKey& key) const;
@@ -141,6 +149,7 @@ class KeyStore {
   bool in_read_scope_ = false;
   std::string wrapping_;
   bool has_master_ = false;
+  bool pg_ = false;
   SecretKey master_;
 };
 

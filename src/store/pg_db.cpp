@@ -463,7 +463,10 @@ PgLocation parse_postgres_uri(const std::string& uri) {
       if (param.rfind("keys=", 0) == 0) {
         loc.keys = percent_decode(param.substr(5), uri);
         if (loc.keys.empty()) throw InvalidArgument("store URI '" + uri + "': empty keys=");
-        shown += (shown.empty() ? "?" : "&") + param;
+        // A key database's URI (keys=postgresql://...) is shown without its password.
+        shown += (shown.empty() ? "?" : "&") +
+                 (is_postgres_uri(loc.keys) ? "keys=" + parse_postgres_uri(loc.keys).display
+                                            : param);
         continue;
       }
       kept += (kept.empty() ? "?" : "&") + param;

@@ -105,16 +105,25 @@ Store::Store(const std::string& path, const StoreOptions& options)
   // Paths enter certificates and JSON output, which must be valid UTF-8 (issue 18).
   if (!valid_utf8(path)) throw InvalidArgument("store path is not valid UTF-8");
   check_master_key(options);  // a bad master key fails before any file is opened
-  if (is_postgres_uri(path)) {
-    const PgLocation loc = parse_postgres_uri(path);
-    impl_->path = loc.display;
-    impl_->pg_conninfo = loc.conninfo;
-    impl_->keys_path = loc.keys;
-  } else {
-    impl_->path = path;
-  }
+  impl_->set_location(path);
   impl_->options = options;
   impl_->open();
+}
+
+void Store::Impl::set_location(const std::string& location) {
+  if (!is_postgres_uri(location)) {
+    path = location;
+    return;
+  }
+  const PgLocation loc = parse_postgres_uri(location);
+  path = loc.display;
+  pg_conninfo = loc.conninfo;
+  keys_path = loc.keys;
+  if (is_postgres_uri(loc.keys) && parse_postgres_uri(loc.keys).conninfo == loc.conninfo) {
+    throw InvalidArgument("store URI '" + loc.display +
+                          "': keys= names the store's own database and schema; the key tables "
+                          "need a separate database or schema");
+  }
 }
 
 Store::~Store() {

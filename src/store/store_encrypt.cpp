@@ -2,10 +2,12 @@
 // store"). One transaction gives every record a fresh data key and rewrites its token rows
 // sealed, switches meta 'encryption' and logs the store-level audit entry "encrypt"; then VACUUM
 // rebuilds the file from the current rows and the WAL is truncated, so no plaintext stays in
-// freed pages or in the free space of pages whose cells moved.
+// freed pages or in the free space of pages whose cells moved. On PostgreSQL the scrub is VACUUM
+// FULL of the store's tables, and the result says what that cannot remove.
 #include <chrono>
 
 #include "master_key.h"
+#include "pg_uri.h"
 #include "store_impl.h"
 
 namespace svattn {
@@ -19,12 +21,13 @@ nlohmann::json encryption_result_to_json(const StoreEncryptionResult& r) {
                    {"scrubbed", r.scrubbed},
                    {"wal_truncated", r.wal_truncated},
                    {"encryption", "aes-256-gcm"},
-                   {"key_store", KeyStore::path_for(r.path)},
+                   {"key_store", r.key_store},
                    {"key_wrapping", r.wrapping},
                    {"records", r.records},
                    {"tokens", r.tokens},
                    {"state_sha256", r.state_sha256},
                    {"seconds", r.seconds}};
+  if (!r.residual.empty()) j["residual"] = r.residual;
   if (r.entry.seq > 0) j["audit"] = audit_entry_to_json(r.entry);
   return j;
 }
@@ -34,7 +37,26 @@ bool Store::Impl::scrub_pending() {
   return q.step();
 }
 
+// PostgreSQL keeps an updated row's old tuple until VACUUM, and VACUUM does not zero the space it
+// frees; VACUUM FULL writes each table anew and drops its old files. What it cannot reach.
+constexpr const char* kPgResidual =
+    "PostgreSQL does not zero freed space: VACUUM FULL rewrote the store's tables into new files, "
+    "but the plaintext of the old rows may persist in the disk blocks of the dropped files until "
+    "they are overwritten, in the server's WAL until it is recycled, and in WAL archives and "
+    "backups taken before the conversion (docs/store.md \"Encrypting an existing store\")";
+
 bool Store::Impl::scrub_free_space() {
+  if (db.postgres()) {
+    // One table per statement, outside any transaction (VACUUM cannot run inside one). Every
+    // table that held payload bytes: token rows, the records' bucket digests, the support rows.
+    for (const char* table : {"tokens", "records", "support"}) {
+      db.exec(std::string("VACUUM FULL ") + table);
+    }
+    Transaction t(db, true, path, options.busy_timeout_ms);
+    db.exec("DELETE FROM meta WHERE key = 'encrypt_scrub_pending'");
+    t.commit();
+    return false;  // the server's WAL is not the store's to truncate
+  }
   // VACUUM builds a new database from the current rows and writes every page of it (through the
   // WAL); the checkpoint then replaces the file's pages and truncates the file and the WAL.
   db.exec("VACUUM");
@@ -150,7 +172,8 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
   ko.create = true;
   ko.busy_timeout_ms = im.options.busy_timeout_ms;
   ko.master = master_key_source(im.options);
-  im.key_store = std::make_unique<KeyStore>(KeyStore::path_for(im.path), ko);
+  im.key_store =
+      std::make_unique<KeyStore>(im.db.postgres() ? im.keys_path : KeyStore::path_for(im.path), ko);
   Transaction t(im.db, true, im.path, im.options.busy_timeout_ms);
   try {
     const std::vector<PlainRecord> recs = plaintext_records(im.db);  // under the write lock
@@ -197,21 +220,28 @@ StoreEncryptionResult encrypt_store(const std::string& path, const StoreOptions&
   }
   check_master_key(options);
   auto im = std::make_unique<Store::Impl>();
-  im->path = path;
+  im->set_location(path);
+  if (!im->pg_conninfo.empty() && im->keys_path.empty()) {
+    throw InvalidArgument("store '" + im->path +
+                          "': encrypting a PostgreSQL store needs its key store named in the URI "
+                          "(keys=PATH of a file, or keys=postgresql://... of a separate database)");
+  }
   im->options = options;
   im->converting = true;
   im->open();  // upgrades an older file, completes pending shreds, purges shredded records
   StoreEncryptionResult res;
-  res.path = path;
+  res.path = im->path;
   if (im->encryption == "none") {
     im->convert_to_encrypted(res);
   } else {
     res.already_encrypted = true;
   }
   res.wrapping = im->key_store->wrapping();
+  res.key_store = im->key_store_path();
   if (res.converted || im->scrub_pending()) {
     res.scrubbed = true;
     res.wal_truncated = im->scrub_free_space();
+    if (im->db.postgres()) res.residual = kPgResidual;
   } else {
     bool truncated = false;
     im->checkpoint(&truncated);

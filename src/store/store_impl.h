@@ -201,7 +201,7 @@ struct Store::Impl {
 
   std::string path;         // the file, or a postgresql:// URI without its password
   std::string pg_conninfo;  // PostgreSQL: the URI for libpq (empty: an SQLite file)
-  std::string keys_path;    // PostgreSQL: keys=PATH of the URI, the key store file
+  std::string keys_path;    // PostgreSQL: keys= of the URI (a key store file or key database)
   StoreOptions options;
   Database db;
   std::map<std::string, Cached> cache;
@@ -218,6 +218,9 @@ struct Store::Impl {
   std::vector<ShreddedRecord> shredded_found;  // what this open found (Store::shredded_records)
   std::vector<AuditEntry> purge_log;           // the "purge" entries this open appended
 
+  /// Sets path (and, for a postgresql:// URI, pg_conninfo and keys_path; store.cpp).
+  /// InvalidArgument when keys= names the store's own database and schema.
+  void set_location(const std::string& location);
   // ------------------------------------------------------------------ store_schema.cpp
   void open();
   /// Opens the SQLite file; true when it is new (empty or created).
@@ -236,7 +239,8 @@ struct Store::Impl {
   // ------------------------------------------------------------------ store_payload.cpp
   /// Opens (fresh: creates) the key store of an encrypted store.
   void open_key_store(bool fresh);
-  /// The key store file: STORE.keys beside an SQLite file, keys=PATH of a PostgreSQL URI.
+  /// The key store: STORE.keys beside an SQLite file, keys= of a PostgreSQL URI (a file, or a key
+  /// database's URI without its password).
   std::string key_store_path() const;
   /// The records' key id column in a query that joins `records r` ("NULL" before schema v3).
   std::string key_id_column() const;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "master_key.h"
+#include "pg_uri.h"
 #include "store_impl.h"
 
 namespace svattn {
@@ -41,7 +42,7 @@ void Store::Impl::open_key_store(bool fresh) {
   ko.create = !sealed_any && !options.read_only;
   ko.read_only = options.read_only;
   try {
-    key_store = std::make_unique<KeyStore>(key_store_path(), ko);
+    key_store = std::make_unique<KeyStore>(db.postgres() ? keys_path : key_store_path(), ko);
   } catch (const NotFound& e) {
     throw FormatError("store '" + path + "' is encrypted but its key store '" +
                       key_store_path() + "' is missing: " + e.what());
@@ -56,9 +57,10 @@ std::string Store::Impl::key_store_path() const {
   if (!db.postgres()) return KeyStore::path_for(path);
   if (keys_path.empty()) {
     throw InvalidArgument("store '" + path +
-                          "' is encrypted: name its key store file in the URI (keys=PATH)");
+                          "' is encrypted: name its key store in the URI (keys=PATH of a file, or "
+                          "keys=postgresql://... of a separate database)");
   }
-  return keys_path;
+  return is_postgres_uri(keys_path) ? parse_postgres_uri(keys_path).display : keys_path;
 }
 
 std::string Store::Impl::key_id_column() const { return has_key_id_column ? "r.key_id" : "NULL"; }

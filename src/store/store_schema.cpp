@@ -187,8 +187,9 @@ bool Store::Impl::open_postgres() {
   }
   if (!exists && options.encrypt && keys_path.empty()) {
     throw InvalidArgument("store '" + path +
-                          "': a new encrypted PostgreSQL store needs its key store file named in "
-                          "the URI (keys=PATH), or StoreOptions::encrypt = false (--plaintext)");
+                          "': a new encrypted PostgreSQL store needs its key store named in the URI "
+                          "(keys=PATH of a file, or keys=postgresql://... of a separate "
+                          "database), or StoreOptions::encrypt = false (--plaintext)");
   }
   return !exists;
 }
@@ -397,8 +398,12 @@ void Store::Impl::describe_erasure(StoreErasure& se) const {
       encryption == "none"
           ? "none: a plaintext PostgreSQL store; the deleted rows stay in the server's files until "
             "VACUUM, which does not zero freed space"
-          : "key destruction: the record's data key is destroyed; its ciphertext may stay in the "
-            "server's files until VACUUM, which does not zero freed space";
+          : key_store != nullptr && key_store->postgres()
+              ? "key destruction: the record's data key is destroyed in the key database; the "
+                "ciphertext, and the key's old tuple in the key database, may stay in the "
+                "servers' files and WAL until VACUUM, which does not zero freed space"
+              : "key destruction: the record's data key is destroyed; its ciphertext may stay in "
+                "the server's files until VACUUM, which does not zero freed space";
 }
 
 void Store::Impl::checkpoint(bool* truncated) {

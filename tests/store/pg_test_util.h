@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
@@ -19,8 +20,9 @@ namespace svattn::store_test {
 /// Raw libpq connection (the environment's server), optionally with search_path = `schema`.
 class RawPg {
  public:
-  explicit RawPg(const std::string& schema = "") {
-    conn_ = PQconnectdb("");
+  /// `dbname` empty: the environment's database (PGDATABASE).
+  explicit RawPg(const std::string& schema = "", const std::string& dbname = "") {
+    conn_ = PQconnectdb(dbname.empty() ? "" : ("dbname=" + dbname).c_str());
     if (PQstatus(conn_) != CONNECTION_OK) {
       error_ = PQerrorMessage(conn_);
       return;
@@ -77,33 +79,65 @@ class RawPg {
     }                                                                                    \
   } while (0)
 
-/// A fresh schema on the server for one store, dropped when the object dies; uri() names the
-/// store in it, with its key store file `keys` (empty: none).
+/// The database that holds the key schemas of the tests' key databases ("keys in a separate
+/// PostgreSQL database"), created on first use (a concurrent creation by another test process is
+/// fine).
+inline const char* key_database() {
+  static const char* const kName = [] {
+    RawPg raw;
+    raw.exec("CREATE DATABASE svattn_keys");  // fails harmlessly when it exists
+    return "svattn_keys";
+  }();
+  return kName;
+}
+
+/// Percent-encodes everything but unreserved characters (a URI inside a URI's parameter).
+inline std::string percent_encode(const std::string& s) {
+  static const char* const kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+/// A fresh schema on the server for one store (in the environment's database, or in `dbname`),
+/// dropped when the object dies; uri() names the store in it, with its key store `keys` (a file
+/// path or a postgresql:// URI, percent-encoded into the parameter; empty: none).
 class PgSchema {
  public:
-  PgSchema() {
+  explicit PgSchema(std::string dbname = "") : dbname_(std::move(dbname)) {
     static std::atomic<int> counter{0};
     name_ = "svattn_t" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-    RawPg raw;
+    RawPg raw("", dbname_);
     const std::string e =
         raw.exec("DROP SCHEMA IF EXISTS " + name_ + " CASCADE; CREATE SCHEMA " + name_);
     if (!e.empty()) throw std::runtime_error("cannot create schema " + name_ + ": " + e);
   }
   ~PgSchema() {
-    RawPg raw;
+    RawPg raw("", dbname_);
     raw.exec("DROP SCHEMA IF EXISTS " + name_ + " CASCADE");
   }
   PgSchema(const PgSchema&) = delete;
   PgSchema& operator=(const PgSchema&) = delete;
   const std::string& name() const { return name_; }
+  const std::string& dbname() const { return dbname_; }
   /// postgresql:// URI of the store (server from the environment, search_path = this schema).
   std::string uri(const std::string& keys) const {
-    std::string u = "postgresql://?options=-csearch_path%3D" + name_;
-    if (!keys.empty()) u += "&keys=" + keys;
+    std::string u = (dbname_.empty() ? "postgresql://" : "postgresql:///" + dbname_) +
+                    "?options=-csearch_path%3D" + name_;
+    if (!keys.empty()) u += "&keys=" + percent_encode(keys);
     return u;
   }
 
  private:
+  std::string dbname_;
   std::string name_;
 };
 

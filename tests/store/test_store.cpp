@@ -1,10 +1,11 @@
 // The audited memory store: persistence, exact erasure, erasure at the byte level, suspend/resume,
-// the audit chain and its tamper detection, and bad arguments.
+// the audit chain and its tamper detection, and bad arguments (the backend-independent ones on
+// every backend).
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "store_test_util.h"
+#include "backend_test_util.h"
 #include "svattn/batch_solver.h"
 
 namespace svattn {
@@ -20,6 +21,12 @@ using store_test::TempDir;
 
 constexpr int kDim = 6;
 constexpr int kPerRecord = 24;
+
+// Store operations on every backend (backend_test_util.h); the SQLite-file tests (byte scans of
+// the file, its -wal, overflow pages) and the audit tampering below stay TEST()s, and the
+// operations of test_store_pg.cpp's StoreBackends (reopen, erasure hashes, two objects, the audit
+// chain, error types, locking) run on every backend too.
+class StoreOps : public store_test::StoreOnBackends {};
 
 TEST(StoreTokenId, LayoutOrdersByRecordThenPosition) {
   EXPECT_EQ(store_token_id(0, 0), 0);
@@ -50,66 +57,6 @@ TEST(StoreSettings, JsonRoundTripIsExact) {
   nlohmann::json bad = memory_settings_to_json(s);
   bad.erase("C");
   EXPECT_THROW(memory_settings_from_json(bad), FormatError);
-}
-
-TEST(Store, CreateAddReopenRestoresTheSameState) {
-  TempDir dir;
-  const std::string path = dir.file("s.db");
-  std::string hash;
-  RowMatrix queries = random_keys(5, kDim, 99);
-  RowMatrix readouts;
-  {
-    StoreOptions o;
-    o.create = true;
-    Store store(path, o);
-    store.create_memory("m", rbf_settings(0.05), kDim, kDim);
-    add_records(store, "m", {4, 1, 7, 2}, kPerRecord, kDim);
-    hash = store.memory("m").state_sha256();
-    EXPECT_EQ(store.memory_info("m").state_sha256, hash);
-    EXPECT_EQ(store.memory_info("m").tokens, 4 * kPerRecord);
-    readouts = store.query("m", queries);
-  }
-  Store store(path);
-  EXPECT_EQ(store.memory_names(), std::vector<std::string>{"m"});
-  EXPECT_EQ(store.memory("m").state_sha256(), hash);
-  EXPECT_EQ(store.stored_state("m").state_sha256, hash);
-  const RowMatrix again = store.query("m", queries);
-  EXPECT_EQ(0, std::memcmp(again.data(), readouts.data(), sizeof(double) * again.size()));
-  // The stored state is the batch solution of the stored tokens.
-  BatchSettings bs;
-  bs.problem = rbf_settings(0.05).problem;
-  EXPECT_EQ(solve_batch(store.memory("m").tokens(), bs).state.state_sha256, hash);
-  const auto recs = store.records("m");
-  ASSERT_EQ(recs.size(), 4u);
-  EXPECT_EQ(recs[0].record, 1);
-  EXPECT_EQ(recs[0].tokens, kPerRecord);
-  EXPECT_TRUE(store.verify().ok());
-}
-
-TEST(Store, ErasedStoreHashesLikeOneThatNeverSawTheRecord) {
-  TempDir dir;
-  StoreOptions o;
-  o.create = true;
-  Store a(dir.file("a.db"), o);
-  Store b(dir.file("b.db"), o);
-  a.create_memory("m", rbf_settings(0.04), kDim, kDim);
-  b.create_memory("m", rbf_settings(0.04), kDim, kDim);
-  add_records(a, "m", {0, 1, 2, 3, 4, 5}, kPerRecord, kDim);
-  add_records(b, "m", {5, 1, 4, 0, 2}, kPerRecord, kDim);  // never record 3, other order
-  EXPECT_NE(a.memory("m").state_sha256(), b.memory("m").state_sha256());
-  const ForgetResult f = a.forget_record("m", 3);
-  EXPECT_TRUE(f.wal_truncated);
-  EXPECT_EQ(f.entry.token_count, kPerRecord);
-  EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());
-  EXPECT_EQ(a.memory_info("m").state_sha256, b.memory_info("m").state_sha256);
-  EXPECT_EQ(f.entry.state_after, b.memory_info("m").state_sha256);
-  ASSERT_TRUE(f.certificate.store.has_value());
-  EXPECT_EQ(f.certificate.store->token_rows_erased, kPerRecord);
-  // And after reopening from the files.
-  a = Store(dir.file("a.db"));
-  EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());
-  EXPECT_TRUE(a.verify().ok());
-  EXPECT_TRUE(b.verify().ok());
 }
 
 TEST(Store, ErasedBytesAreGoneFromEveryFile) {
@@ -180,14 +127,13 @@ TEST(Store, ErasedBytesAreGoneWhenRowsSpillToOverflowPages) {
   EXPECT_TRUE(store.verify().ok());
 }
 
-TEST(Store, SuspendKeepsDataAndResumeRestoresTheState) {
-  TempDir dir;
-  const std::string path = dir.file("s.db");
+TEST_P(StoreOps, SuspendKeepsDataAndResumeRestoresTheState) {
+  const std::string path = stores().at_without_keys("s");
   StoreOptions o;
   o.create = true;
   o.encrypt = false;  // plaintext: the scan below sees the suspended record's bytes kept
   Store store(path, o);
-  Store other(dir.file("other.db"), o);
+  Store other(stores().at_without_keys("other"), o);
   store.create_memory("m", rbf_settings(0.05), kDim, kDim);
   other.create_memory("m", rbf_settings(0.05), kDim, kDim);
   add_records(store, "m", {0, 1, 2, 3}, kPerRecord, kDim);
@@ -198,9 +144,10 @@ TEST(Store, SuspendKeepsDataAndResumeRestoresTheState) {
   EXPECT_EQ(store.memory("m").state_sha256(), other.memory("m").state_sha256());
   EXPECT_EQ(store.memory_info("m").suspended_records, 1);
   EXPECT_EQ(store.memory_info("m").stored_tokens, 4 * kPerRecord);
-  // Suspended data stays in the file.
+  // Suspended data stays in the file (a byte scan of the SQLite file; rows on PostgreSQL).
   const auto pats = patterns_of(random_keys(kPerRecord, kDim, 1000 + 2));
-  EXPECT_EQ(scan_store_files(path, pats).fp64_found, pats.fp64.size());
+  if (!pg()) EXPECT_EQ(scan_store_files(path, pats).fp64_found, pats.fp64.size());
+  EXPECT_EQ(stores().raw_int("s", "SELECT count(*) FROM tokens WHERE record = 2"), kPerRecord);
   EXPECT_THROW(store.suspend_record("m", 2), InvalidArgument);
   EXPECT_TRUE(store.verify().ok());
   store = Store(path);  // persists across reopening
@@ -213,7 +160,11 @@ TEST(Store, SuspendKeepsDataAndResumeRestoresTheState) {
   const std::string without1 = store.memory("m").state_sha256();
   const ForgetResult f = store.forget_record("m", 1);
   EXPECT_EQ(f.entry.state_after, without1);
-  EXPECT_EQ(scan_store_files(path, patterns_of(random_keys(kPerRecord, kDim, 1001))).fp64_found, 0u);
+  if (!pg()) {
+    EXPECT_EQ(scan_store_files(path, patterns_of(random_keys(kPerRecord, kDim, 1001))).fp64_found,
+              0u);
+  }
+  EXPECT_EQ(stores().raw_int("s", "SELECT count(*) FROM tokens WHERE record = 1"), 0);
   const auto ops = store.audit();
   std::vector<std::string> names;
   for (const auto& e : ops) names.push_back(e.operation);
@@ -222,9 +173,8 @@ TEST(Store, SuspendKeepsDataAndResumeRestoresTheState) {
   EXPECT_TRUE(store.verify().ok());
 }
 
-TEST(Store, BadArgumentsLeaveStoreAndObjectUnchanged) {
-  TempDir dir;
-  const std::string path = dir.file("s.db");
+TEST_P(StoreOps, BadArgumentsLeaveStoreAndObjectUnchanged) {
+  const std::string path = stores().at("s");
   StoreOptions o;
   o.create = true;
   Store store(path, o);
@@ -264,27 +214,8 @@ TEST(Store, BadArgumentsLeaveStoreAndObjectUnchanged) {
   EXPECT_TRUE(store.verify().ok());
 }
 
-TEST(Store, TwoObjectsOnOneFileSeeEachOthersChanges) {
-  TempDir dir;
-  const std::string path = dir.file("s.db");
-  StoreOptions o;
-  o.create = true;
-  Store a(path, o);
-  a.create_memory("m", rbf_settings(0.05), kDim, kDim);
-  add_records(a, "m", {0, 1}, kPerRecord, kDim);
-  Store b(path);
-  EXPECT_EQ(b.memory("m").state_sha256(), a.memory("m").state_sha256());
-  add_records(a, "m", {2}, kPerRecord, kDim);
-  b.forget_record("m", 0);  // b's in-RAM memory is stale: reloaded inside the transaction
-  add_records(a, "m", {3}, kPerRecord, kDim);
-  EXPECT_EQ(a.memory("m").state_sha256(), b.memory("m").state_sha256());
-  EXPECT_EQ(a.memory("m").size(), 3 * kPerRecord);
-  EXPECT_TRUE(a.verify().ok());
-}
-
-TEST(Store, BoundedModeKeepsOnlyRetainedTokens) {
-  TempDir dir;
-  const std::string path = dir.file("s.db");
+TEST_P(StoreOps, BoundedModeKeepsOnlyRetainedTokens) {
+  const std::string path = stores().at("s");
   StoreOptions o;
   o.create = true;
   Store store(path, o);
@@ -304,11 +235,10 @@ TEST(Store, BoundedModeKeepsOnlyRetainedTokens) {
   EXPECT_TRUE(nlohmann::json::parse(audit[1].certificate).contains("evicted_on_arrival"));
 }
 
-TEST(Store, LinearAndPolyKernelsPersist) {
-  TempDir dir;
+TEST_P(StoreOps, LinearAndPolyKernelsPersist) {
   StoreOptions o;
   o.create = true;
-  Store store(dir.file("s.db"), o);
+  Store store(stores().at("s"), o);
   MemorySettings lin;
   lin.problem.kernel.type = KernelType::kLinear;
   lin.problem.C = 0.1;
@@ -323,11 +253,13 @@ TEST(Store, LinearAndPolyKernelsPersist) {
   add_records(store, "poly", {0, 1, 2}, kPerRecord, kDim);
   store.forget_record("lin", 1);
   store.forget_record("poly", 0);
-  store = Store(dir.file("s.db"));
+  store = Store(stores().at("s"));
   const StoreVerification v = store.verify();
   EXPECT_TRUE(v.ok()) << verification_to_json(v).dump(2);
   EXPECT_EQ(v.memories.size(), 2u);
 }
+
+SVATTN_ON_ALL_BACKENDS(StoreOps);
 
 // ------------------------------------------------------------------------------- audit chain
 

@@ -2,8 +2,8 @@
 // every token payload under a per-record data key, no plaintext key bytes reach the data file, its
 // WAL or a backup, hashes and certificates are those of a plaintext store, tampering is refused
 // naming the record, --plaintext opts out, and a schema-2 store is upgraded in place. Forget
-// destroys the record's data key after its commit, and kill -9 never leaves a record whose key
-// is destroyed in a memory.
+// destroys the record's data key after its commit (kill -9 trials on every backend:
+// test_store_backends_crypto.cpp).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -353,68 +353,7 @@ TEST(StoreEncryption, ForgetDestroysTheDataKeyAndLogsTheDestruction) {
 // kill -9 at random points of a sequence of forgets (20 trials): a record whose data key is
 // destroyed is never still in the file (hence never in a memory); reopening completes every
 // destruction a committed forget scheduled.
-TEST(StoreEncryption, KillNineDuringForgetsNeverLeavesAShreddedRecordInAMemory) {
-  constexpr int kRecords = 10;
-  std::mt19937_64 gen(2026);
-  int partial = 0;
-  for (int trial = 0; trial < 20; ++trial) {
-    TempDir dir;
-    const std::string p = dir.file("s.db");
-    std::vector<std::int64_t> ids;
-    for (int r = 0; r < kRecords; ++r) ids.push_back(r);
-    {
-      Store s(p, opts(true));
-      s.create_memory("m", rbf_settings(0.05, 1.5), 4, 4);
-      add_records(s, "m", ids, 6, 4);
-    }
-    std::map<std::int64_t, std::string> key_of;
-    for (std::int64_t r : ids) key_of[r] = key_id_of(p, r);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::_exit([&] {
-        try {
-          Store s(p);
-          for (std::int64_t r : ids) s.forget_record("m", r);
-          return 0;
-        } catch (...) {
-          return 98;
-        }
-      }());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 + gen() % 400));
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ASSERT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 98) << "child failed";
-    int shredded = 0;
-    {  // the files as the crash left them, before any store open completes anything
-      store_detail::KeyStore ks(p + ".keys", {});
-      RawDb raw(p);
-      for (std::int64_t r : ids) {
-        if (!ks.get(key_of[r]).shredded()) continue;
-        ++shredded;
-        EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE record = " + std::to_string(r)),
-                  0)
-            << "trial " << trial << ": record " << r << " is shredded but still in the store";
-        EXPECT_EQ(raw.query_int("SELECT count(*) FROM tokens WHERE record = " + std::to_string(r)),
-                  0);
-      }
-    }
-    partial += shredded > 0 && shredded < kRecords ? 1 : 0;
-    Store s(p);  // completes pending destructions
-    const auto recs = s.records("m");
-    store_detail::KeyStore ks(p + ".keys", {});
-    for (std::int64_t r : ids) {
-      const bool present = std::any_of(recs.begin(), recs.end(),
-                                       [&](const RecordInfo& ri) { return ri.record == r; });
-      EXPECT_EQ(ks.get(key_of[r]).shredded(), !present) << "trial " << trial << " record " << r;
-    }
-    RawDb raw(p);
-    EXPECT_EQ(raw.query_int("SELECT count(*) FROM pending_shreds"), 0);
-    EXPECT_TRUE(s.verify().ok()) << "trial " << trial;
-  }
-  std::printf("kill -9 trials with a partial sequence of forgets: %d of 20\n", partial);
-}
+// kill -9 during forgets: on every backend in test_store_backends_crypto.cpp.
 
 }  // namespace
 }  // namespace svattn

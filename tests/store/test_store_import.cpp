@@ -1,6 +1,6 @@
 // `svattn memory import` (issue 19 item 3): malformed inputs exit 2 naming the file and row and
 // write nothing; chunked import equals record-by-record adds; an import killed with SIGKILL resumes
-// to the same final hash.
+// to the same final hash. On every backend (backend_test_util.h).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "store_test_util.h"
+#include "backend_test_util.h"
 #include "svattn/io.h"
 
 namespace svattn {
@@ -58,21 +58,26 @@ std::vector<double> grouped(int n, int per) {
   return ids;
 }
 
-class StoreImport : public ::testing::Test {
+// Quoted for the shell (a PostgreSQL URI has '&' and '?').
+std::string q(const std::string& location) { return "'" + location + "'"; }
+
+class StoreImport : public store_test::StoreOnBackends {
  protected:
   void SetUp() override {
-    store_ = dir_.file("s.db");
+    store_test::StoreOnBackends::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    store_ = q(stores().at("s"));
     write_npy(dir_.file("k.npy"), random_keys(60, 3, 21));
     write_npy(dir_.file("r.npy"), record_column(grouped(20, 3)));
     ASSERT_EQ(cli(dir_, "memory create " + store_ + " --memory m --dim 3 --C 0.05").code, 0);
   }
   void expect2(const std::string& args, const std::string& file, const std::string& fragment) {
-    const std::string before = store_test::file_sha(store_);
+    const std::string before = stores().digest("s");
     const CliResult r = cli(dir_, args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out << r.err;
     EXPECT_NE(r.err.find(file), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(fragment), std::string::npos) << r.err;
-    EXPECT_EQ(store_test::file_sha(store_), before) << "a refused import changed the store";
+    EXPECT_EQ(stores().digest("s"), before) << "a refused import changed the store";
   }
   std::string import_args(const std::string& keys, const std::string& recs) {
     return "memory import " + store_ + " --memory m --keys " + keys + " --records " + recs;
@@ -81,7 +86,7 @@ class StoreImport : public ::testing::Test {
   std::string store_;
 };
 
-TEST_F(StoreImport, ChunkedImportEqualsRecordByRecordAdds) {
+TEST_P(StoreImport, ChunkedImportEqualsRecordByRecordAdds) {
   const CliResult r =
       cli(dir_, import_args(dir_.file("k.npy"), dir_.file("r.npy")) + " --chunk 7 --json");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -98,7 +103,7 @@ TEST_F(StoreImport, ChunkedImportEqualsRecordByRecordAdds) {
   const RowMatrix k = random_keys(60, 3, 21);
   for (int rec = 19; rec >= 0; --rec) ref.add_record("m", rec, k.middleRows(3 * rec, 3));
   EXPECT_EQ(j.at("state_sha256"), ref.memory_info("m").state_sha256);
-  Store s(store_);
+  Store s(stores().at("s"));
   EXPECT_TRUE(s.verify().ok());
   EXPECT_EQ(s.records("m").size(), 20u);
   // Importing again skips everything.
@@ -108,7 +113,7 @@ TEST_F(StoreImport, ChunkedImportEqualsRecordByRecordAdds) {
   EXPECT_EQ(nlohmann::json::parse(again.out).at("records_skipped"), 20);
 }
 
-TEST_F(StoreImport, MalformedInputsExitTwoNamingFileAndRowAndWriteNothing) {
+TEST_P(StoreImport, MalformedInputsExitTwoNamingFileAndRowAndWriteNothing) {
   write_npy(dir_.file("short.npy"), record_column(std::vector<double>(59, 0.0)));
   expect2(import_args(dir_.file("k.npy"), dir_.file("short.npy")), "short.npy", "59 rows");
   std::vector<double> neg = grouped(20, 3);
@@ -141,8 +146,8 @@ TEST_F(StoreImport, MalformedInputsExitTwoNamingFileAndRowAndWriteNothing) {
 
 // Kill -9 at random points of an import, then import again: the same final hash as an
 // uninterrupted import, every record fully present, verify passes.
-void kill_and_resume(int trials, std::uint64_t seed) {
-  TempDir dir;
+void kill_and_resume(store_test::Stores& st, int trials, std::uint64_t seed) {
+  const TempDir& dir = st.dir();
   const int records = 120;
   write_npy(dir.file("k.npy"), random_keys(records * 4, 3, 31));
   write_npy(dir.file("r.npy"), record_column(grouped(records, 4)));
@@ -162,7 +167,8 @@ void kill_and_resume(int trials, std::uint64_t seed) {
   std::mt19937_64 gen(seed);
   int interrupted = 0;
   for (int t = 0; t < trials; ++t) {
-    const std::string s = dir.file("t" + std::to_string(t) + ".db");
+    const std::string name = "t" + std::to_string(t);
+    const std::string s = q(st.at(name));
     ASSERT_EQ(cli(dir, "memory create " + s + create).code, 0);
     const pid_t pid = ::fork();
     if (pid == 0) {
@@ -174,24 +180,32 @@ void kill_and_resume(int trials, std::uint64_t seed) {
     std::this_thread::sleep_for(
         std::chrono::milliseconds(span_ms / 10 + static_cast<long long>(gen() % (span_ms * 8 / 10 + 1))));
     ::kill(pid, SIGKILL);
-    int st = 0;
-    ::waitpid(pid, &st, 0);
-    if (WIFSIGNALED(st)) ++interrupted;
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) ++interrupted;
     {
-      Store check(s);
+      Store check(st.at(name));
       const StoreVerification v = check.verify();
       ASSERT_TRUE(v.ok()) << "trial " << t << ": " << (v.problems.empty() ? "" : v.problems[0]);
       for (const RecordInfo& r : check.records("m")) ASSERT_EQ(r.tokens, 4) << "trial " << t;
     }
     const CliResult resumed = cli(dir, "memory import " + s + args);
     ASSERT_EQ(resumed.code, 0) << resumed.err;
-    EXPECT_EQ(Store(s).memory_info("m").state_sha256, want) << "trial " << t;
+    EXPECT_EQ(Store(st.at(name)).memory_info("m").state_sha256, want) << "trial " << t;
   }
   EXPECT_GT(interrupted, 0) << "no trial interrupted the import";
 }
 
-TEST(StoreImportKill, KillNineResumesToTheSameHash) { kill_and_resume(3, 5); }
-TEST(StoreImportKillSlow, KillNineResumesToTheSameHashManyTrials) { kill_and_resume(20, 6); }
+class StoreImportKill : public store_test::StoreOnBackends {};
+class StoreImportKillSlow : public store_test::StoreOnBackends {};
+TEST_P(StoreImportKill, KillNineResumesToTheSameHash) { kill_and_resume(stores(), 3, 5); }
+TEST_P(StoreImportKillSlow, KillNineResumesToTheSameHashManyTrials) {
+  kill_and_resume(stores(), 20, 6);
+}
+
+SVATTN_ON_ALL_BACKENDS(StoreImport);
+SVATTN_ON_ALL_BACKENDS(StoreImportKill);
+SVATTN_ON_ALL_BACKENDS(StoreImportKillSlow);
 
 }  // namespace
 }  // namespace svattn

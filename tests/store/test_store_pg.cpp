@@ -1,8 +1,7 @@
 // The store's operations on both backends (docs/store.md "PostgreSQL"): the same tests on an
 // SQLite file and on a PostgreSQL schema give the same hashes, audit chain, certificates and
-// errors; on PostgreSQL two processes (one forgetting, one querying) see consistent states, and
-// kill -9 during forgets never leaves a record whose data key is destroyed but whose tokens are
-// still in a memory, or the reverse. The PostgreSQL instances need a server (pg_test_util.h).
+// errors (encryption, kill -9 and two-process tests on every backend:
+// test_store_backends_crypto.cpp). The PostgreSQL instances need a server (pg_test_util.h).
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -13,9 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "pg_test_util.h"
-#include "store/key_store.h"
-#include "store_test_util.h"
+#include "backend_test_util.h"
 
 namespace svattn {
 namespace {
@@ -31,54 +28,6 @@ using store_test::TempDir;
 constexpr int kDim = 6;
 constexpr int kPerRecord = 8;
 
-// Stores of one backend in one test: a file in a temporary directory, or a fresh schema.
-class Stores {
- public:
-  explicit Stores(bool pg) : pg_(pg) {}
-  bool pg() const { return pg_; }
-  /// The location of store `name` (created on first use).
-  std::string at(const std::string& name) {
-    if (!pg_) return dir_.file(name + ".db");
-    auto& s = schemas_[name];
-    if (s == nullptr) s = std::make_unique<PgSchema>();
-    return s->uri(keys(name));
-  }
-  std::string keys(const std::string& name) const {
-    return pg_ ? dir_.file(name + ".pgkeys") : dir_.file(name + ".db.keys");
-  }
-  /// Runs raw SQL on store `name` from outside (tampering); "" on success, else the error.
-  std::string raw_exec(const std::string& name, const std::string& sql) {
-    if (!pg_) {
-      RawDb raw(at(name));
-      return raw.exec(sql) == SQLITE_OK ? "" : sqlite3_errmsg(raw.handle());
-    }
-    RawPg raw(schemas_.at(name)->name());
-    return raw.exec(sql);
-  }
-  std::int64_t raw_int(const std::string& name, const std::string& sql) {
-    if (!pg_) return RawDb(at(name)).query_int(sql);
-    return RawPg(schemas_.at(name)->name()).query_int(sql);
-  }
-  std::string raw_text(const std::string& name, const std::string& sql) {
-    if (!pg_) {
-      RawDb raw(at(name));
-      sqlite3_stmt* q = nullptr;
-      sqlite3_prepare_v2(raw.handle(), sql.c_str(), -1, &q, nullptr);
-      std::string out;
-      if (sqlite3_step(q) == SQLITE_ROW)
-        out = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
-      sqlite3_finalize(q);
-      return out;
-    }
-    return RawPg(schemas_.at(name)->name()).query(sql);
-  }
-
- private:
-  bool pg_;
-  TempDir dir_;
-  std::map<std::string, std::unique_ptr<PgSchema>> schemas_;
-};
-
 StoreOptions create_opts(bool encrypt = true) {
   StoreOptions o;
   o.create = true;
@@ -86,18 +35,7 @@ StoreOptions create_opts(bool encrypt = true) {
   return o;
 }
 
-class StoreBackends : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override {
-    if (pg()) SVATTN_REQUIRE_PG();
-    stores_ = std::make_unique<Stores>(pg());
-  }
-  bool pg() const { return std::string(GetParam()) == "postgres"; }
-  Stores& stores() { return *stores_; }
-
- private:
-  std::unique_ptr<Stores> stores_;
-};
+class StoreBackends : public store_test::StoreOnBackends {};
 
 TEST_P(StoreBackends, CreateAddSuspendResumeReopenRestoresTheSameState) {
   const std::string at = stores().at("s");
@@ -283,10 +221,7 @@ TEST_P(StoreBackends, LockedStoreGivesStoreBusyAfterTheTimeout) {
   EXPECT_EQ(s.memory_info("m").records, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreBackends, ::testing::Values("sqlite", "postgres"),
-                         [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param);
-                         });
+SVATTN_ON_ALL_BACKENDS(StoreBackends);
 
 // ------------------------------------------------------------------------- PostgreSQL only
 
@@ -312,168 +247,6 @@ TEST_F(StorePg, UriWithoutKeysOrWithABadServerIsAClearError) {
   } catch (const IoError& e) {
     EXPECT_EQ(std::string(e.what()).find("secret"), std::string::npos) << e.what();
   }
-}
-
-// Precomputed states of a forget sequence: after k forgets, the hash and a readout.
-struct Expected {
-  std::vector<std::string> hash;
-  std::vector<RowMatrix> readout;
-};
-
-// One process forgets records one by one while another queries: every state the querying
-// process sees is one of the states of the sequence, with matching token count and readout.
-TEST_F(StorePg, TwoProcessesOneForgettingOneQueryingSeeConsistentStates) {
-  constexpr int kRecords = 8;
-  TempDir dir;
-  PgSchema schema;
-  const std::string at = schema.uri(dir.file("k.keys"));
-  std::vector<std::int64_t> ids;
-  for (int r = 0; r < kRecords; ++r) ids.push_back(r);
-  const RowMatrix probes = random_keys(3, kDim, 5);
-  Expected ex;
-  {
-    Store ref(dir.file("ref.db"), create_opts(false));
-    ref.create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
-    add_records(ref, "m", ids, kPerRecord, kDim);
-    for (int k = 0; k <= kRecords; ++k) {
-      ex.hash.push_back(ref.memory_info("m").state_sha256);
-      ex.readout.push_back(ref.query("m", probes));
-      if (k < kRecords) ref.forget_record("m", k);
-    }
-    Store s(at, create_opts());
-    s.create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
-    add_records(s, "m", ids, kPerRecord, kDim);
-  }
-  const pid_t forgetter = ::fork();
-  if (forgetter == 0) {
-    ::_exit([&] {
-      try {
-        Store s(at);
-        for (std::int64_t r : ids) s.forget_record("m", r);
-        return 0;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "forgetter: %s\n", e.what());
-        return 1;
-      }
-    }());
-  }
-  const pid_t querier = ::fork();
-  if (querier == 0) {
-    ::_exit([&] {
-      try {
-        Store s(at, StoreOptions{});
-        std::set<int> seen;
-        for (int i = 0; i < 4000 && seen.count(kRecords) == 0; ++i) {
-          const MemoryInfo info = s.memory_info("m");
-          const int k = kRecords - info.tokens / kPerRecord;
-          if (k < 0 || k > kRecords || info.state_sha256 != ex.hash[k]) return 2;
-          const RowMatrix q = s.query("m", probes);
-          bool match = false;  // the query may see a later state than memory_info
-          for (int j = k; j <= kRecords && !match; ++j)
-            match = std::memcmp(q.data(), ex.readout[j].data(), sizeof(double) * q.size()) == 0;
-          if (!match) return 3;
-          seen.insert(k);
-        }
-        std::printf("querier saw %zu of %d states\n", seen.size(), kRecords + 1);
-        std::fflush(stdout);
-        return seen.size() >= 2 ? 0 : 4;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "querier: %s\n", e.what());
-        return 1;
-      }
-    }());
-  }
-  int sf = 0, sq = 0;
-  ::waitpid(forgetter, &sf, 0);
-  ::waitpid(querier, &sq, 0);
-  EXPECT_TRUE(WIFEXITED(sf) && WEXITSTATUS(sf) == 0) << "forgetter status " << sf;
-  EXPECT_TRUE(WIFEXITED(sq) && WEXITSTATUS(sq) == 0)
-      << "querier status " << WEXITSTATUS(sq)
-      << " (2: hash/token mismatch, 3: readout, 4: too few states)";
-  Store s(at);
-  EXPECT_EQ(s.memory_info("m").state_sha256, ex.hash[kRecords]);
-  EXPECT_TRUE(s.verify().ok());
-}
-
-// kill -9 at random points of a sequence of forgets on PostgreSQL (24 trials): a record whose
-// data key is destroyed has no rows left (so it is in no memory), and after reopening a key is
-// destroyed exactly when its record is gone.
-TEST_F(StorePg, KillNineDuringForgetsNeverLeavesAShreddedRecordInAMemory) {
-  constexpr int kRecords = 10;
-  constexpr int kTrials = 24;
-  std::mt19937_64 gen(2026);
-  std::vector<std::int64_t> ids;
-  for (int r = 0; r < kRecords; ++r) ids.push_back(r);
-  double full_ms = 0;
-  int partial = 0;
-  for (int trial = -1; trial < kTrials; ++trial) {  // trial -1 times an uninterrupted run
-    TempDir dir;
-    PgSchema schema;
-    const std::string at = schema.uri(dir.file("k.keys"));
-    {
-      Store s(at, create_opts());
-      s.create_memory("m", rbf_settings(0.05, 1.5), 4, 4);
-      add_records(s, "m", ids, 6, 4);
-    }
-    RawPg raw(schema.name());
-    std::map<std::int64_t, std::string> key_of;
-    for (std::int64_t r : ids)
-      key_of[r] = raw.query("SELECT key_id FROM records WHERE record = " + std::to_string(r));
-    const auto t0 = std::chrono::steady_clock::now();
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::_exit([&] {
-        try {
-          Store s(at);
-          for (std::int64_t r : ids) s.forget_record("m", r);
-          return 0;
-        } catch (...) {
-          return 98;
-        }
-      }());
-    }
-    int status = 0;
-    if (trial >= 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(
-          static_cast<std::int64_t>(1000 * full_ms * static_cast<double>(gen() % 1000) / 1000.0)));
-      ::kill(pid, SIGKILL);
-    }
-    ::waitpid(pid, &status, 0);
-    if (trial < 0) {
-      full_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      continue;
-    }
-    ASSERT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 98) << "child failed";
-    int shredded = 0;
-    {  // the store as the crash left it, before any open completes anything
-      store_detail::KeyStore ks(dir.file("k.keys"), {});
-      for (std::int64_t r : ids) {
-        if (!ks.get(key_of[r]).shredded()) continue;
-        ++shredded;
-        const std::string rs = std::to_string(r);
-        EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE record = " + rs), 0)
-            << "trial " << trial << ": record " << r << " is shredded but still in the store";
-        EXPECT_EQ(raw.query_int("SELECT count(*) FROM tokens WHERE record = " + rs), 0);
-      }
-    }
-    partial += shredded > 0 && shredded < kRecords ? 1 : 0;
-    Store s(at);  // completes pending destructions
-    const auto recs = s.records("m");
-    store_detail::KeyStore ks(dir.file("k.keys"), {});
-    for (std::int64_t r : ids) {
-      const bool present = std::any_of(recs.begin(), recs.end(),
-                                       [&](const RecordInfo& ri) { return ri.record == r; });
-      EXPECT_EQ(ks.get(key_of[r]).shredded(), !present) << "trial " << trial << " record " << r;
-    }
-    EXPECT_EQ(raw.query_int("SELECT count(*) FROM pending_shreds"), 0);
-    EXPECT_EQ(s.memory("m").size(), static_cast<int>(recs.size()) * 6);
-    EXPECT_TRUE(s.verify().ok()) << "trial " << trial;
-  }
-  std::printf("uninterrupted forget sequence %.0f ms; trials with a partial sequence: %d of %d\n",
-              full_ms, partial, kTrials);
-  EXPECT_GE(partial, 3);  // the kills landed inside the sequence, not all before or after it
 }
 
 #ifdef SVATTN_CLI
