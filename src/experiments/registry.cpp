@@ -129,10 +129,10 @@ void check_overrides(const ExperimentOptions& o, const std::vector<std::string>&
       if (x.id == ov.scope) e = &x;
     if (e == nullptr)
       throw SettingError(name, "unknown experiment " + ov.scope + " (expected E1 … E7)");
-    if (std::find(up.begin(), up.end(), ov.scope) == up.end())
-      throw SettingError(name, ov.scope + " is not among the experiments being run");
     if (!e->available())
       throw SettingError(name, ov.scope + " is not available in this build: needs " + e->needs);
+    if (std::find(up.begin(), up.end(), ov.scope) == up.end())
+      throw SettingError(name, ov.scope + " is not among the experiments being run");
   }
   for (const auto& id : up) {
     const Experiment& e = entry(id);

@@ -81,7 +81,7 @@ Preset preset_for(const std::string& name) {
   return {400, 25,
           {"gaussian_d2", "gaussian_d8", "gaussian_d32", "clustered", "near_duplicate", "icu_mimic",
            "learned"},
-          "tiny", 300, 2048};
+          "tiny", 200, 2048};
 }
 
 const StreamDef& stream_def(const std::string& name) {

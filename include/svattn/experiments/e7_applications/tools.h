@@ -1,7 +1,7 @@
 // E7 — applications (SPEC §11 E7, §13): surgical fact forgetting, exact knowledge editing and
 // patient erasure from the audited store, with a membership-inference probe and the approximate
 // removal baselines. The building blocks are exposed here for tests and for other drivers; the
-// experiment itself is run_e7() (experiments.h).
+// experiment itself is run() (e7_applications.h).
 #pragma once
 #include <cstdint>
 #include <string>
