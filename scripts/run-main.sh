@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job (`make run`): reproduces the paper's experiments with the quick preset into $2
 # (default out/run) and prints where the report is. Experiments that need trained models are
-# reported as "not yet available" unless this build registers their runners (docs/experiments.md).
+# reported as "not yet available" unless this build has LibTorch (docs/experiments.md).
 # Builds without `svattn reproduce` (no experiments library) fall back to the demo.
 set -euo pipefail
 build=${1:-build}; out=${2:-out/run}

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "blas_reexec.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "svattn/errors.h"
@@ -92,7 +93,7 @@ Registrar reg("dump-keys", [](CLI::App& app, int& exit_code) {
   sub->add_option("--threads", o->threads, "LibTorch intra-op threads")->capture_default_str();
   add_json_flag(sub, o->json);
   sub->callback([o, &exit_code] {
-    lm::reexec_with_fast_blas_if_misdetected();
+    reexec_with_fast_blas_if_misdetected();
     exit_code = run_dump_keys(*o);
   });
 });

@@ -1,6 +1,7 @@
 // `svattn eval`: bits per byte of a checkpoint on a split (deterministic fixed windows).
 #include <fmt/core.h>
 
+#include "blas_reexec.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "svattn/errors.h"
@@ -134,7 +135,7 @@ Registrar reg("eval", [](CLI::App& app, int& exit_code) {
   add_json_flag(sub, o->json);
   sub->callback([o, seq, &exit_code] {
     o->seq_given = seq->count() > 0;
-    lm::reexec_with_fast_blas_if_misdetected();
+    reexec_with_fast_blas_if_misdetected();
     exit_code = run_eval(*o);
   });
 });

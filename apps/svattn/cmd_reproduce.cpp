@@ -7,6 +7,9 @@
 #include "commands.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/reproduce.h"
+#ifdef SVATTN_CLI_TORCH_EXPERIMENTS
+#include "svattn/experiments/torch_experiments.h"
+#endif
 
 namespace svattn::cli {
 namespace {
@@ -14,6 +17,7 @@ namespace {
 struct ReproduceCliOptions {
   experiments::ReproduceOptions opts;
   std::string only;
+  std::vector<std::string> set;
   bool no_plots = false;
   bool quiet = false;
 };
@@ -21,6 +25,8 @@ struct ReproduceCliOptions {
 int run_reproduce(ReproduceCliOptions& o) {
   o.opts.experiment.plots = !o.no_plots;
   o.opts.experiment.progress = !o.quiet;
+  o.opts.experiment.overrides.clear();
+  for (const auto& item : o.set) o.opts.experiment.overrides.push_back(experiments::parse_override(item));
   o.opts.only.clear();
   std::string cur;
   for (char c : o.only + ",") {
@@ -50,6 +56,9 @@ int run_reproduce(ReproduceCliOptions& o) {
 }
 
 Registrar reg("reproduce", [](CLI::App& app, int& exit_code) {
+#ifdef SVATTN_CLI_TORCH_EXPERIMENTS
+  experiments::install_torch_experiments();
+#endif
   static ReproduceCliOptions opts;  // outlives parsing: CLI11 binds to it
   ReproduceCliOptions* o = &opts;
   o->opts.experiment.out_dir = "out/report";
@@ -68,6 +77,10 @@ Registrar reg("reproduce", [](CLI::App& app, int& exit_code) {
   sub->add_option("--learned-keys", o->opts.experiment.learned_keys,
                   "E1: keys of a trained model (.npy/.csv from `svattn dump-keys`)");
   sub->add_option("--only", o->only, "comma-separated experiment ids to run (default: all)");
+  sub->add_option("--set", o->set,
+                  "override a preset field of one experiment, E?.KEY=VALUE (repeatable; "
+                  "docs/experiments.md lists the keys); a bad key or value exits 2")
+      ->allow_extra_args(false);
   sub->add_flag("--no-plots", o->no_plots, "write plot data and scripts but do not run gnuplot");
   sub->add_flag("--quiet", o->quiet, "no progress lines on stderr");
   sub->callback([o, &exit_code] { exit_code = run_reproduce(*o); });

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "blas_reexec.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "svattn/errors.h"
@@ -125,7 +126,7 @@ Registrar reg("train", [](CLI::App& app, int& exit_code) {
   sub->add_flag("--no-plot", o->no_plot, "skip the gnuplot PNG");
   add_json_flag(sub, o->json);
   sub->callback([o, sub, &exit_code] {
-    lm::reexec_with_fast_blas_if_misdetected();
+    reexec_with_fast_blas_if_misdetected();
     exit_code = run_train(*o, sub);
   });
 });

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "blas_reexec.h"
 #include "svattn/errors.h"
 #include "svattn/lm/blas.h"
 #include "svattn/lm/trainer.h"
@@ -101,7 +102,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  svattn::lm::reexec_with_fast_blas_if_misdetected();
+  svattn::cli::reexec_with_fast_blas_if_misdetected();
   try {
     return run(argc, argv);
   } catch (const svattn::Error& e) {

@@ -1,28 +1,31 @@
-// Internal helpers shared by the experiment drivers (not installed).
+// Internal helpers shared by the experiment drivers of the wing, torch-free and LibTorch alike
+// (not installed): report header, output files, plot lists, presets with `--set` applied.
 #pragma once
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/experiments.h"
+#include "svattn/clock.h"
+#include "svattn/experiments/options.h"
 #include "svattn/experiments/report.h"
+#include "svattn/experiments/result.h"
 
 namespace svattn::experiments::detail {
 
 /// Machine description for the report header: CPU model, core count, compiler, build type.
 nlohmann::json machine_info();
 
-/// UTC time stamp "2025-01-31T12:00:00Z".
-std::string utc_now();
-
-/// Writes E?.md and E?.json into options.out_dir (adds markdown_file/json_file/runtime to `j`).
+/// Writes E?.md and E?.json into options.out_dir (adds markdown_file/json_file to `j`).
 void write_outputs(const ExperimentOptions& o, const std::string& id, nlohmann::json& j,
                    const std::string& markdown);
 
-/// The markdown block listing plots (embedded images, or why one was skipped).
+/// The markdown block listing plots (embedded images, or why one was skipped); a plot without a
+/// caption is captioned with its file name.
 std::string plots_markdown(const std::vector<PlotResult>& plots,
-                           const std::vector<std::string>& captions);
+                           const std::vector<std::string>& captions = {});
+/// JSON array of the plot results.
+nlohmann::json plots_json(const std::vector<PlotResult>& plots);
 
 /// FNV-1a of a string (stable seed component for a named sub-task).
 std::uint64_t name_hash(const std::string& s);
@@ -30,5 +33,15 @@ std::uint64_t name_hash(const std::string& s);
 /// Keeps `plots` only when options.plots: otherwise marks them skipped on request.
 PlotResult maybe_line_plot(const ExperimentOptions& o, const std::string& name, const LinePlot& p);
 PlotResult maybe_bar_plot(const ExperimentOptions& o, const std::string& name, const BarPlot& p);
+
+/// "12 min 5 s" / "41.2 s" / "3.1 h".
+std::string duration(double seconds);
+
+/// The preset `base` (to_json of the experiment's preset struct) with o.overrides for `id`
+/// applied, as the struct (SettingError names a bad key).
+template <typename P>
+P with_overrides(const P& base, const std::string& id, const ExperimentOptions& o) {
+  return apply_overrides(nlohmann::json(base), id, o.overrides).template get<P>();
+}
 
 }  // namespace svattn::experiments::detail

@@ -41,6 +41,14 @@ double quantile_of(std::vector<double> v, double p) {
   return v[lo] + frac * (v[hi] - v[lo]);
 }
 
+double sd_of(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean_of(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
 double median_of(std::vector<double> v) { return quantile_of(std::move(v), 0.5); }
 
 double max_of(const std::vector<double>& v) {

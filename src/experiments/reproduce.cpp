@@ -21,27 +21,9 @@ namespace {
 
 using nlohmann::json;
 
-std::map<std::string, ExperimentRunner>& runners() {
-  static std::map<std::string, ExperimentRunner> r = [] {
-    std::map<std::string, ExperimentRunner> m;
-    m["E1"] = run_e1;
-    m["E2"] = run_e2;
-    m["E4"] = run_e4;
-    if (e7_available()) m["E7"] = run_e7;
-    return m;
-  }();
-  return r;
-}
-
 std::string upper(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::toupper(c); });
   return s;
-}
-
-const PaperExperiment& paper_experiment(const std::string& id) {
-  for (const auto& e : paper_experiments())
-    if (e.id == id) return e;
-  throw InvalidArgument("unknown experiment '" + id + "' (expected E1 … E7)");
 }
 
 /// Output of a shell command (first line, trimmed); empty on failure.
@@ -89,69 +71,7 @@ std::string cell(const std::string& s) {
   return out;
 }
 
-/// Checks a runner's JSON against the contract (reproduce.h); throws Error naming what is missing.
-void check_contract(const std::string& id, const json& j) {
-  if (!j.is_object()) throw Error(id + " runner returned no JSON object");
-  if (!j.contains("summary") || !j["summary"].is_array()) throw Error(id + " runner returned no `summary` array");
-  for (const auto& row : j["summary"]) {
-    for (const char* k : {"metric", "paper", "ours"}) {
-      if (!row.contains(k) || !row[k].is_string()) {
-        throw Error(id + " runner: a `summary` row lacks the string field `" + std::string(k) + "`");
-      }
-    }
-  }
-  if (!j.contains("runtime_seconds") || !j["runtime_seconds"].is_number()) {
-    throw Error(id + " runner returned no `runtime_seconds`");
-  }
-}
-
 }  // namespace
-
-const std::vector<PaperExperiment>& paper_experiments() {
-  static const std::vector<PaperExperiment> e = {
-      {"E1", "Exact forgetting: decremental removal vs retraining from scratch",
-       "partition match 98–100 %; median decision-function deviation ~1e-9 (Gaussian, ICU), ~1e-13 "
-       "(learned keys); worst 1.1e-2 (near-duplicates); coefficient decay 1e-2 … 1e-1",
-       ""},
-      {"E2", "Rare-item recall under skewed redundancy at equal token budget",
-       "SV certified selection 0.86 vs H2O heavy hitters 0.32 (even with oracle queries)", ""},
-      {"E3", "Selective copy with growing padding (trained models)",
-       "SV ≈ 0.99 recall with support of 11–14 tokens; DeltaNet and linear attention fall to chance",
-       "trained selective-copy models (SV hybrid, DeltaNet, linear attention) from the LibTorch layers "
-       "and a training loop; no E3 runner is registered in this build"},
-      {"E4", "ICU streams: critical-deterioration hours retained at equal budget",
-       "SV 0.80 vs heavy hitters 0.05", ""},
-      {"E5", "Character LM: hybrid vs state-matched sliding-window transformer",
-       "3.22M params: 2.178 vs 2.383 BPC (8.6 %, p = 0.001); 10M params: no advantage",
-       "trained character LMs (the LM trainer in src/lm, LibTorch) on the enwik8 4.15 MB prefix; no E5 "
-       "runner is registered in this build"},
-      {"E6", "Training throughput",
-       "hybrid 9,125 tokens/s at 3.22M params, 35.8× slower than a softmax reference (Apple GPU)",
-       "training-throughput runs of the hybrid and softmax LMs (LibTorch layers + LM trainer); no E6 "
-       "runner is registered in this build"},
-      {"E7", "Applications: surgical fact forgetting, exact knowledge editing, patient erasure",
-       "qualitative: surgical fact forgetting, exact knowledge editing, patient-record deletion with "
-       "\"zero leakage\"",
-       "the audited store (svattn_store, SQLite 3): this build has no store (SVATTN_BUILD_STORE=OFF)"},
-  };
-  return e;
-}
-
-void register_runner(const std::string& id, ExperimentRunner runner) {
-  const std::string up = upper(id);
-  paper_experiment(up);  // throws for an unknown id
-  if (!runner) throw InvalidArgument("empty runner for " + up);
-  runners()[up] = std::move(runner);
-}
-
-void unregister_runner(const std::string& id) { runners().erase(upper(id)); }
-
-bool has_runner(const std::string& id) { return runners().count(upper(id)) > 0; }
-
-ExperimentRunner find_runner(const std::string& id) {
-  const auto it = runners().find(upper(id));
-  return it == runners().end() ? ExperimentRunner{} : it->second;
-}
 
 json report_machine() {
   json m = detail::machine_info();
@@ -177,7 +97,7 @@ json report_machine() {
   }
   struct utsname u {};
   if (::uname(&u) == 0) m["os"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
-  m["date"] = detail::utc_now();
+  m["date"] = utc_now();
   std::string commit = "unknown";
 #ifdef SVATTN_SOURCE_DIR
   const std::string src = SVATTN_SOURCE_DIR;
@@ -196,28 +116,31 @@ json report_machine() {
 json reproduce(const ReproduceOptions& ro) {
   const ExperimentOptions& o = ro.experiment;
   o.validate();
-  for (const auto& id : ro.only) paper_experiment(upper(id));  // unknown ids fail before running
-  ensure_dir(o.out_dir);
+  for (const auto& id : ro.only) find_experiment(id);  // unknown ids fail before running
   const Stopwatch total;
   auto selected = [&](const std::string& id) {
     if (ro.only.empty()) return true;
     return std::any_of(ro.only.begin(), ro.only.end(), [&](const std::string& s) { return upper(s) == id; });
   };
   int stages = 0;
-  for (const auto& e : paper_experiments())
-    if (selected(e.id) && has_runner(e.id)) ++stages;
+  std::vector<std::string> run_ids;
+  for (const auto& e : all_experiments())
+    if (selected(e.id) && e.available()) ++stages, run_ids.push_back(e.id);
+  check_overrides(o, run_ids);  // a bad --set fails before anything runs or is written
+  ensure_dir(o.out_dir);
 
   std::string command = "svattn reproduce --preset " + o.preset + " --seed " + std::to_string(o.seed) +
                         " --out " + o.out_dir;
   if (!o.data_dir.empty()) command += " --data-dir " + o.data_dir;
   if (!o.learned_keys.empty()) command += " --learned-keys " + o.learned_keys;
+  for (const auto& ov : o.overrides) command += " --set " + ov.text();
   if (!ro.only.empty()) {
     std::string ids;
     for (const auto& s : ro.only) ids += (ids.empty() ? "" : ",") + upper(s);
     command += " --only " + ids;
   }
   json report = {{"report", "svattn-reproduce-v1"},
-                 {"created", detail::utc_now()},
+                 {"created", utc_now()},
                  {"preset", o.preset},
                  {"seed", o.seed},
                  {"out_dir", o.out_dir},
@@ -233,12 +156,12 @@ json reproduce(const ReproduceOptions& ro) {
   json exps = json::array();
   std::map<std::string, int> counts;
   int stage = 0;
-  for (const auto& pe : paper_experiments()) {
+  for (const auto& pe : all_experiments()) {
     json entry = {{"id", pe.id}, {"title", pe.title}, {"paper_result", pe.paper_result}};
     if (!selected(pe.id)) {
       entry["status"] = "skipped";
       entry["reason"] = "not selected (--only)";
-    } else if (!has_runner(pe.id)) {
+    } else if (!pe.available()) {
       entry["status"] = "not_available";
       entry["reason"] = pe.needs;
     } else {
@@ -250,8 +173,7 @@ json reproduce(const ReproduceOptions& ro) {
       }
       const Stopwatch sw;
       try {
-        const json j = runners()[pe.id](o);
-        check_contract(pe.id, j);
+        const json j = pe.run(o).to_json();
         entry["status"] = "ok";
         entry["runtime_seconds"] = j["runtime_seconds"];
         entry["summary"] = j["summary"];
@@ -259,7 +181,7 @@ json reproduce(const ReproduceOptions& ro) {
         entry["title"] = str_or(j, "title", pe.title);
         entry["markdown_file"] = str_or(j, "markdown_file", "");
         entry["json_file"] = str_or(j, "json_file", "");
-        entry["plots"] = j.contains("plots") && j["plots"].is_array() ? j["plots"] : json::array();
+        entry["plots"] = j["plots"];
         if (j.contains("data")) entry["data"] = j["data"];
       } catch (const std::exception& e) {
         entry["status"] = "failed";
@@ -284,6 +206,17 @@ json reproduce(const ReproduceOptions& ro) {
   write_json_file((dir / "REPORT.json").string(), report);
   write_text_file((dir / "REPORT.md").string(), report_markdown(report));
   return report;
+}
+
+std::string render_report_file(const std::string& path) {
+  const std::string text = read_text_file(path);
+  const json r = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (r.is_discarded() || !r.is_object()) throw FormatError("'" + path + "' is not a report JSON object");
+  try {
+    return report_markdown(r);
+  } catch (const json::exception& e) {
+    throw FormatError("'" + path + "': " + e.what());
+  }
 }
 
 std::string report_markdown(const json& r) {
@@ -379,8 +312,8 @@ std::string report_markdown(const json& r) {
     }
   }
   md << "---\n\nEvery number above is read from `REPORT.json` (each experiment's `summary`), which "
-        "copies it from the experiment's own `E?.json`. Experiments marked *not yet available* need "
-        "trained models and have no runner in this build; nothing is filled in for them.\n";
+        "copies it from the experiment's own `E?.json`. Experiments marked *not yet available* cannot "
+        "run in this build (the section says what they need); nothing is filled in for them.\n";
   return md.str();
 }
 

@@ -1,32 +1,10 @@
-// Deterministic random numbers and synthetic key streams.
+// Synthetic key streams of the experiments (svattn/experiments/streams.h).
 #include "svattn/experiments/streams.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace svattn::experiments {
-
-double Rng::normal() {
-  const double u1 = 1.0 - uniform();  // (0, 1]
-  const double u2 = uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-
-std::uint64_t Rng::below(std::uint64_t n) {
-  if (n <= 1) return 0;
-  const std::uint64_t limit = (~std::uint64_t{0} / n) * n;
-  while (true) {
-    const std::uint64_t v = gen_();
-    if (v < limit) return v % n;
-  }
-}
-
-std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t k) {
-  std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (k + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 std::vector<int> sample_without_replacement(int n, int k, Rng& rng) {
   std::vector<int> idx(static_cast<std::size_t>(std::max(n, 0)));

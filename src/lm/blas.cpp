@@ -1,34 +1,9 @@
-// OpenBLAS kernel detection and the re-execution with OPENBLAS_CORETYPE (see blas.h).
+// OpenBLAS kernel name and thread count through its C API, when loaded (see blas.h).
 #include "svattn/lm/blas.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
-#include <vector>
 
 namespace svattn::lm {
-
-namespace {
-
-bool cpu_has_flag(const std::string& flag) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream ss(line.substr(line.find(':') + 1));
-    std::string f;
-    while (ss >> f)
-      if (f == flag) return true;
-    return false;
-  }
-  return false;
-}
-
-}  // namespace
 
 std::string blas_core_name() {
   using Fn = char* (*)();
@@ -42,35 +17,6 @@ void set_blas_threads(int threads) {
   using Fn = void (*)(int);
   auto fn = reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
   if (fn != nullptr) fn(threads);
-}
-
-void reexec_with_fast_blas_if_misdetected() {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || std::getenv("SVATTN_NO_BLAS_FIX") != nullptr) return;
-  const std::string core = blas_core_name();
-  if (core != "Prescott" && core != "prescott") return;
-  const char* target = cpu_has_flag("avx512f") ? "SkylakeX" : cpu_has_flag("avx2") ? "Haswell" : nullptr;
-  if (target == nullptr) return;
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> args;
-  std::string cur;
-  for (char c : all) {
-    if (c == '\0') {
-      args.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (args.empty()) return;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // Silent: a command's stderr carries only its own messages (one line on bad input); `train`
-  // prints the kernels in use in its header, and SVATTN_NO_BLAS_FIX=1 keeps OpenBLAS's choice.
-  ::setenv("OPENBLAS_CORETYPE", target, 1);
-  ::execv("/proc/self/exe", argv.data());
-  ::unsetenv("OPENBLAS_CORETYPE");  // execv failed: carry on with the slow kernels
 }
 
 }  // namespace svattn::lm

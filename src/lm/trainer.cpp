@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include "svattn/errors.h"
@@ -126,8 +127,15 @@ struct StepOut {
   double loss = 0, grad_norm = 0;
 };
 
-StepOut train_step(layers::CharLm& model, torch::optim::Optimizer& opt, const Tensor& windows,
+/// The device of the model's parameters (where its batches go).
+torch::Device model_device(layers::CharLm& model) {
+  const auto params = model->parameters();
+  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+
+StepOut train_step(layers::CharLm& model, torch::optim::Optimizer& opt, const Tensor& cpu_windows,
                    double clip) {
+  const Tensor windows = cpu_windows.to(model_device(model));
   const auto T = windows.size(1) - 1;
   Tensor x = windows.narrow(1, 0, T), y = windows.narrow(1, 1, T);
   Tensor logits = model->forward(x);
@@ -504,8 +512,12 @@ void Trainer::init(TrainOptions options) {
     if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) fs::remove_all(e.path());
   }
 
+  const torch::Device device = parse_device(o.device);
+  if (have_ckpt && !device.is_cpu())
+    throw InvalidArgument("resuming " + o.out + " on device " + o.device + ": checkpoints resume on the CPU only");
   torch::manual_seed(s.seed);
   s.model = layers::CharLm(s.preset.model);
+  s.model->to(device);
   s.params = layers::count_parameters(*s.model);
   s.optimizer = std::make_unique<torch::optim::AdamW>(param_groups(*s.model, s.preset.train),
                                                       torch::optim::AdamWOptions(s.preset.train.lr));
@@ -631,6 +643,7 @@ TrainResult Trainer::run(std::int64_t stop_after) {
                    so.loss, so.loss / kLn2, lr, tps,
                    format_duration(ema_step * static_cast<double>(o.steps - step)).c_str());
     }
+    if (o.max_seconds > 0 && s.trained_seconds >= o.max_seconds) break;  // the time budget is spent
     if (h.eval_every > 0 && step % h.eval_every == 0 && step != o.steps) validate();
     if (h.checkpoint_every > 0 && step % h.checkpoint_every == 0 && step != o.steps) s.save_checkpoint();
     if (stop_after >= 0 && step >= stop_after) {
@@ -814,7 +827,7 @@ EvalResult evaluate(layers::CharLm& model, const Corpus& corpus, const EvalOptio
     const std::size_t e = std::min(offsets.size(), i + static_cast<std::size_t>(options.batch));
     std::vector<std::int64_t> part(offsets.begin() + static_cast<std::ptrdiff_t>(i),
                                    offsets.begin() + static_cast<std::ptrdiff_t>(e));
-    Tensor w = window_tensor(corpus, part, options.seq);
+    Tensor w = window_tensor(corpus, part, options.seq).to(model_device(model));
     Tensor x = w.narrow(1, 0, options.seq), y = w.narrow(1, 1, options.seq);
     Tensor logits = model->forward(x);
     Tensor loss = torch::nn::functional::cross_entropy(
@@ -863,11 +876,32 @@ EvalResult evaluate(layers::CharLm& model, const Corpus& corpus, const EvalOptio
   return r;
 }
 
+torch::Device parse_device(const std::string& name) {
+  std::optional<torch::Device> d;
+  try {
+    d.emplace(name);
+  } catch (const c10::Error&) {
+    throw InvalidArgument("device '" + name + "' (expected cpu, cuda or cuda:N)");
+  }
+  if (d->is_cuda()) {
+    if (!torch::cuda::is_available())
+      throw InvalidArgument("device '" + name + "': no CUDA device (this LibTorch has no CUDA or sees no GPU)");
+    if (d->has_index() && d->index() >= static_cast<int>(torch::cuda::device_count()))
+      throw InvalidArgument("device '" + name + "': only " + std::to_string(torch::cuda::device_count()) +
+                            " CUDA device(s)");
+  } else if (!d->is_cpu()) {
+    throw InvalidArgument("device '" + name + "' (expected cpu, cuda or cuda:N)");
+  }
+  return *d;
+}
+
 Throughput measure_throughput(const Preset& preset, const Corpus& corpus, std::int64_t steps,
-                              std::int64_t warmup, std::uint64_t seed) {
+                              std::int64_t warmup, std::uint64_t seed, const std::string& device) {
   if (steps < 1 || warmup < 0) throw InvalidArgument("measure_throughput: steps >= 1, warmup >= 0");
+  const torch::Device dev = parse_device(device);
   torch::manual_seed(seed);
   layers::CharLm model(preset.model);
+  model->to(dev);
   torch::optim::AdamW opt(param_groups(*model, preset.train), torch::optim::AdamWOptions(preset.train.lr));
   model->train();
   Throughput t;

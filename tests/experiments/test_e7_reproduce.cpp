@@ -19,14 +19,15 @@
 
 #include "svattn/batch_solver.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/e7.h"
-#include "svattn/experiments/experiments.h"
+#include "svattn/experiments/e7_applications/tools.h"
+#include "svattn/experiments/registry.h"
 #include "svattn/experiments/report.h"
 #include "svattn/experiments/reproduce.h"
 #include "svattn/experiments/streams.h"
 
 namespace fs = std::filesystem;
 namespace ex = svattn::experiments;
+namespace e7 = svattn::experiments::e7_applications;
 using nlohmann::json;
 
 namespace {
@@ -89,21 +90,21 @@ double objective(const Eigen::MatrixXd& K, double mu, const Eigen::VectorXd& a) 
 // ------------------------------------------------------------------------------------ building blocks
 
 TEST(E7ToolsTest, AucOnHandMadeExamples) {
-  EXPECT_DOUBLE_EQ(ex::auc({3, 4, 5}, {1, 2}), 1.0);
-  EXPECT_DOUBLE_EQ(ex::auc({1}, {2}), 0.0);
+  EXPECT_DOUBLE_EQ(e7::auc({3, 4, 5}, {1, 2}), 1.0);
+  EXPECT_DOUBLE_EQ(e7::auc({1}, {2}), 0.0);
   // Ties count one half: (1,2) 0, (1,3) 0, (2,2) 1/2, (2,3) 0.
-  EXPECT_DOUBLE_EQ(ex::auc({1, 2}, {2, 3}), 0.125);
+  EXPECT_DOUBLE_EQ(e7::auc({1, 2}, {2, 3}), 0.125);
   // 0.9 and 0.8 beat all four negatives, 0.4 beats two: 10 of 12 pairs.
-  EXPECT_DOUBLE_EQ(ex::auc({0.9, 0.8, 0.4}, {0.7, 0.5, 0.3, 0.2}), 10.0 / 12.0);
-  EXPECT_DOUBLE_EQ(ex::auc({7, 7, 7}, {7, 7}), 0.5);
-  EXPECT_TRUE(std::isnan(ex::auc({}, {1})));
+  EXPECT_DOUBLE_EQ(e7::auc({0.9, 0.8, 0.4}, {0.7, 0.5, 0.3, 0.2}), 10.0 / 12.0);
+  EXPECT_DOUBLE_EQ(e7::auc({7, 7, 7}, {7, 7}), 0.5);
+  EXPECT_TRUE(std::isnan(e7::auc({}, {1})));
   // Against the pairwise definition on random scores with many ties.
   ex::Rng rng(5);
   for (int trial = 0; trial < 20; ++trial) {
     std::vector<double> p, n;
     for (int i = 0; i < 30 + trial; ++i) p.push_back(static_cast<double>(rng.below(12)));
     for (int i = 0; i < 25; ++i) n.push_back(static_cast<double>(rng.below(10)));
-    EXPECT_NEAR(ex::auc(p, n), auc_pairs(p, n), 1e-12);
+    EXPECT_NEAR(e7::auc(p, n), auc_pairs(p, n), 1e-12);
   }
 }
 
@@ -115,17 +116,17 @@ TEST(E7ToolsTest, ClusterBootstrapInterval) {
     for (auto& grp : *g)
       for (int k = 0; k < 10; ++k) grp.push_back(rng.normal() + (g == &far ? 10.0 : 0.0));
   }
-  const ex::AucInterval same = ex::auc_cluster_bootstrap(a, b, 400, 1);
+  const e7::AucInterval same = e7::auc_cluster_bootstrap(a, b, 400, 1);
   EXPECT_TRUE(same.covers(0.5)) << same.auc << " [" << same.lo << ", " << same.hi << "]";
   EXPECT_LE(same.lo, same.auc);
   EXPECT_GE(same.hi, same.auc);
   EXPECT_EQ(same.reps, 400);
   // Deterministic for a seed.
-  const ex::AucInterval again = ex::auc_cluster_bootstrap(a, b, 400, 1);
+  const e7::AucInterval again = e7::auc_cluster_bootstrap(a, b, 400, 1);
   EXPECT_EQ(same.lo, again.lo);
   EXPECT_EQ(same.hi, again.hi);
   // Separated groups: AUC 1 and an interval that excludes chance.
-  const ex::AucInterval sep = ex::auc_cluster_bootstrap(far, a, 400, 2);
+  const e7::AucInterval sep = e7::auc_cluster_bootstrap(far, a, 400, 2);
   EXPECT_DOUBLE_EQ(sep.auc, 1.0);
   EXPECT_FALSE(sep.covers(0.5));
 }
@@ -133,15 +134,15 @@ TEST(E7ToolsTest, ClusterBootstrapInterval) {
 TEST(E7ToolsTest, CappedSimplexProjectionAndProjectedGradient) {
   Eigen::VectorXd y(3);
   y << 0.5, 0.5, 0.0;
-  const Eigen::VectorXd p = ex::project_capped_simplex(y, 0.4);
+  const Eigen::VectorXd p = e7::project_capped_simplex(y, 0.4);
   EXPECT_NEAR(p(0), 0.4, 1e-12);
   EXPECT_NEAR(p(1), 0.4, 1e-12);
   EXPECT_NEAR(p(2), 0.2, 1e-12);
   // A feasible point projects onto itself.
   Eigen::VectorXd f(4);
   f << 0.1, 0.2, 0.3, 0.4;
-  EXPECT_LT((ex::project_capped_simplex(f, 0.5) - f).cwiseAbs().maxCoeff(), 1e-12);
-  EXPECT_THROW(ex::project_capped_simplex(f, 0.2), svattn::InvalidArgument);  // 4 * 0.2 < 1
+  EXPECT_LT((e7::project_capped_simplex(f, 0.5) - f).cwiseAbs().maxCoeff(), 1e-12);
+  EXPECT_THROW(e7::project_capped_simplex(f, 0.2), svattn::InvalidArgument);  // 4 * 0.2 < 1
 
   // Projected gradient decreases F and approaches the batch optimum of the same problem.
   ex::Rng rng(3);
@@ -156,27 +157,27 @@ TEST(E7ToolsTest, CappedSimplexProjectionAndProjectedGradient) {
   Eigen::VectorXd a = Eigen::VectorXd::Constant(30, 1.0 / 30);
   double prev = objective(K, mu, a);
   for (int k = 0; k < 50; ++k) {
-    a = ex::projected_gradient_steps(K, mu, bs.problem.C, a, 1);
+    a = e7::projected_gradient_steps(K, mu, bs.problem.C, a, 1);
     const double cur = objective(K, mu, a);
     EXPECT_LE(cur, prev + 1e-15);
     prev = cur;
   }
-  const Eigen::VectorXd far = ex::projected_gradient_steps(K, mu, bs.problem.C, a, 20000);
+  const Eigen::VectorXd far = e7::projected_gradient_steps(K, mu, bs.problem.C, a, 20000);
   EXPECT_NEAR(far.sum(), 1.0, 1e-9);
   EXPECT_LE(far.maxCoeff(), bs.problem.C + 1e-15);
   EXPECT_LT(objective(K, mu, far) - objective(K, mu, a_opt), 1e-9);
   EXPECT_GE(objective(K, mu, far) - objective(K, mu, a_opt), -1e-12);  // the batch optimum is optimal
   // b refitted on the margin of the optimum equals the solver's b.
-  EXPECT_NEAR(ex::refit_offset(K, mu, bs.problem.C, a_opt, 0.0), opt.state.b, 1e-9);
+  EXPECT_NEAR(e7::refit_offset(K, mu, bs.problem.C, a_opt, 0.0), opt.state.b, 1e-9);
 }
 
 TEST(E7ToolsTest, ByteScanFindsPatternsInFilesAndNotElsewhere) {
   TempDir dir;
   const double v[3] = {1.0, -2.5, 3.14159};
-  const std::vector<std::uint8_t> one = ex::fp64_bytes(v, 1);
+  const std::vector<std::uint8_t> one = e7::fp64_bytes(v, 1);
   // IEEE 754 little-endian 1.0 = 00 00 00 00 00 00 F0 3F.
   EXPECT_EQ(one, (std::vector<std::uint8_t>{0, 0, 0, 0, 0, 0, 0xF0, 0x3F}));
-  const std::vector<std::uint8_t> row = ex::fp64_bytes(v, 3);
+  const std::vector<std::uint8_t> row = e7::fp64_bytes(v, 3);
   ASSERT_EQ(row.size(), 24u);
   {
     std::ofstream out(dir.file("a.db"), std::ios::binary);
@@ -186,9 +187,9 @@ TEST(E7ToolsTest, ByteScanFindsPatternsInFilesAndNotElsewhere) {
     out.write(junk.data(), static_cast<std::streamsize>(junk.size()));
   }
   const double other = 2.718281828;
-  const auto files = ex::store_files(dir.file("a.db"));
+  const auto files = e7::store_files(dir.file("a.db"));
   ASSERT_EQ(files.size(), 4u);  // db, -wal, -journal, -shm (missing ones count as empty)
-  const ex::ByteScan s = ex::scan_files(files, {row, one, ex::fp64_bytes(&other, 1)});
+  const e7::ByteScan s = e7::scan_files(files, {row, one, e7::fp64_bytes(&other, 1)});
   EXPECT_EQ(s.patterns, 3u);
   EXPECT_EQ(s.patterns_found, 2u);
   EXPECT_EQ(s.bytes_scanned, 2024u);
@@ -197,7 +198,7 @@ TEST(E7ToolsTest, ByteScanFindsPatternsInFilesAndNotElsewhere) {
 }
 
 TEST(E7ToolsTest, FactCodesAreDeterministicAndDecodable) {
-  const ex::FactCodebook a(16, 32, 77), b(16, 32, 77), c(16, 32, 78);
+  const e7::FactCodebook a(16, 32, 77), b(16, 32, 77), c(16, 32, 78);
   EXPECT_EQ(a.key(3, 1), b.key(3, 1));
   EXPECT_NE(a.key(3, 1), c.key(3, 1));
   EXPECT_NE(a.key(3, 1), a.key(3, 2));
@@ -213,19 +214,19 @@ TEST(E7ToolsTest, FactCodesAreDeterministicAndDecodable) {
   for (int o = 0; o < 20; ++o) {
     // A shrunken mixture dominated by object o decodes to o.
     Eigen::VectorXd mix = 0.3 * a.value(o) + 0.05 * a.value((o + 1) % 20);
-    EXPECT_EQ(ex::decode_object(codes, mix), o);
+    EXPECT_EQ(e7::decode_object(codes, mix), o);
   }
   Eigen::VectorXd bad = Eigen::VectorXd::Constant(32, std::nan(""));
-  EXPECT_EQ(ex::decode_object(codes, bad), -1);
+  EXPECT_EQ(e7::decode_object(codes, bad), -1);
 }
 
 // ------------------------------------------------------------------------------------ E7
 
 TEST(E7Test, TinyConfigurationInvariants) {
-  if (!ex::e7_available()) GTEST_SKIP() << "built without the store";
+  if (!ex::find_experiment("E7").available()) GTEST_SKIP() << "built without the store";
   TempDir dir;
   write_vitals(dir.file("data"), 12, 20);
-  const json j = ex::run_e7(tiny(dir.file("out"), dir.file("data")));
+  const json j = ex::run_experiment("E7", tiny(dir.file("out"), dir.file("data"))).to_json();
   // (a) forgetting
   const json& f = j["facts"];
   const long forgets = static_cast<long>(f["forgets"].size());
@@ -333,13 +334,13 @@ TEST(ReproduceTest, TinyReportHasEverySectionWithNumbersFromTheJson) {
     const std::string section = md.substr(starts[k], end - starts[k]);
     const std::string status = e["status"].get<std::string>();
     const bool needs_model = ids[k] == "E3" || ids[k] == "E5" || ids[k] == "E6";
-    if (needs_model && !ex::has_runner(ids[k])) {
+    if (needs_model && !ex::find_experiment(ids[k]).available()) {
       EXPECT_EQ(status, "not_available");
       EXPECT_NE(section.find("Not yet available"), std::string::npos) << section;
       EXPECT_EQ(section.find("| metric | paper | ours |"), std::string::npos);  // no numbers faked
       continue;
     }
-    if (ids[k] == "E7" && !ex::e7_available()) {
+    if (ids[k] == "E7" && !ex::find_experiment("E7").available()) {
       EXPECT_EQ(status, "not_available");
       EXPECT_NE(section.find("Not yet available"), std::string::npos) << section;
       continue;
@@ -368,24 +369,32 @@ TEST(ReproduceTest, TinyReportHasEverySectionWithNumbersFromTheJson) {
   }
   EXPECT_EQ(parsed["counts"].value("failed", 0), 0);
   int missing = 0;
-  for (const char* id : {"E3", "E5", "E6", "E7"}) missing += ex::has_runner(id) ? 0 : 1;
+  for (const char* id : {"E3", "E5", "E6", "E7"}) missing += ex::find_experiment(id).available() ? 0 : 1;
   EXPECT_EQ(parsed["counts"].value("not_available", 0), missing);
 }
 
-TEST(ReproduceTest, RegisteredRunnersPlugInAndFailuresAreReported) {
+TEST(ReproduceTest, InstalledExperimentsPlugInAndFailuresAreReported) {
   TempDir dir;
-  if (ex::has_runner("E3") || ex::has_runner("E5") || ex::has_runner("E6")) {
-    GTEST_SKIP() << "this build registers E3/E5/E6 runners; the test installs its own";
+  if (ex::find_experiment("E3").available() || ex::find_experiment("E5").available() ||
+      ex::find_experiment("E6").available()) {
+    GTEST_SKIP() << "this build installs E3/E5/E6; the test installs its own";
   }
-  ex::register_runner("E3", [](const ex::ExperimentOptions& o) {
-    json j = {{"experiment", "E3"}, {"runtime_seconds", 0.25}, {"scale", "test runner, preset " + o.preset},
-              {"summary", json::array({{{"metric", "selective-copy recall"}, {"paper", "0.99"}, {"ours", "0.123"}}})},
-              {"plots", json::array({{{"file", "E3_curve.png"}, {"written", false}, {"note", "no gnuplot here"}}})}};
-    return j;
-  });
-  ex::register_runner("e5", [](const ex::ExperimentOptions&) -> json {
-    throw svattn::IoError("checkpoint model.pt not found");
-  });
+  const auto presets = [](const std::string&) { return json{{"steps", 1}}; };
+  ex::install_experiment(
+      "E3",
+      [](const ex::ExperimentOptions& o) {
+        json j = {{"experiment", "E3"}, {"title", "t"}, {"preset", o.preset}, {"seed", o.seed},
+                  {"runtime_seconds", 0.25}, {"scale", "test runner, preset " + o.preset},
+                  {"summary", json::array({{{"metric", "selective-copy recall"}, {"paper", "0.99"}, {"ours", "0.123"}}})},
+                  {"plots", json::array({{{"file", "E3_curve.png"}, {"written", false}, {"note", "no gnuplot here"}}})}};
+        return ex::ExperimentResult::from_json(j);
+      },
+      presets);
+  ex::install_experiment(
+      "e5", [](const ex::ExperimentOptions&) -> ex::ExperimentResult {
+        throw svattn::IoError("checkpoint model.pt not found");
+      },
+      presets);
   ex::ReproduceOptions ro;
   ro.experiment.preset = "tiny";
   ro.experiment.out_dir = dir.str();
@@ -393,9 +402,9 @@ TEST(ReproduceTest, RegisteredRunnersPlugInAndFailuresAreReported) {
   ro.experiment.plots = false;
   ro.only = {"E3", "E5"};
   const json r = ex::reproduce(ro);
-  ex::unregister_runner("E3");
-  ex::unregister_runner("E5");
-  EXPECT_FALSE(ex::has_runner("E3"));
+  ex::uninstall_experiment("E3");
+  ex::uninstall_experiment("E5");
+  EXPECT_FALSE(ex::find_experiment("E3").available());
   std::map<std::string, json> by_id;
   for (const auto& e : r["experiments"]) by_id[e["id"].get<std::string>()] = e;
   EXPECT_EQ(by_id["E3"]["status"], "ok");
@@ -410,18 +419,96 @@ TEST(ReproduceTest, RegisteredRunnersPlugInAndFailuresAreReported) {
   EXPECT_NE(md.find("no gnuplot here"), std::string::npos);
   EXPECT_NE(md.find("**Failed**"), std::string::npos);
   EXPECT_EQ(r["counts"]["failed"], 1);
-  // A runner whose JSON breaks the contract is reported as failed, not printed.
-  ex::register_runner("E6", [](const ex::ExperimentOptions&) { return json{{"runtime_seconds", 1.0}}; });
+  // A result that breaks the envelope is reported as failed, not printed.
+  ex::install_experiment(
+      "E6", [](const ex::ExperimentOptions&) { return ex::ExperimentResult::from_json(json{{"runtime_seconds", 1.0}}); },
+      presets);
   ro.only = {"E6"};
   const json r2 = ex::reproduce(ro);
-  ex::unregister_runner("E6");
+  ex::uninstall_experiment("E6");
   EXPECT_EQ(r2["experiments"][5]["status"], "failed");
-  EXPECT_NE(r2["experiments"][5]["reason"].get<std::string>().find("summary"), std::string::npos);
+  EXPECT_NE(r2["experiments"][5]["reason"].get<std::string>().find("missing field"), std::string::npos);
   // Unknown ids are refused.
-  EXPECT_THROW(ex::register_runner("E9", [](const ex::ExperimentOptions&) { return json{}; }),
+  EXPECT_THROW(ex::install_experiment("E9", [](const ex::ExperimentOptions&) { return ex::ExperimentResult{}; }, presets),
                svattn::InvalidArgument);
   ro.only = {"E8"};
   EXPECT_THROW(ex::reproduce(ro), svattn::InvalidArgument);
+}
+
+TEST(ReproduceTest, ReportIsRenderedFromReportJsonAlone) {
+  TempDir dir;
+  ex::ReproduceOptions ro;
+  ro.experiment = tiny(dir.file("r"), dir.file("data"));
+  ro.only = {"E2"};
+  json r = ex::reproduce(ro);
+  const std::string md = ex::read_text_file(dir.file("r/REPORT.md"));
+  r = json();  // the in-memory results are gone: only the file remains
+  EXPECT_EQ(ex::render_report_file(dir.file("r/REPORT.json")), md);
+  EXPECT_THROW(ex::render_report_file(dir.file("r/missing.json")), svattn::IoError);
+  std::ofstream(dir.file("r/bad.json")) << "[1, 2]";
+  EXPECT_THROW(ex::render_report_file(dir.file("r/bad.json")), svattn::FormatError);
+}
+
+TEST(ResultTest, EveryTorchFreeResultRoundTripsThroughItsJson) {
+  TempDir dir;
+  write_vitals(dir.file("data"), 12, 20);
+  for (const auto& id : ex::experiment_ids()) {
+    if (id == "E3" || id == "E5" || id == "E6") continue;  // test_experiments_torch covers them
+    const ex::ExperimentResult r = ex::run_experiment(id, tiny(dir.file("out"), dir.file("data")));
+    const json j = r.to_json();
+    EXPECT_EQ(ex::ExperimentResult::from_json(j).to_json(), j) << id;
+    std::ifstream in(dir.file("out/" + r.json_file));
+    EXPECT_EQ(json::parse(in), j) << id << ": E?.json is the result";
+    EXPECT_EQ(r.experiment, id);
+    EXPECT_FALSE(r.summary.empty()) << id;
+  }
+  EXPECT_THROW(ex::ExperimentResult::from_json(json{{"experiment", "E1"}}), svattn::FormatError);
+}
+
+TEST(OverridesTest, SetReplacesPresetFieldsAndRejectsUnknownKeysAndBadValues) {
+  const json preset = {{"steps", 300}, {"C", 0.125}, {"gate", "token"}, {"bounded", false},
+                       {"factors", {1, 2, 4}}, {"methods", {"hybrid", "swa"}}};
+  const auto set = [](std::vector<std::string> items) {
+    std::vector<ex::Override> v;
+    for (const auto& i : items) v.push_back(ex::parse_override(i));
+    return v;
+  };
+  const json p = ex::apply_overrides(preset, "E3",
+                                     set({"steps=10", "C=1/4", "C=0.25", "gate=chunk", "bounded=true",
+                                          "factors=1,8", "E3.methods=[\"softmax\"]", "E5.steps=7"}));
+  EXPECT_EQ(p["steps"], 10);
+  EXPECT_EQ(p["C"].get<double>(), 0.25);
+  EXPECT_EQ(p["gate"], "chunk");
+  EXPECT_EQ(p["bounded"], true);
+  EXPECT_EQ(p["factors"], json({1, 8}));
+  EXPECT_EQ(p["methods"], json({"softmax"}));
+  const auto key_of = [&](std::vector<std::string> items) {
+    try {
+      ex::apply_overrides(preset, "E3", set(items));
+    } catch (const ex::SettingError& e) {
+      EXPECT_NE(std::string(e.what()).find(e.key()), std::string::npos);
+      return e.key();
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(key_of({"nope=1"}), "nope");
+  EXPECT_EQ(key_of({"E3.nope=1"}), "E3.nope");
+  EXPECT_EQ(key_of({"steps=ten"}), "steps");
+  EXPECT_EQ(key_of({"steps=1.5"}), "steps");
+  EXPECT_EQ(key_of({"C=x"}), "C");
+  EXPECT_EQ(key_of({"bounded=1"}), "bounded");
+  EXPECT_EQ(key_of({"factors=1,a"}), "factors");
+  EXPECT_THROW(ex::parse_override("steps"), ex::SettingError);
+  // The registry checks overrides against the experiments that run, before they run.
+  ex::ExperimentOptions o;
+  o.preset = "tiny";
+  o.overrides = set({"E2.seeds=1"});
+  EXPECT_NO_THROW(ex::check_overrides(o, {"E2"}));
+  EXPECT_THROW(ex::check_overrides(o, {"E1"}), ex::SettingError);  // E2 is not run
+  o.overrides = set({"seeds=1"});
+  EXPECT_THROW(ex::check_overrides(o, {"E1", "E2"}), ex::SettingError);  // unscoped, several run
+  o.overrides = set({"E9.x=1"});
+  EXPECT_THROW(ex::check_overrides(o, {"E2"}), ex::SettingError);
 }
 
 #ifdef SVATTN_CLI
@@ -441,5 +528,31 @@ TEST(ReproduceCliTest, WritesTheReportAndSaysWhere) {
   const std::string bad = std::string(SVATTN_CLI) + " reproduce --preset huge --out '" + dir.file("r") +
                           "' > /dev/null 2>&1";
   EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2);
+}
+
+TEST(ReproduceCliTest, SetRejectsUnknownKeysAndBadValuesWithExit2NamingTheKey) {
+  TempDir dir;
+  const auto run = [&](const std::string& args) {
+    const std::string cmd = std::string(SVATTN_CLI) + " " + args + " --preset tiny --no-plots --quiet --out '" +
+                            dir.file("o") + "' > '" + dir.file("log") + "' 2> '" + dir.file("err") + "'";
+    return WEXITSTATUS(std::system(cmd.c_str()));
+  };
+  for (const auto& [args, key] : std::vector<std::pair<std::string, std::string>>{
+           {"experiment E2 --set nope=1", "nope"},
+           {"experiment E2 --set seeds=many", "seeds"},
+           {"experiment E2 --set E1.trials=2", "E1.trials"},
+           {"reproduce --only E2 --set E2.budgets=1,x", "E2.budgets"},
+           {"reproduce --set E2.nope=1", "E2.nope"},
+           {"reproduce --set seeds=1", "seeds"}}) {
+    EXPECT_EQ(run(args), 2) << args;
+    const std::string err = ex::read_text_file(dir.file("err"));
+    EXPECT_NE(err.find("--set " + key + ":"), std::string::npos) << args << ": " << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << args << ": " << err;
+    EXPECT_FALSE(fs::exists(dir.file("o"))) << args << ": nothing is written";
+  }
+  EXPECT_EQ(run("experiment E2 --set seeds=1 --set budgets=6,12,24"), 0) << ex::read_text_file(dir.file("err"));
+  std::ifstream in(dir.file("o/E2.json"));
+  const json j = json::parse(in);
+  EXPECT_EQ(j["settings"]["seeds"], 1) << j["settings"].dump();
 }
 #endif

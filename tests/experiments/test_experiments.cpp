@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "svattn/errors.h"
-#include "svattn/experiments/experiments.h"
+#include "svattn/experiments/registry.h"
 #include "svattn/experiments/icu.h"
 #include "svattn/experiments/report.h"
 #include "svattn/experiments/selection.h"
@@ -162,7 +162,7 @@ TEST(DataDirTest, MissingFileNamesFileAndDownloadSource) {
   // E4 on a data directory without the file fails with the same message.
   ex::ExperimentOptions o = tiny(dir.file("out"));
   o.data_dir = dir.str();
-  const std::string m3 = error_of([&] { ex::run_e4(o); });
+  const std::string m3 = error_of([&] { ex::run_experiment("E4", o).to_json(); });
   EXPECT_NE(m3.find("vitals.csv.gz"), std::string::npos) << m3;
 }
 
@@ -357,7 +357,7 @@ TEST(E1Test, DecrementIsBitIdenticalToRetrainingAndDecayIsNot) {
   TempDir dir;
   ex::ExperimentOptions o = tiny(dir.str());
   o.streams = {"gaussian_d2", "gaussian_d8", "clustered", "near_duplicate", "learned"};
-  const nlohmann::json j = ex::run_e1(o);
+  const nlohmann::json j = ex::run_experiment("E1", o).to_json();
   ASSERT_GT(j["comparisons"].size(), 20u);
   std::set<std::string> scenarios;
   int decay_checked = 0;
@@ -400,20 +400,20 @@ TEST(E1Test, LearnedKeysFromNpyAreUsed) {
   ex::ExperimentOptions o = tiny(dir.str());
   o.streams = {"learned"};
   o.learned_keys = dir.file("keys.npy");
-  const nlohmann::json j = ex::run_e1(o);
+  const nlohmann::json j = ex::run_experiment("E1", o).to_json();
   ASSERT_EQ(j["streams"].size(), 1u);
   EXPECT_EQ(j["streams"][0]["status"], "ok");
   EXPECT_EQ(j["streams"][0]["d"], 5);
   EXPECT_DOUBLE_EQ(j["streams"][0]["hash_identical_rate"].get<double>(), 1.0);
   o.learned_keys = dir.file("absent.npy");
-  EXPECT_THROW(ex::run_e1(o), svattn::IoError);
+  EXPECT_THROW(ex::run_experiment("E1", o).to_json(), svattn::IoError);
 }
 
 TEST(E1Test, UnknownStreamIsRejected) {
   TempDir dir;
   ex::ExperimentOptions o = tiny(dir.str());
   o.streams = {"gaussian_d3"};
-  const std::string msg = error_of([&] { ex::run_e1(o); });
+  const std::string msg = error_of([&] { ex::run_experiment("E1", o).to_json(); });
   EXPECT_NE(msg.find("gaussian_d3"), std::string::npos);
   EXPECT_NE(msg.find("gaussian_d8"), std::string::npos);  // lists the known ones
 }
@@ -422,7 +422,7 @@ TEST(E1Test, UnknownStreamIsRejected) {
 
 TEST(E2Test, BudgetsAreEqualAcrossMethods) {
   TempDir dir;
-  const nlohmann::json j = ex::run_e2(tiny(dir.str()));
+  const nlohmann::json j = ex::run_experiment("E2", tiny(dir.str())).to_json();
   EXPECT_TRUE(j["budgets_equal"].get<bool>());
   const auto budgets = j["settings"]["budgets"].get<std::vector<int>>();
   ASSERT_FALSE(budgets.empty());
@@ -463,7 +463,7 @@ TEST(E4Test, BudgetsEqualAndCriticalHoursCountedOnAHandMadeDataset) {
   write_gz(dir.file("mimic-iii-demo/vitals.csv.gz"), csv);
   ex::ExperimentOptions o = tiny(dir.file("out"));
   o.data_dir = dir.str();
-  const nlohmann::json j = ex::run_e4(o);
+  const nlohmann::json j = ex::run_experiment("E4", o).to_json();
   EXPECT_TRUE(j["budgets_equal"].get<bool>());
   ASSERT_EQ(j["datasets"].size(), 1u);
   const auto& ds = j["datasets"][0];
@@ -505,15 +505,29 @@ TEST(ExperimentCliTest, RunsAndReportsDataErrors) {
 #endif
 
 TEST(ExperimentApiTest, IdsTitlesAndUnknownIds) {
-  if (ex::e7_available()) {
+  // This binary links only the torch-free half of the wing: E3, E5 and E6 are listed, not runnable.
+  if (ex::find_experiment("E7").available()) {
     EXPECT_EQ(ex::experiment_ids(), (std::vector<std::string>{"E1", "E2", "E4", "E7"}));
   } else {
     EXPECT_EQ(ex::experiment_ids(), (std::vector<std::string>{"E1", "E2", "E4"}));
-    EXPECT_THROW(ex::run_e7(ex::ExperimentOptions{}), svattn::InvalidArgument);
+    EXPECT_THROW(ex::run_experiment("E7", ex::ExperimentOptions{}), svattn::InvalidArgument);
   }
-  for (const auto& id : ex::experiment_ids()) EXPECT_FALSE(ex::experiment_title(id).empty());
+  ASSERT_EQ(ex::all_experiments().size(), 7u);
+  for (const auto& e : ex::all_experiments()) {
+    EXPECT_FALSE(e.title.empty());
+    EXPECT_EQ(e.available(), !!e.presets) << e.id;
+    if (!e.available()) EXPECT_FALSE(e.needs.empty()) << e.id;
+    if (e.available()) EXPECT_TRUE(e.presets("tiny").is_object()) << e.id;
+  }
+  EXPECT_EQ(&ex::find_experiment("e2"), &ex::find_experiment("E2"));
+  EXPECT_THROW(ex::find_experiment("E8"), svattn::InvalidArgument);
   ex::ExperimentOptions o;
-  EXPECT_THROW(ex::run_experiment("E3", o), svattn::InvalidArgument);
+  try {
+    ex::run_experiment("E3", o);
+    FAIL() << "E3 ran without LibTorch";
+  } catch (const svattn::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("LibTorch"), std::string::npos) << e.what();
+  }
   o.preset = "huge";
   EXPECT_THROW(o.validate(), svattn::InvalidArgument);
   ex::ExperimentOptions s;

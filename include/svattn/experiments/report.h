@@ -8,11 +8,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/clock.h"
+
 namespace svattn::experiments {
 
 // ------------------------------------------------------------------------------------ statistics
 
 double mean_of(const std::vector<double>& v);
+/// Sample standard deviation (0 for fewer than 2 values).
+double sd_of(const std::vector<double>& v);
 /// Median (mean of the two middle values for an even count); NaN for an empty vector.
 double median_of(std::vector<double> v);
 /// Linear-interpolated quantile p in [0, 1]; NaN for an empty vector.
@@ -141,17 +145,7 @@ class Progress {
   std::chrono::steady_clock::time_point last_draw_;
 };
 
-/// Wall-clock stopwatch.
-class Stopwatch {
- public:
-  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
-  double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_;
-};
+using svattn::Stopwatch;  // svattn/clock.h
 
 // ------------------------------------------------------------------------------------ files
 

@@ -1,42 +1,18 @@
-// Deterministic random numbers and the synthetic key streams of the experiments (E1, E2).
+// The synthetic key streams of the experiments (E1, E2, E7), drawn from svattn::Rng.
 #pragma once
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "svattn/kernel.h"
+#include "svattn/random.h"
 
 namespace svattn::experiments {
 
-/// std::mt19937_64 (specified bit for bit) with hand-written transforms, so a seed gives the same
-/// stream on every standard library.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : gen_(seed) {}
-  /// Uniform in [0, 1) with 53 random bits.
-  double uniform() { return static_cast<double>(gen_() >> 11) * 0x1.0p-53; }
-  /// Standard normal (Box-Muller, one value per call).
-  double normal();
-  /// Uniform integer in [0, n) (rejection sampling, unbiased); 0 when n <= 1.
-  std::uint64_t below(std::uint64_t n);
-  std::uint64_t next() { return gen_(); }
-
- private:
-  std::mt19937_64 gen_;
-};
-
-/// A seed for sub-task `k` of a run seeded with `seed` (splitmix64 of both).
-std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t k);
-
-/// Fisher-Yates shuffle with Rng::below.
-template <typename T>
-void shuffle_in_place(std::vector<T>& v, Rng& rng) {
-  for (std::size_t i = v.size(); i > 1; --i) {
-    const std::size_t j = static_cast<std::size_t>(rng.below(i));
-    std::swap(v[i - 1], v[j]);
-  }
-}
+// The one generator (svattn/random.h), named here for the experiments' callers.
+using svattn::derive_seed;
+using svattn::Rng;
+using svattn::shuffle_in_place;
 
 /// `k` distinct indices of [0, n), ascending.
 std::vector<int> sample_without_replacement(int n, int k, Rng& rng);

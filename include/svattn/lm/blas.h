@@ -2,7 +2,8 @@
 // its kernels from the CPU model at load time. On virtual CPUs that report a generic model name
 // ("Intel(R) Xeon(R) Processor") it can fall back to its Prescott (SSE3) kernels although the CPU
 // has AVX2/AVX-512: training then runs about 3x slower (measured in docs/lm.md). The kernel choice
-// can only be changed before the library loads, through OPENBLAS_CORETYPE.
+// can only be changed before the library loads, through OPENBLAS_CORETYPE: the CLI re-executes
+// itself with it (apps/svattn/blas_reexec.h).
 #pragma once
 #include <string>
 
@@ -16,11 +17,5 @@ std::string blas_core_name();
 /// (the hybrid's bordered and interior-point solves) on all cores, and on a shared machine those
 /// threads contend -- measured 60-100x slower Cholesky/LU batches (docs/lm.md, Throughput).
 void set_blas_threads(int threads);
-
-/// When OpenBLAS runs its Prescott kernels on a CPU with AVX2 (AVX-512), OPENBLAS_CORETYPE is
-/// unset and SVATTN_NO_BLAS_FIX is unset: re-executes the current process (same pid, same
-/// arguments) with OPENBLAS_CORETYPE=Haswell (SkylakeX), silently (`train` prints the kernels in
-/// use in its header). Returns only when nothing is to be done or the re-execution failed.
-void reexec_with_fast_blas_if_misdetected();
 
 }  // namespace svattn::lm

@@ -40,6 +40,13 @@ struct TrainOptions {
   double matched_support = -1;      ///< swa-*: average support to match (< 0: default)
   std::string match_run;            ///< swa-*: read the average support from this hybrid run
   int threads = 2;
+  /// LibTorch device of the model and its batches: "cpu", "cuda", "cuda:1" (scripts/gpu-paper.sh).
+  /// A CUDA device needs a CUDA build of LibTorch and a visible GPU (InvalidArgument otherwise);
+  /// resuming a checkpoint works on the CPU only.
+  std::string device = "cpu";
+  /// > 0: stop after the step that brings the training time past this many seconds, then
+  /// validate and checkpoint as at the end (the schedule keeps the horizon `steps`).
+  double max_seconds = 0;
   bool progress = true;             ///< progress line on stderr (throttled)
   bool plot = true;                 ///< PNG of the curves at the end (gnuplot)
 };
@@ -155,7 +162,12 @@ struct Throughput {
   double sv_forward_share = 0;      ///< hybrid: share of the step spent in the SV memory forward
   double support_mean = std::nan("");
 };
+/// `device` as TrainOptions::device.
 Throughput measure_throughput(const Preset& preset, const Corpus& corpus, std::int64_t steps,
-                              std::int64_t warmup, std::uint64_t seed);
+                              std::int64_t warmup, std::uint64_t seed, const std::string& device = "cpu");
+
+/// The LibTorch device named `name` ("cpu", "cuda", "cuda:N"); InvalidArgument for a malformed
+/// name or a CUDA device this process cannot use.
+torch::Device parse_device(const std::string& name);
 
 }  // namespace svattn::lm

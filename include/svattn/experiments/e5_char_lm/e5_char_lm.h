@@ -1,0 +1,20 @@
+// E5 character LM on the enwik8 prefix: hybrid vs state-matched sliding window, paired t-test (LibTorch).
+// Entry points for the registry (registry.h); the design and measured numbers are in
+// docs/experiments.md.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "svattn/experiments/options.h"
+#include "svattn/experiments/result.h"
+
+namespace svattn::experiments::e5_char_lm {
+
+/// The preset "tiny" | "quick" | "paper" as a flat JSON object (the `--set` keys).
+nlohmann::json preset(const std::string& name);
+/// Runs the experiment: writes <out_dir>/E5.md, .json and plots; returns the result.
+ExperimentResult run(const ExperimentOptions& options);
+
+}  // namespace svattn::experiments::e5_char_lm

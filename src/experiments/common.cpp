@@ -1,0 +1,123 @@
+// Output helpers shared by the experiment drivers (common.h): machine block, E?.md / E?.json,
+// plot lists, stable seed components.
+#include "common.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "svattn/errors.h"
+
+namespace svattn::experiments {
+
+namespace detail {
+
+nlohmann::json machine_info() {
+  nlohmann::json m;
+  std::string cpu = "unknown";
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto pos = line.find(':');
+      if (pos != std::string::npos) cpu = line.substr(pos + 2);
+      break;
+    }
+  }
+  m["cpu"] = cpu;
+  m["hardware_threads"] = std::thread::hardware_concurrency();
+#if defined(__clang__)
+  m["compiler"] = std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  m["compiler"] = std::string("gcc ") + __VERSION__;
+#else
+  m["compiler"] = "unknown";
+#endif
+#ifdef NDEBUG
+  m["build"] = "release (NDEBUG)";
+#else
+  m["build"] = "debug (assertions on)";
+#endif
+  m["threads_used"] = 1;
+  return m;
+}
+
+void write_outputs(const ExperimentOptions& o, const std::string& id, nlohmann::json& j,
+                   const std::string& markdown) {
+  ensure_dir(o.out_dir);
+  const std::string md = id + ".md";
+  const std::string js = id + ".json";
+  j["markdown_file"] = md;
+  j["json_file"] = js;
+  write_text_file((std::filesystem::path(o.out_dir) / md).string(), markdown);
+  write_json_file((std::filesystem::path(o.out_dir) / js).string(), j);
+}
+
+std::string plots_markdown(const std::vector<PlotResult>& plots,
+                           const std::vector<std::string>& captions) {
+  std::string s;
+  for (std::size_t i = 0; i < plots.size(); ++i) {
+    const std::string cap = i < captions.size() ? captions[i] : plots[i].file;
+    if (plots[i].written) {
+      s += "![" + cap + "](" + plots[i].file + ")\n\n";
+    } else {
+      s += "- *" + cap + "*: " + plots[i].note + "\n";
+    }
+  }
+  return s;
+}
+
+nlohmann::json plots_json(const std::vector<PlotResult>& plots) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& p : plots) a.push_back(p.json());
+  return a;
+}
+
+std::string duration(double seconds) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  if (seconds < 120) {
+    os.precision(1);
+    os << seconds << " s";
+  } else if (seconds < 3 * 3600) {
+    os << static_cast<long>(seconds / 60) << " min " << static_cast<long>(std::fmod(seconds, 60))
+       << " s";
+  } else {
+    os.precision(1);
+    os << seconds / 3600 << " h";
+  }
+  return os.str();
+}
+
+std::uint64_t name_hash(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+namespace {
+PlotResult skipped(const std::string& name) {
+  PlotResult r;
+  r.file = name + ".png";
+  r.note = "plot skipped on request (plots disabled)";
+  return r;
+}
+}  // namespace
+
+PlotResult maybe_line_plot(const ExperimentOptions& o, const std::string& name, const LinePlot& p) {
+  if (!o.plots) return skipped(name);
+  return write_line_plot(o.out_dir, name, p);
+}
+
+PlotResult maybe_bar_plot(const ExperimentOptions& o, const std::string& name, const BarPlot& p) {
+  if (!o.plots) return skipped(name);
+  return write_bar_plot(o.out_dir, name, p);
+}
+
+}  // namespace detail
+}  // namespace svattn::experiments

@@ -1,0 +1,364 @@
+// E3 / E5 / E6 drivers at their tiny presets: the copy task's labels, state matching, the paired
+// t-test, seed reproducibility, and the CLI route `svattn experiment E3`.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "svattn/errors.h"
+#include "svattn/experiments/e3_selective_copy/task.h"
+#include "svattn/experiments/registry.h"
+#include "svattn/experiments/statistics.h"
+#include "svattn/experiments/torch_experiments.h"
+#include "svattn/torch/model.h"
+
+namespace fs = std::filesystem;
+using namespace svattn::experiments;
+using namespace svattn::experiments::e3_selective_copy;
+using svattn::Rng;
+using nlohmann::json;
+
+namespace {
+
+std::string data_dir() { return std::string(SVATTN_SOURCE_DIR) + "/../shared/data"; }
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    path = fs::temp_directory_path() / ("svattn-lmx-" + tag + "-" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+ExperimentOptions tiny_options(const fs::path& out) {
+  ExperimentOptions o;
+  o.preset = "tiny";
+  o.seed = 7;
+  o.out_dir = out.string();
+  o.data_dir = data_dir();
+  o.progress = false;
+  o.plots = false;
+  return o;
+}
+
+/// Runs an experiment of the LibTorch half through the registry; its E?.json as JSON.
+json run_id(const std::string& id, const ExperimentOptions& o) {
+  install_torch_experiments();
+  const ExperimentResult r = run_experiment(id, o);
+  const json j = r.to_json();
+  EXPECT_EQ(ExperimentResult::from_json(j).to_json(), j) << id << ": the result round-trips";
+  return j;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ selective-copy generator
+
+TEST(SelectiveCopy, PrefixOfDataOnlyCopiesItInOrder) {
+  // prefix == k: every prefix position is a data symbol, so the targets are the prefix itself.
+  SelectiveCopyTask t{5, 3, 3};
+  Rng rng(1);
+  const auto b = make_selective_copy_batch(t, 4, rng);
+  ASSERT_EQ(b.length, 6);  // 3 data, go, 2 queries
+  for (int r = 0; r < 4; ++r) {
+    const std::int64_t* in = b.inputs.data() + r * 6;
+    const std::int64_t* tg = b.targets.data() + r * 6;
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_GE(in[i], SelectiveCopyTask::kFirstSymbol);
+      EXPECT_LT(in[i], SelectiveCopyTask::kFirstSymbol + 5);
+      EXPECT_EQ(tg[i], -100);
+      EXPECT_EQ(tg[3 + i], in[i]) << "output " << i << " of row " << r;
+    }
+    EXPECT_EQ(in[3], SelectiveCopyTask::kGo);
+    EXPECT_EQ(in[4], SelectiveCopyTask::kQuery);
+    EXPECT_EQ(in[5], SelectiveCopyTask::kQuery);
+    EXPECT_EQ((std::vector<int>{0, 1, 2}), b.data_positions[static_cast<std::size_t>(r)]);
+  }
+}
+
+TEST(SelectiveCopy, LabelsAreTheDataSymbolsInPositionOrder) {
+  SelectiveCopyTask t{8, 4, 40};
+  Rng rng(99);
+  const auto b = make_selective_copy_batch(t, 64, rng);
+  ASSERT_EQ(b.length, 44);
+  std::set<std::int64_t> seen;
+  for (int r = 0; r < 64; ++r) {
+    const std::int64_t* in = b.inputs.data() + r * 44;
+    const std::int64_t* tg = b.targets.data() + r * 44;
+    std::vector<std::int64_t> data;
+    std::vector<int> pos;
+    for (int i = 0; i < 40; ++i) {
+      if (in[i] != SelectiveCopyTask::kPad) data.push_back(in[i]), pos.push_back(i);
+      EXPECT_EQ(tg[i], -100);
+    }
+    ASSERT_EQ(data.size(), 4u) << "row " << r;
+    EXPECT_EQ(pos, b.data_positions[static_cast<std::size_t>(r)]);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(tg[40 + i], data[static_cast<std::size_t>(i)]);
+      seen.insert(data[static_cast<std::size_t>(i)]);
+    }
+    EXPECT_EQ(in[40], SelectiveCopyTask::kGo);
+    for (int i = 41; i < 44; ++i) EXPECT_EQ(in[i], SelectiveCopyTask::kQuery);
+  }
+  EXPECT_EQ(seen.size(), 8u);  // 256 draws cover the alphabet
+  // The same seed gives the same batch; another seed does not.
+  Rng a(99), c(100);
+  EXPECT_EQ(make_selective_copy_batch(t, 64, a).inputs, b.inputs);
+  EXPECT_NE(make_selective_copy_batch(t, 64, c).inputs, b.inputs);
+}
+
+TEST(SelectiveCopy, RejectsBadTasks) {
+  Rng rng(1);
+  EXPECT_THROW(make_selective_copy_batch({8, 5, 4}, 1, rng), svattn::InvalidArgument);
+  EXPECT_THROW(make_selective_copy_batch({1, 2, 4}, 1, rng), svattn::InvalidArgument);
+  EXPECT_THROW(make_selective_copy_batch({8, 2, 4}, 0, rng), svattn::InvalidArgument);
+}
+
+// ------------------------------------------------------------------ statistics
+
+TEST(Statistics, IncompleteBetaAndTCdfMatchClosedForms) {
+  for (double x : {0.0, 0.1, 0.37, 0.9, 1.0})
+    EXPECT_NEAR(regularized_incomplete_beta(1, 1, x), x, 1e-13);
+  EXPECT_NEAR(regularized_incomplete_beta(2.5, 2.5, 0.5), 0.5, 1e-13);
+  // I_x(a, 1) = x^a
+  EXPECT_NEAR(regularized_incomplete_beta(3.0, 1.0, 0.7), std::pow(0.7, 3), 1e-13);
+  // dof 1 is the Cauchy distribution; dof 2 has F(t) = 1/2 + t / (2 sqrt(2 + t^2)).
+  for (double t : {-3.0, -0.4, 0.0, 1.0, 12.0}) {
+    EXPECT_NEAR(student_t_cdf(t, 1), 0.5 + std::atan(t) / M_PI, 1e-12) << t;
+    EXPECT_NEAR(student_t_cdf(t, 2), 0.5 + t / (2 * std::sqrt(2 + t * t)), 1e-12) << t;
+  }
+  // Tabulated 97.5 % quantiles: t(4) = 2.776, t(10) = 2.228.
+  EXPECT_NEAR(student_t_cdf(2.776445, 4), 0.975, 1e-6);
+  EXPECT_NEAR(student_t_cdf(2.228139, 10), 0.975, 1e-6);
+}
+
+TEST(Statistics, PairedTTest) {
+  // Differences 0.1, -0.2, 0.3, 0.4: mean 0.15, sd sqrt(0.07), t = 0.15 / (sqrt(0.07) / 2), dof 3.
+  const auto r = paired_t_test({1, 2, 3, 4}, {0.9, 2.2, 2.7, 3.6});
+  EXPECT_EQ(r.n, 4);
+  EXPECT_NEAR(r.mean_difference, 0.15, 1e-12);
+  EXPECT_NEAR(r.sd_difference, std::sqrt(0.07), 1e-12);
+  EXPECT_NEAR(r.t, 0.3 / std::sqrt(0.07), 1e-12);
+  EXPECT_NEAR(r.p_two_sided, 2 * (1 - student_t_cdf(r.t, 3)), 1e-12);
+  // Two pairs: dof 1, p = 1 - 2 atan(|t|) / pi.
+  const auto q = paired_t_test({2.0, 2.5}, {2.2, 2.6});
+  EXPECT_NEAR(q.p_two_sided, 1 - 2 * std::atan(std::fabs(q.t)) / M_PI, 1e-12);
+  EXPECT_TRUE(std::isnan(paired_t_test({1.0}, {2.0}).p_two_sided));
+  EXPECT_THROW(paired_t_test({1.0, 2.0}, {1.0}), svattn::InvalidArgument);
+}
+
+// ------------------------------------------------------------------ state matching
+
+TEST(StateMatching, MatchedWindowCarriesTheHybridsState) {
+  svattn::layers::AttentionConfig h;
+  h.type = svattn::layers::AttentionType::kHybrid;
+  h.d_model = 64;
+  h.n_heads = 2;
+  h.hybrid.chunk = 16;
+  for (double support : {8.0, 11.4, 13.6, 52.0}) {
+    svattn::layers::AttentionConfig w = h;
+    w.type = svattn::layers::AttentionType::kSlidingWindow;
+    w.window = svattn::layers::state_matched_window(h.hybrid.chunk, support);
+    const double sv = state_floats_per_head(h, support, 1 << 20);
+    const double sw = state_floats_per_head(w, support, 1 << 20);
+    // window = chunk + round(support): equal up to the rounding of the support and the alpha
+    // floats.
+    EXPECT_LE(std::fabs(sv - sw), 0.5 * 64 + support + 1e-9) << support;
+    EXPECT_EQ(sw, static_cast<double>(16 + std::lround(support)) * 64);
+  }
+  svattn::layers::AttentionConfig lin = h;
+  lin.type = svattn::layers::AttentionType::kLinear;
+  lin.n_heads = 1;
+  EXPECT_EQ(state_floats_per_head(lin, 0, 100), 64.0 * 64 + 64);
+  lin.type = svattn::layers::AttentionType::kDeltaNet;
+  EXPECT_EQ(state_floats_per_head(lin, 0, 100), 64.0 * 64);
+}
+
+// ------------------------------------------------------------------ E3 tiny
+
+TEST(E3Tiny, StateMatchedAndSeedReproducible) {
+  TempDir a("e3a"), b("e3b");
+  const json ja = run_id("E3", tiny_options(a.path));
+  const json jb = run_id("E3", tiny_options(b.path));
+  ASSERT_TRUE(fs::exists(a.path / "E3.md"));
+  ASSERT_TRUE(fs::exists(a.path / "E3.json"));
+  ASSERT_EQ(ja["summary"].size(), 5u);
+  const auto& m = ja["methods"];
+  for (const char* name : {"hybrid", "swa", "linear", "deltanet"}) {
+    ASSERT_TRUE(m.contains(name)) << name;
+    const auto& ea = m[name]["eval"];
+    const auto& eb = jb["methods"][name]["eval"];
+    ASSERT_EQ(ea.size(), 3u);
+    for (std::size_t i = 0; i < ea.size(); ++i) {
+      EXPECT_EQ(ea[i]["recall"].get<double>(), eb[i]["recall"].get<double>()) << name;
+      const double r = ea[i]["recall"].get<double>();
+      EXPECT_GE(r, 0.0);
+      EXPECT_LE(r, 1.0);
+    }
+    EXPECT_EQ(m[name]["final_train_loss"].get<double>(),
+              jb["methods"][name]["final_train_loss"].get<double>());
+    EXPECT_EQ(m[name]["loss_curve"], jb["methods"][name]["loss_curve"]);
+  }
+  // The support at the training length sets the window: W = chunk (8) + round(support).
+  const double support = ja["hybrid_average_support"].get<double>();
+  EXPECT_EQ(support, jb["hybrid_average_support"].get<double>());
+  EXPECT_GE(support, 4.0 - 1e-9);  // C = 1/4: at least 1/C tokens carry the readout
+  EXPECT_EQ(ja["matched_window"].get<long>(), 8 + std::lround(support));
+  EXPECT_EQ(m["swa"]["window"].get<long>(), ja["matched_window"].get<long>());
+  // Same number of heads (2, d_k + d_v = 16): the window's state equals the hybrid's up to the
+  // rounding of the support and the alpha floats.
+  const double sv = m["hybrid"]["state_floats_per_layer"].get<double>();
+  const double sw = m["swa"]["state_floats_per_layer"].get<double>();
+  EXPECT_EQ(sw, 2.0 * 16 * ja["matched_window"].get<double>());
+  EXPECT_LE(std::fabs(sv - sw), 2 * (0.5 * 16 + support) + 1e-9);
+  // The recurrent baselines: the head split (H | 16, even d_k) whose fixed state H·d_k·d_v (+ H·d_k
+  // for linear attention) is closest in ratio to the hybrid's state at the training length.
+  const double target = ja["hybrid_state_floats_per_layer_at_training_length"].get<double>();
+  EXPECT_DOUBLE_EQ(target, sv);
+  auto closest = [&](bool linear) {
+    double best = 0, gap = 1e300;
+    for (int h : {1, 2, 4, 8}) {
+      const double dk = 16.0 / h, st = h * (dk * dk + (linear ? dk : 0.0));
+      if (std::fabs(std::log(st / target)) < gap - 1e-12)
+        gap = std::fabs(std::log(st / target)), best = st;
+    }
+    return best;
+  };
+  const double lin = m["linear"]["state_floats_per_layer"].get<double>();
+  const double dn = m["deltanet"]["state_floats_per_layer"].get<double>();
+  EXPECT_EQ(lin, closest(true));
+  EXPECT_EQ(dn, closest(false));
+  EXPECT_EQ(ja["recurrent_state_covers_hybrid"].get<bool>(), std::min(lin, dn) >= sv);
+  // Recall is the mean of the per-output accuracies; the support and gate are reported per layer.
+  for (const char* name : {"hybrid", "swa", "linear", "deltanet"}) {
+    for (const auto& e : m[name]["eval"]) {
+      const auto& per = e["recall_per_output"];
+      ASSERT_EQ(per.size(), 2u);  // k = 2
+      EXPECT_NEAR(e["recall"].get<double>(), (per[0].get<double>() + per[1].get<double>()) / 2,
+                  1e-12);
+      EXPECT_EQ(e["outputs"].get<long>(), 2L * 8);  // k outputs x 8 sequences
+    }
+  }
+  for (const auto& e : m["hybrid"]["eval"]) {
+    // The hybrid's state at each padding from the support measured there: 2 heads of
+    // (chunk 8 + support)·(d_k + d_v = 16) + support.
+    const double s = e["support_mean"].get<double>();
+    EXPECT_DOUBLE_EQ(e["hybrid_state_floats_per_layer"].get<double>(), 2 * ((8 + s) * 16 + s));
+    EXPECT_EQ(e["support_per_layer_head"].size(), 1u);
+    EXPECT_EQ(e["support_per_layer_head"][0].size(), 2u);
+    EXPECT_EQ(e["gate_memory_share_per_layer"].size(), 1u);
+  }
+  EXPECT_EQ(m["hybrid"]["sigma_per_layer_head"].size(), 1u);
+  // Same model everywhere except the attention: softmax-type and linear attention have the same
+  // projections; the hybrid adds its gate and bandwidth parameters, DeltaNet its beta projection.
+  EXPECT_EQ(m["swa"]["parameters"].get<long>(), m["linear"]["parameters"].get<long>());
+  EXPECT_GT(m["hybrid"]["parameters"].get<long>(), m["swa"]["parameters"].get<long>());
+  EXPECT_GT(m["deltanet"]["parameters"].get<long>(), m["swa"]["parameters"].get<long>());
+}
+
+std::vector<Override> overrides(const std::vector<std::string>& items) {
+  std::vector<Override> v;
+  for (const auto& i : items) v.push_back(parse_override(i));
+  return v;
+}
+
+TEST(E3Tiny, SetOverridesApplyAndBadOnesAreRejected) {
+  TempDir a("e3o");
+  ExperimentOptions o = tiny_options(a.path);
+  o.overrides = overrides({"methods=hybrid,softmax", "steps=3", "factors=1,2", "C=0.3", "chunk=4",
+                           "long_factor=2", "E3.long_eval_sequences=3"});
+  const json j = run_id("E3", o);
+  EXPECT_EQ(j["overrides"].get<std::string>(),
+            "methods=hybrid,softmax steps=3 factors=1,2 C=0.3 chunk=4 long_factor=2 E3.long_eval_sequences=3");
+  // Factors >= long_factor are evaluated on long_eval_sequences sequences, for every method.
+  for (const char* name : {"hybrid", "softmax"}) {
+    EXPECT_EQ(j["methods"][name]["eval"][0]["outputs"].get<long>(), 2L * 8) << name;
+    EXPECT_EQ(j["methods"][name]["eval"][1]["outputs"].get<long>(), 2L * 3) << name;
+  }
+  EXPECT_EQ(j["settings"]["C"].get<double>(), 0.3);
+  EXPECT_EQ(j["settings"]["chunk"].get<long>(), 4);
+  EXPECT_EQ(j["methods"].size(), 2u);
+  EXPECT_EQ(j["methods"]["softmax"]["eval"].size(), 2u);
+  EXPECT_EQ(j["matched_window"].get<long>(),
+            4 + std::lround(j["hybrid_average_support"].get<double>()));
+  o.overrides = overrides({"steps=3", "no_such_key=1"});
+  EXPECT_THROW(run_id("E3", o), SettingError);
+  o.overrides = overrides({"steps=three"});
+  EXPECT_THROW(run_id("E3", o), SettingError);
+  o.overrides = overrides({"methods=swa"});  // the window needs the hybrid first (or window=W)
+  EXPECT_THROW(run_id("E3", o), svattn::InvalidArgument);
+}
+
+// ------------------------------------------------------------------ E5 / E6 tiny
+
+TEST(E5Tiny, MatchedWindowAndSeedReproducible) {
+  if (!fs::exists(data_dir() + "/tinyshakespeare/input.txt"))
+    GTEST_SKIP() << "tiny-shakespeare not found under " << data_dir();
+  TempDir a("e5a"), b("e5b");
+  const json ja = run_id("E5", tiny_options(a.path));
+  const json jb = run_id("E5", tiny_options(b.path));
+  ASSERT_TRUE(fs::exists(a.path / "E5.md"));
+  const auto& pa = ja["pairs"][0];
+  const auto& pb = jb["pairs"][0];
+  EXPECT_EQ(pa["hybrid_test_bpc"].size(), 2u);
+  EXPECT_EQ(pa["hybrid_test_bpc"], pb["hybrid_test_bpc"]);
+  EXPECT_EQ(pa["swa_test_bpc"], pb["swa_test_bpc"]);
+  for (const auto& run : pa["runs"]) {
+    if (run["preset"] != "tiny-swa") continue;
+    const double s = run["matched_support"].get<double>();
+    EXPECT_GT(s, 0.0);
+    EXPECT_EQ(run["chunk"].get<long>(), 16);
+    EXPECT_EQ(run["window"].get<long>(), 16 + std::lround(s))
+        << "chunk 16 + the hybrid's measured support";
+  }
+  for (const auto& v : pa["hybrid_test_bpc"]) {
+    EXPECT_GT(v.get<double>(), 0.0);
+    EXPECT_LT(v.get<double>(), 8.5);
+  }
+  // The paired test is computed from the numbers it reports.
+  std::vector<double> h = pa["hybrid_test_bpc"], s = pa["swa_test_bpc"];
+  const auto tt = paired_t_test(s, h);
+  EXPECT_DOUBLE_EQ(pa["paired_t"]["mean_difference"].get<double>(), tt.mean_difference);
+}
+
+TEST(E6Tiny, ReportsEveryPresetAndTheRatio) {
+  if (!fs::exists(data_dir() + "/tinyshakespeare/input.txt"))
+    GTEST_SKIP() << "tiny-shakespeare not found under " << data_dir();
+  TempDir a("e6");
+  const json j = run_id("E6", tiny_options(a.path));
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["slowdown_vs_reference"].get<double>(), 1.0);
+  for (const auto& r : j["rows"]) EXPECT_GT(r["tokens_per_second"].get<double>(), 0.0);
+  EXPECT_TRUE(j["rows"][1].contains("support_mean"));
+}
+
+#ifdef SVATTN_CLI
+TEST(Cli, ExperimentE3RunsThroughTheExperimentSubcommand) {
+  TempDir a("cli");
+  const std::string cmd = std::string(SVATTN_CLI) +
+                          " experiment E3 --preset tiny --seed 3 --quiet --no-plots --out " +
+                          a.path.string() + " > " + (a.path / "stdout.txt").string() + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_TRUE(fs::exists(a.path / "E3.json"));
+  const std::string bad = std::string(SVATTN_CLI) + " experiment E9 > /dev/null 2>&1";
+  EXPECT_NE(std::system(bad.c_str()), 0);
+  // A bad --set exits 2 with one line naming the key (the old SVATTN_E3_SET channel is gone).
+  const std::string set = std::string(SVATTN_CLI) + " experiment E3 --preset tiny --quiet --set iters=many --out " +
+                          (a.path / "bad").string() + " 2> " + (a.path / "err.txt").string();
+  EXPECT_EQ(WEXITSTATUS(std::system(set.c_str())), 2);
+  std::ifstream in(a.path / "err.txt");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_NE(line.find("--set iters:"), std::string::npos) << line;
+  EXPECT_FALSE(fs::exists(a.path / "bad"));
+}
+#endif
