@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+
+#include "svattn/clock.h"
 #include <string>
 #include <vector>
 
@@ -65,18 +67,8 @@ void write_json(const std::string& path, const nlohmann::json& j);
 /// Human-readable summary of a state (the non --json output of solve and replay).
 void print_state_summary(const State& s);
 
-/// Wall-clock stopwatch.
-class Stopwatch {
- public:
-  Stopwatch() : start_(std::chrono::steady_clock::now()) {}
-  double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  void restart() { start_ = std::chrono::steady_clock::now(); }
-
- private:
-  std::chrono::steady_clock::time_point start_;
-};
+/// Wall-clock stopwatch: the one in svattn/clock.h.
+using Stopwatch = svattn::Stopwatch;
 
 /// `count` probe queries around the rows of `keys`: per dimension mean + std * z, z ~ N(0, 1).
 RowMatrix probes_around(const RowMatrix& keys, int count, std::uint64_t seed);
