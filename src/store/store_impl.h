@@ -321,9 +321,12 @@ struct Store::Impl {
   /// Writes the screening of `row`'s memory after an operation: mem.gradient_lower_bounds() (none
   /// while the memory is empty or in warm-up) and the digest of its support. When nothing `moved`
   /// and the head is intact only the `touched` records' blobs are rewritten (same epoch);
-  /// otherwise a new epoch and every active record's blob. `row` is the memories row before.
+  /// otherwise a new epoch and every active record's blob. With `defer` (an import chunk that is
+  /// not the last) a new epoch writes the head without bounds and no blob: the last chunk writes
+  /// them once, instead of every chunk rewriting every record (docs/store.md "Import").
+  /// `row` is the memories row before.
   void write_screening(const MemoryRow& row, const Memory& mem, bool moved,
-                       const std::vector<std::int64_t>& touched);
+                       const std::vector<std::int64_t>& touched, bool defer = false);
   store_detail::ScreeningHead read_screening_head(std::int64_t memory_id);
   bool head_intact(const MemoryRow& row, const store_detail::ScreeningHead& h) const;
   void write_screening_head(std::int64_t memory_id, const std::string& state_sha256,
@@ -378,7 +381,7 @@ struct Store::Impl {
   auto run_op(const std::string& name, Op& op) -> decltype(op.make_result());
   AuditEntry import_chunk(const std::string& name, const ImportPlan& plan,
                           const std::vector<std::size_t>& chunk, const RowMatrix& keys,
-                          const RowMatrix& vals, ImportProgress& totals);
+                          const RowMatrix& vals, ImportProgress& totals, bool last);
 
   // ------------------------------------------------------------------ store_forget_stored.cpp
   /// Whether the stored-rows operations may run on `row`: the memory is not in RAM, audit mode,

@@ -2,6 +2,7 @@
 // record's rows in input order), records already in the memory are checked to hold the same tokens
 // and skipped (resume after a crash), and the rest are committed in chunks, one import_chunk
 // operation (store_ops.cpp) each.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -101,7 +102,10 @@ ImportResult Store::import_records(const std::string& name,
       if (skip[k] == 0) chunk.push_back(k);
     }
     if (chunk.empty()) continue;
-    res.entries.push_back(im.import_chunk(name, plan, chunk, keys, vals, res.totals));
+    // Only the last chunk writes the screening bounds (an interrupted import leaves none).
+    const bool last = std::find(skip.begin() + static_cast<std::ptrdiff_t>(k), skip.end(), 0) ==
+                      skip.end();
+    res.entries.push_back(im.import_chunk(name, plan, chunk, keys, vals, res.totals, last));
     ++res.chunks;
     res.totals.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -29,6 +29,7 @@ struct Store::Impl::OpSteps {
   std::vector<std::int64_t> records;  // looked up before anything else
   std::int64_t audit_record = -1;
   std::int64_t token_count = 0;
+  bool defer_bounds = false;  // write_screening(..., defer): import chunks but the last
   Result make_result() const { return Result{}; }
   void prepare(Store::Impl&, Store::Impl::OpContext&) {}
   void after_commit(Store::Impl&, Result&) {}
@@ -79,7 +80,8 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       append_audit(e);
       const bool moved = write_state(row.id, ctx.before, after, e.seq, name);
       // A bounded memory evicts tokens of untouched records: every blob is rewritten.
-      write_screening(row, ctx.mem, moved || row.settings.mode != MemoryMode::kAudit, op.records);
+      write_screening(row, ctx.mem, moved || row.settings.mode != MemoryMode::kAudit, op.records,
+                      op.defer_bounds);
       out.memory_tokens = ctx.mem.size();
       Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
       q.bind(1, row.id);
@@ -460,8 +462,9 @@ TokenSet store_detail::import_record_set(std::int64_t record, const std::vector<
 
 AuditEntry Store::Impl::import_chunk(const std::string& name, const ImportPlan& plan,
                                      const std::vector<std::size_t>& chunk, const RowMatrix& keys,
-                                     const RowMatrix& vals, ImportProgress& totals) {
+                                     const RowMatrix& vals, ImportProgress& totals, bool last) {
   Impl::ImportChunkOp op(name, plan, chunk, keys, vals);
+  op.defer_bounds = !last;
   const OpResult res = run_op(name, op);
   totals.records_done += static_cast<std::int64_t>(op.records.size());
   totals.tokens_done += op.ts.size();

@@ -190,15 +190,16 @@ void Store::Impl::write_record_bounds(std::int64_t memory_id, std::int64_t recor
 }
 
 void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool moved,
-                                  const std::vector<std::int64_t>& touched) {
+                                  const std::vector<std::int64_t>& touched, bool defer) {
   const State& st = mem.state();
   const std::string support = memory_support_digest(row.id, mem, st);
   const auto n = static_cast<std::int64_t>(st.ids.size());
   // Memory::gradient_lower_bounds() is empty exactly then; it is O(n), so it is only called when a
   // blob is written (a forget that moved nothing writes none).
-  const bool has_bounds = n > 0 && st.status == Status::kOptimal && !st.warmup;
   const ScreeningHead h = read_screening_head(row.id);
-  const bool same_epoch = !moved && has_bounds && head_intact(row, h) && h.tokens > 0;
+  const bool optimal = n > 0 && st.status == Status::kOptimal && !st.warmup;
+  const bool same_epoch = !moved && optimal && head_intact(row, h) && h.tokens > 0;
+  const bool has_bounds = optimal && (same_epoch || !defer);
   const std::int64_t epoch = h.present ? h.epoch + (same_epoch ? 0 : 1) : 1;
   write_screening_head(row.id, st.state_sha256, has_bounds ? n : 0, epoch, support);
   if (!has_bounds) return;  // stale record blobs fail the epoch check
