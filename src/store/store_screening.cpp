@@ -194,9 +194,9 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
   const State& st = mem.state();
   const std::string support = memory_support_digest(row.id, mem, st);
   const auto n = static_cast<std::int64_t>(st.ids.size());
+  const ScreeningHead h = read_screening_head(row.id);
   // Memory::gradient_lower_bounds() is empty exactly then; it is O(n), so it is only called when a
   // blob is written (a forget that moved nothing writes none).
-  const ScreeningHead h = read_screening_head(row.id);
   const bool optimal = n > 0 && st.status == Status::kOptimal && !st.warmup;
   const bool same_epoch = !moved && optimal && head_intact(row, h) && h.tokens > 0;
   const bool has_bounds = optimal && (same_epoch || !defer);
