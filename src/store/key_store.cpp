@@ -434,6 +434,25 @@ std::int64_t KeyStore::shredded_keys() {
   return db_.query_int("SELECT count(*) FROM shredded_keys");
 }
 
+std::vector<KeyLookup> KeyStore::live_keys_of(std::int64_t memory_id) {
+  std::vector<KeyLookup> out;
+  Statement q(db_.handle(),
+              "SELECT key_id, record_id, stored, wrapped_sha256, created_utc FROM data_keys WHERE "
+              "memory_id = ? AND live = 1");
+  q.bind(1, memory_id);
+  while (q.step()) {
+    KeyLookup k;
+    k.key_id = q.text(0);
+    k.owner = {memory_id, q.int64(1)};
+    std::vector<std::uint8_t> stored = q.blob(2);
+    k.wrapped_sha256 = q.text(3);
+    k.created_utc = q.text(4);
+    k.key = key_from_stored(k.key_id, stored);
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
 std::vector<KeyLookup> KeyStore::tombstones() {
   std::vector<KeyLookup> out;
   Statement q(db_.handle(),

@@ -17,10 +17,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -108,6 +110,45 @@ class RecordShredded : public FormatError {
 };
 
 /// Opens the payloads (key and value blobs) of token rows at the row-I/O boundary (docs/store.md
+/// Opens sealed blobs one batch behind the reading of their rows (a restore of an encrypted
+/// memory; docs/store.md "Encryption at rest"): the reader copies each blob into the current batch,
+/// and a worker thread opens the previous batch into its destinations meanwhile, so that the
+/// decryption overlaps the row reads instead of adding to them. One worker at a time, batches in
+/// order, so an opener is never used by two threads at once and the first failure is the earliest
+/// token's. Destinations must stay valid until finish() (or the destructor, which waits).
+class PipelinedOpen {
+ public:
+  PipelinedOpen() = default;
+  ~PipelinedOpen();
+  PipelinedOpen(const PipelinedOpen&) = delete;
+  PipelinedOpen& operator=(const PipelinedOpen&) = delete;
+  /// Queues `n` sealed bytes at `blob` to be opened under `op` into `out` (`out_bytes`).
+  void add(Opener& op, const RecordAad& aad, const void* blob, std::size_t n, void* out,
+           std::size_t out_bytes);
+  /// Opens everything queued; rethrows the first failure (RecordTampered names its record).
+  void finish();
+  /// Waits for the worker and rethrows its failure, if any (a caller that failed itself calls this
+  /// first, so that an earlier token's failure is the one reported).
+  void rethrow_pending();
+
+ private:
+  struct Item {
+    Opener* op;
+    RecordAad aad;
+    std::size_t offset, bytes;
+    void* out;
+    std::size_t out_bytes;
+  };
+  struct Batch {
+    std::vector<Item> items;
+    std::vector<std::uint8_t> bytes;
+  };
+  static void open_batch(const Batch& b);
+  void submit();
+  Batch filling_, running_;
+  std::future<void> worker_;
+};
+
 /// "Encryption at rest"): a row whose record has no key id is plaintext (dim doubles); otherwise
 /// it is a sealed blob opened under the record's data key, looked up in the key store once per
 /// record and kept only as long as this reader.
@@ -123,14 +164,37 @@ class PayloadReader {
   /// The same with the record's key id given (nullptr: plaintext) instead of read from `q`.
   void read_with_key(const Statement& q, int col, const std::string* key_id, int cols, double* out,
                      RecordField field, TokenId id);
+  /// As read_with_key, but a sealed blob is queued on `pipe` instead of opened now (`out` must
+  /// stay valid until pipe.finish()); a plaintext one is copied now.
+  void read_queued(PipelinedOpen& pipe, const Statement& q, int col, const std::string* key_id,
+                   int cols, double* out, RecordField field, TokenId id);
   /// The opener of a record's data key (looked up once; RecordShredded when destroyed).
   Opener& opener(const std::string& key_id, std::int64_t record);
+  /// Reads every live key of the memory in one scan of the key store (a pass over all records,
+  /// such as a restore); opener() then looks up only keys the scan did not list (shredded ones).
+  /// Once per reader; later calls do nothing.
+  void prefetch_keys();
 
  private:
+  std::unique_ptr<Opener> open_key(const std::string& key_id, std::int64_t record);
+  /// The bytes of a payload blob after its size check (FormatError naming the token).
+  std::size_t checked_size(const Statement& q, int col, bool sealed, int cols, RecordField field,
+                           TokenId id) const;
+  [[noreturn]] void throw_foreign_key(const std::string& key_id, std::int64_t record,
+                                      const KeyOwner& owner) const;
+  struct PrefetchedKey {
+    std::int64_t record = 0;
+    SecretKey key;
+  };
   KeyStore* keys_;
   const std::string& path_;
   std::int64_t memory_id_;
   std::map<std::string, std::unique_ptr<Opener>> openers_;
+  std::unordered_map<std::string, PrefetchedKey> prefetched_;
+  bool prefetch_done_ = false;
+  // The last opener returned: consecutive tokens belong to one record.
+  std::string last_key_id_;
+  Opener* last_ = nullptr;
 };
 
 /// A record's persisted bucket digests (records.buckets, docs/store.md "Forget without a
@@ -292,8 +356,10 @@ struct Store::Impl {
   // ------------------------------------------------------------------ store_rows.cpp
   MemoryRow read_memory_row(const std::string& name);
   std::vector<MemoryRow> all_memory_rows();
-  /// Tokens of the memory's active (not suspended) records, ascending id.
-  TokenSet load_active_tokens(const MemoryRow& row);
+  /// Tokens of the memory's active (not suspended) records, ascending id. `reader` (optional)
+  /// keeps the records' openers for a later read of their blobs in the same operation (a restore
+  /// then looks up each data key once, not once per pass).
+  TokenSet load_active_tokens(const MemoryRow& row, store_detail::PayloadReader* reader = nullptr);
   /// The state as stored: ids from the active tokens, alpha/partition from the support table.
   State load_state(const MemoryRow& row, const std::vector<TokenId>& ids);
   /// The in-RAM memory of `row`, restored from the file when absent or stale.
@@ -337,9 +403,11 @@ struct Store::Impl {
   /// `tokens_before`; otherwise it holds none (new epoch). Returns the epoch kept, or -1.
   std::int64_t update_screening_head(const MemoryRow& row, const std::string& state_sha256,
                                      std::int64_t tokens_before, std::int64_t tokens_after);
-  /// records.bounds of `record` (sealed under key `key_id` unless empty).
+  /// records.bounds of `record` (sealed under key `key_id` unless empty; `key`: that key when
+  /// the caller has read it already, else it is looked up).
   void write_record_bounds(std::int64_t memory_id, std::int64_t record, const std::string& key_id,
-                           std::int64_t epoch, const double* b, std::size_t k);
+                           std::int64_t epoch, const double* b, std::size_t k,
+                           const store_detail::SecretKey* key = nullptr);
   std::vector<double> read_screening_v1(const MemoryRow& row, std::size_t n, std::string* problem);
   void split_screening(const MemoryRow& row);
   /// The stored support of memory `memory_id` (support rows joined with their token rows, alpha > 0
@@ -350,7 +418,8 @@ struct Store::Impl {
   /// The persisted bounds of `row` for `ids` when present and intact; otherwise empty, with
   /// `problem` saying why when a row exists but fails its check.
   std::vector<double> read_screening(const MemoryRow& row, const std::vector<TokenId>& ids,
-                                     std::string* problem);
+                                     std::string* problem,
+                                     store_detail::PayloadReader* reader = nullptr);
   /// Token rows of a record (ascending id) with their keys and values.
   TokenSet record_tokens(const MemoryRow& row, std::int64_t record);
   /// Token ids of a record (ascending), no key/value bytes read.
@@ -424,9 +493,11 @@ struct Store::Impl {
   /// Every active record (ascending) that `wanted` names, with its records.buckets or
   /// records.bounds blob (`field`) opened under the record's key when sealed; empty, or the first
   /// problem ("record R has no …", "record R: …" when a blob does not open, or use's).
+  /// `reader` (optional): the openers of an earlier pass of the same operation.
   std::string read_record_blobs(const MemoryRow& row, store_detail::RecordField field,
                                 const std::function<bool(std::int64_t)>& wanted,
-                                const RecordBlobFn& use);
+                                const RecordBlobFn& use,
+                                store_detail::PayloadReader* reader = nullptr);
 
   // ------------------------------------------------------------------ store_add_stored.cpp
   /// What adding a record without a restore needs (plan_stored_add).

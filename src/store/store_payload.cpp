@@ -65,9 +65,31 @@ std::string Store::Impl::key_store_path() const {
 
 std::string Store::Impl::key_id_column() const { return has_key_id_column ? "r.key_id" : "NULL"; }
 
+void PayloadReader::prefetch_keys() {
+  if (keys_ == nullptr || prefetch_done_) return;
+  prefetch_done_ = true;
+  for (KeyLookup& k : keys_->live_keys_of(memory_id_))
+    prefetched_[k.key_id] = {k.owner.record_id, std::move(k.key)};
+}
+
 Opener& PayloadReader::opener(const std::string& key_id, std::int64_t record) {
+  if (last_ != nullptr && key_id == last_key_id_) return *last_;
   auto it = openers_.find(key_id);
-  if (it != openers_.end()) return *it->second;
+  if (it == openers_.end()) it = openers_.emplace(key_id, open_key(key_id, record)).first;
+  last_key_id_ = key_id;
+  last_ = it->second.get();
+  return *last_;
+}
+
+std::unique_ptr<Opener> PayloadReader::open_key(const std::string& key_id, std::int64_t record) {
+  const auto pre = prefetched_.find(key_id);
+  if (pre != prefetched_.end()) {
+    if (pre->second.record != record)
+      throw_foreign_key(key_id, record, {memory_id_, pre->second.record});
+    auto op = std::make_unique<Opener>(pre->second.key);
+    prefetched_.erase(pre);  // the key now lives only in the opener's schedule
+    return op;
+  }
   if (keys_ == nullptr) {
     throw FormatError("store '" + path_ + "': record " + std::to_string(record) +
                       " is encrypted but the store has no key store (meta says plaintext)");
@@ -79,13 +101,16 @@ Opener& PayloadReader::opener(const std::string& key_id, std::int64_t record) {
                              " was destroyed at " + k.destroyed_utc,
                          record);
   }
-  if (k.owner.memory_id != memory_id_ || k.owner.record_id != record) {
-    throw FormatError("store '" + path_ + "': record " + std::to_string(record) +
-                      " names data key " + key_id + ", which belongs to memory " +
-                      std::to_string(k.owner.memory_id) + " record " +
-                      std::to_string(k.owner.record_id));
-  }
-  return *(openers_[key_id] = std::make_unique<Opener>(k.key));
+  if (k.owner.memory_id != memory_id_ || k.owner.record_id != record)
+    throw_foreign_key(key_id, record, k.owner);
+  return std::make_unique<Opener>(k.key);
+}
+
+void PayloadReader::throw_foreign_key(const std::string& key_id, std::int64_t record,
+                                      const KeyOwner& owner) const {
+  throw FormatError("store '" + path_ + "': record " + std::to_string(record) + " names data key " +
+                    key_id + ", which belongs to memory " + std::to_string(owner.memory_id) +
+                    " record " + std::to_string(owner.record_id));
 }
 
 void PayloadReader::read(const Statement& q, int col, int key_col, int cols, double* out,
@@ -95,23 +120,81 @@ void PayloadReader::read(const Statement& q, int col, int key_col, int cols, dou
   read_with_key(q, col, &key_id, cols, out, field, id);
 }
 
-void PayloadReader::read_with_key(const Statement& q, int col, const std::string* key_id, int cols,
-                                  double* out, RecordField field, TokenId id) {
+std::size_t PayloadReader::checked_size(const Statement& q, int col, bool sealed, int cols,
+                                        RecordField field, TokenId id) const {
   const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
   const std::size_t have = static_cast<std::size_t>(q.bytes(col));
-  const bool sealed = key_id != nullptr;
   const std::size_t want = sealed ? need + kSealOverhead : need;
   if (have != want) {
     throw FormatError("store '" + path_ + "': token " + std::to_string(id) + " has a " +
                       to_string(field) + " blob of " + std::to_string(have) + " bytes, expected " +
                       std::to_string(want) + (sealed ? " (sealed)" : ""));
   }
-  if (!sealed) {
+  return have;
+}
+
+void PayloadReader::read_with_key(const Statement& q, int col, const std::string* key_id, int cols,
+                                  double* out, RecordField field, TokenId id) {
+  const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
+  const std::size_t have = checked_size(q, col, key_id != nullptr, cols, field, id);
+  if (key_id == nullptr) {
     if (need > 0) std::memcpy(out, q.blob_data(col), need);
     return;
   }
   const RecordAad aad{memory_id_, record_of(id), position_of(id), field};
   opener(*key_id, aad.record_id).open_into(aad, q.blob_data(col), have, out, need);
+}
+
+void PayloadReader::read_queued(PipelinedOpen& pipe, const Statement& q, int col,
+                                const std::string* key_id, int cols, double* out, RecordField field,
+                                TokenId id) {
+  if (key_id == nullptr) return read_with_key(q, col, key_id, cols, out, field, id);
+  const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
+  const std::size_t have = checked_size(q, col, true, cols, field, id);
+  const RecordAad aad{memory_id_, record_of(id), position_of(id), field};
+  pipe.add(opener(*key_id, aad.record_id), aad, q.blob_data(col), have, out, need);
+}
+
+// ------------------------------------------------------------------------ PipelinedOpen
+
+namespace {
+constexpr std::size_t kPipelineBatch = 2048;  // blobs per batch (~1 MB at d = 64)
+}  // namespace
+
+PipelinedOpen::~PipelinedOpen() {
+  if (worker_.valid()) worker_.wait();  // the worker writes into the caller's buffers
+}
+
+void PipelinedOpen::add(Opener& op, const RecordAad& aad, const void* blob, std::size_t n,
+                        void* out, std::size_t out_bytes) {
+  const auto* b = static_cast<const std::uint8_t*>(blob);
+  filling_.items.push_back({&op, aad, filling_.bytes.size(), n, out, out_bytes});
+  filling_.bytes.insert(filling_.bytes.end(), b, b + n);
+  if (filling_.items.size() >= kPipelineBatch) submit();
+}
+
+void PipelinedOpen::open_batch(const Batch& b) {
+  for (const Item& it : b.items)
+    it.op->open_into(it.aad, b.bytes.data() + it.offset, it.bytes, it.out, it.out_bytes);
+}
+
+void PipelinedOpen::submit() {
+  rethrow_pending();  // the previous batch is done before its buffers are reused
+  std::swap(running_, filling_);
+  filling_.items.clear();
+  filling_.bytes.clear();
+  worker_ = std::async(std::launch::async, [this] { open_batch(running_); });
+}
+
+void PipelinedOpen::rethrow_pending() {
+  if (worker_.valid()) worker_.get();
+}
+
+void PipelinedOpen::finish() {
+  rethrow_pending();
+  open_batch(filling_);  // the last batch in this thread: nothing is left to overlap
+  filling_.items.clear();
+  filling_.bytes.clear();
 }
 
 void Store::Impl::discard_new_keys() noexcept {

@@ -84,7 +84,7 @@ std::vector<MemoryRow> Store::Impl::all_memory_rows() {
 // reader (store_payload.cpp). No join: a token's record is its id's high bits, so the records'
 // suspension flags and key ids are read first (one row per record) and each token row finds its
 // record's entry (consecutive rows share it). The rows are sized from a count over that index.
-TokenSet Store::Impl::load_active_tokens(const MemoryRow& row) {
+TokenSet Store::Impl::load_active_tokens(const MemoryRow& row, PayloadReader* reader) {
   struct RecordEntry {
     bool suspended;
     bool sealed;
@@ -115,29 +115,42 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row) {
   Statement q(db.handle(),
               "SELECT token_id, key, value FROM tokens WHERE memory_id = ?1 ORDER BY token_id");
   q.bind(1, row.id);
-  PayloadReader pr = payload_reader(row.id);
-  const KeyStore::ReadScope keys_read(key_store.get());  // one key lookup per record
+  PayloadReader own = payload_reader(row.id);
+  PayloadReader& pr = reader != nullptr ? *reader : own;
+  const KeyStore::ReadScope keys_read(key_store.get());
+  pr.prefetch_keys();  // every record's key in one scan
   Eigen::Index i = 0;
   std::int64_t last_record = -1;
   const RecordEntry* rec = nullptr;
-  while (q.step()) {
-    const TokenId id = q.int64(0);
-    if (record_of(id) != last_record || rec == nullptr) {
-      last_record = record_of(id);
-      const auto it = records.find(last_record);
-      if (it == records.end()) {
-        throw FormatError("store '" + path + "': token " + std::to_string(id) + " of memory '" +
-                          row.name + "' belongs to no record (corrupted store)");
+  PipelinedOpen pipe;  // declared after ts: destroyed (waiting for its worker) before it
+  const auto read_rows = [&] {
+    while (q.step()) {
+      const TokenId id = q.int64(0);
+      if (record_of(id) != last_record || rec == nullptr) {
+        last_record = record_of(id);
+        const auto it = records.find(last_record);
+        if (it == records.end()) {
+          throw FormatError("store '" + path + "': token " + std::to_string(id) + " of memory '" +
+                            row.name + "' belongs to no record (corrupted store)");
+        }
+        rec = &it->second;
       }
-      rec = &it->second;
+      if (rec->suspended) continue;
+      if (i >= rows) throw StoreError("store '" + path + "': token count changed while reading");
+      ts.ids.push_back(id);
+      const std::string* key = rec->sealed ? &rec->key_id : nullptr;
+      pr.read_queued(pipe, q, 1, key, row.dim, ts.keys.row(i).data(), RecordField::kKey, id);
+      pr.read_queued(pipe, q, 2, key, row.value_dim, ts.values.row(i).data(), RecordField::kValue,
+                     id);
+      ++i;
     }
-    if (rec->suspended) continue;
-    if (i >= rows) throw StoreError("store '" + path + "': token count changed while reading");
-    ts.ids.push_back(id);
-    const std::string* key = rec->sealed ? &rec->key_id : nullptr;
-    pr.read_with_key(q, 1, key, row.dim, ts.keys.row(i).data(), RecordField::kKey, id);
-    pr.read_with_key(q, 2, key, row.value_dim, ts.values.row(i).data(), RecordField::kValue, id);
-    ++i;
+    pipe.finish();
+  };
+  try {
+    read_rows();
+  } catch (...) {
+    pipe.rethrow_pending();  // a failure of an earlier token in the worker is the one reported
+    throw;
   }
   if (i < rows) {  // suspended tokens were counted above
     ts.keys.conservativeResize(i, row.dim);
@@ -200,11 +213,15 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
   std::unique_ptr<Memory> mem;
   std::string expected;
   {
-    const TokenSet tokens = load_active_tokens(row);
+    // One key-store read and one opener per record for both passes (tokens, then bounds).
+    const KeyStore::ReadScope keys_read(key_store.get());
+    PayloadReader reader = payload_reader(row.id);
+    const TokenSet tokens = load_active_tokens(row, &reader);
     State state = load_state(row, tokens.ids);
     adopt_current_hash(row, tokens, state);  // a file older than schema 4 (read-only)
     expected = state.state_sha256;
-    const std::vector<double> bounds = read_screening(row, tokens.ids, &rep.screening_problem);
+    const std::vector<double> bounds =
+        read_screening(row, tokens.ids, &rep.screening_problem, &reader);
     if (!rep.screening_problem.empty()) {
       std::fprintf(stderr,
                    "svattn: warning: memory '%s': the persisted screening bounds fail their check "

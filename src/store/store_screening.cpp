@@ -175,13 +175,17 @@ std::int64_t Store::Impl::update_screening_head(const MemoryRow& row,
 
 void Store::Impl::write_record_bounds(std::int64_t memory_id, std::int64_t record,
                                       const std::string& key_id, std::int64_t epoch,
-                                      const double* b, std::size_t k) {
+                                      const double* b, std::size_t k, const SecretKey* key) {
   const std::vector<std::uint8_t> plain = encode_record_bounds(memory_id, record, epoch, b, k);
   std::vector<std::uint8_t> sealed;
   if (!key_id.empty()) {
-    const KeyLookup key = key_store->get(key_id);
-    if (key.shredded()) return;  // its rows cannot be read; it never enters a memory
-    Sealer s(key.key);
+    KeyLookup looked;
+    if (key == nullptr) {
+      looked = key_store->get(key_id);
+      if (looked.shredded()) return;  // its rows cannot be read; it never enters a memory
+      key = &looked.key;
+    }
+    Sealer s(*key);
     s.seal_into({memory_id, record, -1, RecordField::kBounds}, plain.data(), plain.size(), sealed);
   }
   const std::vector<std::uint8_t>& blob = key_id.empty() ? plain : sealed;
@@ -209,14 +213,19 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
                            "?2 AND suspended = 0"
                          : "SELECT record, key_id FROM records WHERE memory_id = ?1 AND "
                            "suspended = 0 ORDER BY record");
+  // A full rewrite reads every record's key in one scan (a shredded key is not listed: its
+  // record is looked up alone, and skipped).
+  std::unordered_map<std::string, SecretKey> keys;
   auto write_range = [&](std::int64_t record, const std::string& key_id) {
     const auto lo = std::lower_bound(st.ids.begin(), st.ids.end(), record_lo(record));
     const auto hi = std::upper_bound(lo, st.ids.end(), record_hi(record));
     const auto first = static_cast<std::size_t>(lo - st.ids.begin());
     if (bounds.empty()) bounds = mem.gradient_lower_bounds();
     SVATTN_ASSERT(bounds.size() == st.ids.size(), "one screening bound per token");
+    const auto key = key_id.empty() ? keys.end() : keys.find(key_id);
     write_record_bounds(row.id, record, key_id, epoch, bounds.data() + first,
-                        static_cast<std::size_t>(hi - lo));
+                        static_cast<std::size_t>(hi - lo),
+                        key == keys.end() ? nullptr : &key->second);
   };
   if (same_epoch) {
     for (std::int64_t r : touched) {
@@ -227,7 +236,9 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
     return;
   }
   q.bind(1, row.id);
-  const KeyStore::ReadScope keys_read(key_store.get());  // one key lookup per record
+  const KeyStore::ReadScope keys_read(key_store.get());
+  if (key_store != nullptr)
+    for (KeyLookup& k : key_store->live_keys_of(row.id)) keys.emplace(k.key_id, std::move(k.key));
   std::vector<std::pair<std::int64_t, std::string>> recs;
   while (q.step()) recs.emplace_back(q.int64(0), q.is_null(1) ? std::string() : q.text(1));
   q.reset();
@@ -238,7 +249,7 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
 
 std::vector<double> Store::Impl::read_screening(const MemoryRow& row,
                                                 const std::vector<TokenId>& ids,
-                                                std::string* problem) {
+                                                std::string* problem, PayloadReader* reader) {
   problem->clear();
   if (schema_version < 2) return {};
   if (schema_version < kFirstSchemaWithRecordBounds)
@@ -274,7 +285,8 @@ std::vector<double> Store::Impl::read_screening(const MemoryRow& row,
         const RecordRange& rg = ranges[at++];
         why = decode_record_bounds(row.id, r, h.epoch, p, n, rg.count, &bounds[rg.first]);
         return why.empty();
-      });
+      },
+      reader);
   if (!problem->empty()) return {};
   if (missing < 0 && at < ranges.size()) missing = ranges[at].record;
   if (missing >= 0) {
