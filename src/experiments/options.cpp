@@ -129,8 +129,9 @@ json apply_overrides(json preset, const std::string& id, const std::vector<Overr
 }
 
 void ExperimentOptions::validate() const {
-  if (preset != "quick" && preset != "paper" && preset != "tiny") {
-    throw InvalidArgument("unknown preset '" + preset + "' (expected quick, paper or tiny)");
+  // "cpu" is E5's own (the registry checks that every experiment run has the preset).
+  if (preset != "quick" && preset != "paper" && preset != "tiny" && preset != "cpu") {
+    throw InvalidArgument("unknown preset '" + preset + "' (expected quick, paper, tiny or cpu)");
   }
   if (trials < 0) throw InvalidArgument("trials must be >= 0 (got " + std::to_string(trials) + ")");
   if (steps < 0) throw InvalidArgument("steps must be >= 0 (got " + std::to_string(steps) + ")");

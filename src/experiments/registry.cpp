@@ -46,7 +46,8 @@ std::vector<Experiment> make_table() {
        "trained character LMs (the LM trainer in src/lm, LibTorch) on the enwik8 4.15 MB prefix: "
        "the LibTorch build (svattn_experiments_torch); this build has no LibTorch",
        {},
-       {}},
+       {},
+       {"cpu"}},
       {"E6",
        "Training throughput",
        "hybrid 9,125 tokens/s at 3.22M params, 35.8× slower than a softmax reference (Apple GPU)",
@@ -114,10 +115,21 @@ void uninstall_experiment(const std::string& id) {
   e.presets = {};
 }
 
+bool Experiment::has_preset(const std::string& name) const {
+  return name == "tiny" || name == "quick" || name == "paper" ||
+         std::find(extra_presets.begin(), extra_presets.end(), name) != extra_presets.end();
+}
+
 void check_overrides(const ExperimentOptions& o, const std::vector<std::string>& ids) {
   o.validate();
   std::vector<std::string> up;
   for (const auto& id : ids) up.push_back(entry(id).id);
+  for (const auto& id : up) {
+    if (!entry(id).has_preset(o.preset))
+      throw InvalidArgument("experiment " + id + " has no preset '" + o.preset +
+                            "' (tiny, quick, paper" +
+                            (entry(id).extra_presets.empty() ? "" : " and its own") + ")");
+  }
   for (const auto& ov : o.overrides) {
     if (ov.scope.empty()) {
       if (up.size() == 1) continue;

@@ -30,6 +30,12 @@ using torch::Tensor;
 
 namespace {
 
+// Serialises the uses of LibTorch's global CPU generator (seeding + initialisation).
+std::mutex& global_generator_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 constexpr const char* kLatest = "LATEST";
 constexpr const char* kManifest = "MANIFEST.json";
 constexpr int kCheckpointVersion = 1;
@@ -515,8 +521,12 @@ void Trainer::init(TrainOptions options) {
   const torch::Device device = parse_device(o.device);
   if (have_ckpt && !device.is_cpu())
     throw InvalidArgument("resuming " + o.out + " on device " + o.device + ": checkpoints resume on the CPU only");
+  // The initialisation draws from LibTorch's global generator: one run at a time seeds it and
+  // builds its model, so runs trained side by side (E5's workers) start as they would alone.
+  std::unique_lock<std::mutex> init_lock(global_generator_mutex());
   torch::manual_seed(s.seed);
   s.model = layers::CharLm(s.preset.model);
+  init_lock.unlock();
   s.model->to(device);
   s.params = layers::count_parameters(*s.model);
   s.optimizer = std::make_unique<torch::optim::AdamW>(param_groups(*s.model, s.preset.train),

@@ -27,7 +27,10 @@ struct Experiment {
   std::string needs;
   Runner run;           ///< empty: not available in this build
   PresetTable presets;  ///< empty when run is
+  /// Presets beyond tiny / quick / paper that only this experiment has (E5: "cpu").
+  std::vector<std::string> extra_presets = {};
   bool available() const { return static_cast<bool>(run); }
+  bool has_preset(const std::string& name) const;
 };
 
 /// E1 ... E7 in order.
@@ -45,7 +48,8 @@ void uninstall_experiment(const std::string& id);
 
 /// Checks options.validate() and every override against the presets of the experiments `ids`
 /// before anything runs: a scoped override of an id outside `ids` or of an unavailable
-/// experiment, an unknown key or a bad value throws SettingError naming the key.
+/// experiment, an unknown key or a bad value throws SettingError naming the key; a preset that
+/// one of `ids` does not have throws InvalidArgument naming both.
 void check_overrides(const ExperimentOptions& options, const std::vector<std::string>& ids);
 
 /// Runs one experiment (check_overrides first); throws InvalidArgument for an unknown id or one

@@ -1,6 +1,6 @@
 // Model and training presets of the character LMs (SPEC §9–§11): hybrid SV attention and the
-// baselines at ~3.2M and ~10M parameters, plus a tiny preset for tests. Configs round-trip JSON
-// (checkpoints store them).
+// baselines at ~0.8M (E5's cpu preset), ~3.2M and ~10M parameters, plus a tiny preset for tests.
+// Configs round-trip JSON (checkpoints store them).
 #pragma once
 #include <nlohmann/json.hpp>
 

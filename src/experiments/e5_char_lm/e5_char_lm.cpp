@@ -2,16 +2,21 @@
 // softmax as a reference), equal steps and tokens, several seeds, test-split BPC, paired t-test.
 // Runs go through the resumable trainer (src/lm), one run directory per model and seed under
 // <out>/E5-runs, so an interrupted paper run continues where it stopped.
+#include "svattn/experiments/e5_char_lm/e5_char_lm.h"
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "common.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/e5_char_lm/e5_char_lm.h"
 #include "svattn/experiments/statistics.h"
 #include "svattn/lm/trainer.h"
 
@@ -38,9 +43,12 @@ struct E5Preset {
   std::string note;
   std::string device = "cpu";     // "cuda" on a GPU (scripts/gpu-paper.sh)
   double max_seconds = 0;         // > 0: training-time budget per model (the run stops early)
+  double lr = 0;                  // > 0: peak learning rate override (else the model preset's)
+  int workers = 1;                // seeds trained side by side, one thread each (CPU only)
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(E5Preset, corpus, pairs, seeds, steps, batch, seq, warmup, eval_every,
-                                   eval_windows, test_windows, chunk, note, device, max_seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(E5Preset, corpus, pairs, seeds, steps, batch, seq, warmup,
+                                   eval_every, eval_windows, test_windows, chunk, note, device,
+                                   max_seconds, lr, workers)
 
 E5Preset e5_preset(const std::string& name) {
   E5Preset p;
@@ -75,6 +83,29 @@ E5Preset e5_preset(const std::string& name) {
     p.note = "3m presets (d 256, 4 layers) 3 seeds; 10m pair (d 320, 8 layers) with both gates, 1 seed";
     return p;
   }
+  if (name == "cpu") {
+    // Sized for about an hour of this 2-core machine (docs/experiments.md "E5, preset cpu"): the
+    // 800k models, chunk 16 and sequences of 128 bytes (8 chunks: the memory summarises up to 7
+    // past chunks), two seeds at a time.
+    p.corpus = "enwik8";
+    p.pairs = {{"hybrid-800k", "swa-800k", "softmax-800k", "chunk"},
+               {"hybrid-token-800k", "swa-800k", "", "token"}};
+    p.seeds = 3;
+    p.steps = 700;
+    p.batch = 16;
+    p.seq = 128;
+    p.chunk = 16;
+    p.lr = 2e-3;
+    p.warmup = 50;
+    p.eval_every = 35;
+    p.eval_windows = 32;
+    p.test_windows = 0;
+    p.workers = 2;
+    p.note =
+        "cpu preset: the 800k models (d 128, 4 layers, 4 heads), chunk 16, 700 steps of 16 x 128 "
+        "bytes at lr 2e-3, 3 seeds, two trained side by side; the per-token-gate pair 1 seed";
+    return p;
+  }
   p.corpus = "enwik8";
   p.pairs = {{"hybrid-3m", "swa-3m", "softmax-3m", "chunk"}};
   p.seeds = 2;
@@ -105,7 +136,19 @@ struct RunSummary {
   std::vector<std::pair<double, double>> valid_curve;  // (step, bpc)
   std::vector<std::pair<double, double>> gate_curve;   // (step, memory share), hybrid
   std::vector<std::pair<double, double>> support_curve;
+  std::vector<double> layer_gate, layer_support;  // per layer, last training record (hybrid)
 };
+
+// Relative validation improvement over the last 20 % of training: (BPC at the first evaluation at
+// or after 80 % of the steps − final BPC) / that BPC; NaN without two such points.
+double last_fifth_improvement(const RunSummary& r) {
+  if (r.valid_curve.size() < 2 || r.steps <= 0) return std::nan("");
+  const double from = 0.8 * static_cast<double>(r.steps);
+  for (const auto& [step, bpc] : r.valid_curve)
+    if (step >= from && step < r.valid_curve.back().first)
+      return (bpc - r.valid_curve.back().second) / bpc;
+  return std::nan("");
+}
 
 void read_metrics(RunSummary& r) {
   std::ifstream in((std::filesystem::path(r.dir) / "metrics.jsonl").string());
@@ -123,6 +166,17 @@ void read_metrics(RunSummary& r) {
         r.gate_curve.emplace_back(step, j["gate_memory_share"].get<double>());
       if (j.contains("support_mean") && j["support_mean"].is_number())
         r.support_curve.emplace_back(step, j["support_mean"].get<double>());
+      if (j.contains("layers") && j["layers"].is_array()) {
+        r.layer_gate.clear();
+        r.layer_support.clear();
+        for (const auto& l : j["layers"]) {
+          const auto num = [&](const char* k) {
+            return l.contains(k) && l[k].is_number() ? l[k].get<double>() : std::nan("");
+          };
+          r.layer_gate.push_back(num("gate_memory_share"));
+          r.layer_support.push_back(num("support_mean"));
+        }
+      }
     }
   }
 }
@@ -146,6 +200,7 @@ RunSummary train_and_test(const E5Preset& p, const std::string& preset, const st
   t.batch = p.batch;
   t.seq = p.seq;
   t.warmup = p.warmup;
+  if (p.lr > 0) t.lr = p.lr;
   t.eval_every = p.eval_every;
   t.eval_windows = p.eval_windows;
   t.checkpoint_every = std::max<std::int64_t>(p.eval_every, p.steps / 10);
@@ -180,6 +235,29 @@ RunSummary train_and_test(const E5Preset& p, const std::string& preset, const st
   return r;
 }
 
+// Runs the jobs on `workers` threads (each job's models one after another, a job per thread at a
+// time); the first failure is rethrown after every thread has stopped. Every model trains with one
+// LibTorch thread (set by the caller), so the runs are the same as sequential ones.
+void run_jobs(const std::vector<std::function<void()>>& jobs, int workers) {
+  std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> errors(jobs.size());
+  auto work = [&] {
+    for (std::size_t j = next++; j < jobs.size(); j = next++) {
+      try {
+        jobs[j]();
+      } catch (...) {
+        errors[j] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int w = 1; w < std::max(1, workers); ++w) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 std::string mean_sd(const std::vector<double>& v, int digits) {
   return fmt_fixed(mean_of(v), digits) + " ± " + fmt_fixed(sd_of(v), digits);
 }
@@ -209,17 +287,25 @@ ExperimentResult run(const ExperimentOptions& o) {
   // Per pair: the hybrid, then the sliding window matched to that seed's measured support, then the
   // reference. Only the first pair runs every seed; later (10m) pairs run the first seed.
   std::vector<std::vector<RunSummary>> hyb(p.pairs.size()), swa(p.pairs.size()), ref(p.pairs.size());
-  std::string corpus_label;
+  std::vector<std::function<void()>> jobs;  // one per (pair, seed): its models in order
   for (std::size_t pi = 0; pi < p.pairs.size(); ++pi) {
     const Pair& pr = p.pairs[pi];
     const std::size_t n_seeds = pi == 0 ? seeds.size() : 1;
+    hyb[pi].resize(n_seeds);
+    swa[pi].resize(n_seeds);
+    if (!pr.reference.empty()) ref[pi].resize(n_seeds);
     for (std::size_t si = 0; si < n_seeds; ++si) {
-      const std::uint64_t s = seeds[si];
-      hyb[pi].push_back(train_and_test(p, pr.hybrid, pr.gate, s, "", o));
-      swa[pi].push_back(train_and_test(p, pr.swa, pr.gate, s, hyb[pi].back().dir, o));
-      if (!pr.reference.empty()) ref[pi].push_back(train_and_test(p, pr.reference, pr.gate, s, "", o));
+      jobs.emplace_back([&, pi, si] {
+        const Pair& q = p.pairs[pi];
+        const std::uint64_t s = seeds[si];
+        hyb[pi][si] = train_and_test(p, q.hybrid, q.gate, s, "", o);
+        swa[pi][si] = train_and_test(p, q.swa, q.gate, s, hyb[pi][si].dir, o);
+        if (!q.reference.empty()) ref[pi][si] = train_and_test(p, q.reference, q.gate, s, "", o);
+      });
     }
   }
+  run_jobs(jobs, p.device == "cpu" ? p.workers : 1);
+  std::string corpus_label;
   {
     const lm::Corpus c = lm::Corpus::load({p.corpus, "", o.data_dir});
     corpus_label = c.label();
@@ -258,11 +344,39 @@ ExperimentResult run(const ExperimentOptions& o) {
     if (r.steps > 0) rj["steps"] = r.steps;
     if (std::isfinite(r.matched_support)) rj["matched_support"] = r.matched_support;
     if (!r.gate_curve.empty()) rj["gate_memory_share_curve"] = g, rj["support_curve"] = sc;
+    const double imp = last_fifth_improvement(r);
+    rj["last_fifth_valid_improvement"] = std::isfinite(imp) ? json(imp) : json(nullptr);
+    auto nums = [](const std::vector<double>& v) {
+      json a = json::array();
+      for (double x : v) a.push_back(std::isfinite(x) ? json(x) : json(nullptr));
+      return a;
+    };
+    if (!r.layer_gate.empty())
+      rj["layer_gate_memory_share"] = nums(r.layer_gate),
+      rj["layer_support"] = nums(r.layer_support);
     return rj;
   };
 
   Table main_table({"model", "params", "attention state", "test BPC per seed", "mean ± sd",
                     "train time / run", "tokens/s"});
+  Table conv_table({"model", "seed", "steps", "final valid BPC", "last 20 % improvement",
+                    "gate memory share per layer", "|S ∪ E| per layer"});
+  double worst_last_fifth = std::nan("");
+  auto per_layer = [](const std::vector<double>& v, int digits) {
+    std::string out;
+    for (double x : v)
+      out +=
+          (out.empty() ? "" : ", ") + (std::isfinite(x) ? fmt_fixed(x, digits) : std::string("–"));
+    return out.empty() ? std::string("–") : out;
+  };
+  auto conv_row = [&](const RunSummary& r) {
+    const double imp = last_fifth_improvement(r);
+    if (std::isfinite(imp) && !(imp <= worst_last_fifth)) worst_last_fifth = imp;
+    conv_table.add_row({r.preset, std::to_string(r.seed), std::to_string(r.steps),
+                        r.valid_curve.empty() ? "–" : fmt_fixed(r.valid_curve.back().second, 3),
+                        std::isfinite(imp) ? fmt_pct(imp, 2) : "–", per_layer(r.layer_gate, 3),
+                        per_layer(r.layer_support, 1)});
+  };
   json pairs_json = json::array();
   json summary = json::array();
   double grand_train_seconds = 0;
@@ -303,21 +417,30 @@ ExperimentResult run(const ExperimentOptions& o) {
                              {"dof", tt.dof}, {"p_two_sided", std::isfinite(tt.p_two_sided) ? json(tt.p_two_sided) : json(nullptr)}}}};
     json runs = json::array();
     for (const auto* set : {&hyb[pi], &swa[pi], &ref[pi]})
-      for (const auto& r : *set) runs.push_back(run_json(r));
+      for (const auto& r : *set) runs.push_back(run_json(r)), conv_row(r);
     pj["runs"] = runs;
     pairs_json.push_back(pj);
 
     const std::string tag = pr.hybrid + " vs " + pr.swa;
+    // The paper's numbers: 3.22M hybrid vs its window (also beside smaller models), no advantage at
+    // 10M (chunk-frozen gate); it has no per-token-gate result.
+    const bool is10m = pr.hybrid.find("10m") != std::string::npos;
     const bool is3m = pr.hybrid.find("3m") != std::string::npos;
-    const bool tiny = o.preset == "tiny";
-    const std::string paper_bpc = tiny ? "(3.22M) 2.178 vs 2.383" : is3m ? "2.178 vs 2.383" : "no advantage";
+    const bool token_gate = pr.gate == "token" && !is10m;
+    const std::string paper_bpc = token_gate ? "not reported (chunk-frozen gate only)"
+                                  : is10m    ? "no advantage"
+                                  : is3m     ? "2.178 vs 2.383"
+                                             : "(3.22M) 2.178 vs 2.383";
     summary.push_back({{"metric", "test BPC, " + tag + " (mean ± sd, " + std::to_string(hb.size()) + " seeds)"},
                        {"paper", paper_bpc},
                        {"ours", mean_sd(hb, 3) + " vs " + mean_sd(sb, 3)}});
     const std::string p_str = std::isfinite(tt.p_two_sided) ? fmt_sci(tt.p_two_sided, 2) : "n/a (n < 2)";
-    summary.push_back({{"metric", "relative improvement of the hybrid, " + tag + " (paired t-test p)"},
-                       {"paper", is3m || tiny ? "8.6 % (p = 0.001)" : "none"},
-                       {"ours", fmt_pct(rel, 1) + " (p = " + p_str + ")"}});
+    summary.push_back(
+        {{"metric", "relative improvement of the hybrid, " + tag + " (paired t-test p)"},
+         {"paper", token_gate ? "not reported"
+                   : is10m    ? "none"
+                              : "8.6 % (p = 0.001)"},
+         {"ours", fmt_pct(rel, 1) + " (p = " + p_str + ")"}});
   }
   if (!ref[0].empty()) {
     std::vector<double> rb;
@@ -333,8 +456,12 @@ ExperimentResult run(const ExperimentOptions& o) {
                        {"paper", "not reported (gate trains slowly at 10M)"},
                        {"ours", g.empty() ? "n/a" : fmt_fixed(mean_of(g), 3) + " / " + fmt_fixed(1 - mean_of(g), 3)}});
   }
+  summary.push_back(
+      {{"metric", "largest validation improvement over the last 20 % of training (any run)"},
+       {"paper", "not reported"},
+       {"ours", std::isfinite(worst_last_fifth) ? fmt_pct(worst_last_fifth, 2) : "n/a"}});
   j["pairs"] = pairs_json;
-  j["tables"] = {{"test_bpc", main_table.json()}};
+  j["tables"] = {{"test_bpc", main_table.json()}, {"convergence", conv_table.json()}};
   j["summary"] = summary;
   j["train_seconds_total"] = grand_train_seconds;
 
@@ -370,9 +497,11 @@ ExperimentResult run(const ExperimentOptions& o) {
 
   std::ostringstream md;
   md << "# E5 — character LM: hybrid SV attention vs state-matched sliding window\n\n";
-  md << "Preset `" << o.preset << "`, seeds " << seeds.front() << "–" << seeds.back() << ", run time "
-     << detail::duration(total.seconds()) << " (training " << detail::duration(grand_train_seconds) << ") on "
-     << j["machine"]["cpu"].get<std::string>() << " (1 thread).\n\n";
+  md << "Preset `" << o.preset << "`, seeds " << seeds.front() << "–" << seeds.back()
+     << ", run time " << detail::duration(total.seconds()) << " (training "
+     << detail::duration(grand_train_seconds) << ") on " << j["machine"]["cpu"].get<std::string>()
+     << " (1 thread per run, " << (p.device == "cpu" ? std::max(1, p.workers) : 1)
+     << " run(s) side by side).\n\n";
   md << "Scale: " << scale.str() << ". " << p.note << ".\n\n";
   md << "Each seed trains the hybrid first; its sliding-window partner uses window = chunk + the "
         "hybrid's measured average support (last quarter of its training log), so both carry the "
@@ -383,6 +512,11 @@ ExperimentResult run(const ExperimentOptions& o) {
     md << "| " << s["metric"].get<std::string>() << " | " << s["paper"].get<std::string>() << " | "
        << s["ours"].get<std::string>() << " |\n";
   md << "\n## Test BPC\n\n" << main_table.markdown() << "\n";
+  md << "## Convergence, gate and support per run\n\nLast 20 % improvement: (validation BPC at the "
+        "first evaluation at or after 80 % of the steps − final validation BPC) / the former; the "
+        "gate's memory share and |S ∪ E| per head are each layer's values at the last training "
+        "record.\n\n"
+     << conv_table.markdown() << "\n";
   md << "Run directories (checkpoints, metrics.jsonl with the gate's memory/local split per layer): `"
      << (std::filesystem::path(o.out_dir) / "E5-runs").string() << "`.\n\n";
   md << detail::plots_markdown(plots);
