@@ -511,6 +511,22 @@ TEST(OverridesTest, SetReplacesPresetFieldsAndRejectsUnknownKeysAndBadValues) {
   EXPECT_THROW(ex::check_overrides(o, {"E2"}), ex::SettingError);
 }
 
+TEST(ReproduceTest, ThePresetCpuIsE5sAlone) {
+  EXPECT_TRUE(ex::find_experiment("E5").has_preset("cpu"));
+  EXPECT_FALSE(ex::find_experiment("E2").has_preset("cpu"));
+  EXPECT_TRUE(ex::find_experiment("E2").has_preset("quick"));
+  ex::ExperimentOptions o;
+  o.preset = "cpu";
+  try {
+    ex::check_overrides(o, {"E2"});
+    ADD_FAILURE() << "E2 accepted the preset cpu";
+  } catch (const svattn::InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("E2 has no preset 'cpu'"), std::string::npos) << e.what();
+  }
+  o.preset = "fast";
+  EXPECT_THROW(ex::check_overrides(o, {"E2"}), svattn::InvalidArgument);  // no experiment has it
+}
+
 #ifdef SVATTN_CLI
 TEST(ReproduceCliTest, WritesTheReportAndSaysWhere) {
   TempDir dir;
