@@ -82,8 +82,9 @@ Registrar reg("experiment", [](CLI::App& app, int& exit_code) {
       ->required()
       ->check(CLI::IsMember({"E1", "E2", "E3", "E4", "E5", "E6", "E7", "e1", "e2", "e3", "e4", "e5",
                              "e6", "e7"}));
-  sub->add_option("--preset", o->opts.preset,
-                  "quick (minutes), paper (the paper's scale), tiny, or cpu (E5: ~1 h on 2 cores)")
+  sub->add_option(
+         "--preset", o->opts.preset,
+         "quick (minutes), paper (the paper's scale), tiny, or cpu (E5 only: under an hour)")
       ->check(CLI::IsMember({"quick", "paper", "tiny", "cpu"}))
       ->capture_default_str();
   sub->add_option("--seed", o->opts.seed, "seed of every random choice")->capture_default_str();

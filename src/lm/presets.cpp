@@ -127,8 +127,8 @@ Preset make_preset(const std::string& name, double matched_support) {
   const std::string kind = dash == std::string::npos ? name : name.substr(0, dash);
   const std::string size = dash == std::string::npos ? "" : name.substr(dash + 1);
   if (size == "800k") {
-    // E5's cpu preset (docs/experiments.md "E5"): small enough to train close to convergence on
-    // this 2-core machine; the E5 preset sets the chunk, batch and sequence length.
+    // E5's cpu preset (docs/experiments.md "E5"): three seeds of the trio train in under an hour
+    // on this 2-core machine (not to convergence); the E5 preset sets chunk, batch and length.
     p.model = base_model(128, 4, 4);
   } else if (size == "3m") {
     p.model = base_model(256, 4, 4);

@@ -105,7 +105,8 @@ class KeyStore {
   KeyLookup get(const std::string& key_id);
   /// Every live key of `memory_id` (unwrapped), in one scan of the key table: a restore reads all
   /// of a memory's keys, and one scan costs far less than a point lookup per record
-  /// (docs/performance.md "Encryption cost"). Shredded keys are not listed (get() answers them).
+  /// (docs/performance.md "Session 9: the encryption cost"). Shredded keys are not listed (get()
+  /// answers them).
   std::vector<KeyLookup> live_keys_of(std::int64_t memory_id);
   /// Many get()s in one read transaction of the key store (a restore or a forget without a
   /// restore looks up one key per record; each get() alone starts and ends a read). Nests.

@@ -109,7 +109,6 @@ class RecordShredded : public FormatError {
   std::int64_t record_;
 };
 
-/// Opens the payloads (key and value blobs) of token rows at the row-I/O boundary (docs/store.md
 /// Opens sealed blobs one batch behind the reading of their rows (a restore of an encrypted
 /// memory; docs/store.md "Encryption at rest"): the reader copies each blob into the current batch,
 /// and a worker thread opens the previous batch into its destinations meanwhile, so that the
@@ -149,6 +148,7 @@ class PipelinedOpen {
   std::future<void> worker_;
 };
 
+/// Opens the payloads (key and value blobs) of token rows at the row-I/O boundary (docs/store.md
 /// "Encryption at rest"): a row whose record has no key id is plaintext (dim doubles); otherwise
 /// it is a sealed blob opened under the record's data key, looked up in the key store once per
 /// record and kept only as long as this reader.

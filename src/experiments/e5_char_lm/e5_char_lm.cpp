@@ -84,7 +84,8 @@ E5Preset e5_preset(const std::string& name) {
     return p;
   }
   if (name == "cpu") {
-    // Sized for about an hour of this 2-core machine (docs/experiments.md "E5, preset cpu"): the
+    // Sized for under an hour of this 2-core machine (measured 35–47 min; docs/experiments.md
+    // "E5", preset cpu; not converged at this length): the
     // 800k models, chunk 16 and sequences of 128 bytes (8 chunks: the memory summarises up to 7
     // past chunks), two seeds at a time.
     p.corpus = "enwik8";
