@@ -3,20 +3,28 @@
 // a reserve-only and of a support record, add, query, through the library. Gaussian keys, one
 // record = `record` consecutive rows. Every store is encrypted (keys in a local key store file);
 // --pg-plain / --plaintext 1 add plaintext stores (the cost of encryption), --pg-tcp the same
-// server over loopback TCP.
-//   bench_store_backends --pg URI [--pg-tcp URI] [--pg-plain URI] [--plaintext 0|1]
+// server over loopback TCP; without --pg only the SQLite stores run.
+//   bench_store_backends [--pg URI] [--pg-tcp URI] [--pg-plain URI] [--plaintext 0|1]
 //                        [--n 20016] [--d 64] [--record 24] [--C 0.01] [--seed 1]
-//                        [--dir /tmp] [--repeat 3]
+//                        [--dir /tmp] [--repeat 3] [--open-repeat 5] [--forget-repeat 10]
+//                        [--keep 0|1]
 // URI: a postgresql:// URI of an empty schema/database without keys= (the bench adds it), one per
 // PostgreSQL store. --plaintext 1 adds a plaintext SQLite file. Each repeat imports into a new
 // memory of the same stores, in the order SQLite, SQLite plaintext, PostgreSQL (socket), its
-// plaintext store, PostgreSQL (TCP); the tables give medians over the repeats.
+// plaintext store, PostgreSQL (TCP); then opens that memory --open-repeat times in each store
+// (stores alternating), then forgets --forget-repeat reserve-only and as many support records in
+// each (stores alternating, the same record in every store: the first record that is reserve-only
+// / holds a support token in the current state). Import is a median over the repeats; open and
+// forget over every open / forget of every repeat. The stores' directory under --dir is removed at
+// the end unless --keep 1.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,6 +49,9 @@ struct Args {
   std::uint64_t seed = 1;
   std::string dir = "/tmp";
   int repeat = 3;
+  int open_repeat = 5;
+  int forget_repeat = 10;
+  bool keep = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -69,14 +80,19 @@ Args parse(int argc, char** argv) {
       a.dir = v;
     else if (k == "--repeat")
       a.repeat = std::max(1, std::stoi(v));
+    else if (k == "--open-repeat")
+      a.open_repeat = std::max(1, std::stoi(v));
+    else if (k == "--keep")
+      a.keep = v == "1";
+    else if (k == "--forget-repeat")
+      a.forget_repeat = std::max(1, std::stoi(v));
     else {
       std::fprintf(stderr, "bench_store_backends: unknown option %s\n", k.c_str());
       std::exit(2);
     }
   }
-  if (a.pg.empty()) {
-    std::fprintf(stderr,
-                 "bench_store_backends: --pg URI (an empty PostgreSQL schema) is required\n");
+  if (a.pg.empty() && (!a.pg_tcp.empty() || !a.pg_plain.empty())) {
+    std::fprintf(stderr, "bench_store_backends: --pg-tcp / --pg-plain need --pg\n");
     std::exit(2);
   }
   return a;
@@ -93,69 +109,69 @@ RowMatrix gaussian(int n, int d, std::mt19937_64& gen) {
   return m;
 }
 
+// One store's samples: an import per repeat, opens and forgets over all repeats.
 struct Times {
-  double import_s = 0, open_s = 0, forget_reserve_s = 0, forget_support_s = 0, add_s = 0,
-         query_s = 0;
-  double forget_reserve_store_s = 0, forget_support_store_s = 0;  // total - decrement - certificate
-  std::string hash;
+  std::vector<double> import_s, open_s, forget_reserve_s, forget_support_s, add_s, query_s;
+  std::vector<double> forget_reserve_store_s, forget_support_store_s;  // total - decrement - cert
+  std::vector<std::string> hash;                                       // per repeat
 };
 
-// The records that hold no support token and those that do (ascending).
-void classify(const State& s, std::vector<std::int64_t>& reserve_only,
-              std::vector<std::int64_t>& support) {
+// The first record that holds no support token and the first that does.
+void classify(const State& s, std::int64_t& reserve_only, std::int64_t& support) {
   std::vector<std::int64_t> all, sup;
   for (std::size_t t = 0; t < s.ids.size(); ++t) {
     const std::int64_t r = s.ids[t] >> kPositionBits;
     if (all.empty() || all.back() != r) all.push_back(r);
     if (s.alpha[t] > 0 && (sup.empty() || sup.back() != r)) sup.push_back(r);
   }
-  for (std::int64_t r : all)
-    (std::binary_search(sup.begin(), sup.end(), r) ? support : reserve_only).push_back(r);
+  reserve_only = support = -1;
+  for (std::int64_t r : all) {
+    const bool is_support = std::binary_search(sup.begin(), sup.end(), r);
+    if (is_support && support < 0) support = r;
+    if (!is_support && reserve_only < 0) reserve_only = r;
+  }
+  if (support < 0 || reserve_only < 0) {
+    std::fprintf(stderr, "bench_store_backends: no reserve-only or no support record left\n");
+    std::exit(1);
+  }
 }
 
-Times measure(const std::string& at, bool encrypt, const std::string& mem, const Args& a,
-              const RowMatrix& x, const std::vector<std::int64_t>& recs, const RowMatrix& one,
-              const RowMatrix& q) {
-  Times t;
+MemorySettings settings_of(const Args& a) {
   MemorySettings ms;
   ms.problem.kernel.type = KernelType::kRbf;
   ms.problem.kernel.bandwidth = std::sqrt(static_cast<double>(a.d));
   ms.problem.C = a.C;
-  {
-    StoreOptions o;
-    o.create = true;  // the store exists after the first repeat
-    o.encrypt = encrypt;
-    Store s(at, o);
-    s.create_memory(mem, ms, a.d, a.d);
-    const double t0 = now();
-    s.import_records(mem, recs, x);
-    t.import_s = now() - t0;
-  }
-  double t0 = now();
+  return ms;
+}
+
+void measure_import(const std::string& at, bool encrypt, const std::string& mem, const Args& a,
+                    const RowMatrix& x, const std::vector<std::int64_t>& recs, Times& t) {
+  StoreOptions o;
+  o.create = true;  // the store exists after the first repeat
+  o.encrypt = encrypt;
+  Store s(at, o);
+  s.create_memory(mem, settings_of(a), a.d, a.d);
+  const double t0 = now();
+  s.import_records(mem, recs, x);
+  t.import_s.push_back(now() - t0);
+}
+
+void measure_open(const std::string& at, const std::string& mem, Times& t) {
+  const double t0 = now();
   Store s(at);
   (void)s.memory(mem);
-  t.open_s = now() - t0;
-  std::vector<std::int64_t> reserve_only, support;
-  classify(s.memory(mem).state(), reserve_only, support);
-  const ForgetResult fr = s.forget_record(mem, reserve_only.at(0));
-  const ForgetResult fs = s.forget_record(mem, support.at(0));
-  t.forget_reserve_s = fr.total_seconds;
-  t.forget_support_s = fs.total_seconds;
-  t.forget_reserve_store_s = fr.total_seconds - fr.memory_seconds - fr.certificate_seconds;
-  t.forget_support_store_s = fs.total_seconds - fs.memory_seconds - fs.certificate_seconds;
-  t0 = now();
-  s.add_record(mem, 99999998, one);
-  t.add_s = now() - t0;
-  t0 = now();
-  (void)s.query(mem, q);
-  t.query_s = now() - t0;
-  t.hash = s.memory_info(mem).state_sha256;
-  return t;
+  t.open_s.push_back(now() - t0);
+}
+
+void record_forget(const ForgetResult& f, std::vector<double>& total, std::vector<double>& store) {
+  total.push_back(f.total_seconds);
+  store.push_back(f.total_seconds - f.memory_seconds - f.certificate_seconds);
 }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  if (v.empty()) return NAN;
+  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 }  // namespace
@@ -177,7 +193,7 @@ int main(int argc, char** argv) {
   struct Config {
     std::string name, at;
     bool encrypt;
-    std::vector<Times> t;
+    Times t;
   };
   auto pg_at = [&](const std::string& uri, const std::string& keys) {
     return uri + (uri.find('?') == std::string::npos ? "?" : "&") + "keys=" + dir + "/" + keys;
@@ -185,36 +201,63 @@ int main(int argc, char** argv) {
   std::vector<Config> cs;
   cs.push_back({"SQLite file", dir + "/s.db", true, {}});
   if (a.plaintext) cs.push_back({"SQLite plaintext", dir + "/p.db", false, {}});
-  cs.push_back({"PostgreSQL (Unix socket)", pg_at(a.pg, "pg.keys"), true, {}});
+  if (!a.pg.empty()) cs.push_back({"PostgreSQL (Unix socket)", pg_at(a.pg, "pg.keys"), true, {}});
   if (!a.pg_plain.empty()) cs.push_back({"PostgreSQL plaintext (socket)", a.pg_plain, false, {}});
   if (!a.pg_tcp.empty())
     cs.push_back({"PostgreSQL (TCP 127.0.0.1)", pg_at(a.pg_tcp, "tcp.keys"), true, {}});
   for (int r = 0; r < a.repeat; ++r) {
     const std::string mem = "m" + std::to_string(r);
     for (Config& c : cs) {
-      c.t.push_back(measure(c.at, c.encrypt, mem, a, x, recs, one, q));
-      std::fprintf(stderr, "repeat %d: %s done\n", r, c.name.c_str());
+      measure_import(c.at, c.encrypt, mem, a, x, recs, c.t);
+      std::fprintf(stderr, "repeat %d: %s imported\n", r, c.name.c_str());
+    }
+    for (int k = 0; k < a.open_repeat; ++k)
+      for (Config& c : cs) measure_open(c.at, mem, c.t);
+    std::fprintf(stderr, "repeat %d: %d opens of each store done\n", r, a.open_repeat);
+    std::vector<std::unique_ptr<Store>> open;
+    for (Config& c : cs) {
+      open.push_back(std::make_unique<Store>(c.at));
+      (void)open.back()->memory(mem);
+    }
+    for (int k = 0; k < a.forget_repeat; ++k) {
+      std::int64_t reserve_only = 0, support = 0;
+      classify(open[0]->memory(mem).state(), reserve_only, support);
+      for (std::size_t i = 0; i < cs.size(); ++i)
+        record_forget(open[i]->forget_record(mem, reserve_only), cs[i].t.forget_reserve_s,
+                      cs[i].t.forget_reserve_store_s);
+      for (std::size_t i = 0; i < cs.size(); ++i)
+        record_forget(open[i]->forget_record(mem, support), cs[i].t.forget_support_s,
+                      cs[i].t.forget_support_store_s);
+    }
+    std::fprintf(stderr, "repeat %d: %d forgets of each kind done\n", r, a.forget_repeat);
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+      double t0 = now();
+      open[i]->add_record(mem, 99999998, one);
+      cs[i].t.add_s.push_back(now() - t0);
+      t0 = now();
+      (void)open[i]->query(mem, q);
+      cs[i].t.query_s.push_back(now() - t0);
+      cs[i].t.hash.push_back(open[i]->memory_info(mem).state_sha256);
     }
   }
   std::printf(
-      "n = %d tokens (%d records x %d), d = %d, RBF sigma^2 = d, C = %g; medians of %d "
-      "repeats (stores alternating)\n\n",
-      a.n, a.n / a.record, a.record, a.d, a.C, a.repeat);
-  auto med = [&](const Config& c, double Times::*f) {
-    std::vector<double> v;
-    for (const Times& t : c.t) v.push_back(t.*f);
-    return median(v);
-  };
+      "n = %d tokens (%d records x %d), d = %d, RBF sigma^2 = d, C = %g; medians of %d imports, "
+      "%d opens, %d forgets of each kind per store (stores alternating)\n\n",
+      a.n, a.n / a.record, a.record, a.d, a.C, a.repeat, a.repeat * a.open_repeat,
+      a.repeat * a.forget_repeat);
+  using Samples = std::vector<double> Times::*;
+  auto med = [&](const Config& c, Samples f) { return median(c.t.*f); };
   std::printf("| operation (library, seconds) |");
   for (const Config& c : cs) std::printf(" %s |", c.name.c_str());
   for (std::size_t i = 1; i < cs.size(); ++i) std::printf(" %s / SQLite |", cs[i].name.c_str());
   std::printf("\n| --- |");
   for (std::size_t i = 0; i < 2 * cs.size() - 1; ++i) std::printf(" --- |");
   std::printf("\n");
-  auto row = [&](const char* what, double Times::*f) {
+  auto row = [&](const char* what, Samples f) {
     std::printf("| %s |", what);
     for (const Config& c : cs) std::printf(" %.4f |", med(c, f));
-    for (std::size_t i = 1; i < cs.size(); ++i) std::printf(" %.2f |", med(cs[i], f) / med(cs[0], f));
+    for (std::size_t i = 1; i < cs.size(); ++i)
+      std::printf(" %.2f |", med(cs[i], f) / med(cs[0], f));
     std::printf("\n");
   };
   row("import (all records)", &Times::import_s);
@@ -230,11 +273,12 @@ int main(int argc, char** argv) {
   // The cost of encryption: encrypted / plaintext on the same backend, and the forget difference.
   auto enc_row = [&](const Config& e, const Config& p) {
     std::printf(
-        "| %s | %+.1f %% | %+.1f %% | %+.1f ms | %+.1f ms |\n", e.name.c_str(),
+        "| %s | %+.1f %% | %+.1f %% | %+.1f ms | %+.1f ms | %+.1f ms |\n", e.name.c_str(),
         100 * (med(e, &Times::import_s) / med(p, &Times::import_s) - 1),
         100 * (med(e, &Times::open_s) / med(p, &Times::open_s) - 1),
         1000 * (med(e, &Times::forget_reserve_s) - med(p, &Times::forget_reserve_s)),
-        1000 * (med(e, &Times::forget_support_s) - med(p, &Times::forget_support_s)));
+        1000 * (med(e, &Times::forget_support_s) - med(p, &Times::forget_support_s)),
+        1000 * (med(e, &Times::forget_support_store_s) - med(p, &Times::forget_support_store_s)));
   };
   const Config* lite_plain = nullptr;
   const Config* pg_plain = nullptr;
@@ -244,16 +288,17 @@ int main(int argc, char** argv) {
     if (c.name == "PostgreSQL plaintext (socket)") pg_plain = &c;
     if (c.name == "PostgreSQL (Unix socket)") pg_sock = &c;
   }
-  if (lite_plain != nullptr || pg_plain != nullptr) {
+  if (lite_plain != nullptr || (pg_plain != nullptr && pg_sock != nullptr)) {
     std::printf(
-        "\n| encrypted against plaintext | import | open | forget reserve-only | forget support |\n"
-        "| --- | --- | --- | --- | --- |\n");
+        "\n| encrypted against plaintext | import | open | forget reserve-only | forget support | "
+        "forget support: store part |\n| --- | --- | --- | --- | --- | --- |\n");
     if (lite_plain != nullptr) enc_row(cs[0], *lite_plain);
-    if (pg_plain != nullptr) enc_row(*pg_sock, *pg_plain);
+    if (pg_plain != nullptr && pg_sock != nullptr) enc_row(*pg_sock, *pg_plain);
   }
   bool same = true;
   for (int r = 0; r < a.repeat; ++r)
-    for (const Config& c : cs) same = same && c.t[r].hash == cs[0].t[r].hash;
+    for (const Config& c : cs) same = same && c.t.hash[r] == cs[0].t.hash[r];
   std::printf("\nsame final state hashes on every store: %s\n", same ? "yes" : "NO");
+  if (!a.keep) std::filesystem::remove_all(dir);
   return same ? 0 : 1;
 }

@@ -302,27 +302,39 @@ void Opener::open_into(const RecordAad& aad, const void* sealed, std::size_t sea
                           " bytes, the sealed blob holds " + std::to_string(n));
   }
   const auto* s = static_cast<const std::uint8_t*>(sealed);
-  if (s[0] != kSealVersion) {
-    throw RecordTampered(aad, "has unknown seal version " + std::to_string(s[0]));
+  open_parts(aad, s, s + 1 + kNonceBytes, s + 1 + kNonceBytes + n, static_cast<std::uint8_t*>(out),
+             n);
+}
+
+void Opener::open_in_place(const RecordAad& aad, const std::uint8_t* header,
+                           const std::uint8_t* tag, void* buf, std::size_t n) {
+  auto* b = static_cast<std::uint8_t*>(buf);
+  open_parts(aad, header, b, tag, b, n);  // GCM is a stream mode: in == out is allowed
+}
+
+void Opener::open_parts(const RecordAad& aad, const std::uint8_t* header, const std::uint8_t* in,
+                        const std::uint8_t* tag, std::uint8_t* out, std::size_t n) {
+  if (header[0] != kSealVersion) {
+    OPENSSL_cleanse(out, n);
+    throw RecordTampered(aad, "has unknown seal version " + std::to_string(header[0]));
   }
   const auto a = aad.encode();
-  auto* o = static_cast<std::uint8_t*>(out);
-  std::uint8_t tag[kTagBytes];
-  std::memcpy(tag, s + 1 + kNonceBytes + n, kTagBytes);
+  std::uint8_t expected[kTagBytes];
+  std::memcpy(expected, tag, kTagBytes);
   // The expected tag goes in with the nonce (one provider call instead of a ctrl after the data:
   // a restore opens two blobs per token, and OpenSSL's per-call overhead dominates 512-byte blobs).
   const OSSL_PARAM with_tag[] = {
-      OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, tag, kTagBytes),
+      OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, expected, kTagBytes),
       OSSL_PARAM_construct_end()};
   int len = 0;
-  if (EVP_DecryptInit_ex2(ctx_, nullptr, nullptr, s + 1, with_tag) != 1 ||
+  if (EVP_DecryptInit_ex2(ctx_, nullptr, nullptr, header + 1, with_tag) != 1 ||
       EVP_DecryptUpdate(ctx_, nullptr, &len, a.data(), static_cast<int>(a.size())) != 1 ||
-      !update_all(ctx_, EVP_DecryptUpdate, o, s + 1 + kNonceBytes, n)) {
-    OPENSSL_cleanse(o, n);
+      !update_all(ctx_, EVP_DecryptUpdate, out, in, n)) {
+    OPENSSL_cleanse(out, n);
     throw StoreError("OpenSSL: AES-256-GCM decryption failed to start");
   }
-  if (EVP_DecryptFinal_ex(ctx_, o + n, &len) != 1) {
-    OPENSSL_cleanse(o, n);
+  if (EVP_DecryptFinal_ex(ctx_, out + n, &len) != 1) {
+    OPENSSL_cleanse(out, n);
     throw RecordTampered(aad,
                          "failed authentication: its ciphertext, tag, nonce or associated data "
                          "was altered, it was moved from another record, or the data key is not "

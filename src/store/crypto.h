@@ -119,8 +119,15 @@ class Opener {
   /// record) if authentication fails; `out` is then zeroed, never left with unauthenticated bytes.
   void open_into(const RecordAad& aad, const void* sealed, std::size_t sealed_bytes, void* out,
                  std::size_t out_bytes);
+  /// Opens a sealed blob whose parts were split apart: `header` is its first 1 + kNonceBytes bytes
+  /// (version, nonce), `tag` its last kTagBytes, and `buf` holds its `n` ciphertext bytes, which
+  /// are decrypted in place. The same errors as open_into; on failure `buf` is zeroed.
+  void open_in_place(const RecordAad& aad, const std::uint8_t* header, const std::uint8_t* tag,
+                     void* buf, std::size_t n);
 
  private:
+  void open_parts(const RecordAad& aad, const std::uint8_t* header, const std::uint8_t* in,
+                  const std::uint8_t* tag, std::uint8_t* out, std::size_t n);
   evp_cipher_ctx_st* ctx_ = nullptr;
 };
 

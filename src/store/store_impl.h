@@ -110,39 +110,40 @@ class RecordShredded : public FormatError {
 };
 
 /// Opens sealed blobs one batch behind the reading of their rows (a restore of an encrypted
-/// memory; docs/store.md "Encryption at rest"): the reader copies each blob into the current batch,
-/// and a worker thread opens the previous batch into its destinations meanwhile, so that the
-/// decryption overlaps the row reads instead of adding to them. One worker at a time, batches in
-/// order, so an opener is never used by two threads at once and the first failure is the earliest
-/// token's. Destinations must stay valid until finish() (or the destructor, which waits).
+/// memory; docs/store.md "Encryption at rest"): the reader copies each blob's ciphertext straight
+/// into its destination (taking the first-touch page faults there, as a plaintext read does) and
+/// keeps its nonce and tag in the current batch, and a worker thread decrypts the previous batch in
+/// place meanwhile, so that the decryption overlaps the row reads instead of adding to them. One
+/// worker at a time, batches in order, so an opener is never used by two threads at once and the
+/// first failure is the earliest token's. Until it is opened a destination holds ciphertext;
+/// destinations must stay valid until finish() (or the destructor, which waits).
 class PipelinedOpen {
  public:
   PipelinedOpen() = default;
   ~PipelinedOpen();
   PipelinedOpen(const PipelinedOpen&) = delete;
   PipelinedOpen& operator=(const PipelinedOpen&) = delete;
-  /// Queues `n` sealed bytes at `blob` to be opened under `op` into `out` (`out_bytes`).
+  /// Queues the sealed blob of `n` bytes at `blob` to be opened under `op` into `out`
+  /// (`out_bytes`, exactly the opened size: InvalidArgument otherwise).
   void add(Opener& op, const RecordAad& aad, const void* blob, std::size_t n, void* out,
            std::size_t out_bytes);
-  /// Opens everything queued; rethrows the first failure (RecordTampered names its record).
+  /// Opens everything queued; rethrows the first failure (RecordTampered names its record). A
+  /// caller that failed itself calls it before rethrowing its own error, so that an earlier
+  /// token's failure (queued or in the worker) is the one reported.
   void finish();
-  /// Waits for the worker and rethrows its failure, if any (a caller that failed itself calls this
-  /// first, so that an earlier token's failure is the one reported).
-  void rethrow_pending();
 
  private:
   struct Item {
     Opener* op;
     RecordAad aad;
-    std::size_t offset, bytes;
-    void* out;
-    std::size_t out_bytes;
+    std::array<std::uint8_t, 1 + kNonceBytes> header;  // version, nonce
+    std::array<std::uint8_t, kTagBytes> tag;
+    void* buf;  // holds the ciphertext until opened in place
+    std::size_t bytes;
   };
-  struct Batch {
-    std::vector<Item> items;
-    std::vector<std::uint8_t> bytes;
-  };
+  using Batch = std::vector<Item>;
   static void open_batch(const Batch& b);
+  void rethrow_pending();
   void submit();
   Batch filling_, running_;
   std::future<void> worker_;

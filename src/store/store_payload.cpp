@@ -158,7 +158,7 @@ void PayloadReader::read_queued(PipelinedOpen& pipe, const Statement& q, int col
 // ------------------------------------------------------------------------ PipelinedOpen
 
 namespace {
-constexpr std::size_t kPipelineBatch = 2048;  // blobs per batch (~1 MB at d = 64)
+constexpr std::size_t kPipelineBatch = 2048;  // blobs per batch (~1 MB of destinations at d = 64)
 }  // namespace
 
 PipelinedOpen::~PipelinedOpen() {
@@ -167,22 +167,32 @@ PipelinedOpen::~PipelinedOpen() {
 
 void PipelinedOpen::add(Opener& op, const RecordAad& aad, const void* blob, std::size_t n,
                         void* out, std::size_t out_bytes) {
+  const std::size_t bytes = opened_size(aad, n);
+  if (out_bytes != bytes) {
+    throw InvalidArgument("PipelinedOpen::add: output has " + std::to_string(out_bytes) +
+                          " bytes, the sealed blob holds " + std::to_string(bytes));
+  }
   const auto* b = static_cast<const std::uint8_t*>(blob);
-  filling_.items.push_back({&op, aad, filling_.bytes.size(), n, out, out_bytes});
-  filling_.bytes.insert(filling_.bytes.end(), b, b + n);
-  if (filling_.items.size() >= kPipelineBatch) submit();
+  Item& it = filling_.emplace_back();
+  it.op = &op;
+  it.aad = aad;
+  std::memcpy(it.header.data(), b, it.header.size());
+  std::memcpy(it.tag.data(), b + it.header.size() + bytes, it.tag.size());
+  it.buf = out;
+  it.bytes = bytes;
+  if (bytes > 0) std::memcpy(out, b + it.header.size(), bytes);
+  if (filling_.size() >= kPipelineBatch) submit();
 }
 
 void PipelinedOpen::open_batch(const Batch& b) {
-  for (const Item& it : b.items)
-    it.op->open_into(it.aad, b.bytes.data() + it.offset, it.bytes, it.out, it.out_bytes);
+  for (const Item& it : b)
+    it.op->open_in_place(it.aad, it.header.data(), it.tag.data(), it.buf, it.bytes);
 }
 
 void PipelinedOpen::submit() {
-  rethrow_pending();  // the previous batch is done before its buffers are reused
+  rethrow_pending();  // the previous batch is done before its items are reused
   std::swap(running_, filling_);
-  filling_.items.clear();
-  filling_.bytes.clear();
+  filling_.clear();
   worker_ = std::async(std::launch::async, [this] { open_batch(running_); });
 }
 
@@ -193,8 +203,7 @@ void PipelinedOpen::rethrow_pending() {
 void PipelinedOpen::finish() {
   rethrow_pending();
   open_batch(filling_);  // the last batch in this thread: nothing is left to overlap
-  filling_.items.clear();
-  filling_.bytes.clear();
+  filling_.clear();
 }
 
 void Store::Impl::discard_new_keys() noexcept {

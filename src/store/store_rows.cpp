@@ -149,7 +149,7 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row, PayloadReader* re
   try {
     read_rows();
   } catch (...) {
-    pipe.rethrow_pending();  // a failure of an earlier token in the worker is the one reported
+    pipe.finish();  // a failure of an earlier token (queued or in the worker) is the one reported
     throw;
   }
   if (i < rows) {  // suspended tokens were counted above

@@ -269,6 +269,33 @@ TEST(StoreEncryption, PipelinedRestoreReportsTheEarliestTamperedRecord) {
   }
 }
 
+// Both failures after the first worker batch (tokens 1,024 on): the tampered blob is still queued
+// in the caller's batch when the reader meets the truncated one, and is the one reported.
+TEST(StoreEncryption, PipelinedRestoreReportsAQueuedTamperedRecordBeforeALaterTruncatedOne) {
+  TempDir dir;
+  const std::string p = dir.file("s.db");
+  {
+    Store s(p, opts(true));
+    import_large(s);
+  }
+  {
+    RawDb raw(p);
+    ASSERT_EQ(raw.exec("UPDATE tokens SET key = (SELECT key FROM tokens WHERE record = 110 AND "
+                       "position = 1) WHERE record = 110 AND position = 2"),
+              SQLITE_OK);
+    ASSERT_EQ(raw.exec("UPDATE tokens SET value = substr(value, 1, 10) WHERE record = 130 AND "
+                       "position = 0"),
+              SQLITE_OK);
+  }
+  Store s(p);
+  try {
+    (void)s.memory("m");
+    ADD_FAILURE() << "tampered ciphertext was accepted";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("record 110"), std::string::npos) << e.what();
+  }
+}
+
 TEST(StoreEncryption, MissingKeyStoreIsAClearError) {
   TempDir dir;
   const std::string p = dir.file("s.db");
