@@ -257,6 +257,11 @@ Sealer::Sealer(const SecretKey& key) : ctx_(EVP_CIPHER_CTX_new()) {
   random_bytes(base_.data(), base_.size());
 }
 
+void Sealer::rekey(const SecretKey& key) {
+  if (EVP_EncryptInit_ex2(ctx_, nullptr, key.data(), nullptr, nullptr) != 1)
+    throw StoreError("OpenSSL: AES-256-GCM key setup failed");
+}
+
 Sealer::~Sealer() {
   EVP_CIPHER_CTX_free(ctx_);  // cleanses the key schedule
   OPENSSL_cleanse(base_.data(), base_.size());

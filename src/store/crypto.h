@@ -101,6 +101,10 @@ class Sealer {
   /// ciphertext (n) | tag.
   void seal_into(const RecordAad& aad, const void* plain, std::size_t n,
                  std::vector<std::uint8_t>& out);
+  /// Seals under `key` from now on (one record after another: no new cipher context, no new
+  /// random draw). The nonce base and count carry on, so the sealer's nonces still never repeat,
+  /// under whichever key, and each key's nonces start at an independent random point.
+  void rekey(const SecretKey& key);
 
  private:
   evp_cipher_ctx_st* ctx_ = nullptr;

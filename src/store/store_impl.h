@@ -404,8 +404,28 @@ struct Store::Impl {
   /// `tokens_before`; otherwise it holds none (new epoch). Returns the epoch kept, or -1.
   std::int64_t update_screening_head(const MemoryRow& row, const std::string& state_sha256,
                                      std::int64_t tokens_before, std::int64_t tokens_after);
-  /// records.bounds of `record` (sealed under key `key_id` unless empty; `key`: that key when
-  /// the caller has read it already, else it is looked up).
+  /// Writes the records.bounds blobs of one memory's records, each sealed under its record's data
+  /// key (plaintext when the record has no key id): the UPDATE is prepared once and one sealer
+  /// is re-keyed from record to record (a full rewrite touches every record).
+  class BoundsWriter {
+   public:
+    BoundsWriter(Impl& impl, std::int64_t memory_id);
+    ~BoundsWriter();
+    BoundsWriter(const BoundsWriter&) = delete;
+    BoundsWriter& operator=(const BoundsWriter&) = delete;
+    /// records.bounds of `record` (sealed under key `key_id` unless empty; `key`: that key when
+    /// the caller has read it already, else it is looked up; a shredded one writes nothing).
+    void write(std::int64_t record, const std::string& key_id, std::int64_t epoch, const double* b,
+               std::size_t k, const store_detail::SecretKey* key = nullptr);
+
+   private:
+    Impl& impl_;
+    std::int64_t memory_id_;
+    store_detail::Statement update_;
+    std::unique_ptr<store_detail::Sealer> sealer_;  // made at the first sealed record
+    std::vector<std::uint8_t> sealed_;
+  };
+  /// One record's records.bounds (BoundsWriter::write for a single record).
   void write_record_bounds(std::int64_t memory_id, std::int64_t record, const std::string& key_id,
                            std::int64_t epoch, const double* b, std::size_t k,
                            const store_detail::SecretKey* key = nullptr);

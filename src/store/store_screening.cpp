@@ -173,24 +173,41 @@ std::int64_t Store::Impl::update_screening_head(const MemoryRow& row,
 
 // ----------------------------------------------------------------------------- record blobs
 
-void Store::Impl::write_record_bounds(std::int64_t memory_id, std::int64_t record,
-                                      const std::string& key_id, std::int64_t epoch,
-                                      const double* b, std::size_t k, const SecretKey* key) {
-  const std::vector<std::uint8_t> plain = encode_record_bounds(memory_id, record, epoch, b, k);
-  std::vector<std::uint8_t> sealed;
+Store::Impl::BoundsWriter::BoundsWriter(Impl& impl, std::int64_t memory_id)
+    : impl_(impl),
+      memory_id_(memory_id),
+      update_(impl.db.handle(),
+              "UPDATE records SET bounds = ?3 WHERE memory_id = ?1 AND record = ?2") {}
+
+Store::Impl::BoundsWriter::~BoundsWriter() = default;
+
+void Store::Impl::BoundsWriter::write(std::int64_t record, const std::string& key_id,
+                                      std::int64_t epoch, const double* b, std::size_t k,
+                                      const SecretKey* key) {
+  const std::vector<std::uint8_t> plain = encode_record_bounds(memory_id_, record, epoch, b, k);
   if (!key_id.empty()) {
     KeyLookup looked;
     if (key == nullptr) {
-      looked = key_store->get(key_id);
+      looked = impl_.key_store->get(key_id);
       if (looked.shredded()) return;  // its rows cannot be read; it never enters a memory
       key = &looked.key;
     }
-    Sealer s(*key);
-    s.seal_into({memory_id, record, -1, RecordField::kBounds}, plain.data(), plain.size(), sealed);
+    if (sealer_ == nullptr)
+      sealer_ = std::make_unique<Sealer>(*key);
+    else
+      sealer_->rekey(*key);
+    sealer_->seal_into({memory_id_, record, -1, RecordField::kBounds}, plain.data(), plain.size(),
+                       sealed_);
   }
-  const std::vector<std::uint8_t>& blob = key_id.empty() ? plain : sealed;
-  Statement up(db.handle(), "UPDATE records SET bounds = ?3 WHERE memory_id = ?1 AND record = ?2");
-  up.bind(1, memory_id).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
+  const std::vector<std::uint8_t>& blob = key_id.empty() ? plain : sealed_;
+  update_.bind(1, memory_id_).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
+  update_.reset();
+}
+
+void Store::Impl::write_record_bounds(std::int64_t memory_id, std::int64_t record,
+                                      const std::string& key_id, std::int64_t epoch,
+                                      const double* b, std::size_t k, const SecretKey* key) {
+  BoundsWriter(*this, memory_id).write(record, key_id, epoch, b, k, key);
 }
 
 void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool moved,
@@ -216,6 +233,7 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
   // A full rewrite reads every record's key in one scan (a shredded key is not listed: its
   // record is looked up alone, and skipped).
   std::unordered_map<std::string, SecretKey> keys;
+  BoundsWriter writer(*this, row.id);
   auto write_range = [&](std::int64_t record, const std::string& key_id) {
     const auto lo = std::lower_bound(st.ids.begin(), st.ids.end(), record_lo(record));
     const auto hi = std::upper_bound(lo, st.ids.end(), record_hi(record));
@@ -223,9 +241,8 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
     if (bounds.empty()) bounds = mem.gradient_lower_bounds();
     SVATTN_ASSERT(bounds.size() == st.ids.size(), "one screening bound per token");
     const auto key = key_id.empty() ? keys.end() : keys.find(key_id);
-    write_record_bounds(row.id, record, key_id, epoch, bounds.data() + first,
-                        static_cast<std::size_t>(hi - lo),
-                        key == keys.end() ? nullptr : &key->second);
+    writer.write(record, key_id, epoch, bounds.data() + first, static_cast<std::size_t>(hi - lo),
+                 key == keys.end() ? nullptr : &key->second);
   };
   if (same_epoch) {
     for (std::int64_t r : touched) {
@@ -357,10 +374,9 @@ void Store::Impl::split_screening(const MemoryRow& row) {
     q.bind(1, row.id);
     while (q.step()) keys[q.int64(0)] = q.is_null(1) ? std::string() : q.text(1);
   }
-  for (const RecordRange& rg : record_ranges(ids)) {
-    write_record_bounds(row.id, rg.record, keys[rg.record], epoch, bounds.data() + rg.first,
-                        rg.count);
-  }
+  BoundsWriter writer(*this, row.id);
+  for (const RecordRange& rg : record_ranges(ids))
+    writer.write(rg.record, keys[rg.record], epoch, bounds.data() + rg.first, rg.count);
 }
 
 }  // namespace svattn
