@@ -271,14 +271,27 @@ int main(int argc, char** argv) {
   row("add one record", &Times::add_s);
   row("query 100 rows", &Times::query_s);
   // The cost of encryption: encrypted / plaintext on the same backend, and the forget difference.
+  // Paired by round (the two stores of a pair are measured one after the other): the median of
+  // the per-round ratios (import, open) or differences (forgets), with the quartiles, so that a
+  // drift of the machine between rounds does not enter the comparison.
+  auto paired = [&](const Config& e, const Config& p, Samples f, bool ratio) {
+    const std::vector<double>&ev = e.t.*f, &pv = p.t.*f;
+    std::vector<double> d;
+    for (std::size_t i = 0; i < std::min(ev.size(), pv.size()); ++i)
+      d.push_back(ratio ? 100 * (ev[i] / pv[i] - 1) : 1000 * (ev[i] - pv[i]));
+    std::sort(d.begin(), d.end());
+    char cell[96];
+    std::snprintf(cell, sizeof cell, "%+.1f %s [%+.1f, %+.1f]", median(d), ratio ? "%" : "ms",
+                  d[d.size() / 4], d[(3 * d.size()) / 4]);
+    return std::string(cell);
+  };
   auto enc_row = [&](const Config& e, const Config& p) {
-    std::printf(
-        "| %s | %+.1f %% | %+.1f %% | %+.1f ms | %+.1f ms | %+.1f ms |\n", e.name.c_str(),
-        100 * (med(e, &Times::import_s) / med(p, &Times::import_s) - 1),
-        100 * (med(e, &Times::open_s) / med(p, &Times::open_s) - 1),
-        1000 * (med(e, &Times::forget_reserve_s) - med(p, &Times::forget_reserve_s)),
-        1000 * (med(e, &Times::forget_support_s) - med(p, &Times::forget_support_s)),
-        1000 * (med(e, &Times::forget_support_store_s) - med(p, &Times::forget_support_store_s)));
+    std::printf("| %s | %s | %s | %s | %s | %s |\n", e.name.c_str(),
+                paired(e, p, &Times::import_s, true).c_str(),
+                paired(e, p, &Times::open_s, true).c_str(),
+                paired(e, p, &Times::forget_reserve_s, false).c_str(),
+                paired(e, p, &Times::forget_support_s, false).c_str(),
+                paired(e, p, &Times::forget_support_store_s, false).c_str());
   };
   const Config* lite_plain = nullptr;
   const Config* pg_plain = nullptr;
@@ -290,8 +303,9 @@ int main(int argc, char** argv) {
   }
   if (lite_plain != nullptr || (pg_plain != nullptr && pg_sock != nullptr)) {
     std::printf(
-        "\n| encrypted against plaintext | import | open | forget reserve-only | forget support | "
-        "forget support: store part |\n| --- | --- | --- | --- | --- | --- |\n");
+        "\n| encrypted against plaintext (paired by round: median [quartiles]) | import | open | "
+        "forget reserve-only | forget support | forget support: store part |\n"
+        "| --- | --- | --- | --- | --- | --- |\n");
     if (lite_plain != nullptr) enc_row(cs[0], *lite_plain);
     if (pg_plain != nullptr && pg_sock != nullptr) enc_row(*pg_sock, *pg_plain);
   }
