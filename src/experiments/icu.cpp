@@ -219,14 +219,97 @@ const std::vector<CriticalThreshold>& critical_thresholds() {
   return t;
 }
 
+bool rule_met(const CriticalThreshold& rule, const VitalVector& measured) {
+  const double v = measured[static_cast<std::size_t>(rule.vital)];
+  if (std::isnan(v)) return false;
+  switch (rule.op) {
+    case '<':
+      return v < rule.value;
+    case '>':
+      return v > rule.value;
+    case 'l':
+      return v <= rule.value;
+    case 'g':
+      return v >= rule.value;
+    default:
+      throw InvalidArgument(std::string("critical rule '") + rule.label + "': unknown op '" +
+                            rule.op + "' (expected <, >, l or g)");
+  }
+}
+
 std::vector<std::string> critical_reasons(const VitalVector& measured) {
   std::vector<std::string> out;
-  for (const auto& t : critical_thresholds()) {
-    const double v = measured[static_cast<std::size_t>(t.vital)];
-    if (std::isnan(v)) continue;
-    if ((t.op == '<' && v < t.value) || (t.op == '>' && v > t.value)) out.emplace_back(t.label);
-  }
+  for (const auto& t : critical_thresholds())
+    if (rule_met(t, measured)) out.emplace_back(t.label);
   return out;
+}
+
+int CriticalityDefinition::rules_met(const VitalVector& measured) const {
+  int met = 0;
+  for (const auto& r : rules) met += rule_met(r, measured) ? 1 : 0;
+  return met;
+}
+
+const std::vector<CriticalityDefinition>& criticality_definitions() {
+  static const std::vector<CriticalityDefinition> d = {
+      {"extreme",
+       "peri-arrest range: a value seen just before or during resuscitation",
+       {{kSpO2, '<', 80, "SpO2 < 80 %"},
+        {kMeanBp, '<', 50, "MAP < 50 mmHg"},
+        {kHeartRate, '>', 160, "HR > 160 /min"},
+        {kHeartRate, '<', 30, "HR < 30 /min"},
+        {kRespRate, '>', 40, "RR > 40 /min"},
+        {kSysBp, '<', 70, "SBP < 70 mmHg"}},
+       1},
+      {"profound",
+       "profound derangement: a value that on its own calls for immediate intervention",
+       {{kSpO2, '<', 85, "SpO2 < 85 %"},
+        {kMeanBp, '<', 55, "MAP < 55 mmHg"},
+        {kHeartRate, '>', 150, "HR > 150 /min"},
+        {kHeartRate, '<', 35, "HR < 35 /min"},
+        {kRespRate, '>', 35, "RR > 35 /min"},
+        {kSysBp, '<', 80, "SBP < 80 mmHg"}},
+       1},
+      {"two-system",
+       "concurrent derangement: two or more of the standard rules met in the same hour",
+       critical_thresholds(), 2},
+      {"standard",
+       "critical deterioration: one vital beyond the usual ICU alarm limits (the main tables)",
+       critical_thresholds(), 1},
+      {"news2-red",
+       "NEWS2 red score: one parameter scoring 3 points in the Royal College of Physicians' "
+       "National Early Warning Score 2 (urgent review)",
+       {{kRespRate, 'l', 8, "RR <= 8 /min"},
+        {kRespRate, 'g', 25, "RR >= 25 /min"},
+        {kSpO2, 'l', 91, "SpO2 <= 91 %"},
+        {kSysBp, 'l', 90, "SBP <= 90 mmHg"},
+        {kSysBp, 'g', 220, "SBP >= 220 mmHg"},
+        {kHeartRate, 'l', 40, "HR <= 40 /min"},
+        {kHeartRate, 'g', 131, "HR >= 131 /min"},
+        {kTempC, 'l', 35.0, "Temp <= 35.0 C"}},
+       1},
+      {"early-warning",
+       "early warning: one vital outside the normal range (a reason to look, not yet critical)",
+       {{kSpO2, '<', 94, "SpO2 < 94 %"},
+        {kMeanBp, '<', 70, "MAP < 70 mmHg"},
+        {kHeartRate, '>', 110, "HR > 110 /min"},
+        {kHeartRate, '<', 50, "HR < 50 /min"},
+        {kRespRate, '>', 24, "RR > 24 /min"},
+        {kSysBp, '<', 100, "SBP < 100 mmHg"},
+        {kTempC, '>', 38.5, "Temp > 38.5 C"},
+        {kTempC, '<', 36.0, "Temp < 36.0 C"}},
+       1},
+  };
+  return d;
+}
+
+const CriticalityDefinition& criticality_definition(const std::string& name) {
+  for (const auto& d : criticality_definitions())
+    if (name == d.name) return d;
+  std::string known;
+  for (const auto& d : criticality_definitions())
+    known += (known.empty() ? "" : ", ") + std::string(d.name);
+  throw InvalidArgument("unknown criticality definition '" + name + "' (known: " + known + ")");
 }
 
 bool is_critical(const VitalVector& measured) { return !critical_reasons(measured).empty(); }

@@ -2,8 +2,6 @@
 // the experiment (exactness of forgetting, equal budgets, documented critical-hour thresholds) or a
 // user-facing behaviour (clear data-directory errors).
 #include <gtest/gtest.h>
-
-#include "cli/cli_test_util.h"
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -14,12 +12,14 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
+#include "cli/cli_test_util.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/registry.h"
 #include "svattn/experiments/icu.h"
+#include "svattn/experiments/registry.h"
 #include "svattn/experiments/report.h"
 #include "svattn/experiments/selection.h"
 #include "svattn/experiments/streams.h"
@@ -482,6 +482,60 @@ TEST(E4Test, BudgetsEqualAndCriticalHoursCountedOnAHandMadeDataset) {
   }
   // Budget 10 % of 20 hours = 2 hours per stay.
   EXPECT_EQ(ds["methods"]["sv"]["fractions"]["0.10"]["budget_tokens"], 6);
+  // The sweep re-scores the same selections: its "standard" rows are the main tables; HR 140 is
+  // no profound or two-system derangement, but a NEWS2 red score and an early warning.
+  const std::map<std::string, int> expected = {
+      {"extreme", 0},         {"profound", 0},         {"two-system", 0},
+      {"standard", critical}, {"news2-red", critical}, {"early-warning", critical}};
+  ASSERT_EQ(ds["criticality_sweep"].size(), expected.size());
+  for (const auto& def : ds["criticality_sweep"]) {
+    const std::string name = def["definition"];
+    EXPECT_EQ(def["critical_hours"], expected.at(name)) << name;
+    for (const auto& [f, cell] : def["fractions"].items()) {
+      for (const auto& [m, mj] : cell["methods"].items()) {
+        if (expected.at(name) == 0) {
+          const auto& v = mj["pooled_share"];  // NaN (null once written): nothing to retain
+          EXPECT_TRUE(v.is_null() || std::isnan(v.get<double>())) << name;
+          continue;
+        }
+        EXPECT_LE(mj["pooled_share"].get<double>(), cell["upper_bound"].get<double>() + 1e-12)
+            << name << m;
+        if (name == "standard") {
+          EXPECT_EQ(mj["pooled_share"], ds["methods"][m]["fractions"][f]["pooled_share"])
+              << m << " f=" << f;
+        }
+      }
+    }
+  }
+}
+
+TEST(IcuTest, CriticalityDefinitionsAreStatedAndOrdered) {
+  const double n = std::nan("");
+  const auto& defs = ex::criticality_definitions();
+  ASSERT_EQ(defs.size(), 6u);
+  EXPECT_EQ(std::string(defs[3].name), "standard");
+  EXPECT_EQ(defs[3].rules.size(), ex::critical_thresholds().size());
+  const auto& news2 = ex::criticality_definition("news2-red");
+  EXPECT_TRUE(news2.meets(vitals(131, n, n, n, n, n, n)));  // >= is inclusive
+  EXPECT_FALSE(news2.meets(vitals(130.9, n, n, n, n, n, n)));
+  EXPECT_TRUE(news2.meets(vitals(n, n, n, n, 8, n, n)));  // <= is inclusive
+  EXPECT_FALSE(news2.meets(vitals(n, n, n, n, 8.1, n, n)));
+  EXPECT_TRUE(news2.meets(vitals(n, n, n, n, n, n, 35.0)));
+  const auto& two = ex::criticality_definition("two-system");
+  EXPECT_FALSE(two.meets(vitals(140, n, n, n, n, n, n)));
+  EXPECT_TRUE(two.meets(vitals(140, n, n, 60, n, n, n)));
+  EXPECT_EQ(two.rules_met(vitals(140, 85, n, 60, 31, 89, n)), 5);
+  EXPECT_FALSE(ex::criticality_definition("profound").meets(vitals(n, n, n, n, n, n, n)));
+  // Every hour critical under a stricter definition is critical under "standard" or wider ones.
+  for (const auto& v : {vitals(161, n, n, n, n, n, n), vitals(n, 69, n, n, n, n, n),
+                        vitals(n, n, n, n, 41, n, n), vitals(n, n, n, n, n, 79, n)}) {
+    for (std::size_t d = 0; d < defs.size();
+         ++d)  // one rule met: all but the two-system definition
+      EXPECT_EQ(defs[d].meets(v), std::string(defs[d].name) != "two-system") << defs[d].name;
+  }
+  const std::string msg = error_of([] { ex::criticality_definition("severe"); });
+  EXPECT_NE(msg.find("'severe'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("news2-red"), std::string::npos) << msg;
 }
 
 // ------------------------------------------------------------------------------------ CLI

@@ -33,14 +33,18 @@ struct PlausibleRange {
 };
 PlausibleRange plausible_range(int vital);
 
-/// One critical-deterioration rule: vital `op` value, op is '<' or '>' (strict).
+/// One critical-deterioration rule: vital `op` value. op: '<' and '>' strict, 'l' (<=) and 'g'
+/// (>=).
 struct CriticalThreshold {
   int vital;
   char op;
   double value;
   const char* label;  ///< e.g. "SpO2 < 90 %"
 };
-/// SpO2 < 90, MAP < 65, HR > 130, HR < 40, RR > 30, SBP < 90.
+/// Whether the hour's measured value of the rule's vital meets it (false when not measured: NaN).
+bool rule_met(const CriticalThreshold& rule, const VitalVector& measured);
+
+/// SpO2 < 90, MAP < 65, HR > 130, HR < 40, RR > 30, SBP < 90 (the "standard" definition below).
 const std::vector<CriticalThreshold>& critical_thresholds();
 
 /// An hour is critical when any measured (non-NaN) hourly value meets any threshold. NaN = not
@@ -48,6 +52,25 @@ const std::vector<CriticalThreshold>& critical_thresholds();
 bool is_critical(const VitalVector& measured);
 /// Labels of the thresholds met, in the order of critical_thresholds().
 std::vector<std::string> critical_reasons(const VitalVector& measured);
+
+/// One definition of a critical hour for E4's criticality sweep: the hour is critical when at
+/// least `min_rules` of `rules` are met by values measured in that hour (docs/experiments.md, "E4
+/// criticality sweep"). The definitions are stated clinically and span ≈ 3–30 % of hours.
+struct CriticalityDefinition {
+  const char* name;      ///< short id, e.g. "standard"
+  const char* clinical;  ///< what a clinician would call an hour that meets it
+  std::vector<CriticalThreshold> rules;
+  int min_rules = 1;
+  /// Number of rules met by the hour's measured values.
+  int rules_met(const VitalVector& measured) const;
+  bool meets(const VitalVector& measured) const { return rules_met(measured) >= min_rules; }
+};
+/// From the strictest to the widest: peri-arrest range, profound derangement, two-system
+/// derangement, standard (critical_thresholds(), the main tables' definition), NEWS2 red single
+/// parameter, early warning.
+const std::vector<CriticalityDefinition>& criticality_definitions();
+/// The definition named `name`; throws InvalidArgument naming it when there is none.
+const CriticalityDefinition& criticality_definition(const std::string& name);
 
 /// One clock hour of a stay: the mean of the plausible measurements of each vital in it.
 struct IcuHour {

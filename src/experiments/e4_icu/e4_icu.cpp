@@ -59,8 +59,37 @@ struct DatasetResult {
   std::map<double, Tally> upper;
   /// Hours meeting each threshold (an hour may meet several), in critical_thresholds() order.
   std::vector<long> reason_counts = std::vector<long>(critical_thresholds().size(), 0);
+  /// The criticality sweep, in criticality_definitions() order: critical hours, stays with one,
+  /// and per budget each method's tally beside the label-aware upper bound.
+  struct SweepCell {
+    std::map<Method, Tally> methods;
+    Tally upper;
+  };
+  struct Definition {
+    long critical_hours = 0;
+    int stays_with_critical = 0;
+    std::map<double, SweepCell> cells;
+  };
+  std::vector<Definition> sweep = std::vector<Definition>(criticality_definitions().size());
   double seconds = 0;
 };
+
+// Adds one stay's outcome to a tally: `retained` critical hours kept out of `critical`.
+void add_to(Tally& t, double retained, long critical) {
+  t.critical_total += critical;
+  t.critical_retained += retained;
+  if (critical > 0) t.per_stay.push_back(retained / static_cast<double>(critical));
+}
+
+// The critical hours of one stay under each definition, in criticality_definitions() order.
+std::vector<std::vector<int>> critical_hours_by_definition(const IcuStay& stay) {
+  const auto& defs = criticality_definitions();
+  std::vector<std::vector<int>> out(defs.size());
+  for (std::size_t i = 0; i < stay.hours.size(); ++i)
+    for (std::size_t d = 0; d < defs.size(); ++d)
+      if (defs[d].meets(stay.hours[i].measured)) out[d].push_back(static_cast<int>(i));
+  return out;
+}
 
 DatasetResult run_dataset(const std::string& name, const E4Preset& p, const ExperimentOptions& o,
                           const DataDir& dir) {
@@ -87,6 +116,10 @@ DatasetResult run_dataset(const std::string& name, const E4Preset& p, const Expe
     if (p.max_stays > 0 && static_cast<int>(stays.size()) >= p.max_stays) break;
   }
   res.stays_used = static_cast<int>(stays.size());
+  for (auto& def : res.sweep) {  // every cell exists, also when no stay is long enough
+    for (double f : p.fractions)
+      for (Method m : kMethods) def.cells[f].methods[m];
+  }
   Progress progress("E4 " + name, static_cast<long>(stays.size()), "stays", o.progress);
   for (int s : stays) {
     const int begin = icu.stay_begin[static_cast<std::size_t>(s)];
@@ -106,6 +139,12 @@ DatasetResult run_dataset(const std::string& name, const E4Preset& p, const Expe
     res.hours += n;
     res.critical_hours += static_cast<long>(crit.size());
     if (!crit.empty()) ++res.stays_with_critical;
+    const std::vector<std::vector<int>> crit_by_def =
+        critical_hours_by_definition(data.stays[static_cast<std::size_t>(s)]);
+    for (std::size_t d = 0; d < crit_by_def.size(); ++d) {
+      res.sweep[d].critical_hours += static_cast<long>(crit_by_def[d].size());
+      if (!crit_by_def[d].empty()) ++res.sweep[d].stays_with_critical;
+    }
     Rng rng(derive_seed(o.seed, detail::name_hash(name) + static_cast<std::uint64_t>(s)));
     ProblemSettings sv;
     sv.kernel.type = KernelType::kRbf;
@@ -113,12 +152,13 @@ DatasetResult run_dataset(const std::string& name, const E4Preset& p, const Expe
     const Eigen::VectorXd causal = causal_accumulated_attention(keys, keys);
     for (double f : p.fractions) {
       const int b = budget_for(f, n);
-      {
-        Tally& u = res.upper[f];
-        const double best = std::min<double>(b, static_cast<double>(crit.size()));
-        u.critical_total += static_cast<long>(crit.size());
-        u.critical_retained += best;
-        if (!crit.empty()) u.per_stay.push_back(best / static_cast<double>(crit.size()));
+      const auto upper_bound = [&](const std::vector<int>& c) {
+        return std::min<double>(b, static_cast<double>(c.size()));
+      };
+      add_to(res.upper[f], upper_bound(crit), static_cast<long>(crit.size()));
+      for (std::size_t d = 0; d < crit_by_def.size(); ++d) {
+        const auto& c = crit_by_def[d];
+        add_to(res.sweep[d].cells[f].upper, upper_bound(c), static_cast<long>(c.size()));
       }
       SelectionProblem sp;
       sp.keys = &keys;
@@ -130,19 +170,23 @@ DatasetResult run_dataset(const std::string& name, const E4Preset& p, const Expe
         Tally& t = res.tallies[m][f];
         const int draws = m == Method::kRandom ? p.random_draws : 1;
         double retained_crit = 0;
+        std::vector<double> retained_by_def(crit_by_def.size(), 0.0);
         for (int dr = 0; dr < draws; ++dr) {
           sp.seed = rng.next();
           const Selection sel = select_tokens(m, sp);
           std::vector<char> kept(static_cast<std::size_t>(n), 0);
           for (int k : sel.kept) kept[static_cast<std::size_t>(k)] = 1;
           for (int c : crit) retained_crit += kept[static_cast<std::size_t>(c)];
+          for (std::size_t d = 0; d < crit_by_def.size(); ++d)
+            for (int c : crit_by_def[d]) retained_by_def[d] += kept[static_cast<std::size_t>(c)];
           if (dr == 0) t.retained_tokens += static_cast<long>(sel.kept.size());
         }
-        retained_crit /= draws;
         t.budget_tokens += std::min(b, n);
-        t.critical_total += static_cast<long>(crit.size());
-        t.critical_retained += retained_crit;
-        if (!crit.empty()) t.per_stay.push_back(retained_crit / static_cast<double>(crit.size()));
+        add_to(t, retained_crit / draws, static_cast<long>(crit.size()));
+        for (std::size_t d = 0; d < crit_by_def.size(); ++d) {
+          add_to(res.sweep[d].cells[f].methods[m], retained_by_def[d] / draws,
+                 static_cast<long>(crit_by_def[d].size()));
+        }
       }
     }
     progress.tick();
@@ -153,6 +197,74 @@ DatasetResult run_dataset(const std::string& name, const E4Preset& p, const Expe
 }
 
 std::string pct_label(double f) { return fmt_fixed(100.0 * f, 0) + " %"; }
+
+double pooled_share(const Tally& t) {
+  return t.critical_total > 0 ? t.critical_retained / static_cast<double>(t.critical_total)
+                              : std::nan("");
+}
+
+std::string rules_text(const CriticalityDefinition& d) {
+  std::string t = d.min_rules > 1 ? "≥ " + std::to_string(d.min_rules) + " of: " : "any of: ";
+  for (std::size_t k = 0; k < d.rules.size(); ++k)
+    t += (k ? ", " : "") + std::string(d.rules[k].label);
+  return t;
+}
+
+// The criticality sweep of one dataset: a definition × budget table (pooled shares, the upper
+// bound beside every cell, SV as a share of it) and its JSON.
+std::string sweep_markdown(const DatasetResult& r, const E4Preset& p, nlohmann::json* out) {
+  std::vector<std::string> cols = {"definition", "critical hours", "B"};
+  for (Method m : kMethods) cols.push_back(method_label(m));
+  cols.insert(cols.end(), {"upper bound", "SV / bound", "SV − best other"});
+  Table t(cols);
+  *out = nlohmann::json::array();
+  const auto& defs = criticality_definitions();
+  for (std::size_t d = 0; d < defs.size(); ++d) {
+    const auto& def = r.sweep[d];
+    const double prevalence =
+        r.hours > 0 ? static_cast<double>(def.critical_hours) / static_cast<double>(r.hours) : 0.0;
+    nlohmann::json fj = nlohmann::json::object();
+    for (double f : p.fractions) {
+      const auto& cell = def.cells.at(f);
+      std::vector<std::string> row = {defs[d].name, fmt_pct(prevalence), pct_label(f)};
+      nlohmann::json mj = nlohmann::json::object();
+      double best_other = -1;
+      for (Method m : kMethods) {
+        const Tally& mt = cell.methods.at(m);
+        const double share = pooled_share(mt);
+        row.push_back(fmt_fixed(share, 3));
+        const MeanCi ci = mean_ci95(mt.per_stay);
+        mj[method_name(m)] = {{"pooled_share", share},
+                              {"per_stay_mean", ci.mean},
+                              {"per_stay_ci95", ci.half_width},
+                              {"stays", ci.n}};
+        if (m != Method::kSv && m != Method::kSvBounded) best_other = std::max(best_other, share);
+      }
+      const double sv = pooled_share(cell.methods.at(Method::kSv));
+      const double bound = pooled_share(cell.upper);
+      row.push_back(fmt_fixed(bound, 3));
+      row.push_back(bound > 0 ? fmt_fixed(sv / bound, 3) : "—");
+      row.push_back((sv >= best_other ? "+" : "") + fmt_fixed(sv - best_other, 3));
+      t.add_row(row);
+      fj[fmt_fixed(f, 2)] = {{"methods", mj},
+                             {"upper_bound", bound},
+                             {"sv_over_bound", bound > 0 ? sv / bound : std::nan("")},
+                             {"sv_minus_best_other", sv - best_other}};
+    }
+    out->push_back({{"definition", defs[d].name},
+                    {"clinical", defs[d].clinical},
+                    {"rules", rules_text(defs[d])},
+                    {"critical_hours", def.critical_hours},
+                    {"prevalence", prevalence},
+                    {"stays_with_critical", def.stays_with_critical},
+                    {"fractions", fj}});
+  }
+  return "Criticality sweep (pooled share of critical hours retained; \"critical hours\" is the "
+         "definition's prevalence among all hours; the upper bound keeps min(B, critical) of each "
+         "stay's critical hours; \"SV − best other\" is SV certified minus the best of the "
+         "label-blind baselines):\n\n" +
+         t.markdown() + "\n";
+}
 
 }  // namespace
 
@@ -256,6 +368,8 @@ ExperimentResult run(const ExperimentOptions& o) {
                        fmt_pct(r.hours > 0 ? static_cast<double>(c) / static_cast<double>(r.hours) : 0.0)});
       reasons_json[critical_thresholds()[k].label] = c;
     }
+    nlohmann::json sweep_json;
+    const std::string sweep_md = sweep_markdown(r, p, &sweep_json);
     LinePlot lp;
     lp.title = "E4: critical hours retained vs budget — " + r.source + " (" +
                std::to_string(r.stays_used) + " stays)";
@@ -280,19 +394,27 @@ ExperimentResult run(const ExperimentOptions& o) {
                              {"measurements_flagged_error", r.rows_flagged_error},
                              {"methods", mj},
                              {"threshold_hours", reasons_json},
+                             {"criticality_sweep", sweep_json},
                              {"tables", {{"pooled", pooled.json()}, {"per_stay", per_stay.json()}}},
                              {"seconds", r.seconds}});
     tables_md << "### " << r.source << "\n\n"
               << r.stays_used << " of " << r.stays_total << " stays (≥ " << kMinStayHours
               << " hours), " << r.hours << " hours, " << r.critical_hours << " critical ("
-              << fmt_pct(base) << "), " << r.stays_with_critical << " stays with ≥ 1 critical hour; "
-              << r.rows_read << " measurements read, " << r.rows_out_of_range
-              << " dropped as implausible" << (r.rows_flagged_error ? ", " + std::to_string(r.rows_flagged_error) + " flagged as errors" : std::string())
-              << ".\n\nHours meeting each threshold:\n\n" << reasons.markdown()
-              << "\nPooled share of critical hours retained (Σ retained critical / Σ critical over stays; "
+              << fmt_pct(base) << "), " << r.stays_with_critical
+              << " stays with ≥ 1 critical hour; " << r.rows_read << " measurements read, "
+              << r.rows_out_of_range << " dropped as implausible"
+              << (r.rows_flagged_error
+                      ? ", " + std::to_string(r.rows_flagged_error) + " flagged as errors"
+                      : std::string())
+              << ".\n\nHours meeting each threshold:\n\n"
+              << reasons.markdown()
+              << "\nPooled share of critical hours retained (Σ retained critical / Σ critical over "
+                 "stays; "
                  "the last row is the most any method could keep at that budget):\n\n"
-              << pooled.markdown() << "\nPer-stay share (stays with ≥ 1 critical hour), mean ± 95 % CI:\n\n"
-              << per_stay.markdown() << "\n";
+              << pooled.markdown()
+              << "\nPer-stay share (stays with ≥ 1 critical hour), mean ± 95 % CI:\n\n"
+              << per_stay.markdown() << "\n"
+              << sweep_md;
   }
 
   Table thresholds({"rule", "vital", "MIMIC-III itemids (vitals.csv.gz)", "PhysioNet 2012 parameter"});
@@ -309,6 +431,10 @@ ExperimentResult run(const ExperimentOptions& o) {
     thresholds.add_row({t.label, vital_name(t.vital), items, pn});
   }
 
+  Table definitions({"definition", "clinically", "rules (measured in the hour)"});
+  for (const auto& d : criticality_definitions())
+    definitions.add_row({d.name, d.clinical, rules_text(d)});
+
   const double runtime = total.seconds();
   nlohmann::json plots_json = nlohmann::json::array();
   for (const auto& pl : plots) plots_json.push_back(pl.json());
@@ -321,16 +447,21 @@ ExperimentResult run(const ExperimentOptions& o) {
       {"machine", detail::machine_info()},
       {"data", {{"data_dir", dir.path}, {"data_dir_source", dir.source}, {"datasets", p.datasets}}},
       {"settings",
-       {{"fractions", p.fractions}, {"headline_fraction", p.headline_fraction},
+       {{"fractions", p.fractions},
+        {"headline_fraction", p.headline_fraction},
         {"budget_rule", "B = max(2, round(f * hours of the stay))"},
-        {"min_stay_hours", kMinStayHours}, {"random_draws", p.random_draws}, {"kernel", "rbf"},
+        {"min_stay_hours", kMinStayHours},
+        {"random_draws", p.random_draws},
+        {"kernel", "rbf"},
         {"bandwidth_rule", "median pairwise distance of the stay's keys (400 random pairs)"},
-        {"C_rule", "C = 1/B"}, {"ridge", ProblemSettings{}.ridge},
+        {"C_rule", "C = 1/B"},
+        {"ridge", ProblemSettings{}.ridge},
         {"queries", "each hour's own standardised vector, causal softmax(q.k/sqrt(7))"}}},
       {"thresholds", thresholds.json()},
       {"datasets", datasets_json},
       {"budgets_equal", budgets_equal},
-      {"scale", [&] {
+      {"scale",
+       [&] {
          std::string t;
          for (const auto& r : results) {
            t += (t.empty() ? "" : "; ") + r.source + ": " + std::to_string(r.stays_used) + " stays (≥ " +
@@ -340,7 +471,10 @@ ExperimentResult run(const ExperimentOptions& o) {
          return t + "; headline budget B = " + pct_label(p.headline_fraction) + " of each stay";
        }()},
       {"summary", summary},
-      {"tables", {{"headline", headline.json()}, {"thresholds", thresholds.json()}}},
+      {"tables",
+       {{"headline", headline.json()},
+        {"thresholds", thresholds.json()},
+        {"criticality_definitions", definitions.json()}}},
       {"plots", plots_json},
       {"runtime_seconds", runtime},
   };
@@ -369,9 +503,15 @@ ExperimentResult run(const ExperimentOptions& o) {
         "own vector as its query. **H2O**: B/2 heavy hitters + B/2 most recent hours.\n"
      << "- **Recency**: the last B hours. **Random**: B random hours (mean over " << p.random_draws
      << " draws).\n\n";
-  md << "### Critical-deterioration thresholds\n\n" << thresholds.markdown() << "\n"
+  md << "### Critical-deterioration thresholds\n\n"
+     << thresholds.markdown() << "\n"
      << "Plausibility filter (values outside are dropped as artefacts): HR 20–300, SBP 40–300, DBP "
-        "10–200, MAP 20–250, RR 1–80, SpO2 50–100, temperature 25–45 °C.\n\n";
+        "10–200, MAP 20–250, RR 1–80, SpO2 50–100, temperature 25–45 °C.\n\n"
+     << "### Criticality sweep: the definitions\n\n"
+     << "The main tables use `standard`. The sweep re-scores the same selections (same kept hours "
+        "per method and draw) under each definition, so only the labels change between its "
+        "rows:\n\n"
+     << definitions.markdown() << "\n";
   md << "## Results\n\n" << tables_md.str();
   md << "## Plots\n\n" << detail::plots_markdown(plots, captions) << "\n";
   md << "## Scale and data, honestly\n\n"
