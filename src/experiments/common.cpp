@@ -1,8 +1,11 @@
 // Output helpers shared by the experiment drivers (common.h): machine block, E?.md / E?.json,
-// plot lists, stable seed components.
+// plot lists, stable seed components, the job pool of side-by-side runs.
 #include "common.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,6 +16,26 @@
 namespace svattn::experiments {
 
 namespace detail {
+
+void run_jobs(const std::vector<std::function<void()>>& jobs, int workers) {
+  std::atomic<std::size_t> next{0};
+  std::vector<std::exception_ptr> errors(jobs.size());
+  auto work = [&] {
+    for (std::size_t j = next++; j < jobs.size(); j = next++) {
+      try {
+        jobs[j]();
+      } catch (...) {
+        errors[j] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int w = 1; w < std::max(1, workers); ++w) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
 
 nlohmann::json machine_info() {
   nlohmann::json m;

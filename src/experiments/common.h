@@ -1,10 +1,10 @@
 // Internal helpers shared by the experiment drivers of the wing, torch-free and LibTorch alike
 // (not installed): report header, output files, plot lists, presets with `--set` applied.
 #pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "svattn/clock.h"
 #include "svattn/experiments/options.h"
@@ -33,6 +33,11 @@ std::uint64_t name_hash(const std::string& s);
 /// Keeps `plots` only when options.plots: otherwise marks them skipped on request.
 PlotResult maybe_line_plot(const ExperimentOptions& o, const std::string& name, const LinePlot& p);
 PlotResult maybe_bar_plot(const ExperimentOptions& o, const std::string& name, const BarPlot& p);
+
+/// Runs `jobs` on `workers` threads (a job per thread at a time, the caller's thread one of them);
+/// the first failure is rethrown after every thread has stopped. Callers give every job one
+/// LibTorch thread, so the results equal sequential runs.
+void run_jobs(const std::vector<std::function<void()>>& jobs, int workers);
 
 /// "12 min 5 s" / "41.2 s" / "3.1 h".
 std::string duration(double seconds);

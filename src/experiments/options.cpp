@@ -129,7 +129,7 @@ json apply_overrides(json preset, const std::string& id, const std::vector<Overr
 }
 
 void ExperimentOptions::validate() const {
-  // "cpu" is E5's own (the registry checks that every experiment run has the preset).
+  // "cpu" is E3's and E5's own (the registry checks that every experiment run has the preset).
   if (preset != "quick" && preset != "paper" && preset != "tiny" && preset != "cpu") {
     throw InvalidArgument("unknown preset '" + preset + "' (expected quick, paper, tiny or cpu)");
   }

@@ -37,7 +37,8 @@ std::vector<Experiment> make_table() {
        "trained selective-copy models (SV hybrid, DeltaNet, linear attention): the LibTorch build "
        "(svattn_experiments_torch); this build has no LibTorch",
        {},
-       {}},
+       {},
+       {"cpu"}},
       {"E4", "ICU streams: critical-deterioration hours retained at equal budget",
        "SV 0.80 vs heavy hitters 0.05", "", e4_icu::run, e4_icu::preset},
       {"E5",

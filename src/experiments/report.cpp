@@ -103,6 +103,11 @@ std::string fmt_mean_ci(const MeanCi& m, int digits) {
   return fmt_fixed(m.mean, digits) + " ± " + fmt_fixed(m.half_width, digits);
 }
 
+std::string fmt_mean_sd(const std::vector<double>& v, int digits) {
+  if (v.empty()) return "n/a";
+  return fmt_fixed(mean_of(v), digits) + " ± " + fmt_fixed(sd_of(v), digits);
+}
+
 std::string fmt_pct(double share, int digits) {
   if (std::isnan(share)) return "n/a";
   return fmt_fixed(100.0 * share, digits) + " %";

@@ -299,6 +299,12 @@ void torch_load_model(layers::CharLm& model, const std::string& path) {
 
 }  // namespace
 
+layers::CharLm seeded_char_lm(const layers::LmConfig& config, std::uint64_t seed) {
+  const std::lock_guard<std::mutex> lock(global_generator_mutex());
+  torch::manual_seed(seed);
+  return layers::CharLm(config);
+}
+
 void set_threads(int threads) {
   if (threads < 1) throw InvalidArgument("--threads must be >= 1 (got " + std::to_string(threads) + ")");
   at::set_num_threads(threads);
@@ -523,10 +529,7 @@ void Trainer::init(TrainOptions options) {
     throw InvalidArgument("resuming " + o.out + " on device " + o.device + ": checkpoints resume on the CPU only");
   // The initialisation draws from LibTorch's global generator: one run at a time seeds it and
   // builds its model, so runs trained side by side (E5's workers) start as they would alone.
-  std::unique_lock<std::mutex> init_lock(global_generator_mutex());
-  torch::manual_seed(s.seed);
-  s.model = layers::CharLm(s.preset.model);
-  init_lock.unlock();
+  s.model = seeded_char_lm(s.preset.model, s.seed);
   s.model->to(device);
   s.params = layers::count_parameters(*s.model);
   s.optimizer = std::make_unique<torch::optim::AdamW>(param_groups(*s.model, s.preset.train),

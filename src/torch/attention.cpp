@@ -8,6 +8,7 @@
 
 #include "check_settings.h"
 #include "svattn/errors.h"
+#include "svattn/torch/support_stats.h"
 
 namespace svattn::layers {
 
@@ -386,15 +387,19 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   }
   Tensor lsig = hs.learn_bandwidth ? log_sigma_ : Tensor();
   const auto t0 = std::chrono::steady_clock::now();
-  Tensor o_glob, support;
+  Tensor o_glob, support, role, alpha;
   if (hs.path == GlobalPath::kExact) {
     ExactInfo info;
     o_glob = sv_exact_chunked_attention(ks, v, qs, lsig, L, hs.exact_settings(), &info);
     support = info.support;
+    role = info.role;
+    alpha = info.alpha;
   } else {
     BatchedInfo info;
     o_glob = sv_batched_chunked_attention(ks, v, qs, lsig, L, hs.batched_settings(), &info);
     support = info.support;
+    role = info.role;
+    alpha = info.alpha;
     diag_.fista_residual = info.residual;
     diag_.negative_coefficients = info.negative_coefficients;
     if (hs.check_agreement) {
@@ -419,6 +424,12 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
                      .cpu();  // [H]
     diag_.support_per_head.assign(sup.data_ptr<double>(), sup.data_ptr<double>() + H);
     diag_.support_mean = sup.mean().item<double>();
+  }
+  if (hs.count_distinct_support) {
+    const DistinctSupport ds = distinct_support(ks, role, alpha, L);
+    diag_.distinct_support_per_head = ds.distinct_per_head;
+    diag_.duplicate_alpha_spread = ds.duplicate_alpha_spread;
+    diag_.duplicate_support_tokens = ds.duplicate_support_tokens;
   }
 
   // Gate per head and chunk (or token); 0 on chunk 0.

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "svattn/errors.h"
@@ -18,6 +19,7 @@
 #include "svattn/experiments/statistics.h"
 #include "svattn/experiments/torch_experiments.h"
 #include "svattn/torch/model.h"
+#include "svattn/torch/support_stats.h"
 
 namespace fs = std::filesystem;
 using namespace svattn::experiments;
@@ -38,6 +40,13 @@ struct TempDir {
   }
   ~TempDir() { fs::remove_all(path); }
 };
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 ExperimentOptions tiny_options(const fs::path& out) {
   ExperimentOptions o;
@@ -342,6 +351,85 @@ TEST(E6Tiny, ReportsEveryPresetAndTheRatio) {
 }
 
 #ifdef SVATTN_CLI
+TEST(E3Tiny, SeedsSideBySideEqualSequentialRunsAndAggregate) {
+  TempDir a("e3s"), b("e3s1"), c("e3s2");
+  ExperimentOptions o = tiny_options(a.path);
+  o.overrides = overrides({"seeds=1,2", "workers=2"});
+  const json j = run_id("E3", o);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["seeds"], json({1, 2}));
+  // Two workers give the runs one seed alone gives (the same initialisation, batches and bits).
+  for (int s : {1, 2}) {
+    ExperimentOptions one = tiny_options(s == 1 ? b.path : c.path);
+    one.seed = static_cast<std::uint64_t>(s);
+    const json js = run_id("E3", one);
+    const json& r = j["runs"][s - 1];
+    EXPECT_EQ(r["seed"].get<int>(), s);
+    for (const char* name : {"hybrid", "swa", "linear", "deltanet"}) {
+      EXPECT_EQ(r["methods"][name]["loss_curve"], js["methods"][name]["loss_curve"]) << name << s;
+      for (std::size_t i = 0; i < js["methods"][name]["eval"].size(); ++i)
+        EXPECT_EQ(r["methods"][name]["eval"][i]["recall"].get<double>(),
+                  js["methods"][name]["eval"][i]["recall"].get<double>())
+            << name << s;
+    }
+    EXPECT_EQ(r["matched_window"], js["matched_window"]);
+  }
+  // The top level is the first seed; the tables over the seeds are there, with mean ± sd.
+  EXPECT_EQ(j["methods"], j["runs"][0]["methods"]);
+  ASSERT_TRUE(j["tables"].contains("recall_over_seeds"));
+  ASSERT_EQ(j["tables"]["recall_per_seed"]["rows"].size(), 8u);  // 4 methods x 2 seeds
+  const std::string cell = j["tables"]["recall_over_seeds"]["rows"][0]["1x"].get<std::string>();
+  EXPECT_NE(cell.find(" ± "), std::string::npos) << cell;
+  EXPECT_NE(j["summary"][0]["ours"].get<std::string>().find(" ± "), std::string::npos);
+  const std::string md = read_text(a.path / "E3.md");
+  EXPECT_NE(md.find("## Over 2 seeds"), std::string::npos);
+  EXPECT_NE(md.find("distinct keys"), std::string::npos);
+  // Distinct support keys never exceed the support.
+  for (const auto& r : j["runs"])
+    for (const auto& e : r["methods"]["hybrid"]["eval"])
+      EXPECT_LE(e["distinct_support_mean"].get<double>(), e["support_mean"].get<double>() + 1e-12);
+  // Bad seed lists and worker counts are misuse, named.
+  o.overrides = overrides({"seeds=1,1"});
+  EXPECT_THROW(run_id("E3", o), svattn::InvalidArgument);
+  o.overrides = overrides({"workers=0"});
+  EXPECT_THROW(run_id("E3", o), svattn::InvalidArgument);
+  o.overrides = overrides({"seeds=-3"});
+  EXPECT_THROW(run_id("E3", o), svattn::InvalidArgument);
+}
+
+TEST(DistinctSupport, CountsBitwiseEqualSupportKeysOncePerMemory) {
+  // One sequence, one head, T = 4 keys of d = 2: tokens 0, 1 and 3 share a key, token 2 differs.
+  auto keys = torch::tensor({1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 1.0f, 1.0f, 0.0f}).view({1, 1, 4, 2});
+  // Chunk 1: memory c holds tokens < c. Roles: 1 = margin, 2 = error, 0 = reserve.
+  auto role = torch::zeros({1, 1, 4, 4}, torch::kInt8);
+  auto alpha = torch::zeros({1, 1, 4, 4}, torch::kFloat64);
+  role[0][0][1][0] = 1;  // memory 1: {0}
+  alpha[0][0][1][0] = 1.0;
+  role[0][0][2][0] = 1;  // memory 2: {0, 1}, duplicates with equal alpha
+  role[0][0][2][1] = 1;
+  alpha[0][0][2][0] = 0.5;
+  alpha[0][0][2][1] = 0.5;
+  role[0][0][3][0] = 2;  // memory 3: {0, 1, 2}, the duplicates differ by 0.25
+  role[0][0][3][1] = 1;
+  role[0][0][3][2] = 1;
+  alpha[0][0][3][0] = 0.5;
+  alpha[0][0][3][1] = 0.25;
+  alpha[0][0][3][2] = 0.25;
+  const auto d = svattn::layers::distinct_support(keys, role, alpha, 1);
+  ASSERT_EQ(d.distinct_per_head.size(), 1u);
+  EXPECT_DOUBLE_EQ(d.distinct_per_head[0], (1.0 + 1.0 + 2.0) / 3.0);
+  EXPECT_EQ(d.duplicate_support_tokens, 2);
+  EXPECT_DOUBLE_EQ(d.duplicate_alpha_spread, 0.25);
+  // A key that differs in its last bit is distinct.
+  auto near = keys.clone();
+  near[0][0][1][0] = std::nextafter(1.0f, 2.0f);
+  const auto n = svattn::layers::distinct_support(near, role, alpha, 1);
+  EXPECT_DOUBLE_EQ(n.distinct_per_head[0], (1.0 + 2.0 + 3.0) / 3.0);
+  EXPECT_EQ(n.duplicate_support_tokens, 0);
+  EXPECT_THROW(svattn::layers::distinct_support(keys, role.narrow(3, 0, 3), alpha, 1),
+               svattn::InvalidArgument);
+}
+
 TEST(Cli, ExperimentE3RunsThroughTheExperimentSubcommand) {
   TempDir a("cli");
   const std::string cmd = std::string(SVATTN_CLI) +

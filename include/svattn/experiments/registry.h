@@ -27,7 +27,7 @@ struct Experiment {
   std::string needs;
   Runner run;           ///< empty: not available in this build
   PresetTable presets;  ///< empty when run is
-  /// Presets beyond tiny / quick / paper that only this experiment has (E5: "cpu").
+  /// Presets beyond tiny / quick / paper that only this experiment has (E3 and E5: "cpu").
   std::vector<std::string> extra_presets = {};
   bool available() const { return static_cast<bool>(run); }
   bool has_preset(const std::string& name) const;

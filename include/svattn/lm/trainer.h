@@ -23,6 +23,11 @@ void set_threads(int threads);
 
 inline constexpr std::uint64_t kDefaultSeed = 1234;
 
+/// A CharLm initialised from LibTorch's global CPU generator seeded with `seed`, under the one lock
+/// that serialises every seeding of that generator: models built side by side (E3's and E5's
+/// workers) start exactly as they would alone.
+layers::CharLm seeded_char_lm(const layers::LmConfig& config, std::uint64_t seed);
+
 struct TrainOptions {
   std::string preset = "tiny";
   DataSpec data;

@@ -83,6 +83,9 @@ struct HybridSettings {
   /// Batched path: also run the exact path (no gradient) on the same keys and report the partition
   /// agreement and coefficient error in the diagnostics (slow; for evaluation).
   bool check_agreement = false;
+  /// Also count the distinct key vectors of every memory's support and the coefficient spread
+  /// among exact duplicates (diagnostics; layers::distinct_support, for evaluation).
+  bool count_distinct_support = false;
 
   /// Throws InvalidArgument naming the bad field ("hybrid.problem.C must be ..., got ...").
   void validate() const;
@@ -110,6 +113,11 @@ struct AttentionDiagnostics {
   std::vector<double>
       support_per_head;  ///< hybrid: mean |S ∪ E| per head over batch and chunks >= 1
   double support_mean = std::nan("");    ///< hybrid: mean over heads
+  /// hybrid with count_distinct_support: mean number of distinct support keys per head, the
+  /// largest coefficient spread among bitwise-equal support keys and the duplicate support tokens.
+  std::vector<double> distinct_support_per_head;
+  double duplicate_alpha_spread = std::nan("");
+  long duplicate_support_tokens = 0;
   double gate_mean = std::nan("");       ///< hybrid: mean memory share g over tokens of chunks >= 1
   double fista_residual = std::nan("");  ///< batched path: max FISTA fixed-point residual
   double partition_agreement = std::nan("");  ///< check_agreement: batched vs exact rate

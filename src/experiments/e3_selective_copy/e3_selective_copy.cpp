@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -61,6 +62,10 @@ struct E3Preset {
   long eval_tokens_per_forward = 4096;  // eval batch = max(1, this / length)
   std::vector<std::string> methods = {"hybrid", "swa", "linear", "deltanet"};
   std::int64_t window = 0;  // > 0: fixed sliding window (else chunk + the hybrid's support)
+  // Seeds of independent runs (training and evaluation); empty: the one seed of --seed. With two
+  // or more, the report adds mean ± sd and the per-seed values of every method and padding.
+  std::vector<std::int64_t> seeds;
+  int workers = 1;  // seeds run side by side, one LibTorch thread each (results as sequential)
 };
 
 E3Preset e3_preset(const std::string& name) {
@@ -99,6 +104,14 @@ E3Preset e3_preset(const std::string& name) {
     p.warmup = 100;
     p.eval_sequences = 256;
     p.long_eval_sequences = 32;
+    return p;
+  }
+  if (name == "cpu") {
+    // The quick configuration over five seeds, two side by side (issue 16: E3 with its
+    // uncertainty); about 25 min on two idle cores (docs/experiments.md, E3).
+    p = e3_preset("quick");
+    p.seeds = {1, 2, 3, 4, 5};
+    p.workers = 2;
     return p;
   }
   // quick: the configuration that solved the task in the investigation (docs/experiments.md, E3
@@ -157,6 +170,8 @@ void to_json(json& j, const E3Preset& p) {
   j["factors"] = p.factors;
   j["methods"] = p.methods;
   j["eval_tokens_per_forward"] = p.eval_tokens_per_forward;
+  j["seeds"] = p.seeds;
+  j["workers"] = p.workers;
 }
 
 void from_json(const json& j, E3Preset& p) {
@@ -194,6 +209,8 @@ void from_json(const json& j, E3Preset& p) {
   j.at("factors").get_to(p.factors);
   j.at("methods").get_to(p.methods);
   j.at("eval_tokens_per_forward").get_to(p.eval_tokens_per_forward);
+  j.at("seeds").get_to(p.seeds);
+  j.at("workers").get_to(p.workers);
 }
 
 struct Method {
@@ -231,6 +248,14 @@ void validate_preset(const E3Preset& p) {
   const bool has_hybrid = !p.methods.empty() && p.methods.front() == "hybrid";
   if (has_swa && !has_hybrid && p.window < 1)
     throw InvalidArgument("E3: the state-matched window needs the hybrid first (or window=W)");
+  if (p.workers < 1) throw InvalidArgument("E3: workers must be >= 1");
+  for (std::size_t i = 0; i < p.seeds.size(); ++i) {
+    if (p.seeds[i] < 0)
+      throw InvalidArgument("E3: seeds must be >= 0, got " + std::to_string(p.seeds[i]));
+    if (std::find(p.seeds.begin(), p.seeds.begin() + static_cast<long>(i), p.seeds[i]) !=
+        p.seeds.begin() + static_cast<long>(i))
+      throw InvalidArgument("E3: seed " + std::to_string(p.seeds[i]) + " is listed twice");
+  }
 }
 
 layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std::int64_t window,
@@ -263,6 +288,7 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
   h.gate_bias_init = p.gate_bias;
   h.batched.iterations = p.fista_iterations;
   h.batched.mask_tol = p.mask_tol;
+  h.count_distinct_support = true;  // cheap at these lengths; read by evaluate_recall
   m.validate();
   return m;
 }
@@ -279,6 +305,9 @@ struct EvalPoint {
   long outputs = 0;
   std::vector<double> recall_per_output;     // accuracy of output j (the j-th symbol), j = 0..k-1
   std::vector<std::vector<double>> support;  // [layer][head], hybrid only
+  std::vector<std::vector<double>> distinct_support;  // [layer][head]: distinct support keys
+  double duplicate_alpha_spread = 0;  // max |alpha_i - alpha_j| over bitwise-equal support keys
+  long duplicate_support_tokens = 0;  // support tokens that duplicate an earlier support key
   std::vector<double> gate_per_layer;        // hybrid only: memory share over tokens of chunks >= 1
   double gate_mean = std::nan("");
   double partition_agreement =
@@ -306,7 +335,7 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
   const int per = static_cast<int>(std::max<long>(1, p.eval_tokens_per_forward / t.length()));
   long correct = 0;
   torch::Tensor per_out = torch::zeros({t.k}, torch::kInt64);
-  std::vector<std::vector<double>> support_sum;
+  std::vector<std::vector<double>> support_sum, distinct_sum;
   std::vector<double> gate_sum;
   double agree_sum = 0, coef_err = 0;
   long agree_units = 0;
@@ -327,11 +356,20 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
     const auto diags = model->diagnostics();
     if (model->config().attention.type == layers::AttentionType::kHybrid) {
       if (support_sum.empty()) support_sum.assign(diags.size(), std::vector<double>());
+      if (distinct_sum.empty()) distinct_sum.assign(diags.size(), std::vector<double>());
       if (gate_sum.empty()) gate_sum.assign(diags.size(), 0.0);
       for (std::size_t l = 0; l < diags.size(); ++l) {
         auto& s = support_sum[l];
         if (s.empty()) s.assign(diags[l].support_per_head.size(), 0.0);
         for (std::size_t h = 0; h < s.size(); ++h) s[h] += diags[l].support_per_head[h] * b;
+        auto& ds = distinct_sum[l];
+        if (ds.empty()) ds.assign(diags[l].distinct_support_per_head.size(), 0.0);
+        for (std::size_t h = 0; h < ds.size(); ++h)
+          ds[h] += diags[l].distinct_support_per_head[h] * b;
+        if (!std::isnan(diags[l].duplicate_alpha_spread))
+          e.duplicate_alpha_spread =
+              std::max(e.duplicate_alpha_spread, diags[l].duplicate_alpha_spread);
+        e.duplicate_support_tokens += diags[l].duplicate_support_tokens;
         gate_sum[l] += diags[l].gate_mean * b;
         if (diags[l].agreement_units > 0) {
           agree_sum += diags[l].partition_agreement * static_cast<double>(diags[l].agreement_units);
@@ -349,6 +387,9 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
     for (auto& s : support_sum)
       for (auto& v : s) v /= diag_count;
     e.support = support_sum;
+    for (auto& s : distinct_sum)
+      for (auto& v : s) v /= diag_count;
+    e.distinct_support = distinct_sum;
     double g = 0;
     for (auto& v : gate_sum) v /= diag_count, g += v;
     e.gate_per_layer = gate_sum;
@@ -397,8 +438,7 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
   MethodResult r;
   r.method = m;
   r.config = model_config(p, m.type, window, recurrent_heads);
-  torch::manual_seed(seed);
-  layers::CharLm model(r.config);
+  layers::CharLm model = lm::seeded_char_lm(r.config, seed);
   r.parameters = layers::count_parameters(*model);
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& q : model->parameters()) (q.dim() >= 2 ? decay : no_decay).push_back(q);
@@ -409,14 +449,16 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
                                     torch::optim::AdamWOptions(p.lr).weight_decay(0.0)));
   torch::optim::AdamW opt(std::move(groups));
   Rng rng(seed);  // the same training sequences for every method
-  const std::string model_file = o.out_dir + "/E3-" + m.name + ".pt";
+  const std::string model_file =
+      o.out_dir + "/E3-" + m.name + (p.seeds.size() > 1 ? "-s" + std::to_string(seed) : "") + ".pt";
   if (p.reuse_models && std::filesystem::exists(model_file)) {
     torch::load(model, model_file);
     r.reused = true;
   }
   const int steps = r.reused ? 0 : p.steps;
   const Stopwatch sw;
-  Progress prog("E3 train " + m.name, steps, "steps", o.progress);
+  Progress prog("E3 train " + m.name + (p.seeds.size() > 1 ? " seed " + std::to_string(seed) : ""),
+                steps, "steps", o.progress);
   const int log_every = std::max(1, p.steps / 30);
   double acc = 0, gacc = 0;
   int acc_n = 0;
@@ -505,13 +547,16 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
   return r;
 }
 
-double mean_support(const EvalPoint& e) {
+// Mean over layers and heads of a [layer][head] table (NaN when empty).
+double mean_of_layers(const std::vector<std::vector<double>>& per_layer_head) {
   double s = 0;
   int n = 0;
-  for (const auto& l : e.support)
+  for (const auto& l : per_layer_head)
     for (double v : l) s += v, ++n;
   return n > 0 ? s / n : std::nan("");
 }
+
+double mean_support(const EvalPoint& e) { return mean_of_layers(e.support); }
 
 // Heads of a linear-attention / DeltaNet layer whose fixed state (H * d_k * d_v floats, plus H *
 // d_k for linear attention's normaliser) is closest, in ratio, to `target` floats per layer; H
@@ -532,6 +577,7 @@ std::int64_t matched_recurrent_heads(const E3Preset& p, layers::AttentionType ty
 
 /// Every method trained and evaluated, with the state matching between them.
 struct E3Runs {
+  std::uint64_t seed = 0;
   std::vector<MethodResult> results;
   double support = std::nan("");       // the hybrid's mean support at the training length
   double hybrid_state = std::nan("");  // the hybrid's floats per layer at the training length
@@ -547,8 +593,9 @@ struct E3Runs {
 
 /// 1. the hybrid first; its measured support at the training length sets the sliding window and
 /// the recurrent head split; then the others.
-E3Runs train_all(const E3Preset& p, const ExperimentOptions& o) {
+E3Runs train_all(const E3Preset& p, const ExperimentOptions& o, std::uint64_t seed) {
   E3Runs runs;
+  runs.seed = seed;
   std::vector<MethodResult>& results = runs.results;
   double& support = runs.support;
   double& hybrid_state = runs.hybrid_state;
@@ -559,7 +606,7 @@ E3Runs train_all(const E3Preset& p, const ExperimentOptions& o) {
     std::int64_t rh = p.recurrent_heads > 0 ? p.recurrent_heads : 1;
     if (p.recurrent_heads < 1 && !std::isnan(hybrid_state))
       rh = matched_recurrent_heads(p, m.type, hybrid_state);
-    results.push_back(train_method(m, p, window > 0 ? window : 1, rh, o.seed, o));
+    results.push_back(train_method(m, p, window > 0 ? window : 1, rh, seed, o));
     if (m.type == layers::AttentionType::kHybrid && std::isnan(support)) {
       support = mean_support(results.back().eval.front());
       if (p.window < 1) window = layers::state_matched_window(p.chunk, support);
@@ -601,6 +648,10 @@ json eval_json(const std::vector<EvalPoint>& evs, std::int64_t heads,
       ej["support_mean"] = mean_support(e);
       ej["hybrid_state_floats_per_layer"] =
           static_cast<double>(heads) * state_floats_per_head(attention, mean_support(e), e.length);
+      ej["distinct_support_per_layer_head"] = e.distinct_support;
+      ej["distinct_support_mean"] = mean_of_layers(e.distinct_support);
+      ej["duplicate_alpha_spread"] = e.duplicate_alpha_spread;
+      ej["duplicate_support_tokens"] = e.duplicate_support_tokens;
       ej["gate_memory_share"] = e.gate_mean;
       ej["gate_memory_share_per_layer"] = e.gate_per_layer;
     }
@@ -681,6 +732,7 @@ Table support_table(const E3Preset& p, const E3Runs& runs) {
     for (std::int64_t h = 0; h < p.n_heads; ++h)
       scols.push_back("L" + std::to_string(l) + "H" + std::to_string(h));
   scols.push_back("mean");
+  scols.push_back("distinct keys (mean)");
   scols.push_back("state floats / layer");
   for (std::int64_t l = 0; l < p.n_layers; ++l) scols.push_back("gate L" + std::to_string(l));
   Table supp(scols);
@@ -690,6 +742,7 @@ Table support_table(const E3Preset& p, const E3Runs& runs) {
       for (const auto& l : e.support)
         for (double v : l) row.push_back(fmt_fixed(v, 1));
       row.push_back(fmt_fixed(mean_support(e), 1));
+      row.push_back(fmt_fixed(mean_of_layers(e.distinct_support), 1));
       // The hybrid's state at this padding, from the support measured at this padding.
       row.push_back(
           fmt_fixed(static_cast<double>(p.n_heads) *
@@ -702,46 +755,164 @@ Table support_table(const E3Preset& p, const E3Runs& runs) {
   return supp;
 }
 
-/// The headline rows: ours beside the paper's.
-json summary_of(const E3Preset& p, const E3Runs& runs) {
-  const MethodResult* hyb = runs.find("hybrid");
-  const double chance = 1.0 / p.task.symbols;
-  auto recall_at_max = [&](const std::string& name) {
+// ------------------------------------------------------------------ across seeds
+
+/// `value` of method `name`'s evaluation at padding index `fi`, one per seed (seeds without the
+/// method are skipped).
+std::vector<double> over_seeds(const std::vector<E3Runs>& all, const std::string& name,
+                               std::size_t fi,
+                               const std::function<double(const EvalPoint&)>& value) {
+  std::vector<double> v;
+  for (const auto& runs : all) {
     const MethodResult* r = runs.find(name);
-    return r != nullptr ? fmt_fixed(r->eval.back().recall, 3) : std::string("not run");
+    if (r != nullptr && fi < r->eval.size()) v.push_back(value(r->eval[fi]));
+  }
+  return v;
+}
+
+double recall_of(const EvalPoint& e) { return e.recall; }
+
+/// "0.992 ± 0.004 (0.99, 1.00, ...)": mean ± sd and the per-seed values; one seed: the value.
+std::string seeds_cell(const std::vector<double>& v, int digits) {
+  if (v.empty()) return "not run";
+  if (v.size() == 1) return fmt_fixed(v.front(), digits);
+  std::string per;
+  for (double x : v) per += (per.empty() ? "" : ", ") + fmt_fixed(x, digits);
+  return fmt_mean_sd(v, digits) + " (" + per + ")";
+}
+
+/// Recall per method and padding over the seeds: mean ± sd.
+Table seeds_recall_table(const E3Preset& p, const std::vector<E3Runs>& all) {
+  std::vector<std::string> cols = {"method", "seeds"};
+  for (int f : p.factors) cols.push_back(std::to_string(f) + "x");
+  Table t(cols);
+  for (const auto& name : p.methods) {
+    std::vector<std::string> row = {method_named(name).label, ""};
+    std::size_t n = 0;
+    for (std::size_t fi = 0; fi < p.factors.size(); ++fi) {
+      const auto v = over_seeds(all, name, fi, recall_of);
+      n = std::max(n, v.size());
+      row.push_back(fmt_mean_sd(v, 3));
+    }
+    row[1] = std::to_string(n);
+    t.add_row(row);
+  }
+  return t;
+}
+
+/// Recall of every method and seed (rows) per padding, with the matched window of that seed.
+Table per_seed_recall_table(const E3Preset& p, const std::vector<E3Runs>& all) {
+  std::vector<std::string> cols = {"method", "seed", "heads / window"};
+  for (int f : p.factors) cols.push_back(std::to_string(f) + "x");
+  Table t(cols);
+  for (const auto& name : p.methods) {
+    for (const auto& runs : all) {
+      const MethodResult* r = runs.find(name);
+      if (r == nullptr) continue;
+      const auto& a = r->config.attention;
+      std::vector<std::string> row = {
+          r->method.label, std::to_string(runs.seed),
+          std::to_string(a.n_heads) + (a.type == layers::AttentionType::kSlidingWindow
+                                           ? " / W " + std::to_string(a.window)
+                                           : "")};
+      for (const auto& e : r->eval) row.push_back(fmt_fixed(e.recall, 3));
+      t.add_row(row);
+    }
+  }
+  return t;
+}
+
+/// The hybrid's support over the seeds per padding: |S ∪ E| and distinct keys per head (all
+/// layers, then per layer), and the largest coefficient spread among duplicate support keys.
+Table seeds_support_table(const E3Preset& p, const std::vector<E3Runs>& all) {
+  std::vector<std::string> cols = {"padding", "|S ∪ E| / head", "distinct keys / head",
+                                   "distinct / |S ∪ E|"};
+  for (std::int64_t l = 0; l < p.n_layers; ++l) {
+    cols.push_back("L" + std::to_string(l) + " |S ∪ E|");
+    cols.push_back("L" + std::to_string(l) + " distinct");
+  }
+  cols.push_back("max |Δα| among duplicates");
+  Table t(cols);
+  for (std::size_t fi = 0; fi < p.factors.size(); ++fi) {
+    const auto sup = over_seeds(all, "hybrid", fi, mean_support);
+    if (sup.empty()) continue;
+    const auto dis = over_seeds(
+        all, "hybrid", fi, [](const EvalPoint& e) { return mean_of_layers(e.distinct_support); });
+    const auto share = over_seeds(all, "hybrid", fi, [](const EvalPoint& e) {
+      return mean_of_layers(e.distinct_support) / mean_support(e);
+    });
+    std::vector<std::string> row = {std::to_string(p.factors[fi]) + "x", fmt_mean_sd(sup, 1),
+                                    fmt_mean_sd(dis, 1), fmt_mean_sd(share, 3)};
+    for (std::size_t l = 0; l < static_cast<std::size_t>(p.n_layers); ++l) {
+      auto layer = [l](const std::vector<std::vector<double>>& t) {
+        return l < t.size() ? mean_of_layers({t[l]}) : std::nan("");
+      };
+      row.push_back(fmt_mean_sd(
+          over_seeds(all, "hybrid", fi, [&](const EvalPoint& e) { return layer(e.support); }), 1));
+      row.push_back(
+          fmt_mean_sd(over_seeds(all, "hybrid", fi,
+                                 [&](const EvalPoint& e) { return layer(e.distinct_support); }),
+                      1));
+    }
+    const auto spread =
+        over_seeds(all, "hybrid", fi, [](const EvalPoint& e) { return e.duplicate_alpha_spread; });
+    row.push_back(fmt_sci(max_of(spread), 1));
+    t.add_row(row);
+  }
+  return t;
+}
+
+/// The headline rows: ours beside the paper's (mean ± sd and per-seed values over the seeds).
+json summary_of(const E3Preset& p, const std::vector<E3Runs>& all) {
+  const double chance = 1.0 / p.task.symbols;
+  const std::size_t last = p.factors.size() - 1;
+  auto recall_at_max = [&](const std::string& name) {
+    return seeds_cell(over_seeds(all, name, last, recall_of), 3);
   };
   const std::string chance_note = " (chance " + fmt_fixed(chance, 3) + ")";
-  const std::string at = " at " + std::to_string(p.factors.back()) + "x training padding";
+  const std::string at = " at " + std::to_string(p.factors.back()) + "x training padding" +
+                         (all.size() > 1 ? ", " + std::to_string(all.size()) + " seeds" : "");
   json summary = json::array();
   summary.push_back({{"metric", "SV hybrid recall" + at},
                      {"paper", "≈ 0.99"},
                      {"ours", recall_at_max("hybrid")}});
-  if (hyb != nullptr) {
-    double smin = 1e300, smax = 0;
-    for (const auto& e : hyb->eval)
+  double smin = 1e300, smax = 0, dmin = 1e300, dmax = 0;
+  for (const auto& runs : all) {
+    const MethodResult* hyb = runs.find("hybrid");
+    if (hyb == nullptr) continue;
+    for (const auto& e : hyb->eval) {
       for (const auto& l : e.support)
         for (double v : l) smin = std::min(smin, v), smax = std::max(smax, v);
-    summary.push_back({{"metric", "SV support per head (all paddings)"},
-                       {"paper", "11–14 tokens"},
-                       {"ours", fmt_fixed(smin, 1) + "–" + fmt_fixed(smax, 1) +
-                                    " tokens (C = " + fmt_fixed(p.C, 4) + ", so ≥ " +
-                                    fmt_fixed(1.0 / p.C, 0) + ")"}});
-  } else {
-    summary.push_back({{"metric", "SV support per head (all paddings)"},
-                       {"paper", "11–14 tokens"},
-                       {"ours", "not run"}});
+      for (const auto& l : e.distinct_support)
+        for (double v : l) dmin = std::min(dmin, v), dmax = std::max(dmax, v);
+    }
   }
+  std::string support = "not run";
+  if (smax > 0) {
+    support = fmt_fixed(smin, 1) + "–" + fmt_fixed(smax, 1) + " tokens (C = " + fmt_fixed(p.C, 4) +
+              ", so ≥ " + fmt_fixed(1.0 / p.C, 0) + ")";
+    if (dmax > 0) support += "; distinct keys " + fmt_fixed(dmin, 1) + "–" + fmt_fixed(dmax, 1);
+  }
+  summary.push_back({{"metric", "SV support per head (all paddings)"},
+                     {"paper", "11–14 tokens"},
+                     {"ours", support}});
   summary.push_back({{"metric", "DeltaNet recall" + at},
                      {"paper", "chance"},
                      {"ours", recall_at_max("deltanet") + chance_note}});
   summary.push_back({{"metric", "linear attention recall" + at},
                      {"paper", "chance"},
                      {"ours", recall_at_max("linear") + chance_note}});
-  summary.push_back({{"metric", "state-matched sliding window (W = " + std::to_string(runs.window) +
-                                    ") recall" + at},
+  std::int64_t wmin = 0, wmax = 0;
+  for (const auto& runs : all) {
+    wmin = wmin == 0 ? runs.window : std::min(wmin, runs.window);
+    wmax = std::max(wmax, runs.window);
+  }
+  const std::string w =
+      wmin == wmax ? std::to_string(wmin) : std::to_string(wmin) + "–" + std::to_string(wmax);
+  summary.push_back({{"metric", "state-matched sliding window (W = " + w + ") recall" + at},
                      {"paper", "not reported"},
                      {"ours", recall_at_max("swa")}});
-  if (runs.find("softmax") != nullptr)
+  if (all.front().find("softmax") != nullptr)
     summary.push_back({{"metric", "full causal softmax (unbounded state) recall" + at},
                        {"paper", "not reported"},
                        {"ours", recall_at_max("softmax")}});
@@ -750,10 +921,13 @@ json summary_of(const E3Preset& p, const E3Runs& runs) {
 
 /// Recall vs padding and the training loss curves.
 std::vector<PlotResult> e3_plots(const ExperimentOptions& o, const E3Preset& p,
-                                 const E3Runs& runs) {
+                                 const std::vector<E3Runs>& all) {
+  const E3Runs& runs = all.front();
   const double chance = 1.0 / p.task.symbols;
   LinePlot lp;
-  lp.title = "E3 selective copy: recall vs padding";
+  lp.title = all.size() > 1 ? "E3 selective copy: recall vs padding (mean of " +
+                                  std::to_string(all.size()) + " seeds)"
+                            : std::string("E3 selective copy: recall vs padding");
   lp.xlabel = "padding / training padding";
   lp.ylabel = "recall (token accuracy on the k outputs)";
   lp.logx = true;
@@ -762,7 +936,9 @@ std::vector<PlotResult> e3_plots(const ExperimentOptions& o, const E3Preset& p,
   for (const auto& r : runs.results) {
     Series s;
     s.title = r.method.label;
-    for (const auto& e : r.eval) s.x.push_back(e.factor), s.y.push_back(e.recall);
+    for (std::size_t fi = 0; fi < r.eval.size(); ++fi)
+      s.x.push_back(r.eval[fi].factor),
+          s.y.push_back(mean_of(over_seeds(all, r.method.name, fi, recall_of)));
     lp.series.push_back(s);
   }
   Series ch;
@@ -770,7 +946,7 @@ std::vector<PlotResult> e3_plots(const ExperimentOptions& o, const E3Preset& p,
   for (int f : p.factors) ch.x.push_back(f), ch.y.push_back(chance);
   lp.series.push_back(ch);
   LinePlot lc;
-  lc.title = "E3 training loss";
+  lc.title = "E3 training loss (seed " + std::to_string(runs.seed) + ")";
   lc.xlabel = "step";
   lc.ylabel = "cross-entropy on the outputs (nats)";
   for (const auto& r : runs.results) {
@@ -783,19 +959,53 @@ std::vector<PlotResult> e3_plots(const ExperimentOptions& o, const E3Preset& p,
 }
 
 /// E3.md, rendered from the same numbers as E3.json.
-std::string markdown_of(const ExperimentOptions& o, const E3Preset& p, const E3Runs& runs,
-                        const std::string& overrides, const std::string& scale, const json& summary,
-                        const Table& recall, const Table& supp,
+/// The tables of a run: the first seed's detail and, with several seeds, the ones over seeds.
+struct E3Tables {
+  Table recall{{}}, support{{}};                            // first seed
+  Table seeds_recall{{}}, per_seed{{}}, seeds_support{{}};  // over the seeds (several only)
+};
+
+/// The section over the seeds (with two or more).
+std::string seeds_markdown(const std::vector<E3Runs>& all, const E3Tables& t) {
+  std::ostringstream md;
+  md << "## Over " << all.size() << " seeds (mean ± sd)\n\n"
+     << "Each seed trains every method from its own initialisation and batches and evaluates on "
+        "its own sequences; the sliding window is matched to that seed's hybrid.\n\n"
+     << t.seeds_recall.markdown() << "\n### Per seed\n\n"
+     << t.per_seed.markdown() << "\n";
+  if (all.front().find("hybrid") != nullptr)
+    md << "### SV support over the seeds: all keys and distinct keys\n\n"
+       << "Distinct keys: support tokens whose key vectors differ bitwise (exact duplicates, e.g. "
+          "the padding tokens of layer 0, count once); the last column is the largest "
+          "coefficient difference between two support tokens with equal keys of one memory.\n\n"
+       << t.seeds_support.markdown() << "\n";
+  return md.str();
+}
+
+std::string markdown_of(const ExperimentOptions& o, const E3Preset& p,
+                        const std::vector<E3Runs>& all, const std::string& overrides,
+                        const std::string& scale, const json& summary, const E3Tables& tables,
                         const std::vector<PlotResult>& plots, double runtime,
                         const std::string& cpu) {
+  const E3Runs& runs = all.front();
+  const Table& recall = tables.recall;
+  const Table& supp = tables.support;
   const MethodResult* hyb = runs.find("hybrid");
   const MethodResult* lin = runs.find("linear");
   const MethodResult* dn = runs.find("deltanet");
   const double chance = 1.0 / p.task.symbols;
   std::ostringstream md;
   md << "# E3 — selective copy with growing padding\n\n";
-  md << "Preset `" << o.preset << "`, seed " << o.seed << ", run time " << detail::duration(runtime)
-     << " on " << cpu << " (1 thread).\n\n";
+  md << "Preset `" << o.preset << "`, ";
+  if (all.size() > 1) {
+    md << all.size() << " seeds (";
+    for (std::size_t i = 0; i < all.size(); ++i) md << (i ? ", " : "") << all[i].seed;
+    md << "), " << std::max(1, std::min<int>(p.workers, static_cast<int>(all.size())))
+       << " side by side";
+  } else {
+    md << "seed " << runs.seed;
+  }
+  md << ", run time " << detail::duration(runtime) << " on " << cpu << " (1 thread per run).\n\n";
   if (!overrides.empty()) md << "Overrides (--set): `" << overrides << "`.\n\n";
   md << "Scale: " << scale << ".\n\n";
   md << "Task: the input holds " << p.task.k << " data symbols (alphabet " << p.task.symbols
@@ -841,6 +1051,10 @@ std::string markdown_of(const ExperimentOptions& o, const E3Preset& p, const E3R
   for (const auto& s : summary)
     md << "| " << s["metric"].get<std::string>() << " | " << s["paper"].get<std::string>() << " | "
        << s["ours"].get<std::string>() << " |\n";
+  if (all.size() > 1)
+    md << "\n"
+       << seeds_markdown(all, tables) << "## Seed " << runs.seed
+       << " in detail\n\nThe state matching above and the tables below are this seed's.\n";
   md << "\n## Recall vs padding factor\n\n" << recall.markdown() << "\n";
   if (hyb != nullptr) {
     md << "## SV support |S ∪ E| per layer and head, and the gate's memory share (hybrid)\n\n"
@@ -877,13 +1091,26 @@ ExperimentResult run(const ExperimentOptions& o) {
   lm::set_threads(1);
   ensure_dir(o.out_dir);
 
-  const E3Runs runs = train_all(p, o);
+  // Every seed trains and evaluates every method; seeds run side by side on p.workers threads.
+  std::vector<std::uint64_t> seeds;
+  for (const auto s : p.seeds) seeds.push_back(static_cast<std::uint64_t>(s));
+  if (seeds.empty()) seeds.push_back(o.seed);
+  std::vector<E3Runs> all(seeds.size());
+  std::vector<std::function<void()>> jobs;
+  for (std::size_t i = 0; i < seeds.size(); ++i)
+    jobs.emplace_back([&, i] {
+      lm::set_threads(1);  // per thread: the worker's own LibTorch/BLAS thread count
+      all[i] = train_all(p, o, seeds[i]);
+    });
+  detail::run_jobs(jobs, p.workers);
+  const E3Runs& runs = all.front();
   const double chance = 1.0 / p.task.symbols;
   json j;
   j["experiment"] = "E3";
   j["title"] = "Selective copy with growing padding (trained models)";
   j["preset"] = o.preset;
-  j["seed"] = o.seed;
+  j["seed"] = runs.seed;
+  j["seeds"] = seeds;
   j["machine"] = detail::machine_info();
   j["created"] = utc_now();
   j["data"] = "synthetic selective copy (generated in-process)";
@@ -892,56 +1119,52 @@ ExperimentResult run(const ExperimentOptions& o) {
   scale << "synthetic selective copy: " << p.task.k << " of " << p.task.symbols << " symbols among "
         << p.task.prefix << " training positions, padding up to " << p.factors.back()
         << "x; CharLm d " << p.d_model << ", " << p.n_layers << " layers, " << p.steps
-        << " steps of " << p.batch << " sequences; CPU, 1 thread";
+        << " steps of " << p.batch << " sequences; " << seeds.size()
+        << (seeds.size() == 1 ? " seed" : " seeds") << "; CPU, 1 thread per run";
   j["scale"] = scale.str();
   j["task"] = {{"symbols", p.task.symbols},
                {"k", p.task.k},
                {"train_prefix", p.task.prefix},
                {"train_length", p.task.length()},
                {"chance_recall", chance}};
-  j["settings"] = {{"d_model", p.d_model},
-                   {"layers", p.n_layers},
-                   {"heads", p.n_heads},
-                   {"recurrent_heads", p.recurrent_heads},
-                   {"chunk", p.chunk},
-                   {"C", p.C},
-                   {"path", p.path},
-                   {"eval_path", p.eval_path.empty() ? p.path : p.eval_path},
-                   {"fista_iterations", p.fista_iterations},
-                   {"mask_tol", p.mask_tol},
-                   {"gate", p.gate},
-                   {"gate_bias_init", p.gate_bias},
-                   {"sigma_init", p.sigma},
-                   {"learn_sigma", p.learn_sigma},
-                   {"bounded", p.bounded},
-                   {"mu", p.mu},
-                   {"steps", p.steps},
-                   {"batch", p.batch},
-                   {"lr", p.lr},
-                   {"weight_decay", p.weight_decay},
-                   {"warmup", p.warmup},
-                   {"eval_sequences", p.eval_sequences},
-                   {"long_factor", p.long_factor},
-                   {"long_eval_sequences", p.long_eval_sequences},
-                   {"factors", p.factors},
-                   {"methods", p.methods}};
-  j["hybrid_average_support"] = std::isnan(runs.support) ? json(nullptr) : json(runs.support);
-  j["hybrid_state_floats_per_layer_at_training_length"] =
-      std::isnan(runs.hybrid_state) ? json(nullptr) : json(runs.hybrid_state);
-  j["matched_window"] = runs.window;
-  j["state_context"] = runs.longest;
-  j["recurrent_state_covers_hybrid"] = runs.recurrent_covers;
-  j["methods"] = methods_json(runs);
-  const Table recall = recall_table(p, runs), supp = support_table(p, runs);
-  j["tables"] = {{"recall", recall.json()}, {"support", supp.json()}};
-  const json summary = summary_of(p, runs);
+  j["settings"] = json(p);
+  // The first seed at the top level; every seed (the first included) under "runs".
+  const auto runs_json = [](const E3Runs& r) {
+    json rj;
+    rj["seed"] = r.seed;
+    rj["hybrid_average_support"] = std::isnan(r.support) ? json(nullptr) : json(r.support);
+    rj["hybrid_state_floats_per_layer_at_training_length"] =
+        std::isnan(r.hybrid_state) ? json(nullptr) : json(r.hybrid_state);
+    rj["matched_window"] = r.window;
+    rj["state_context"] = r.longest;
+    rj["recurrent_state_covers_hybrid"] = r.recurrent_covers;
+    rj["methods"] = methods_json(r);
+    return rj;
+  };
+  const json first = runs_json(runs);
+  for (auto it = first.begin(); it != first.end(); ++it) j[it.key()] = it.value();
+  j["runs"] = json::array();
+  for (const auto& r : all) j["runs"].push_back(runs_json(r));
+  E3Tables tables;
+  tables.recall = recall_table(p, runs);
+  tables.support = support_table(p, runs);
+  j["tables"] = {{"recall", tables.recall.json()}, {"support", tables.support.json()}};
+  if (all.size() > 1) {
+    tables.seeds_recall = seeds_recall_table(p, all);
+    tables.per_seed = per_seed_recall_table(p, all);
+    tables.seeds_support = seeds_support_table(p, all);
+    j["tables"]["recall_over_seeds"] = tables.seeds_recall.json();
+    j["tables"]["recall_per_seed"] = tables.per_seed.json();
+    j["tables"]["support_over_seeds"] = tables.seeds_support.json();
+  }
+  const json summary = summary_of(p, all);
   j["summary"] = summary;
-  const std::vector<PlotResult> plots = e3_plots(o, p, runs);
+  const std::vector<PlotResult> plots = e3_plots(o, p, all);
   j["plots"] = detail::plots_json(plots);
   const double runtime = total.seconds();
   j["runtime_seconds"] = runtime;
-  const std::string md = markdown_of(o, p, runs, overrides, scale.str(), summary, recall, supp,
-                                     plots, runtime, j["machine"]["cpu"].get<std::string>());
+  const std::string md = markdown_of(o, p, all, overrides, scale.str(), summary, tables, plots,
+                                     runtime, j["machine"]["cpu"].get<std::string>());
   detail::write_outputs(o, "E3", j, md);
   return ExperimentResult::from_json(j);
 }

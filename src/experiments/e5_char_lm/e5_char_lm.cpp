@@ -5,15 +5,12 @@
 #include "svattn/experiments/e5_char_lm/e5_char_lm.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "common.h"
 #include "svattn/errors.h"
@@ -236,33 +233,6 @@ RunSummary train_and_test(const E5Preset& p, const std::string& preset, const st
   return r;
 }
 
-// Runs the jobs on `workers` threads (each job's models one after another, a job per thread at a
-// time); the first failure is rethrown after every thread has stopped. Every model trains with one
-// LibTorch thread (set by the caller), so the runs are the same as sequential ones.
-void run_jobs(const std::vector<std::function<void()>>& jobs, int workers) {
-  std::atomic<std::size_t> next{0};
-  std::vector<std::exception_ptr> errors(jobs.size());
-  auto work = [&] {
-    for (std::size_t j = next++; j < jobs.size(); j = next++) {
-      try {
-        jobs[j]();
-      } catch (...) {
-        errors[j] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int w = 1; w < std::max(1, workers); ++w) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
-std::string mean_sd(const std::vector<double>& v, int digits) {
-  return fmt_fixed(mean_of(v), digits) + " ± " + fmt_fixed(sd_of(v), digits);
-}
-
 }  // namespace
 
 json preset(const std::string& name) { return e5_preset(name); }
@@ -305,7 +275,7 @@ ExperimentResult run(const ExperimentOptions& o) {
       });
     }
   }
-  run_jobs(jobs, p.device == "cpu" ? p.workers : 1);
+  detail::run_jobs(jobs, p.device == "cpu" ? p.workers : 1);
   std::string corpus_label;
   {
     const lm::Corpus c = lm::Corpus::load({p.corpus, "", o.data_dir});
@@ -398,9 +368,11 @@ ExperimentResult run(const ExperimentOptions& o) {
         secs += r.train_seconds / runs.size();
         tps += r.tokens_per_second / runs.size();
       }
-      main_table.add_row({runs.front().preset + (runs.front().preset.rfind("hybrid", 0) == 0 ? " (" + pr.gate + " gate)" : ""),
-                          std::to_string(runs.front().parameters), state, per, mean_sd(bpc, 3),
-                          detail::duration(secs), fmt_fixed(tps, 0)});
+      main_table.add_row(
+          {runs.front().preset +
+               (runs.front().preset.rfind("hybrid", 0) == 0 ? " (" + pr.gate + " gate)" : ""),
+           std::to_string(runs.front().parameters), state, per, fmt_mean_sd(bpc, 3),
+           detail::duration(secs), fmt_fixed(tps, 0)});
     };
     double sup = 0;
     for (const auto& r : swa[pi]) sup += r.matched_support / swa[pi].size();
@@ -432,9 +404,10 @@ ExperimentResult run(const ExperimentOptions& o) {
                                   : is10m    ? "no advantage"
                                   : is3m     ? "2.178 vs 2.383"
                                              : "(3.22M) 2.178 vs 2.383";
-    summary.push_back({{"metric", "test BPC, " + tag + " (mean ± sd, " + std::to_string(hb.size()) + " seeds)"},
-                       {"paper", paper_bpc},
-                       {"ours", mean_sd(hb, 3) + " vs " + mean_sd(sb, 3)}});
+    summary.push_back(
+        {{"metric", "test BPC, " + tag + " (mean ± sd, " + std::to_string(hb.size()) + " seeds)"},
+         {"paper", paper_bpc},
+         {"ours", fmt_mean_sd(hb, 3) + " vs " + fmt_mean_sd(sb, 3)}});
     const std::string p_str = std::isfinite(tt.p_two_sided) ? fmt_sci(tt.p_two_sided, 2) : "n/a (n < 2)";
     summary.push_back(
         {{"metric", "relative improvement of the hybrid, " + tag + " (paired t-test p)"},
@@ -447,7 +420,8 @@ ExperimentResult run(const ExperimentOptions& o) {
     std::vector<double> rb;
     for (const auto& r : ref[0]) rb.push_back(r.test_bpc);
     summary.push_back({{"metric", "test BPC, full softmax reference " + p.pairs[0].reference},
-                       {"paper", "not reported"}, {"ours", mean_sd(rb, 3)}});
+                       {"paper", "not reported"},
+                       {"ours", fmt_mean_sd(rb, 3)}});
   }
   {
     std::vector<double> g;
