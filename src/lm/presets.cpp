@@ -239,6 +239,7 @@ json to_json(const LmConfig& c) {
              {"mu", h.problem.ridge},
              {"gate_bias_init", h.gate_bias_init},
              {"check_agreement", h.check_agreement},
+             {"count_distinct_support", h.count_distinct_support},
              {"batched",
               {{"iterations", h.batched.iterations},
                {"ridge", h.batched.solve_ridge},
@@ -296,6 +297,8 @@ LmConfig lm_config_from_json(const json& j) {
     hc.problem.ridge = h.at("mu").get<double>();
     hc.gate_bias_init = h.at("gate_bias_init").get<double>();
     hc.check_agreement = h.at("check_agreement").get<bool>();
+    // A diagnostics switch added after the first checkpoints: absent means off.
+    hc.count_distinct_support = h.value("count_distinct_support", false);
     if (h.contains("gate_override") && !h["gate_override"].is_null())
       hc.gate_override = h["gate_override"].get<double>();
     const auto& b = h.at("batched");
