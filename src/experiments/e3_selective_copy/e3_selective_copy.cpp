@@ -288,7 +288,6 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
   h.gate_bias_init = p.gate_bias;
   h.batched.iterations = p.fista_iterations;
   h.batched.mask_tol = p.mask_tol;
-  h.count_distinct_support = true;  // cheap at these lengths; read by evaluate_recall
   m.validate();
   return m;
 }
@@ -512,9 +511,13 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
     collect(model->named_buffers(true));
   }
   const std::uint64_t eval_seed = seed ^ 0x5e1ec7ULL;
-  if (m.type == layers::AttentionType::kHybrid && !p.eval_path.empty() && p.eval_path != p.path) {
+  if (m.type == layers::AttentionType::kHybrid) {
+    // The trained weights with the evaluation's switches: the distinct-support count (off in
+    // training, where nobody reads it) and the evaluation path when it differs.
     layers::LmConfig ec = r.config;
-    ec.attention.hybrid.path = layers::global_path_from_string(p.eval_path);
+    ec.attention.hybrid.count_distinct_support = true;
+    if (!p.eval_path.empty())
+      ec.attention.hybrid.path = layers::global_path_from_string(p.eval_path);
     layers::CharLm em = clone_with_config(model, ec);
     for (int f : p.factors)
       r.eval.push_back(evaluate_recall(em, p, f, eval_seed, sequences_at(p, f)));
