@@ -405,25 +405,38 @@ struct Store::Impl {
   std::int64_t update_screening_head(const MemoryRow& row, const std::string& state_sha256,
                                      std::int64_t tokens_before, std::int64_t tokens_after);
   /// Writes the records.bounds blobs of one memory's records, each sealed under its record's data
-  /// key (plaintext when the record has no key id): the UPDATE is prepared once and one sealer
-  /// is re-keyed from record to record (a full rewrite touches every record).
+  /// key (plaintext when the record has no key id); one sealer is re-keyed from record to record
+  /// (a full rewrite touches every record). On SQLite each write() runs one prepared UPDATE; on
+  /// PostgreSQL the blobs are collected and flush() sends them in one UPDATE … FROM unnest(…)
+  /// (up to kBatch records per statement), so a full rewrite costs one round trip per kBatch records,
+  /// not one per record
+  /// (docs/performance.md "Session 14"). Call flush() before anything reads the blobs back or the
+  /// transaction commits; the destructor asserts that nothing is left unless an exception unwinds.
   class BoundsWriter {
    public:
     BoundsWriter(Impl& impl, std::int64_t memory_id);
-    ~BoundsWriter();
+    ~BoundsWriter() noexcept(false);
     BoundsWriter(const BoundsWriter&) = delete;
     BoundsWriter& operator=(const BoundsWriter&) = delete;
     /// records.bounds of `record` (sealed under key `key_id` unless empty; `key`: that key when
     /// the caller has read it already, else it is looked up; a shredded one writes nothing).
     void write(std::int64_t record, const std::string& key_id, std::int64_t epoch, const double* b,
                std::size_t k, const store_detail::SecretKey* key = nullptr);
+    /// Sends the collected blobs (PostgreSQL; nothing is collected on SQLite).
+    void flush();
+    static constexpr std::size_t kBatch = 1024;  // records per batched UPDATE (~230 kB at 24 × 8 B)
 
    private:
+    void put(std::int64_t record, const std::vector<std::uint8_t>& blob);
     Impl& impl_;
     std::int64_t memory_id_;
-    store_detail::Statement update_;
+    bool batched_;                                  // PostgreSQL: collect, then flush()
+    std::unique_ptr<store_detail::Statement> update_;  // the per-record or the batched UPDATE
     std::unique_ptr<store_detail::Sealer> sealer_;  // made at the first sealed record
     std::vector<std::uint8_t> sealed_;
+    std::string records_, offsets_, lengths_;  // the batch: PostgreSQL array literals, "{…"
+    std::vector<std::uint8_t> blobs_;          // … and every blob of it, back to back
+    std::size_t pending_ = 0;                  // records in the batch
   };
   /// One record's records.bounds (BoundsWriter::write for a single record).
   void write_record_bounds(std::int64_t memory_id, std::int64_t record, const std::string& key_id,

@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <exception>
 #include <map>
+#include <set>
 
 #include "store_impl.h"
 #include "svattn/hash.h"
@@ -174,12 +176,21 @@ std::int64_t Store::Impl::update_screening_head(const MemoryRow& row,
 // ----------------------------------------------------------------------------- record blobs
 
 Store::Impl::BoundsWriter::BoundsWriter(Impl& impl, std::int64_t memory_id)
-    : impl_(impl),
-      memory_id_(memory_id),
-      update_(impl.db.handle(),
-              "UPDATE records SET bounds = ?3 WHERE memory_id = ?1 AND record = ?2") {}
+    : impl_(impl), memory_id_(memory_id), batched_(impl.db.postgres()) {
+  // PostgreSQL only (the SQLite dialect has no arrays): the batch's records, 1-based offsets and
+  // lengths into one bytea of every blob back to back; one statement whatever the batch's size.
+  update_ = std::make_unique<Statement>(
+      impl.db.handle(),
+      batched_ ? "UPDATE records SET bounds = substring(?2::bytea FROM u.off FOR u.len) FROM "
+                 "unnest(?3::bigint[], ?4::int[], ?5::int[]) AS u(record, off, len) WHERE "
+                 "records.memory_id = ?1 AND records.record = u.record"
+               : "UPDATE records SET bounds = ?3 WHERE memory_id = ?1 AND record = ?2");
+}
 
-Store::Impl::BoundsWriter::~BoundsWriter() = default;
+Store::Impl::BoundsWriter::~BoundsWriter() noexcept(false) {
+  if (std::uncaught_exceptions() == 0)
+    SVATTN_ASSERT(pending_ == 0, "BoundsWriter destroyed with blobs not flushed");
+}
 
 void Store::Impl::BoundsWriter::write(std::int64_t record, const std::string& key_id,
                                       std::int64_t epoch, const double* b, std::size_t k,
@@ -199,15 +210,46 @@ void Store::Impl::BoundsWriter::write(std::int64_t record, const std::string& ke
     sealer_->seal_into({memory_id_, record, -1, RecordField::kBounds}, plain.data(), plain.size(),
                        sealed_);
   }
-  const std::vector<std::uint8_t>& blob = key_id.empty() ? plain : sealed_;
-  update_.bind(1, memory_id_).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
-  update_.reset();
+  put(record, key_id.empty() ? plain : sealed_);
+}
+
+void Store::Impl::BoundsWriter::put(std::int64_t record, const std::vector<std::uint8_t>& blob) {
+  if (!batched_) {
+    update_->bind(1, memory_id_).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
+    update_->reset();
+    return;
+  }
+  const char sep = pending_ == 0 ? '{' : ',';
+  records_ += sep + std::to_string(record);
+  offsets_ += sep + std::to_string(blobs_.size() + 1);
+  lengths_ += sep + std::to_string(blob.size());
+  blobs_.insert(blobs_.end(), blob.begin(), blob.end());
+  if (++pending_ == kBatch) flush();
+}
+
+void Store::Impl::BoundsWriter::flush() {
+  if (pending_ == 0) return;
+  records_ += '}';
+  offsets_ += '}';
+  lengths_ += '}';
+  update_->bind(1, memory_id_).bind_blob(2, blobs_.data(), blobs_.size());
+  update_->bind(3, records_).bind(4, offsets_).bind(5, lengths_).run();
+  update_->reset();
+  SVATTN_ASSERT(impl_.db.changes() == static_cast<std::int64_t>(pending_),
+                "the batched bounds UPDATE matched one row per record");
+  records_.clear();
+  offsets_.clear();
+  lengths_.clear();
+  blobs_.clear();
+  pending_ = 0;
 }
 
 void Store::Impl::write_record_bounds(std::int64_t memory_id, std::int64_t record,
                                       const std::string& key_id, std::int64_t epoch,
                                       const double* b, std::size_t k, const SecretKey* key) {
-  BoundsWriter(*this, memory_id).write(record, key_id, epoch, b, k, key);
+  BoundsWriter w(*this, memory_id);
+  w.write(record, key_id, epoch, b, k, key);
+  w.flush();
 }
 
 void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool moved,
@@ -245,11 +287,12 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
                  key == keys.end() ? nullptr : &key->second);
   };
   if (same_epoch) {
-    for (std::int64_t r : touched) {
+    for (std::int64_t r : std::set<std::int64_t>(touched.begin(), touched.end())) {  // once each
       q.bind(1, row.id).bind(2, r);
       if (q.step()) write_range(r, q.is_null(1) ? std::string() : q.text(1));
       q.reset();
     }
+    writer.flush();
     return;
   }
   q.bind(1, row.id);
@@ -260,6 +303,7 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
   while (q.step()) recs.emplace_back(q.int64(0), q.is_null(1) ? std::string() : q.text(1));
   q.reset();
   for (const auto& [r, key_id] : recs) write_range(r, key_id);
+  writer.flush();
 }
 
 // ---------------------------------------------------------------------------------- reading
@@ -377,6 +421,7 @@ void Store::Impl::split_screening(const MemoryRow& row) {
   BoundsWriter writer(*this, row.id);
   for (const RecordRange& rg : record_ranges(ids))
     writer.write(rg.record, keys[rg.record], epoch, bounds.data() + rg.first, rg.count);
+  writer.flush();
 }
 
 }  // namespace svattn
