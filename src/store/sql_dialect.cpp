@@ -3,6 +3,8 @@
 #include "sql_dialect.h"
 
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <regex>
 
 #include "svattn/errors.h"
@@ -288,6 +290,28 @@ std::vector<std::string> sqlite_to_postgres(const std::string& sql, const Primar
     }
   }
   return out;
+}
+
+std::string pg_array(const std::vector<std::int64_t>& v) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(v[i]);
+  }
+  return out + '}';
+}
+
+std::string pg_array(const std::vector<double>& v) {
+  std::string out = "{";
+  char buf[40];
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i]))
+      throw InvalidArgument("pg_array: element " + std::to_string(i) + " is not finite");
+    std::snprintf(buf, sizeof buf, "%.17g", v[i]);
+    if (i > 0) out += ',';
+    out += buf;
+  }
+  return out + '}';
 }
 
 }  // namespace svattn::store_detail

@@ -365,6 +365,10 @@ struct Store::Impl {
   State load_state(const MemoryRow& row, const std::vector<TokenId>& ids);
   /// The in-RAM memory of `row`, restored from the file when absent or stale.
   Cached& ensure_loaded(const MemoryRow& row);
+  /// Deletes the support rows of `gone` and upserts (token, part, alpha) rows (write_state's diff).
+  void write_support_diff(std::int64_t memory_id, const std::vector<std::int64_t>& gone,
+                          const std::vector<std::int64_t>& ids,
+                          const std::vector<std::int64_t>& parts, const std::vector<double>& alpha);
   /// Writes the support diff between `before` and `after` and the memories row of `after`; true
   /// when a coefficient, a set or b moved (the screening bounds then start a new epoch).
   bool write_state(std::int64_t memory_id, const State& before, const State& after,
@@ -434,9 +438,8 @@ struct Store::Impl {
     std::unique_ptr<store_detail::Statement> update_;  // the per-record or the batched UPDATE
     std::unique_ptr<store_detail::Sealer> sealer_;  // made at the first sealed record
     std::vector<std::uint8_t> sealed_;
-    std::string records_, offsets_, lengths_;  // the batch: PostgreSQL array literals, "{…"
-    std::vector<std::uint8_t> blobs_;          // … and every blob of it, back to back
-    std::size_t pending_ = 0;                  // records in the batch
+    std::vector<std::int64_t> records_, offsets_, lengths_;  // the batch (offsets 1-based)
+    std::vector<std::uint8_t> blobs_;                        // every blob of it, back to back
   };
   /// One record's records.bounds (BoundsWriter::write for a single record).
   void write_record_bounds(std::int64_t memory_id, std::int64_t record, const std::string& key_id,

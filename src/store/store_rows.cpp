@@ -7,6 +7,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "sql_dialect.h"
 #include "store_impl.h"
 #include "svattn/hash.h"
 
@@ -350,33 +351,23 @@ bool Store::Impl::write_state(std::int64_t memory_id, const State& before, const
   check_finite_state(memory, after);
   const auto old_sup = support_map(before);
   const auto new_sup = support_map(after);
-  Statement del(db.handle(), "DELETE FROM support WHERE memory_id = ?1 AND token_id = ?2");
-  Statement put(db.handle(),
-                "INSERT INTO support(memory_id, token_id, part, alpha) VALUES (?1, ?2, ?3, ?4) "
-                "ON CONFLICT(memory_id, token_id) DO UPDATE SET part = excluded.part, "
-                "alpha = excluded.alpha");
   bool moved = !same_bits(before.b, after.b) || before.warmup != after.warmup;
-  for (const auto& [id, pa] : old_sup) {
-    if (new_sup.find(id) == new_sup.end()) {
-      del.bind(1, memory_id).bind(2, static_cast<std::int64_t>(id)).run();
-      del.reset();
-      moved = true;
-    }
-  }
+  std::vector<std::int64_t> gone, put_ids, put_parts;  // the support rows' diff
+  std::vector<double> put_alpha;
+  for (const auto& [id, pa] : old_sup)
+    if (new_sup.find(id) == new_sup.end()) gone.push_back(static_cast<std::int64_t>(id));
   for (const auto& [id, pa] : new_sup) {
     const auto it = old_sup.find(id);
     if (it != old_sup.end() && it->second.first == pa.first &&
         same_bits(it->second.second, pa.second)) {
       continue;
     }
-    put.bind(1, memory_id)
-        .bind(2, static_cast<std::int64_t>(id))
-        .bind(3, static_cast<std::int64_t>(pa.first))
-        .bind(4, pa.second)
-        .run();
-    put.reset();
-    moved = true;
+    put_ids.push_back(static_cast<std::int64_t>(id));
+    put_parts.push_back(static_cast<std::int64_t>(pa.first));
+    put_alpha.push_back(pa.second);
   }
+  moved = moved || !gone.empty() || !put_ids.empty();
+  write_support_diff(memory_id, gone, put_ids, put_parts, put_alpha);
   Statement up(db.handle(),
                "UPDATE memories SET b = ?2, status = ?3, warmup = ?4, kkt_max_violation = ?5, "
                "kkt_sum_error = ?6, kkt_box_violation = ?7, state_sha256 = ?8, "
@@ -392,6 +383,49 @@ bool Store::Impl::write_state(std::int64_t memory_id, const State& before, const
       .bind(9, seq)
       .run();
   return moved;
+}
+
+// The support rows' diff: one statement per row on SQLite (local calls), two statements in all on
+// PostgreSQL (= ANY and unnest over array parameters; docs/performance.md "Session 14"), where
+// each statement is a round trip to the server and a support forget at 20k changes hundreds of
+// rows.
+void Store::Impl::write_support_diff(std::int64_t memory_id, const std::vector<std::int64_t>& gone,
+                                     const std::vector<std::int64_t>& ids,
+                                     const std::vector<std::int64_t>& parts,
+                                     const std::vector<double>& alpha) {
+  const char* const kUpsert =
+      " ON CONFLICT(memory_id, token_id) DO UPDATE SET part = excluded.part, alpha = "
+      "excluded.alpha";
+  if (db.postgres()) {
+    if (!gone.empty()) {
+      Statement del(db.handle(),
+                    "DELETE FROM support WHERE memory_id = ?1 AND token_id = ANY(?2::bigint[])");
+      del.bind(1, memory_id).bind(2, pg_array(gone)).run();
+    }
+    if (!ids.empty()) {
+      Statement put(db.handle(),
+                    std::string("INSERT INTO support(memory_id, token_id, part, alpha) SELECT ?1, "
+                                "u.t, u.p, u.a FROM unnest(?2::bigint[], ?3::bigint[], "
+                                "?4::float8[]) AS u(t, p, a)") +
+                        kUpsert);
+      put.bind(1, memory_id).bind(2, pg_array(ids)).bind(3, pg_array(parts));
+      put.bind(4, pg_array(alpha)).run();
+    }
+    return;
+  }
+  Statement del(db.handle(), "DELETE FROM support WHERE memory_id = ?1 AND token_id = ?2");
+  for (std::int64_t id : gone) {
+    del.bind(1, memory_id).bind(2, id).run();
+    del.reset();
+  }
+  Statement put(db.handle(),
+                std::string("INSERT INTO support(memory_id, token_id, part, alpha) VALUES (?1, ?2, "
+                            "?3, ?4)") +
+                    kUpsert);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    put.bind(1, memory_id).bind(2, ids[i]).bind(3, parts[i]).bind(4, alpha[i]).run();
+    put.reset();
+  }
 }
 
 std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& before,

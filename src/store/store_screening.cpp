@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 
+#include "sql_dialect.h"
 #include "store_impl.h"
 #include "svattn/hash.h"
 
@@ -189,7 +190,7 @@ Store::Impl::BoundsWriter::BoundsWriter(Impl& impl, std::int64_t memory_id)
 
 Store::Impl::BoundsWriter::~BoundsWriter() noexcept(false) {
   if (std::uncaught_exceptions() == 0)
-    SVATTN_ASSERT(pending_ == 0, "BoundsWriter destroyed with blobs not flushed");
+    SVATTN_ASSERT(records_.empty(), "BoundsWriter destroyed with blobs not flushed");
 }
 
 void Store::Impl::BoundsWriter::write(std::int64_t record, const std::string& key_id,
@@ -219,29 +220,25 @@ void Store::Impl::BoundsWriter::put(std::int64_t record, const std::vector<std::
     update_->reset();
     return;
   }
-  const char sep = pending_ == 0 ? '{' : ',';
-  records_ += sep + std::to_string(record);
-  offsets_ += sep + std::to_string(blobs_.size() + 1);
-  lengths_ += sep + std::to_string(blob.size());
+  records_.push_back(record);
+  offsets_.push_back(static_cast<std::int64_t>(blobs_.size()) + 1);
+  lengths_.push_back(static_cast<std::int64_t>(blob.size()));
   blobs_.insert(blobs_.end(), blob.begin(), blob.end());
-  if (++pending_ == kBatch) flush();
+  if (records_.size() == kBatch) flush();
 }
 
 void Store::Impl::BoundsWriter::flush() {
-  if (pending_ == 0) return;
-  records_ += '}';
-  offsets_ += '}';
-  lengths_ += '}';
+  if (records_.empty()) return;
   update_->bind(1, memory_id_).bind_blob(2, blobs_.data(), blobs_.size());
-  update_->bind(3, records_).bind(4, offsets_).bind(5, lengths_).run();
+  update_->bind(3, pg_array(records_)).bind(4, pg_array(offsets_)).bind(5, pg_array(lengths_));
+  update_->run();
   update_->reset();
-  SVATTN_ASSERT(impl_.db.changes() == static_cast<std::int64_t>(pending_),
+  SVATTN_ASSERT(impl_.db.changes() == static_cast<std::int64_t>(records_.size()),
                 "the batched bounds UPDATE matched one row per record");
   records_.clear();
   offsets_.clear();
   lengths_.clear();
   blobs_.clear();
-  pending_ = 0;
 }
 
 void Store::Impl::write_record_bounds(std::int64_t memory_id, std::int64_t record,

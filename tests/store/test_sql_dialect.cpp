@@ -2,6 +2,10 @@
 // server: placeholders, types, conflict clauses, triggers, catalog queries and PRAGMAs.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
 #include "store/sql_dialect.h"
 #include "svattn/errors.h"
 #include "svattn/store.h"
@@ -76,6 +80,30 @@ TEST(SqlDialect, CatalogAndPragmas) {
   EXPECT_EQ(one("PRAGMA secure_delete=ON"), "");
   EXPECT_THROW(one("PRAGMA user_version=x"), StoreError);
   EXPECT_THROW(one("PRAGMA page_count"), StoreError);
+}
+
+// The array literals of the batched statements: integers as written, doubles with 17 significant
+// digits so that strtod (the server's float8 input) gives back the same bits, non-finite refused;
+// the batched statements' casts pass the translation unchanged.
+TEST(SqlDialect, ArrayLiteralsRoundTripAndBatchedStatementsTranslate) {
+  EXPECT_EQ(pg_array(std::vector<std::int64_t>{}), "{}");
+  EXPECT_EQ(pg_array(std::vector<std::int64_t>{-3, 0, 9007199254740993}), "{-3,0,9007199254740993}");
+  const std::vector<double> v = {0.1, -0.0, 1.0 / 3.0, 5e-324, 1.7976931348623157e308,
+                                 0.009999999999999998};
+  const std::string lit = pg_array(v);
+  ASSERT_EQ(lit.front(), '{');
+  std::size_t at = 1;
+  for (double x : v) {
+    char* end = nullptr;
+    const double y = std::strtod(lit.c_str() + at, &end);
+    EXPECT_EQ(std::memcmp(&x, &y, sizeof x), 0) << lit;
+    at = static_cast<std::size_t>(end - lit.c_str()) + 1;
+  }
+  EXPECT_EQ(at, lit.size());
+  EXPECT_THROW(pg_array(std::vector<double>{1.0, std::nan("")}), InvalidArgument);
+  EXPECT_THROW(pg_array(std::vector<double>{HUGE_VAL}), InvalidArgument);
+  EXPECT_EQ(one("DELETE FROM support WHERE memory_id = ?1 AND token_id = ANY(?2::bigint[])"),
+            "DELETE FROM support WHERE memory_id = $1 AND token_id = ANY($2::bigint[])");
 }
 
 }  // namespace
