@@ -112,6 +112,7 @@ ImportResult Store::import_records(const std::string& name,
     if (options.progress) options.progress(res.totals);
   }
   res.state_sha256 = im.read([&] { return im.read_memory_row(name).state_sha256; });
+  im.refresh_planner_statistics(row0.id, res.totals.tokens_done);
   return res;
 }
 

@@ -385,6 +385,16 @@ bool Store::Impl::write_state(std::int64_t memory_id, const State& before, const
   return moved;
 }
 
+void Store::Impl::refresh_planner_statistics(std::int64_t memory_id, std::int64_t tokens_added) {
+  if (!db.postgres() || tokens_added < 1000) return;
+  Statement q(db.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
+  q.bind(1, memory_id);
+  q.step();
+  if (10 * tokens_added < q.int64(0)) return;
+  // Only the key columns: the payload columns' statistics are never used and cost the most.
+  db.exec("ANALYZE tokens(memory_id, token_id, record), records(memory_id, record), support");
+}
+
 // The support rows' diff: one statement per row on SQLite (local calls), two statements in all on
 // PostgreSQL (= ANY and unnest over array parameters; docs/performance.md "Session 14"), where
 // each statement is a round trip to the server and a support forget at 20k changes hundreds of
