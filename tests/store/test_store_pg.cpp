@@ -361,6 +361,19 @@ TEST_F(StorePg, BulkImportRefreshesThePlannersStatistics) {
   EXPECT_EQ(last_analyze(), second);
 }
 
+// The connection lowers random_page_cost to 1.1 when nobody set it (the planner then reads a
+// memory's tokens in index order instead of sorting them on disk), and keeps a value given in the
+// URI.
+TEST_F(StorePg, ConnectionLowersRandomPageCostOnlyFromTheDefault) {
+  PgSchema schema;
+  const std::string uri = schema.uri("");
+  auto db = store_detail::Database::postgres(uri, "s", 1000);
+  EXPECT_EQ(db.query_text("SELECT current_setting('random_page_cost')"), "1.1");
+  const std::string own = uri + "%20-crandom_page_cost%3D2.5";  // appended to options=-c…
+  auto kept = store_detail::Database::postgres(own, "s", 1000);
+  EXPECT_EQ(kept.query_text("SELECT current_setting('random_page_cost')"), "2.5");
+}
+
 TEST_F(StorePg, CliCommandsTakeAPostgresUri) {
   TempDir dir;
   PgSchema schema;
