@@ -391,8 +391,13 @@ void Store::Impl::refresh_planner_statistics(std::int64_t memory_id, std::int64_
   q.bind(1, memory_id);
   q.step();
   if (10 * tokens_added < q.int64(0)) return;
-  // Only the key columns: the payload columns' statistics are never used and cost the most.
-  db.exec("ANALYZE tokens(memory_id, token_id, record), records(memory_id, record), support");
+  // Only the key columns: the payload columns' statistics are never used and cost the most. The
+  // import is committed: a lock wait past lock_timeout (an ANALYZE by the autovacuum daemon holds
+  // the table) leaves the statistics to that daemon instead of failing the import.
+  try {
+    db.exec("ANALYZE tokens(memory_id, token_id, record), records(memory_id, record), support");
+  } catch (const StoreBusy&) {
+  }
 }
 
 // The support rows' diff: one statement per row on SQLite (local calls), two statements in all on
