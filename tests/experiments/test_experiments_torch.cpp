@@ -15,6 +15,7 @@
 
 #include "svattn/errors.h"
 #include "svattn/experiments/e3_selective_copy/task.h"
+#include "svattn/experiments/e6_throughput/e6_throughput.h"
 #include "svattn/experiments/registry.h"
 #include "svattn/experiments/statistics.h"
 #include "svattn/experiments/torch_experiments.h"
@@ -348,6 +349,26 @@ TEST(E6Tiny, ReportsEveryPresetAndTheRatio) {
   EXPECT_EQ(j["rows"][0]["slowdown_vs_reference"].get<double>(), 1.0);
   for (const auto& r : j["rows"]) EXPECT_GT(r["tokens_per_second"].get<double>(), 0.0);
   EXPECT_TRUE(j["rows"][1].contains("support_mean"));
+  // The typed result round-trips through E6.json, and the report rendered from the file alone
+  // is the one the run wrote.
+  std::ifstream in(a.path / "E6.json");
+  const json file = json::parse(in);
+  const e6_throughput::Result r = e6_throughput::Result::from_json(file);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_FALSE(r.rows[0].support_mean.has_value());
+  EXPECT_TRUE(r.rows[1].support_mean.has_value());
+  EXPECT_EQ(e6_throughput::Result::from_json(r.to_json()).to_json(), r.to_json());
+  TempDir b("e6r");
+  e6_throughput::render(r, tiny_options(b.path));
+  const auto text = [](const fs::path& path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_NE(text(a.path / "E6.md").find("## Throughput"), std::string::npos);
+  EXPECT_EQ(text(b.path / "E6.md"), text(a.path / "E6.md"));
+  json missing = file;
+  missing.erase("rows");
+  EXPECT_THROW(e6_throughput::Result::from_json(missing), svattn::FormatError);
 }
 
 #ifdef SVATTN_CLI
