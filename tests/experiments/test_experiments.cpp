@@ -18,6 +18,7 @@
 
 #include "cli/cli_test_util.h"
 #include "svattn/errors.h"
+#include "svattn/experiments/e2_rare_recall/e2_rare_recall.h"
 #include "svattn/experiments/icu.h"
 #include "svattn/experiments/registry.h"
 #include "svattn/experiments/report.h"
@@ -440,6 +441,29 @@ TEST(E2Test, BudgetsAreEqualAcrossMethods) {
   EXPECT_EQ(methods, 8);
   EXPECT_TRUE(fs::exists(dir.file("E2.md")));
   EXPECT_FALSE(j["summary"].empty());
+}
+
+// The typed result round-trips through E2.json, and the report rendered from the file alone is
+// the one the run wrote; a file without one method's outcomes is refused naming the field.
+TEST(E2Test, ReportRendersFromTheResultInE2JsonAlone) {
+  TempDir dir, again;
+  ex::run_experiment("E2", tiny(dir.str()));
+  const auto text = [](const std::string& path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const nlohmann::json file = nlohmann::json::parse(text(dir.file("E2.json")));
+  const ex::e2_rare_recall::Result r = ex::e2_rare_recall::Result::from_json(file);
+  EXPECT_EQ(r.outcomes.size(), 8u);
+  EXPECT_EQ(r.sigmas.size(), static_cast<std::size_t>(r.settings.seeds));
+  EXPECT_EQ(ex::e2_rare_recall::Result::from_json(r.to_json()).to_json(), r.to_json());
+  ex::e2_rare_recall::render(r, tiny(again.str()));
+  const std::string md = text(dir.file("E2.md"));
+  EXPECT_NE(md.find("## Rare-item recall (retained)"), std::string::npos);
+  EXPECT_EQ(text(again.file("E2.md")), md);
+  nlohmann::json broken = file;
+  broken["outcomes"].erase("sv");
+  EXPECT_THROW(ex::e2_rare_recall::Result::from_json(broken), svattn::FormatError);
 }
 
 // ------------------------------------------------------------------------------------ E4

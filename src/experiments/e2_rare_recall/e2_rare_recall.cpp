@@ -14,21 +14,15 @@
 #include "svattn/experiments/streams.h"
 
 namespace svattn::experiments::e2_rare_recall {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Settings, tokens, dim, patterns, rare_share, noise, budgets, headline_budget, seeds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Outcome, recall, retrieved, coverage, kept, support, truncated)
+
 namespace {
 
-struct E2Preset {
-  int tokens = 0;        // stream length T
-  int dim = 0;
-  int patterns = 0;      // frequent patterns F
-  double rare_share = 0; // share of rare (unique) items
-  double noise = 0;      // noise of a frequent copy and of any query, relative to N(0, I) patterns
-  std::vector<int> budgets;
-  int headline_budget = 0;
-  int seeds = 0;
-};
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(E2Preset, tokens, dim, patterns, rare_share, noise, budgets, headline_budget, seeds)
+using E2Preset = Settings;
 
-E2Preset e2_preset(const std::string& name) {
+Settings e2_preset(const std::string& name) {
   if (name == "tiny") return {120, 8, 3, 0.1, 0.3, {6, 12, 24}, 24, 2};
   if (name == "paper") return {2000, 16, 4, 0.05, 0.3, {50, 100, 200, 400}, 200, 20};
   return {640, 16, 4, 0.05, 0.3, {16, 32, 64, 128}, 64, 10};
@@ -104,15 +98,6 @@ SkewedStream make_stream(const E2Preset& p, Rng& rng) {
   return s;
 }
 
-struct Outcome {
-  double recall = 0;     // share of rare items retained
-  double retrieved = 0;  // share whose retrieval query's nearest retained key is the item itself
-  double coverage = 0;   // share of frequent patterns with at least one retained copy
-  int kept = 0;
-  int support = -1;
-  bool truncated = false;
-};
-
 Outcome score(const SkewedStream& s, const Selection& sel, int patterns) {
   Outcome o;
   o.kept = static_cast<int>(sel.kept.size());
@@ -147,19 +132,65 @@ Outcome score(const SkewedStream& s, const Selection& sel, int patterns) {
   return o;
 }
 
+template <typename T>
+T field(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key))
+    throw FormatError(std::string("E2 result: missing field `") + key + "`");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw FormatError(std::string("E2 result: field `") + key + "` has the wrong type");
+  }
+}
+
 }  // namespace
+
+nlohmann::json Result::to_json() const {
+  return {{"preset", preset},     {"seed", seed},         {"settings", settings},
+          {"sigmas", sigmas},     {"outcomes", outcomes}, {"machine", machine},
+          {"created", created},   {"measure_seconds", measure_seconds}};
+}
+
+Result Result::from_json(const nlohmann::json& j) {
+  Result r;
+  r.preset = field<std::string>(j, "preset");
+  r.seed = field<std::uint64_t>(j, "seed");
+  r.settings = field<Settings>(j, "settings");
+  r.sigmas = field<std::vector<double>>(j, "sigmas");
+  r.outcomes = field<std::map<std::string, std::vector<std::vector<Outcome>>>>(j, "outcomes");
+  r.machine = field<nlohmann::json>(j, "machine");
+  r.created = field<std::string>(j, "created");
+  r.measure_seconds = field<double>(j, "measure_seconds");
+  const std::size_t budgets = r.settings.budgets.size();
+  for (Method m : kMethods) {
+    const auto it = r.outcomes.find(method_name(m));
+    if (it == r.outcomes.end() || it->second.size() != budgets)
+      throw FormatError(std::string("E2 result: field `outcomes` lacks method ") + method_name(m) +
+                        " at some budget");
+    for (const auto& per_seed : it->second)
+      if (per_seed.size() != static_cast<std::size_t>(r.settings.seeds))
+        throw FormatError(std::string("E2 result: field `outcomes` has not one outcome per seed for ") +
+                          method_name(m));
+  }
+  return r;
+}
 
 nlohmann::json preset(const std::string& name) { return e2_preset(name); }
 
-ExperimentResult run(const ExperimentOptions& o) {
+Result measure(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;
-  const E2Preset p = detail::with_overrides(e2_preset(o.preset), "E2", o);
-  const int seeds = o.trials > 0 ? o.trials : p.seeds;
-  ensure_dir(o.out_dir);
-  // results[method][budget] = outcomes over seeds
-  std::map<Method, std::map<int, std::vector<Outcome>>> results;
-  std::vector<double> sigmas;
+  Result res;
+  res.preset = o.preset;
+  res.seed = o.seed;
+  res.settings = detail::with_overrides(e2_preset(o.preset), "E2", o);
+  if (o.trials > 0) res.settings.seeds = o.trials;
+  const Settings& p = res.settings;
+  const int seeds = p.seeds;
+  for (Method m : kMethods)
+    res.outcomes[method_name(m)].assign(p.budgets.size(), std::vector<Outcome>());
+  res.machine = detail::machine_info();
+  res.created = utc_now();
   Progress progress("E2", static_cast<long>(seeds) * static_cast<long>(p.budgets.size()),
                     "seed×budget", o.progress);
   for (int sd = 0; sd < seeds; ++sd) {
@@ -168,10 +199,11 @@ ExperimentResult run(const ExperimentOptions& o) {
     ProblemSettings sv;
     sv.kernel.type = KernelType::kRbf;
     sv.kernel.bandwidth = median_pairwise_distance(s.keys, 400, rng);
-    sigmas.push_back(sv.kernel.bandwidth);
+    res.sigmas.push_back(sv.kernel.bandwidth);
     const Eigen::VectorXd causal = causal_accumulated_attention(s.keys, s.queries);
     const Eigen::VectorXd oracle = accumulated_attention(s.keys, s.future);
-    for (int b : p.budgets) {
+    for (std::size_t bi = 0; bi < p.budgets.size(); ++bi) {
+      const int b = p.budgets[bi];
       SelectionProblem sp;
       sp.keys = &s.keys;
       sp.queries = &s.queries;
@@ -181,11 +213,26 @@ ExperimentResult run(const ExperimentOptions& o) {
       sp.budget = b;
       sp.sv = sv;
       sp.seed = derive_seed(o.seed, 900000 + static_cast<std::uint64_t>(sd) * 1000 + static_cast<std::uint64_t>(b));
-      for (Method m : kMethods) results[m][b].push_back(score(s, select_tokens(m, sp), p.patterns));
+      for (Method m : kMethods)
+        res.outcomes[method_name(m)][bi].push_back(score(s, select_tokens(m, sp), p.patterns));
       progress.tick();
     }
   }
   progress.finish();
+  res.measure_seconds = total.seconds();
+  return res;
+}
+
+ExperimentResult render(const Result& res, const ExperimentOptions& o) {
+  ensure_dir(o.out_dir);
+  const Settings& p = res.settings;
+  const int seeds = p.seeds;
+  const std::vector<double>& sigmas = res.sigmas;
+  // results[method][budget] = outcomes over seeds
+  std::map<Method, std::map<int, std::vector<Outcome>>> results;
+  for (Method m : kMethods)
+    for (std::size_t bi = 0; bi < p.budgets.size(); ++bi)
+      results[m][p.budgets[bi]] = res.outcomes.at(method_name(m))[bi];
 
   // ---------------------------------------------------------------- tables and json
   const int rare_count = std::max(1, static_cast<int>(std::lround(p.rare_share * p.tokens)));
@@ -287,16 +334,16 @@ ExperimentResult run(const ExperimentOptions& o) {
     plots.push_back(detail::maybe_line_plot(o, "E2_recall_vs_budget", lp));
   }
 
-  const double runtime = total.seconds();
+  const double runtime = res.measure_seconds;
   nlohmann::json plots_json = nlohmann::json::array();
   for (const auto& pl : plots) plots_json.push_back(pl.json());
   nlohmann::json j = {
       {"experiment", "E2"},
       {"title", find_experiment("E2").title},
-      {"preset", o.preset},
-      {"seed", o.seed},
-      {"created", utc_now()},
-      {"machine", detail::machine_info()},
+      {"preset", res.preset},
+      {"seed", res.seed},
+      {"created", res.created},
+      {"machine", res.machine},
       {"data", {{"source", "synthetic (generated in src/experiments/e2_rare_recall.cpp)"}}},
       {"scale", "synthetic skewed streams: T = " + std::to_string(p.tokens) + " tokens, d = " +
                     std::to_string(p.dim) + ", " + std::to_string(p.patterns) + " frequent patterns, " +
@@ -322,7 +369,7 @@ ExperimentResult run(const ExperimentOptions& o) {
 
   std::ostringstream md;
   md << "# E2 — " << find_experiment("E2").title << "\n\n";
-  md << "Preset `" << o.preset << "`, seed " << o.seed << ", " << seeds << " seeds. Run time "
+  md << "Preset `" << res.preset << "`, seed " << res.seed << ", " << seeds << " seeds. Run time "
      << fmt_fixed(runtime, 1) << " s on " << j["machine"]["cpu"].get<std::string>() << " (1 thread).\n\n";
   md << "## Paper vs ours (rare-item recall at B = " << p.headline_budget << ")\n\n" << headline.markdown() << "\n";
   md << "## What was run\n\n"
@@ -360,8 +407,14 @@ ExperimentResult run(const ExperimentOptions& o) {
         "in docs/experiments.md), so the numbers are comparable in direction, not in value.\n"
      << "- H2O and SnapKV are scored here with plain dot-product softmax attention on the keys "
         "(no trained model); selection happens once, at the end of the stream.\n";
+  const nlohmann::json typed = res.to_json();  // the typed fields beside the descriptive ones
+  for (const auto& [key, value] : typed.items())
+    if (key != "settings") j[key] = value;
+  for (const auto& [key, value] : typed["settings"].items()) j["settings"][key] = value;
   detail::write_outputs(o, "E2", j, md.str());
   return ExperimentResult::from_json(j);
 }
+
+ExperimentResult run(const ExperimentOptions& o) { return render(measure(o), o); }
 
 }  // namespace svattn::experiments::e2_rare_recall
