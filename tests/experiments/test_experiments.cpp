@@ -19,6 +19,7 @@
 #include "cli/cli_test_util.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/e2_rare_recall/e2_rare_recall.h"
+#include "svattn/experiments/e4_icu/e4_icu.h"
 #include "svattn/experiments/icu.h"
 #include "svattn/experiments/registry.h"
 #include "svattn/experiments/report.h"
@@ -531,6 +532,44 @@ TEST(E4Test, BudgetsEqualAndCriticalHoursCountedOnAHandMadeDataset) {
       }
     }
   }
+}
+
+// The typed result round-trips through E4.json (under `result`), and the report rendered from the
+// file alone is the one the run wrote; a result without one method's tallies is refused.
+TEST(E4Test, ReportRendersFromTheResultInE4JsonAlone) {
+  TempDir dir, again;
+  fs::create_directories(dir.file("mimic-iii-demo"));
+  std::string csv = kHeader;
+  for (int stay = 0; stay < 2; ++stay) {
+    for (int h = 0; h < 16; ++h) {
+      char t[32];
+      std::snprintf(t, sizeof t, "2100-01-01 %02d:00:00", h);
+      csv += row(std::to_string(200 + stay), t, "HeartRate", h % 5 == 2 ? 150.0 : 75.0 + h % 4);
+      csv += row(std::to_string(200 + stay), t, "SysBP", 118.0 + stay);
+    }
+  }
+  write_gz(dir.file("mimic-iii-demo/vitals.csv.gz"), csv);
+  ex::ExperimentOptions o = tiny(dir.file("out"));
+  o.data_dir = dir.str();
+  ex::run_experiment("E4", o);
+  const auto text = [](const std::string& path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const nlohmann::json file = nlohmann::json::parse(text(dir.file("out/E4.json")));
+  const ex::e4_icu::Result r = ex::e4_icu::Result::from_json(file.at("result"));
+  ASSERT_EQ(r.datasets.size(), 1u);
+  EXPECT_EQ(r.datasets[0].hours, 32);
+  EXPECT_EQ(ex::e4_icu::Result::from_json(r.to_json()).to_json(), r.to_json());
+  ex::ExperimentOptions o2 = tiny(again.str());
+  o2.data_dir = "/nonexistent";  // rendering reads no data
+  ex::e4_icu::render(r, o2);
+  const std::string md = text(dir.file("out/E4.md"));
+  EXPECT_NE(md.find("Criticality sweep"), std::string::npos);
+  EXPECT_EQ(text(again.file("E4.md")), md);
+  nlohmann::json broken = file.at("result");
+  broken["datasets"][0]["tallies"].erase("sv");
+  EXPECT_THROW(ex::e4_icu::Result::from_json(broken), svattn::FormatError);
 }
 
 TEST(IcuTest, CriticalityDefinitionsAreStatedAndOrdered) {

@@ -16,18 +16,15 @@
 #include "svattn/experiments/streams.h"
 
 namespace svattn::experiments::e4_icu {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Settings, datasets, max_stays, fractions, headline_fraction, random_draws)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Tally, critical_retained, critical_total, retained_tokens, budget_tokens, per_stay)
+
 namespace {
 
 constexpr int kMinStayHours = 12;
 
-struct E4Preset {
-  std::vector<std::string> datasets;  // "mimic", "physionet2012"
-  int max_stays = 0;                  // 0 = all
-  std::vector<double> fractions;
-  double headline_fraction = 0;
-  int random_draws = 0;
-};
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(E4Preset, datasets, max_stays, fractions, headline_fraction, random_draws)
+using E4Preset = Settings;
 
 E4Preset e4_preset(const std::string& name) {
   if (name == "tiny") return {{"mimic"}, 8, {0.1, 0.3}, 0.1, 2};
@@ -38,41 +35,7 @@ E4Preset e4_preset(const std::string& name) {
 const std::vector<Method> kMethods = {Method::kSv,           Method::kSvBounded, Method::kHeavyHitters,
                                       Method::kH2o,          Method::kRecency,   Method::kRandom};
 
-struct Tally {
-  double critical_retained = 0;  // (random: mean over draws)
-  long critical_total = 0;
-  long retained_tokens = 0;      // summed over stays (random: per draw, all draws equal)
-  long budget_tokens = 0;
-  std::vector<double> per_stay;  // share per stay with >= 1 critical hour
-};
-
 int budget_for(double f, int n) { return std::max(2, static_cast<int>(std::lround(f * n))); }
-
-struct DatasetResult {
-  std::string name;
-  std::string source;
-  int stays_total = 0, stays_used = 0, stays_with_critical = 0;
-  long hours = 0, critical_hours = 0;
-  long rows_read = 0, rows_out_of_range = 0, rows_flagged_error = 0;
-  std::map<Method, std::map<double, Tally>> tallies;
-  /// Upper bound at each budget: an oracle that knows the labels keeps min(B, critical) of them.
-  std::map<double, Tally> upper;
-  /// Hours meeting each threshold (an hour may meet several), in critical_thresholds() order.
-  std::vector<long> reason_counts = std::vector<long>(critical_thresholds().size(), 0);
-  /// The criticality sweep, in criticality_definitions() order: critical hours, stays with one,
-  /// and per budget each method's tally beside the label-aware upper bound.
-  struct SweepCell {
-    std::map<Method, Tally> methods;
-    Tally upper;
-  };
-  struct Definition {
-    long critical_hours = 0;
-    int stays_with_critical = 0;
-    std::map<double, SweepCell> cells;
-  };
-  std::vector<Definition> sweep = std::vector<Definition>(criticality_definitions().size());
-  double seconds = 0;
-};
 
 // Adds one stay's outcome to a tally: `retained` critical hours kept out of `critical`.
 void add_to(Tally& t, double retained, long critical) {
@@ -96,6 +59,8 @@ DatasetResult run_dataset(const std::string& name, const E4Preset& p, const Expe
   const Stopwatch watch;
   DatasetResult res;
   res.name = name;
+  res.reason_counts.assign(critical_thresholds().size(), 0);
+  res.sweep.assign(criticality_definitions().size(), DatasetResult::Definition{});
   IcuDataset data;
   if (name == "mimic") {
     data = load_mimic_vitals(data_file(dir, "mimic-iii-demo/vitals.csv.gz"));
@@ -266,18 +231,174 @@ std::string sweep_markdown(const DatasetResult& r, const E4Preset& p, nlohmann::
          t.markdown() + "\n";
 }
 
+// ------------------------------------------------------------------------- the result's JSON
+// Maps keyed by a method become objects keyed by method_name; maps keyed by a budget fraction
+// become arrays in Settings::fractions order (doubles are not JSON keys).
+
+template <typename T>
+T field(const nlohmann::json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key))
+    throw FormatError(std::string("E4 result: missing field `") + key + "`");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw FormatError(std::string("E4 result: field `") + key + "` has the wrong type");
+  }
+}
+
+template <typename V, typename F>
+nlohmann::json by_fraction(const std::map<double, V>& m, const std::vector<double>& fractions, F f) {
+  nlohmann::json a = nlohmann::json::array();
+  for (double x : fractions) a.push_back(f(m.at(x)));
+  return a;
+}
+
+template <typename V, typename F>
+std::map<double, V> from_fractions(const nlohmann::json& a, const std::vector<double>& fractions,
+                                   const char* what, F f) {
+  if (!a.is_array() || a.size() != fractions.size())
+    throw FormatError(std::string("E4 result: field `") + what + "` has not one entry per budget");
+  std::map<double, V> m;
+  for (std::size_t i = 0; i < fractions.size(); ++i) m[fractions[i]] = f(a[i]);
+  return m;
+}
+
+template <typename V, typename F>
+nlohmann::json by_method(const std::map<Method, V>& m, F f) {
+  nlohmann::json o = nlohmann::json::object();
+  for (Method x : kMethods) o[method_name(x)] = f(m.at(x));
+  return o;
+}
+
+template <typename V, typename F>
+std::map<Method, V> from_methods(const nlohmann::json& o, const char* what, F f) {
+  std::map<Method, V> m;
+  for (Method x : kMethods) {
+    if (!o.is_object() || !o.contains(method_name(x)))
+      throw FormatError(std::string("E4 result: field `") + what + "` lacks method " + method_name(x));
+    m[x] = f(o.at(method_name(x)));
+  }
+  return m;
+}
+
+const auto kTallyJson = [](const Tally& t) { return nlohmann::json(t); };
+const auto kTallyOf = [](const nlohmann::json& j) { return j.get<Tally>(); };
+
+nlohmann::json dataset_json(const DatasetResult& r, const std::vector<double>& fr) {
+  nlohmann::json sweep = nlohmann::json::array();
+  for (const auto& d : r.sweep) {
+    sweep.push_back({{"critical_hours", d.critical_hours},
+                     {"stays_with_critical", d.stays_with_critical},
+                     {"cells", by_fraction(d.cells, fr, [](const DatasetResult::SweepCell& c) {
+                        return nlohmann::json{{"methods", by_method(c.methods, kTallyJson)},
+                                              {"upper", nlohmann::json(c.upper)}};
+                      })}});
+  }
+  return {{"name", r.name}, {"source", r.source}, {"stays_total", r.stays_total},
+          {"stays_used", r.stays_used}, {"stays_with_critical", r.stays_with_critical},
+          {"hours", r.hours}, {"critical_hours", r.critical_hours}, {"rows_read", r.rows_read},
+          {"rows_out_of_range", r.rows_out_of_range}, {"rows_flagged_error", r.rows_flagged_error},
+          {"tallies", by_method(r.tallies, [&](const std::map<double, Tally>& m) {
+             return by_fraction(m, fr, kTallyJson);
+           })},
+          {"upper", by_fraction(r.upper, fr, kTallyJson)}, {"reason_counts", r.reason_counts},
+          {"sweep", sweep}, {"seconds", r.seconds}};
+}
+
+DatasetResult dataset_from_json(const nlohmann::json& j, const std::vector<double>& fr) {
+  DatasetResult r;
+  r.name = field<std::string>(j, "name");
+  r.source = field<std::string>(j, "source");
+  r.stays_total = field<int>(j, "stays_total");
+  r.stays_used = field<int>(j, "stays_used");
+  r.stays_with_critical = field<int>(j, "stays_with_critical");
+  r.hours = field<long>(j, "hours");
+  r.critical_hours = field<long>(j, "critical_hours");
+  r.rows_read = field<long>(j, "rows_read");
+  r.rows_out_of_range = field<long>(j, "rows_out_of_range");
+  r.rows_flagged_error = field<long>(j, "rows_flagged_error");
+  r.tallies = from_methods<std::map<double, Tally>>(field<nlohmann::json>(j, "tallies"), "tallies",
+                                                    [&](const nlohmann::json& a) {
+                                                      return from_fractions<Tally>(a, fr, "tallies", kTallyOf);
+                                                    });
+  r.upper = from_fractions<Tally>(field<nlohmann::json>(j, "upper"), fr, "upper", kTallyOf);
+  r.reason_counts = field<std::vector<long>>(j, "reason_counts");
+  if (r.reason_counts.size() != critical_thresholds().size())
+    throw FormatError("E4 result: field `reason_counts` has not one count per threshold");
+  const nlohmann::json sweep = field<nlohmann::json>(j, "sweep");
+  if (!sweep.is_array() || sweep.size() != criticality_definitions().size())
+    throw FormatError("E4 result: field `sweep` has not one entry per criticality definition");
+  for (const auto& d : sweep) {
+    DatasetResult::Definition def;
+    def.critical_hours = field<long>(d, "critical_hours");
+    def.stays_with_critical = field<int>(d, "stays_with_critical");
+    def.cells = from_fractions<DatasetResult::SweepCell>(
+        field<nlohmann::json>(d, "cells"), fr, "sweep.cells", [](const nlohmann::json& c) {
+          DatasetResult::SweepCell cell;
+          cell.methods = from_methods<Tally>(field<nlohmann::json>(c, "methods"), "sweep.cells.methods",
+                                             kTallyOf);
+          cell.upper = field<Tally>(c, "upper");
+          return cell;
+        });
+    r.sweep.push_back(std::move(def));
+  }
+  r.seconds = field<double>(j, "seconds");
+  return r;
+}
+
 }  // namespace
+
+nlohmann::json Result::to_json() const {
+  nlohmann::json ds = nlohmann::json::array();
+  for (const auto& d : datasets) ds.push_back(dataset_json(d, settings.fractions));
+  return {{"preset", preset},           {"seed", seed},
+          {"settings", settings},       {"data_dir", data_dir},
+          {"data_dir_source", data_dir_source}, {"datasets", ds},
+          {"machine", machine},         {"created", created},
+          {"measure_seconds", measure_seconds}};
+}
+
+Result Result::from_json(const nlohmann::json& j) {
+  Result r;
+  r.preset = field<std::string>(j, "preset");
+  r.seed = field<std::uint64_t>(j, "seed");
+  r.settings = field<Settings>(j, "settings");
+  r.data_dir = field<std::string>(j, "data_dir");
+  r.data_dir_source = field<std::string>(j, "data_dir_source");
+  for (const auto& d : field<nlohmann::json>(j, "datasets"))
+    r.datasets.push_back(dataset_from_json(d, r.settings.fractions));
+  r.machine = field<nlohmann::json>(j, "machine");
+  r.created = field<std::string>(j, "created");
+  r.measure_seconds = field<double>(j, "measure_seconds");
+  return r;
+}
 
 nlohmann::json preset(const std::string& name) { return e4_preset(name); }
 
-ExperimentResult run(const ExperimentOptions& o) {
+Result measure(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;
-  const E4Preset p = detail::with_overrides(e4_preset(o.preset), "E4", o);
-  ensure_dir(o.out_dir);
+  Result res;
+  res.preset = o.preset;
+  res.seed = o.seed;
+  res.settings = detail::with_overrides(e4_preset(o.preset), "E4", o);
   const DataDir dir = resolve_data_dir(o.data_dir);
-  std::vector<DatasetResult> results;
-  for (const auto& ds : p.datasets) results.push_back(run_dataset(ds, p, o, dir));
+  res.data_dir = dir.path;
+  res.data_dir_source = dir.source;
+  res.machine = detail::machine_info();
+  res.created = utc_now();
+  for (const auto& ds : res.settings.datasets)
+    res.datasets.push_back(run_dataset(ds, res.settings, o, dir));
+  res.measure_seconds = total.seconds();
+  return res;
+}
+
+ExperimentResult run(const ExperimentOptions& o) { return render(measure(o), o); }
+
+ExperimentResult render(const Result& res, const ExperimentOptions& o) {
+  ensure_dir(o.out_dir);
+  const Settings& p = res.settings;
+  const std::vector<DatasetResult>& results = res.datasets;
 
   std::vector<PlotResult> plots;
   std::vector<std::string> captions;
@@ -435,17 +556,17 @@ ExperimentResult run(const ExperimentOptions& o) {
   for (const auto& d : criticality_definitions())
     definitions.add_row({d.name, d.clinical, rules_text(d)});
 
-  const double runtime = total.seconds();
+  const double runtime = res.measure_seconds;
   nlohmann::json plots_json = nlohmann::json::array();
   for (const auto& pl : plots) plots_json.push_back(pl.json());
   nlohmann::json j = {
       {"experiment", "E4"},
       {"title", find_experiment("E4").title},
-      {"preset", o.preset},
-      {"seed", o.seed},
-      {"created", utc_now()},
-      {"machine", detail::machine_info()},
-      {"data", {{"data_dir", dir.path}, {"data_dir_source", dir.source}, {"datasets", p.datasets}}},
+      {"preset", res.preset},
+      {"seed", res.seed},
+      {"created", res.created},
+      {"machine", res.machine},
+      {"data", {{"data_dir", res.data_dir}, {"data_dir_source", res.data_dir_source}, {"datasets", p.datasets}}},
       {"settings",
        {{"fractions", p.fractions},
         {"headline_fraction", p.headline_fraction},
@@ -481,8 +602,8 @@ ExperimentResult run(const ExperimentOptions& o) {
 
   std::ostringstream md;
   md << "# E4 — " << find_experiment("E4").title << "\n\n";
-  md << "Preset `" << o.preset << "`, seed " << o.seed << ". Run time " << fmt_fixed(runtime, 1) << " s on "
-     << j["machine"]["cpu"].get<std::string>() << " (1 thread). Data: `" << dir.path << "` (" << dir.source
+  md << "Preset `" << res.preset << "`, seed " << res.seed << ". Run time " << fmt_fixed(runtime, 1) << " s on "
+     << j["machine"]["cpu"].get<std::string>() << " (1 thread). Data: `" << res.data_dir << "` (" << res.data_dir_source
      << ").\n\n";
   md << "## Paper vs ours (B = " << pct_label(p.headline_fraction) << " of each stay's hours)\n\n"
      << headline.markdown() << "\n";
@@ -517,13 +638,14 @@ ExperimentResult run(const ExperimentOptions& o) {
   md << "## Scale and data, honestly\n\n"
      << "- The paper uses MIMIC-IV ICU streams (credentialed); here the open MIMIC-III demo (same "
         "hospital and charting system, 136 stays)"
-     << (o.preset == "paper" ? " and PhysioNet/CinC 2012 (8,000 stays, first 48 h; its SpO2 column is "
+     << (res.preset == "paper" ? " and PhysioNet/CinC 2012 (8,000 stays, first 48 h; its SpO2 column is "
                                "arterial SaO2 from blood gases, so SpO2 < 90 rarely fires there)"
                              : "")
      << ".\n"
      << "- The paper does not publish its budget or its critical-hour definition; ours are documented "
         "above and in docs/experiments.md. Headline budget: " << pct_label(p.headline_fraction)
      << " of each stay.\n";
+  j["result"] = res.to_json();  // render(Result::from_json(E4.json["result"])) writes this report
   detail::write_outputs(o, "E4", j, md.str());
   return ExperimentResult::from_json(j);
 }
