@@ -7,11 +7,25 @@
 #include <vector>
 
 #include "svattn/clock.h"
+#include "svattn/errors.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/report.h"
 #include "svattn/experiments/result.h"
 
 namespace svattn::experiments::detail {
+
+/// j[key] as T, for a typed result's from_json: FormatError "<what>: missing field `key`" or
+/// "… has the wrong type".
+template <typename T>
+T json_field(const nlohmann::json& j, const char* key, const char* what) {
+  if (!j.is_object() || !j.contains(key))
+    throw FormatError(std::string(what) + ": missing field `" + key + "`");
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw FormatError(std::string(what) + ": field `" + key + "` has the wrong type");
+  }
+}
 
 /// Machine description for the report header: CPU model, core count, compiler, build type.
 nlohmann::json machine_info();

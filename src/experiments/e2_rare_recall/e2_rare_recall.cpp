@@ -134,13 +134,7 @@ Outcome score(const SkewedStream& s, const Selection& sel, int patterns) {
 
 template <typename T>
 T field(const nlohmann::json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key))
-    throw FormatError(std::string("E2 result: missing field `") + key + "`");
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw FormatError(std::string("E2 result: field `") + key + "` has the wrong type");
-  }
+  return detail::json_field<T>(j, key, "E2 result");
 }
 
 }  // namespace

@@ -237,13 +237,7 @@ std::string sweep_markdown(const DatasetResult& r, const E4Preset& p, nlohmann::
 
 template <typename T>
 T field(const nlohmann::json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key))
-    throw FormatError(std::string("E4 result: missing field `") + key + "`");
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw FormatError(std::string("E4 result: field `") + key + "` has the wrong type");
-  }
+  return detail::json_field<T>(j, key, "E4 result");
 }
 
 template <typename V, typename F>

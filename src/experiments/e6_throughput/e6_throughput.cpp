@@ -35,13 +35,7 @@ json row_json(const Row& r) {
 
 template <typename T>
 T field(const json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key))
-    throw FormatError(std::string("E6 result: missing field `") + key + "`");
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw FormatError(std::string("E6 result: field `") + key + "` has the wrong type");
-  }
+  return detail::json_field<T>(j, key, "E6 result");
 }
 
 Row row_from_json(const json& x) {
