@@ -418,10 +418,10 @@ struct Store::Impl {
   /// key (plaintext when the record has no key id); one sealer is re-keyed from record to record
   /// (a full rewrite touches every record). On SQLite each write() runs one prepared UPDATE; on
   /// PostgreSQL the blobs are collected and flush() sends them in one UPDATE … FROM unnest(…)
-  /// (up to kBatch records per statement), so a full rewrite costs one round trip per kBatch records,
-  /// not one per record
-  /// (docs/performance.md "Session 14"). Call flush() before anything reads the blobs back or the
-  /// transaction commits; the destructor asserts that nothing is left unless an exception unwinds.
+  /// (up to kBatch records per statement): a full rewrite costs one round trip per kBatch records,
+  /// not one per record (docs/performance.md "Session 14"). Call flush() before anything reads
+  /// the blobs back or the transaction commits; the destructor asserts that nothing is left
+  /// unless an exception unwinds.
   class BoundsWriter {
    public:
     BoundsWriter(Impl& impl, std::int64_t memory_id);
@@ -440,8 +440,8 @@ struct Store::Impl {
     void put(std::int64_t record, const std::vector<std::uint8_t>& blob);
     Impl& impl_;
     std::int64_t memory_id_;
-    bool batched_;                                  // PostgreSQL: collect, then flush()
-    std::unique_ptr<store_detail::Statement> update_;  // the per-record or the batched UPDATE
+    bool batched_;                     // PostgreSQL: collect, then flush()
+    store_detail::Statement update_;  // the per-record or the batched UPDATE
     std::unique_ptr<store_detail::Sealer> sealer_;  // made at the first sealed record
     std::vector<std::uint8_t> sealed_;
     std::vector<std::int64_t> records_, offsets_, lengths_;  // the batch (offsets 1-based)

@@ -176,17 +176,17 @@ std::int64_t Store::Impl::update_screening_head(const MemoryRow& row,
 
 // ----------------------------------------------------------------------------- record blobs
 
+// PostgreSQL only (the SQLite dialect has no arrays): the batch's records, 1-based offsets and
+// lengths into one bytea of every blob back to back; one statement whatever the batch's size.
 Store::Impl::BoundsWriter::BoundsWriter(Impl& impl, std::int64_t memory_id)
-    : impl_(impl), memory_id_(memory_id), batched_(impl.db.postgres()) {
-  // PostgreSQL only (the SQLite dialect has no arrays): the batch's records, 1-based offsets and
-  // lengths into one bytea of every blob back to back; one statement whatever the batch's size.
-  update_ = std::make_unique<Statement>(
-      impl.db.handle(),
-      batched_ ? "UPDATE records SET bounds = substring(?2::bytea FROM u.off FOR u.len) FROM "
-                 "unnest(?3::bigint[], ?4::int[], ?5::int[]) AS u(record, off, len) WHERE "
-                 "records.memory_id = ?1 AND records.record = u.record"
-               : "UPDATE records SET bounds = ?3 WHERE memory_id = ?1 AND record = ?2");
-}
+    : impl_(impl),
+      memory_id_(memory_id),
+      batched_(impl.db.postgres()),
+      update_(impl.db.handle(),
+              batched_ ? "UPDATE records SET bounds = substring(?2::bytea FROM u.off FOR u.len) "
+                         "FROM unnest(?3::bigint[], ?4::int[], ?5::int[]) AS u(record, off, len) "
+                         "WHERE records.memory_id = ?1 AND records.record = u.record"
+                       : "UPDATE records SET bounds = ?3 WHERE memory_id = ?1 AND record = ?2") {}
 
 Store::Impl::BoundsWriter::~BoundsWriter() noexcept(false) {
   if (std::uncaught_exceptions() == 0)
@@ -216,8 +216,8 @@ void Store::Impl::BoundsWriter::write(std::int64_t record, const std::string& ke
 
 void Store::Impl::BoundsWriter::put(std::int64_t record, const std::vector<std::uint8_t>& blob) {
   if (!batched_) {
-    update_->bind(1, memory_id_).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
-    update_->reset();
+    update_.bind(1, memory_id_).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
+    update_.reset();
     return;
   }
   records_.push_back(record);
@@ -229,10 +229,10 @@ void Store::Impl::BoundsWriter::put(std::int64_t record, const std::vector<std::
 
 void Store::Impl::BoundsWriter::flush() {
   if (records_.empty()) return;
-  update_->bind(1, memory_id_).bind_blob(2, blobs_.data(), blobs_.size());
-  update_->bind(3, pg_array(records_)).bind(4, pg_array(offsets_)).bind(5, pg_array(lengths_));
-  update_->run();
-  update_->reset();
+  update_.bind(1, memory_id_).bind_blob(2, blobs_.data(), blobs_.size());
+  update_.bind(3, pg_array(records_)).bind(4, pg_array(offsets_)).bind(5, pg_array(lengths_));
+  update_.run();
+  update_.reset();
   SVATTN_ASSERT(impl_.db.changes() == static_cast<std::int64_t>(records_.size()),
                 "the batched bounds UPDATE matched one row per record");
   records_.clear();
