@@ -15,6 +15,7 @@
 
 #include "svattn/errors.h"
 #include "svattn/experiments/e3_selective_copy/task.h"
+#include "svattn/experiments/e5_char_lm/e5_char_lm.h"
 #include "svattn/experiments/e6_throughput/e6_throughput.h"
 #include "svattn/experiments/registry.h"
 #include "svattn/experiments/statistics.h"
@@ -338,6 +339,30 @@ TEST(E5Tiny, MatchedWindowAndSeedReproducible) {
   std::vector<double> h = pa["hybrid_test_bpc"], s = pa["swa_test_bpc"];
   const auto tt = paired_t_test(s, h);
   EXPECT_DOUBLE_EQ(pa["paired_t"]["mean_difference"].get<double>(), tt.mean_difference);
+  // The typed result round-trips through E5.json, and the report rendered from the file alone
+  // (no corpus, no training) is the one the run wrote.
+  std::ifstream in(a.path / "E5.json");
+  const json file = json::parse(in);
+  const e5_char_lm::Result r = e5_char_lm::Result::from_json(file["result"]);
+  ASSERT_EQ(r.pairs.size(), 1u);
+  ASSERT_EQ(r.pairs[0].hybrid.size(), 2u);
+  EXPECT_FALSE(std::isfinite(r.pairs[0].hybrid[0].matched_support));
+  EXPECT_TRUE(std::isfinite(r.pairs[0].swa[0].matched_support));
+  EXPECT_FALSE(r.pairs[0].hybrid[0].layer_gate.empty());
+  EXPECT_EQ(e5_char_lm::Result::from_json(r.to_json()).to_json(), r.to_json());
+  TempDir c("e5r");
+  ExperimentOptions elsewhere = tiny_options(c.path);
+  elsewhere.data_dir = (c.path / "no-data").string();  // render reads no corpus
+  e5_char_lm::render(r, elsewhere);
+  const auto text = [](const fs::path& path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  EXPECT_NE(text(a.path / "E5.md").find("## Test BPC"), std::string::npos);
+  EXPECT_EQ(text(c.path / "E5.md"), text(a.path / "E5.md"));
+  json missing = file["result"];
+  missing["pairs"][0]["swa"][0].erase("test_bpc");
+  EXPECT_THROW(e5_char_lm::Result::from_json(missing), svattn::FormatError);
 }
 
 TEST(E6Tiny, ReportsEveryPresetAndTheRatio) {

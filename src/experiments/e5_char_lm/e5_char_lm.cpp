@@ -18,37 +18,26 @@
 #include "svattn/lm/trainer.h"
 
 namespace svattn::experiments::e5_char_lm {
-namespace {
 
 using nlohmann::json;
 
-struct Pair {
-  std::string hybrid;     // hybrid preset
-  std::string swa;        // the sliding-window preset matched to it
-  std::string reference;  // full softmax reference ("" = none)
-  std::string gate;       // "chunk" | "token"
-};
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Pair, hybrid, swa, reference, gate)
-
-struct E5Preset {
-  std::string corpus;      // "enwik8" | "shakespeare"
-  std::vector<Pair> pairs;
-  int seeds = 3;
-  std::int64_t steps = 0, batch = 0, seq = 0, warmup = 0, eval_every = 0, eval_windows = 0;
-  std::int64_t test_windows = 0;  // 0 = the whole test split
-  std::int64_t chunk = 0;         // > 0: hybrid chunk override (the window keeps chunk + support)
-  std::string note;
-  std::string device = "cpu";     // "cuda" on a GPU (scripts/gpu-paper.sh)
-  double max_seconds = 0;         // > 0: training-time budget per model (the run stops early)
-  double lr = 0;                  // > 0: peak learning rate override (else the model preset's)
-  int workers = 1;                // seeds trained side by side, one thread each (CPU only)
-};
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(E5Preset, corpus, pairs, seeds, steps, batch, seq, warmup,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Settings, corpus, pairs, seeds, steps, batch, seq, warmup,
                                    eval_every, eval_windows, test_windows, chunk, note, device,
                                    max_seconds, lr, workers)
 
-E5Preset e5_preset(const std::string& name) {
-  E5Preset p;
+double Run::last_fifth_improvement() const {
+  if (valid_curve.size() < 2 || steps <= 0) return std::nan("");
+  const double from = 0.8 * static_cast<double>(steps);
+  for (const auto& [step, bpc] : valid_curve)
+    if (step >= from && step < valid_curve.back().first) return (bpc - valid_curve.back().second) / bpc;
+  return std::nan("");
+}
+
+namespace {
+
+Settings e5_preset(const std::string& name) {
+  Settings p;
   if (name == "tiny") {
     p.corpus = "shakespeare";
     p.pairs = {{"hybrid-3m", "swa-3m", "", "chunk"}};
@@ -118,37 +107,7 @@ E5Preset e5_preset(const std::string& name) {
   return p;
 }
 
-struct RunSummary {
-  std::string preset;
-  std::uint64_t seed = 0;
-  std::string dir;
-  std::int64_t parameters = 0;
-  std::int64_t window = 0;      // sliding window (swa) or 0
-  std::int64_t chunk = 0;       // hybrid chunk (swa: the window's chunk part)
-  double matched_support = std::nan("");
-  double test_bpc = 0;
-  std::int64_t test_windows = 0;
-  double train_seconds = 0;
-  double tokens_per_second = 0;
-  std::int64_t steps = 0;       // steps trained (fewer than the preset's when max_seconds stopped it)
-  std::vector<std::pair<double, double>> valid_curve;  // (step, bpc)
-  std::vector<std::pair<double, double>> gate_curve;   // (step, memory share), hybrid
-  std::vector<std::pair<double, double>> support_curve;
-  std::vector<double> layer_gate, layer_support;  // per layer, last training record (hybrid)
-};
-
-// Relative validation improvement over the last 20 % of training: (BPC at the first evaluation at
-// or after 80 % of the steps − final BPC) / that BPC; NaN without two such points.
-double last_fifth_improvement(const RunSummary& r) {
-  if (r.valid_curve.size() < 2 || r.steps <= 0) return std::nan("");
-  const double from = 0.8 * static_cast<double>(r.steps);
-  for (const auto& [step, bpc] : r.valid_curve)
-    if (step >= from && step < r.valid_curve.back().first)
-      return (bpc - r.valid_curve.back().second) / bpc;
-  return std::nan("");
-}
-
-void read_metrics(RunSummary& r) {
+void read_metrics(Run& r) {
   std::ifstream in((std::filesystem::path(r.dir) / "metrics.jsonl").string());
   std::string line;
   while (std::getline(in, line)) {
@@ -179,9 +138,9 @@ void read_metrics(RunSummary& r) {
   }
 }
 
-RunSummary train_and_test(const E5Preset& p, const std::string& preset, const std::string& gate,
+Run train_and_test(const Settings& p, const std::string& preset, const std::string& gate,
                           std::uint64_t seed, const std::string& match_run, const ExperimentOptions& o) {
-  RunSummary r;
+  Run r;
   r.preset = preset;
   r.seed = seed;
   // A --steps override gets its own run directory, so a run of another length is never resumed.
@@ -233,14 +192,319 @@ RunSummary train_and_test(const E5Preset& p, const std::string& preset, const st
   return r;
 }
 
+
+template <typename T>
+T field(const json& j, const char* key) {
+  return detail::json_field<T>(j, key, "E5 result");
+}
+
+json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+json numbers(const std::vector<double>& v) {
+  json a = json::array();
+  for (double x : v) a.push_back(number_or_null(x));
+  return a;
+}
+
+std::vector<double> numbers_from(const json& j, const char* key) {
+  std::vector<double> v;
+  if (!j.contains(key)) return v;
+  const json& a = j.at(key);
+  if (!a.is_array()) throw FormatError(std::string("E5 result: field `") + key + "` has the wrong type");
+  for (const auto& x : a) {
+    if (!x.is_null() && !x.is_number())
+      throw FormatError(std::string("E5 result: field `") + key + "` holds a non-number");
+    v.push_back(x.is_null() ? std::nan("") : x.get<double>());
+  }
+  return v;
+}
+
+// A run as E5.json has always written it (optional keys only where they apply); the typed result
+// uses the same object, so `pairs[].runs` and `result` agree.
+json run_json(const Run& r) {
+  json rj = {{"preset", r.preset}, {"seed", r.seed}, {"run_dir", r.dir}, {"parameters", r.parameters},
+             {"chunk", r.chunk}, {"test_bpc", r.test_bpc}, {"test_windows", r.test_windows},
+             {"train_seconds", r.train_seconds}, {"tokens_per_second", r.tokens_per_second},
+             {"valid_curve", r.valid_curve}};
+  if (r.window > 0) rj["window"] = r.window;
+  if (r.steps > 0) rj["steps"] = r.steps;
+  if (std::isfinite(r.matched_support)) rj["matched_support"] = r.matched_support;
+  if (!r.gate_curve.empty()) rj["gate_memory_share_curve"] = r.gate_curve;
+  if (!r.support_curve.empty()) rj["support_curve"] = r.support_curve;
+  rj["last_fifth_valid_improvement"] = number_or_null(r.last_fifth_improvement());
+  if (!r.layer_gate.empty()) rj["layer_gate_memory_share"] = numbers(r.layer_gate);
+  if (!r.layer_support.empty()) rj["layer_support"] = numbers(r.layer_support);
+  return rj;
+}
+
+Run run_from_json(const json& j) {
+  using Curve = std::vector<std::pair<double, double>>;
+  Run r;
+  r.preset = field<std::string>(j, "preset");
+  r.seed = field<std::uint64_t>(j, "seed");
+  r.dir = field<std::string>(j, "run_dir");
+  r.parameters = field<std::int64_t>(j, "parameters");
+  r.chunk = field<std::int64_t>(j, "chunk");
+  r.test_bpc = field<double>(j, "test_bpc");
+  r.test_windows = field<std::int64_t>(j, "test_windows");
+  r.train_seconds = field<double>(j, "train_seconds");
+  r.tokens_per_second = field<double>(j, "tokens_per_second");
+  r.valid_curve = field<Curve>(j, "valid_curve");
+  if (j.contains("window")) r.window = field<std::int64_t>(j, "window");
+  if (j.contains("steps")) r.steps = field<std::int64_t>(j, "steps");
+  if (j.contains("matched_support")) r.matched_support = field<double>(j, "matched_support");
+  if (j.contains("gate_memory_share_curve")) r.gate_curve = field<Curve>(j, "gate_memory_share_curve");
+  if (j.contains("support_curve")) r.support_curve = field<Curve>(j, "support_curve");
+  r.layer_gate = numbers_from(j, "layer_gate_memory_share");
+  r.layer_support = numbers_from(j, "layer_support");
+  return r;
+}
+
+json runs_json(const std::vector<Run>& runs) {
+  json a = json::array();
+  for (const auto& r : runs) a.push_back(run_json(r));
+  return a;
+}
+
+std::vector<Run> runs_from_json(const json& j, const char* key) {
+  std::vector<Run> runs;
+  const json a = field<json>(j, key);
+  if (!a.is_array()) throw FormatError(std::string("E5 result: field `") + key + "` has the wrong type");
+  for (const auto& x : a) runs.push_back(run_from_json(x));
+  return runs;
+}
+
+std::vector<double> test_bpc(const std::vector<Run>& runs) {
+  std::vector<double> v;
+  for (const auto& r : runs) v.push_back(r.test_bpc);
+  return v;
+}
+
+std::string scale_text(const Result& res) {
+  const Settings& p = res.settings;
+  std::ostringstream scale;
+  scale << res.corpus_label << "; " << p.steps << " steps of " << p.batch << " x " << p.seq
+        << " bytes per model (equal steps and tokens); " << res.seeds.size()
+        << " seeds; CPU, 1 thread; "
+        << (p.test_windows > 0 ? std::to_string(p.test_windows) + " evenly spaced test windows"
+                               : std::string("the whole test split"));
+  return scale.str();
+}
+
+std::string per_layer(const std::vector<double>& v, int digits) {
+  std::string out;
+  for (double x : v)
+    out += (out.empty() ? "" : ", ") + (std::isfinite(x) ? fmt_fixed(x, digits) : std::string("–"));
+  return out.empty() ? std::string("–") : out;
+}
+
+/// The tables and the summary rows, derived from the runs.
+struct Derived {
+  Table main_table{{"model", "params", "attention state", "test BPC per seed", "mean ± sd",
+                    "train time / run", "tokens/s"}};
+  Table conv_table{{"model", "seed", "steps", "final valid BPC", "last 20 % improvement",
+                    "gate memory share per layer", "|S ∪ E| per layer"}};
+  json pairs = json::array();
+  json summary = json::array();
+  double worst_last_fifth = std::nan("");
+  double train_seconds = 0;
+};
+
+void add_model_row(Derived& d, const Pair& pr, const std::vector<Run>& runs, const std::string& state) {
+  std::string per;
+  double secs = 0, tps = 0;
+  for (const auto& r : runs) {
+    per += (per.empty() ? "" : ", ") + fmt_fixed(r.test_bpc, 3);
+    secs += r.train_seconds / runs.size();
+    tps += r.tokens_per_second / runs.size();
+  }
+  const std::string& name = runs.front().preset;
+  d.main_table.add_row({name + (name.rfind("hybrid", 0) == 0 ? " (" + pr.gate + " gate)" : ""),
+                        std::to_string(runs.front().parameters), state, per,
+                        fmt_mean_sd(test_bpc(runs), 3), detail::duration(secs), fmt_fixed(tps, 0)});
+}
+
+void add_convergence_row(Derived& d, const Run& r) {
+  const double imp = r.last_fifth_improvement();
+  if (std::isfinite(imp) && !(imp <= d.worst_last_fifth)) d.worst_last_fifth = imp;
+  d.conv_table.add_row({r.preset, std::to_string(r.seed), std::to_string(r.steps),
+                        r.valid_curve.empty() ? "–" : fmt_fixed(r.valid_curve.back().second, 3),
+                        std::isfinite(imp) ? fmt_pct(imp, 2) : "–", per_layer(r.layer_gate, 3),
+                        per_layer(r.layer_support, 1)});
+}
+
+// The paper's numbers: 3.22M hybrid vs its window (also beside smaller models), no advantage at
+// 10M (chunk-frozen gate); it has no per-token-gate result.
+void add_pair_summary(Derived& d, const Pair& pr, const std::vector<double>& hb,
+                      const std::vector<double>& sb, const PairedTTest& tt, double rel) {
+  const std::string tag = pr.hybrid + " vs " + pr.swa;
+  const bool is10m = pr.hybrid.find("10m") != std::string::npos;
+  const bool is3m = pr.hybrid.find("3m") != std::string::npos;
+  const bool token_gate = pr.gate == "token" && !is10m;
+  const std::string paper_bpc = token_gate ? "not reported (chunk-frozen gate only)"
+                                : is10m    ? "no advantage"
+                                : is3m     ? "2.178 vs 2.383"
+                                           : "(3.22M) 2.178 vs 2.383";
+  d.summary.push_back(
+      {{"metric", "test BPC, " + tag + " (mean ± sd, " + std::to_string(hb.size()) + " seeds)"},
+       {"paper", paper_bpc},
+       {"ours", fmt_mean_sd(hb, 3) + " vs " + fmt_mean_sd(sb, 3)}});
+  const std::string p_str = std::isfinite(tt.p_two_sided) ? fmt_sci(tt.p_two_sided, 2) : "n/a (n < 2)";
+  d.summary.push_back({{"metric", "relative improvement of the hybrid, " + tag + " (paired t-test p)"},
+                       {"paper", token_gate ? "not reported" : is10m ? "none" : "8.6 % (p = 0.001)"},
+                       {"ours", fmt_pct(rel, 1) + " (p = " + p_str + ")"}});
+}
+
+void add_pair(Derived& d, const PairResult& pr) {
+  const std::vector<double> hb = test_bpc(pr.hybrid), sb = test_bpc(pr.swa), rb = test_bpc(pr.reference);
+  for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference})
+    for (const auto& r : *set) d.train_seconds += r.train_seconds;
+  const PairedTTest tt = paired_t_test(sb, hb);  // positive mean: the hybrid has the lower BPC
+  const double rel = (mean_of(sb) - mean_of(hb)) / mean_of(sb);
+  double sup = 0;
+  for (const auto& r : pr.swa) sup += r.matched_support / pr.swa.size();
+  add_model_row(d, pr.pair, pr.hybrid, "chunk + |S ∪ E| ≈ " + fmt_fixed(sup, 1) + " (measured)");
+  add_model_row(d, pr.pair, pr.swa,
+                "window " + std::to_string(pr.swa.front().window) + " = chunk + " + fmt_fixed(sup, 1));
+  if (!pr.reference.empty()) add_model_row(d, pr.pair, pr.reference, "full context");
+  json pj = {{"hybrid", pr.pair.hybrid}, {"swa", pr.pair.swa}, {"reference", pr.pair.reference},
+             {"gate", pr.pair.gate}, {"hybrid_test_bpc", hb}, {"swa_test_bpc", sb},
+             {"reference_test_bpc", rb}, {"relative_improvement", rel},
+             {"paired_t", {{"n", tt.n}, {"mean_difference", tt.mean_difference},
+                           {"sd_difference", tt.sd_difference}, {"t", number_or_null(tt.t)},
+                           {"dof", tt.dof}, {"p_two_sided", number_or_null(tt.p_two_sided)}}}};
+  json runs = json::array();
+  for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference})
+    for (const auto& r : *set) runs.push_back(run_json(r)), add_convergence_row(d, r);
+  pj["runs"] = runs;
+  d.pairs.push_back(pj);
+  add_pair_summary(d, pr.pair, hb, sb, tt, rel);
+}
+
+Derived derive(const Result& res) {
+  Derived d;
+  for (const auto& pr : res.pairs) add_pair(d, pr);
+  const PairResult& first = res.pairs.front();
+  if (!first.reference.empty())
+    d.summary.push_back({{"metric", "test BPC, full softmax reference " + first.pair.reference},
+                         {"paper", "not reported"},
+                         {"ours", fmt_mean_sd(test_bpc(first.reference), 3)}});
+  std::vector<double> g;
+  for (const auto& r : first.hybrid)
+    if (!r.gate_curve.empty()) g.push_back(r.gate_curve.back().second);
+  d.summary.push_back({{"metric", "hybrid gate memory / local split at the end of training"},
+                       {"paper", "not reported (gate trains slowly at 10M)"},
+                       {"ours", g.empty() ? "n/a"
+                                          : fmt_fixed(mean_of(g), 3) + " / " + fmt_fixed(1 - mean_of(g), 3)}});
+  d.summary.push_back(
+      {{"metric", "largest validation improvement over the last 20 % of training (any run)"},
+       {"paper", "not reported"},
+       {"ours", std::isfinite(d.worst_last_fifth) ? fmt_pct(d.worst_last_fifth, 2) : "n/a"}});
+  return d;
+}
+
+// Validation BPC curves of every model and seed, and the hybrids' gate share during training.
+std::vector<PlotResult> plots(const Result& res, const ExperimentOptions& o) {
+  LinePlot vc;
+  vc.title = "E5 validation BPC (" + res.corpus_label + ")";
+  vc.xlabel = "step";
+  vc.ylabel = "validation BPC";
+  LinePlot gc;
+  gc.title = "E5 hybrid gate: memory share during training";
+  gc.xlabel = "step";
+  gc.ylabel = "mean gate g (memory share)";
+  gc.ymin = 0;
+  gc.ymax = 1;
+  const auto series = [](const std::string& title, const std::vector<std::pair<double, double>>& c) {
+    Series s;
+    s.title = title;
+    for (const auto& [x, y] : c) s.x.push_back(x), s.y.push_back(y);
+    return s;
+  };
+  for (const auto& pr : res.pairs)
+    for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference})
+      for (const auto& r : *set) {
+        const std::string title = r.preset + " seed " + std::to_string(r.seed);
+        if (!r.valid_curve.empty()) vc.series.push_back(series(title, r.valid_curve));
+        if (!r.gate_curve.empty()) gc.series.push_back(series(title, r.gate_curve));
+      }
+  return {detail::maybe_line_plot(o, "E5_valid_bpc", vc), detail::maybe_line_plot(o, "E5_gate", gc)};
+}
+
+std::string markdown(const Result& res, const Derived& d, const std::vector<PlotResult>& plot_list) {
+  const Settings& p = res.settings;
+  std::ostringstream md;
+  md << "# E5 — character LM: hybrid SV attention vs state-matched sliding window\n\n";
+  md << "Preset `" << res.preset << "`, seeds " << res.seeds.front() << "–" << res.seeds.back()
+     << ", run time " << detail::duration(res.measure_seconds) << " (training "
+     << detail::duration(d.train_seconds) << ") on "
+     << res.machine.value("cpu", std::string("unknown CPU")) << " (1 thread per run, "
+     << (p.device == "cpu" ? std::max(1, p.workers) : 1) << " run(s) side by side).\n\n";
+  md << "Scale: " << scale_text(res) << ". " << p.note << ".\n\n";
+  md << "Each seed trains the hybrid first; its sliding-window partner uses window = chunk + the "
+        "hybrid's measured average support (last quarter of its training log), so both carry the "
+        "same attention state per head. Same seed = same initialisation seed and the same training "
+        "batches for every model. Test BPC over the test split (5 % at the end of the corpus).\n\n";
+  md << "## Summary (ours beside the paper)\n\n| metric | paper | ours |\n| --- | --- | --- |\n";
+  for (const auto& s : d.summary)
+    md << "| " << s["metric"].get<std::string>() << " | " << s["paper"].get<std::string>() << " | "
+       << s["ours"].get<std::string>() << " |\n";
+  md << "\n## Test BPC\n\n" << d.main_table.markdown() << "\n";
+  md << "## Convergence, gate and support per run\n\nLast 20 % improvement: (validation BPC at the "
+        "first evaluation at or after 80 % of the steps − final validation BPC) / the former; the "
+        "gate's memory share and |S ∪ E| per head are each layer's values at the last training "
+        "record.\n\n"
+     << d.conv_table.markdown() << "\n";
+  md << "Run directories (checkpoints, metrics.jsonl with the gate's memory/local split per layer): `"
+     << res.runs_dir << "`.\n\n";
+  md << detail::plots_markdown(plot_list);
+  return md.str();
+}
+
 }  // namespace
+
+json Result::to_json() const {
+  json pj = json::array();
+  for (const auto& pr : pairs)
+    pj.push_back({{"pair", pr.pair}, {"hybrid", runs_json(pr.hybrid)}, {"swa", runs_json(pr.swa)},
+                  {"reference", runs_json(pr.reference)}});
+  return {{"preset", preset},     {"seed", seed},         {"settings", settings},
+          {"seeds", seeds},       {"data", corpus_label}, {"runs_dir", runs_dir},
+          {"pairs", pj},          {"machine", machine},   {"created", created},
+          {"measure_seconds", measure_seconds}};
+}
+
+Result Result::from_json(const json& j) {
+  Result r;
+  r.preset = field<std::string>(j, "preset");
+  r.seed = field<std::uint64_t>(j, "seed");
+  r.settings = field<Settings>(j, "settings");
+  r.seeds = field<std::vector<std::uint64_t>>(j, "seeds");
+  r.corpus_label = field<std::string>(j, "data");
+  r.runs_dir = field<std::string>(j, "runs_dir");
+  for (const auto& x : field<json>(j, "pairs")) {
+    PairResult pr;
+    pr.pair = field<Pair>(x, "pair");
+    pr.hybrid = runs_from_json(x, "hybrid");
+    pr.swa = runs_from_json(x, "swa");
+    pr.reference = runs_from_json(x, "reference");
+    if (pr.hybrid.empty() || pr.swa.size() != pr.hybrid.size())
+      throw FormatError("E5 result: a pair needs one hybrid and one window run per seed");
+    r.pairs.push_back(std::move(pr));
+  }
+  if (r.pairs.empty() || r.seeds.empty()) throw FormatError("E5 result: no pairs or no seeds");
+  r.machine = field<json>(j, "machine");
+  r.created = field<std::string>(j, "created");
+  r.measure_seconds = field<double>(j, "measure_seconds");
+  return r;
+}
 
 json preset(const std::string& name) { return e5_preset(name); }
 
-ExperimentResult run(const ExperimentOptions& o) {
+Result measure(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;
-  E5Preset p = detail::with_overrides(e5_preset(o.preset), "E5", o);
+  Settings p = detail::with_overrides(e5_preset(o.preset), "E5", o);
   if (o.trials > 0) p.seeds = o.trials;
   if (o.steps > 0) {
     // Keep the preset's proportions: warm-up and validation interval scale with the length.
@@ -252,251 +516,69 @@ ExperimentResult run(const ExperimentOptions& o) {
   }
   lm::set_threads(1);
   ensure_dir(o.out_dir);
-
-  std::vector<std::uint64_t> seeds;
-  for (int i = 0; i < p.seeds; ++i) seeds.push_back(o.seed + static_cast<std::uint64_t>(i));
+  Result res;
+  res.preset = o.preset;
+  res.seed = o.seed;
+  for (int i = 0; i < p.seeds; ++i) res.seeds.push_back(o.seed + static_cast<std::uint64_t>(i));
+  res.runs_dir = (std::filesystem::path(o.out_dir) / "E5-runs").string();
   // Per pair: the hybrid, then the sliding window matched to that seed's measured support, then the
   // reference. Only the first pair runs every seed; later (10m) pairs run the first seed.
-  std::vector<std::vector<RunSummary>> hyb(p.pairs.size()), swa(p.pairs.size()), ref(p.pairs.size());
+  res.pairs.resize(p.pairs.size());
   std::vector<std::function<void()>> jobs;  // one per (pair, seed): its models in order
   for (std::size_t pi = 0; pi < p.pairs.size(); ++pi) {
-    const Pair& pr = p.pairs[pi];
-    const std::size_t n_seeds = pi == 0 ? seeds.size() : 1;
-    hyb[pi].resize(n_seeds);
-    swa[pi].resize(n_seeds);
-    if (!pr.reference.empty()) ref[pi].resize(n_seeds);
+    PairResult& pr = res.pairs[pi];
+    pr.pair = p.pairs[pi];
+    const std::size_t n_seeds = pi == 0 ? res.seeds.size() : 1;
+    pr.hybrid.resize(n_seeds);
+    pr.swa.resize(n_seeds);
+    if (!pr.pair.reference.empty()) pr.reference.resize(n_seeds);
     for (std::size_t si = 0; si < n_seeds; ++si) {
-      jobs.emplace_back([&, pi, si] {
-        const Pair& q = p.pairs[pi];
-        const std::uint64_t s = seeds[si];
-        hyb[pi][si] = train_and_test(p, q.hybrid, q.gate, s, "", o);
-        swa[pi][si] = train_and_test(p, q.swa, q.gate, s, hyb[pi][si].dir, o);
-        if (!q.reference.empty()) ref[pi][si] = train_and_test(p, q.reference, q.gate, s, "", o);
+      jobs.emplace_back([&p, &o, &pr, &res, si] {
+        const Pair& q = pr.pair;
+        const std::uint64_t s = res.seeds[si];
+        pr.hybrid[si] = train_and_test(p, q.hybrid, q.gate, s, "", o);
+        pr.swa[si] = train_and_test(p, q.swa, q.gate, s, pr.hybrid[si].dir, o);
+        if (!q.reference.empty()) pr.reference[si] = train_and_test(p, q.reference, q.gate, s, "", o);
       });
     }
   }
   detail::run_jobs(jobs, p.device == "cpu" ? p.workers : 1);
-  std::string corpus_label;
-  {
-    const lm::Corpus c = lm::Corpus::load({p.corpus, "", o.data_dir});
-    corpus_label = c.label();
-  }
+  res.corpus_label = lm::Corpus::load({p.corpus, "", o.data_dir}).label();
+  res.settings = p;
+  res.machine = detail::machine_info();
+  res.created = utc_now();
+  res.measure_seconds = total.seconds();
+  return res;
+}
 
+ExperimentResult render(const Result& res, const ExperimentOptions& o) {
+  ensure_dir(o.out_dir);
+  const Derived d = derive(res);
+  const std::vector<PlotResult> plot_list = plots(res, o);
+  const Settings& p = res.settings;
   json j;
   j["experiment"] = "E5";
   j["title"] = "Character LM: hybrid vs state-matched sliding-window transformer";
-  j["preset"] = o.preset;
-  j["seed"] = o.seed;
-  j["machine"] = detail::machine_info();
-  j["created"] = utc_now();
-  j["data"] = corpus_label + " (split 90/5/5 in order)";
-  std::ostringstream scale;
-  scale << corpus_label << "; " << p.steps << " steps of " << p.batch << " x " << p.seq
-        << " bytes per model (equal steps and tokens); " << seeds.size() << " seeds; CPU, 1 thread; "
-        << (p.test_windows > 0 ? std::to_string(p.test_windows) + " evenly spaced test windows"
-                               : std::string("the whole test split"));
-  j["scale"] = scale.str();
+  j["preset"] = res.preset;
+  j["seed"] = res.seed;
+  j["machine"] = res.machine;
+  j["created"] = res.created;
+  j["data"] = res.corpus_label + " (split 90/5/5 in order)";
+  j["scale"] = scale_text(res);
   j["settings"] = {{"steps", p.steps}, {"batch", p.batch}, {"seq", p.seq}, {"warmup", p.warmup},
                    {"eval_every", p.eval_every}, {"eval_windows", p.eval_windows},
-                   {"test_windows", p.test_windows}, {"seeds", seeds}, {"note", p.note}};
-
-  auto run_json = [](const RunSummary& r) {
-    json c = json::array();
-    for (const auto& [s, b] : r.valid_curve) c.push_back({s, b});
-    json g = json::array();
-    for (const auto& [s, v] : r.gate_curve) g.push_back({s, v});
-    json sc = json::array();
-    for (const auto& [s, v] : r.support_curve) sc.push_back({s, v});
-    json rj = {{"preset", r.preset}, {"seed", r.seed}, {"run_dir", r.dir}, {"parameters", r.parameters},
-               {"chunk", r.chunk}, {"test_bpc", r.test_bpc}, {"test_windows", r.test_windows},
-               {"train_seconds", r.train_seconds}, {"tokens_per_second", r.tokens_per_second},
-               {"valid_curve", c}};
-    if (r.window > 0) rj["window"] = r.window;
-    if (r.steps > 0) rj["steps"] = r.steps;
-    if (std::isfinite(r.matched_support)) rj["matched_support"] = r.matched_support;
-    if (!r.gate_curve.empty()) rj["gate_memory_share_curve"] = g, rj["support_curve"] = sc;
-    const double imp = last_fifth_improvement(r);
-    rj["last_fifth_valid_improvement"] = std::isfinite(imp) ? json(imp) : json(nullptr);
-    auto nums = [](const std::vector<double>& v) {
-      json a = json::array();
-      for (double x : v) a.push_back(std::isfinite(x) ? json(x) : json(nullptr));
-      return a;
-    };
-    if (!r.layer_gate.empty())
-      rj["layer_gate_memory_share"] = nums(r.layer_gate),
-      rj["layer_support"] = nums(r.layer_support);
-    return rj;
-  };
-
-  Table main_table({"model", "params", "attention state", "test BPC per seed", "mean ± sd",
-                    "train time / run", "tokens/s"});
-  Table conv_table({"model", "seed", "steps", "final valid BPC", "last 20 % improvement",
-                    "gate memory share per layer", "|S ∪ E| per layer"});
-  double worst_last_fifth = std::nan("");
-  auto per_layer = [](const std::vector<double>& v, int digits) {
-    std::string out;
-    for (double x : v)
-      out +=
-          (out.empty() ? "" : ", ") + (std::isfinite(x) ? fmt_fixed(x, digits) : std::string("–"));
-    return out.empty() ? std::string("–") : out;
-  };
-  auto conv_row = [&](const RunSummary& r) {
-    const double imp = last_fifth_improvement(r);
-    if (std::isfinite(imp) && !(imp <= worst_last_fifth)) worst_last_fifth = imp;
-    conv_table.add_row({r.preset, std::to_string(r.seed), std::to_string(r.steps),
-                        r.valid_curve.empty() ? "–" : fmt_fixed(r.valid_curve.back().second, 3),
-                        std::isfinite(imp) ? fmt_pct(imp, 2) : "–", per_layer(r.layer_gate, 3),
-                        per_layer(r.layer_support, 1)});
-  };
-  json pairs_json = json::array();
-  json summary = json::array();
-  double grand_train_seconds = 0;
-  for (std::size_t pi = 0; pi < p.pairs.size(); ++pi) {
-    const Pair& pr = p.pairs[pi];
-    std::vector<double> hb, sb, rb;
-    for (const auto& r : hyb[pi]) hb.push_back(r.test_bpc), grand_train_seconds += r.train_seconds;
-    for (const auto& r : swa[pi]) sb.push_back(r.test_bpc), grand_train_seconds += r.train_seconds;
-    for (const auto& r : ref[pi]) rb.push_back(r.test_bpc), grand_train_seconds += r.train_seconds;
-    const PairedTTest tt = paired_t_test(sb, hb);  // positive mean: the hybrid has the lower BPC
-    const double rel = (mean_of(sb) - mean_of(hb)) / mean_of(sb);
-    auto row = [&](const std::vector<RunSummary>& runs, const std::vector<double>& bpc,
-                   const std::string& state) {
-      std::string per;
-      double secs = 0, tps = 0;
-      for (const auto& r : runs) {
-        per += (per.empty() ? "" : ", ") + fmt_fixed(r.test_bpc, 3);
-        secs += r.train_seconds / runs.size();
-        tps += r.tokens_per_second / runs.size();
-      }
-      main_table.add_row(
-          {runs.front().preset +
-               (runs.front().preset.rfind("hybrid", 0) == 0 ? " (" + pr.gate + " gate)" : ""),
-           std::to_string(runs.front().parameters), state, per, fmt_mean_sd(bpc, 3),
-           detail::duration(secs), fmt_fixed(tps, 0)});
-    };
-    double sup = 0;
-    for (const auto& r : swa[pi]) sup += r.matched_support / swa[pi].size();
-    std::ostringstream hs, ss;
-    hs << "chunk + |S ∪ E| ≈ " << fmt_fixed(sup, 1) << " (measured)";
-    ss << "window " << swa[pi].front().window << " = chunk + " << fmt_fixed(sup, 1);
-    row(hyb[pi], hb, hs.str());
-    row(swa[pi], sb, ss.str());
-    if (!ref[pi].empty()) row(ref[pi], rb, "full context");
-    json pj = {{"hybrid", pr.hybrid}, {"swa", pr.swa}, {"reference", pr.reference}, {"gate", pr.gate},
-               {"hybrid_test_bpc", hb}, {"swa_test_bpc", sb}, {"reference_test_bpc", rb},
-               {"relative_improvement", rel},
-               {"paired_t", {{"n", tt.n}, {"mean_difference", tt.mean_difference},
-                             {"sd_difference", tt.sd_difference}, {"t", std::isfinite(tt.t) ? json(tt.t) : json(nullptr)},
-                             {"dof", tt.dof}, {"p_two_sided", std::isfinite(tt.p_two_sided) ? json(tt.p_two_sided) : json(nullptr)}}}};
-    json runs = json::array();
-    for (const auto* set : {&hyb[pi], &swa[pi], &ref[pi]})
-      for (const auto& r : *set) runs.push_back(run_json(r)), conv_row(r);
-    pj["runs"] = runs;
-    pairs_json.push_back(pj);
-
-    const std::string tag = pr.hybrid + " vs " + pr.swa;
-    // The paper's numbers: 3.22M hybrid vs its window (also beside smaller models), no advantage at
-    // 10M (chunk-frozen gate); it has no per-token-gate result.
-    const bool is10m = pr.hybrid.find("10m") != std::string::npos;
-    const bool is3m = pr.hybrid.find("3m") != std::string::npos;
-    const bool token_gate = pr.gate == "token" && !is10m;
-    const std::string paper_bpc = token_gate ? "not reported (chunk-frozen gate only)"
-                                  : is10m    ? "no advantage"
-                                  : is3m     ? "2.178 vs 2.383"
-                                             : "(3.22M) 2.178 vs 2.383";
-    summary.push_back(
-        {{"metric", "test BPC, " + tag + " (mean ± sd, " + std::to_string(hb.size()) + " seeds)"},
-         {"paper", paper_bpc},
-         {"ours", fmt_mean_sd(hb, 3) + " vs " + fmt_mean_sd(sb, 3)}});
-    const std::string p_str = std::isfinite(tt.p_two_sided) ? fmt_sci(tt.p_two_sided, 2) : "n/a (n < 2)";
-    summary.push_back(
-        {{"metric", "relative improvement of the hybrid, " + tag + " (paired t-test p)"},
-         {"paper", token_gate ? "not reported"
-                   : is10m    ? "none"
-                              : "8.6 % (p = 0.001)"},
-         {"ours", fmt_pct(rel, 1) + " (p = " + p_str + ")"}});
-  }
-  if (!ref[0].empty()) {
-    std::vector<double> rb;
-    for (const auto& r : ref[0]) rb.push_back(r.test_bpc);
-    summary.push_back({{"metric", "test BPC, full softmax reference " + p.pairs[0].reference},
-                       {"paper", "not reported"},
-                       {"ours", fmt_mean_sd(rb, 3)}});
-  }
-  {
-    std::vector<double> g;
-    for (const auto& r : hyb[0])
-      if (!r.gate_curve.empty()) g.push_back(r.gate_curve.back().second);
-    summary.push_back({{"metric", "hybrid gate memory / local split at the end of training"},
-                       {"paper", "not reported (gate trains slowly at 10M)"},
-                       {"ours", g.empty() ? "n/a" : fmt_fixed(mean_of(g), 3) + " / " + fmt_fixed(1 - mean_of(g), 3)}});
-  }
-  summary.push_back(
-      {{"metric", "largest validation improvement over the last 20 % of training (any run)"},
-       {"paper", "not reported"},
-       {"ours", std::isfinite(worst_last_fifth) ? fmt_pct(worst_last_fifth, 2) : "n/a"}});
-  j["pairs"] = pairs_json;
-  j["tables"] = {{"test_bpc", main_table.json()}, {"convergence", conv_table.json()}};
-  j["summary"] = summary;
-  j["train_seconds_total"] = grand_train_seconds;
-
-  // Plots: validation BPC curves (seed 0 of every model), gate share during training.
-  LinePlot vc;
-  vc.title = "E5 validation BPC (" + corpus_label + ")";
-  vc.xlabel = "step";
-  vc.ylabel = "validation BPC";
-  LinePlot gc;
-  gc.title = "E5 hybrid gate: memory share during training";
-  gc.xlabel = "step";
-  gc.ylabel = "mean gate g (memory share)";
-  gc.ymin = 0;
-  gc.ymax = 1;
-  for (std::size_t pi = 0; pi < p.pairs.size(); ++pi) {
-    for (const auto* set : {&hyb[pi], &swa[pi], &ref[pi]})
-      for (const auto& r : *set) {
-        Series s;
-        s.title = r.preset + " seed " + std::to_string(r.seed);
-        for (const auto& [x, y] : r.valid_curve) s.x.push_back(x), s.y.push_back(y);
-        if (!s.x.empty()) vc.series.push_back(s);
-        if (!r.gate_curve.empty()) {
-          Series g;
-          g.title = s.title;
-          for (const auto& [x, y] : r.gate_curve) g.x.push_back(x), g.y.push_back(y);
-          gc.series.push_back(g);
-        }
-      }
-  }
-  std::vector<PlotResult> plots = {detail::maybe_line_plot(o, "E5_valid_bpc", vc), detail::maybe_line_plot(o, "E5_gate", gc)};
-  j["plots"] = detail::plots_json(plots);
-  j["runtime_seconds"] = total.seconds();
-
-  std::ostringstream md;
-  md << "# E5 — character LM: hybrid SV attention vs state-matched sliding window\n\n";
-  md << "Preset `" << o.preset << "`, seeds " << seeds.front() << "–" << seeds.back()
-     << ", run time " << detail::duration(total.seconds()) << " (training "
-     << detail::duration(grand_train_seconds) << ") on " << j["machine"]["cpu"].get<std::string>()
-     << " (1 thread per run, " << (p.device == "cpu" ? std::max(1, p.workers) : 1)
-     << " run(s) side by side).\n\n";
-  md << "Scale: " << scale.str() << ". " << p.note << ".\n\n";
-  md << "Each seed trains the hybrid first; its sliding-window partner uses window = chunk + the "
-        "hybrid's measured average support (last quarter of its training log), so both carry the "
-        "same attention state per head. Same seed = same initialisation seed and the same training "
-        "batches for every model. Test BPC over the test split (5 % at the end of the corpus).\n\n";
-  md << "## Summary (ours beside the paper)\n\n| metric | paper | ours |\n| --- | --- | --- |\n";
-  for (const auto& s : summary)
-    md << "| " << s["metric"].get<std::string>() << " | " << s["paper"].get<std::string>() << " | "
-       << s["ours"].get<std::string>() << " |\n";
-  md << "\n## Test BPC\n\n" << main_table.markdown() << "\n";
-  md << "## Convergence, gate and support per run\n\nLast 20 % improvement: (validation BPC at the "
-        "first evaluation at or after 80 % of the steps − final validation BPC) / the former; the "
-        "gate's memory share and |S ∪ E| per head are each layer's values at the last training "
-        "record.\n\n"
-     << conv_table.markdown() << "\n";
-  md << "Run directories (checkpoints, metrics.jsonl with the gate's memory/local split per layer): `"
-     << (std::filesystem::path(o.out_dir) / "E5-runs").string() << "`.\n\n";
-  md << detail::plots_markdown(plots);
-  detail::write_outputs(o, "E5", j, md.str());
+                   {"test_windows", p.test_windows}, {"seeds", res.seeds}, {"note", p.note}};
+  j["pairs"] = d.pairs;
+  j["tables"] = {{"test_bpc", d.main_table.json()}, {"convergence", d.conv_table.json()}};
+  j["summary"] = d.summary;
+  j["train_seconds_total"] = d.train_seconds;
+  j["plots"] = detail::plots_json(plot_list);
+  j["runtime_seconds"] = res.measure_seconds;
+  j["result"] = res.to_json();  // render(Result::from_json(E5.json["result"])) writes this report
+  detail::write_outputs(o, "E5", j, markdown(res, d, plot_list));
   return ExperimentResult::from_json(j);
 }
+
+ExperimentResult run(const ExperimentOptions& o) { return render(measure(o), o); }
 
 }  // namespace svattn::experiments::e5_char_lm
