@@ -14,7 +14,7 @@
 #include <string>
 
 #include "svattn/errors.h"
-#include "svattn/experiments/e3_selective_copy/task.h"
+#include "svattn/experiments/e3_selective_copy/e3_selective_copy.h"
 #include "svattn/experiments/e5_char_lm/e5_char_lm.h"
 #include "svattn/experiments/e6_throughput/e6_throughput.h"
 #include "svattn/experiments/registry.h"
@@ -280,6 +280,39 @@ std::vector<Override> overrides(const std::vector<std::string>& items) {
   std::vector<Override> v;
   for (const auto& i : items) v.push_back(parse_override(i));
   return v;
+}
+
+// The typed result of two seeds, with the other SV path evaluated, round-trips through E3.json;
+// the report rendered from the file alone is the one the run wrote.
+TEST(E3Tiny, ReportRendersFromTheResultInE3JsonAlone) {
+  TempDir a("e3j"), b("e3jr");
+  ExperimentOptions o = tiny_options(a.path);
+  o.overrides = overrides({"seeds=1,2", "eval_exact=true"});
+  run_id("E3", o);
+  std::ifstream in(a.path / "E3.json");
+  const json file = json::parse(in);
+  const e3_selective_copy::Result r = e3_selective_copy::Result::from_json(file["result"]);
+  ASSERT_EQ(r.runs.size(), 2u);
+  EXPECT_EQ(r.overrides, "seeds=1,2 eval_exact=true");
+  const MethodResult* hyb = r.runs[0].find("hybrid");
+  ASSERT_NE(hyb, nullptr);
+  EXPECT_FALSE(hyb->eval_exact.empty());
+  EXPECT_TRUE(std::isfinite(hyb->eval.front().partition_agreement));
+  EXPECT_FALSE(std::isfinite(r.runs[0].find("swa")->eval.front().gate_mean));
+  EXPECT_EQ(e3_selective_copy::Result::from_json(r.to_json()).to_json(), r.to_json());
+  ExperimentOptions elsewhere = tiny_options(b.path);
+  elsewhere.overrides = overrides({"steps=1"});  // render uses the result's settings, not these
+  e3_selective_copy::render(r, elsewhere);
+  const std::string md = read_text(a.path / "E3.md");
+  EXPECT_NE(md.find("## Over 2 seeds"), std::string::npos);
+  EXPECT_NE(md.find("evaluated by the exact path"), std::string::npos);
+  EXPECT_EQ(read_text(b.path / "E3.md"), md);
+  json missing = file["result"];
+  missing["runs"][1]["methods"][0]["eval"][0].erase("recall");
+  EXPECT_THROW(e3_selective_copy::Result::from_json(missing), svattn::FormatError);
+  json unknown = file["result"];
+  unknown["runs"][0]["methods"][0]["method"] = "mamba";
+  EXPECT_THROW(e3_selective_copy::Result::from_json(unknown), svattn::FormatError);
 }
 
 TEST(E3Tiny, SetOverridesApplyAndBadOnesAreRejected) {

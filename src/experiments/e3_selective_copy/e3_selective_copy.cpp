@@ -26,50 +26,10 @@ namespace {
 
 using nlohmann::json;
 
-struct E3Preset {
-  SelectiveCopyTask task;
-  std::int64_t d_model = 64;
-  std::int64_t n_layers = 2;
-  std::int64_t n_heads = 2;  // hybrid, sliding window, softmax; linear / DeltaNet: recurrent_heads
-  std::int64_t recurrent_heads = 0;  // 0: state-matched to the hybrid (see matched_recurrent_heads)
-  std::int64_t chunk = 16;
-  double C = 1.0 / 8;
-  int fista_iterations = 60;
-  double mask_tol = 1e-3;
-  std::string gate = "token";  // "token" | "chunk"
-  double gate_bias = 0.0;      // initial a_h
-  double sigma = 1.0;          // initial RBF bandwidth
-  bool learn_sigma = true;
-  bool bounded = false;
-  double mu = 1e-6;              // problem ridge (both SV paths)
-  bool eval_exact = false;       // also evaluate the trained hybrid through the exact path
-  std::string path = "batched";  // SV path used for training
-  std::string eval_path;         // SV path of the main evaluation ("" = the training path)
-  bool save_models = false;      // write <out>/E3-<method>.pt after training
-  bool reuse_models = false;     // load <out>/E3-<method>.pt when present instead of training
-  int steps = 300;
-  int batch = 32;
-  double lr = 3e-3;
-  double weight_decay = 0.01;
-  int warmup = 20;
-  int eval_sequences = 64;
-  // Factors >= long_factor are evaluated on long_eval_sequences sequences (0: eval_sequences), the
-  // same ones for every method: the exact path's cost grows steeply with the support (16x with the
-  // quick model: up to ~105 s per sequence on one thread, seed-dependent).
-  int long_factor = 16;
-  int long_eval_sequences = 0;
-  std::vector<int> factors = {1, 2, 4, 8, 16};
-  long eval_tokens_per_forward = 4096;  // eval batch = max(1, this / length)
-  std::vector<std::string> methods = {"hybrid", "swa", "linear", "deltanet"};
-  std::int64_t window = 0;  // > 0: fixed sliding window (else chunk + the hybrid's support)
-  // Seeds of independent runs (training and evaluation); empty: the one seed of --seed. With two
-  // or more, the report adds mean ± sd and the per-seed values of every method and padding.
-  std::vector<std::int64_t> seeds;
-  int workers = 1;  // seeds run side by side, one LibTorch thread each (results as sequential)
-};
+json number_or_null(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
 
-E3Preset e3_preset(const std::string& name) {
-  E3Preset p;
+Settings e3_preset(const std::string& name) {
+  Settings p;
   if (name == "tiny") {
     p.task = {4, 2, 16};
     p.d_model = 16;
@@ -132,9 +92,11 @@ E3Preset e3_preset(const std::string& name) {
   return p;
 }
 
+}  // namespace
+
 // The preset as data: the `--set` keys of E3 (docs/experiments.md, E3 trials), e.g.
 // `--set C=0.25 --set steps=600 --set methods=hybrid,softmax --set factors=1,4,16`.
-void to_json(json& j, const E3Preset& p) {
+void to_json(json& j, const Settings& p) {
   j = json::object();
   j["symbols"] = p.task.symbols;
   j["k"] = p.task.k;
@@ -174,7 +136,7 @@ void to_json(json& j, const E3Preset& p) {
   j["workers"] = p.workers;
 }
 
-void from_json(const json& j, E3Preset& p) {
+void from_json(const json& j, Settings& p) {
   j.at("symbols").get_to(p.task.symbols);
   j.at("k").get_to(p.task.k);
   j.at("prefix").get_to(p.task.prefix);
@@ -213,6 +175,8 @@ void from_json(const json& j, E3Preset& p) {
   j.at("workers").get_to(p.workers);
 }
 
+namespace {
+
 struct Method {
   std::string name;  // hybrid | swa | linear | deltanet | softmax
   std::string label;
@@ -234,7 +198,9 @@ const Method& method_named(const std::string& name) {
   throw InvalidArgument("E3: unknown method '" + name + "' (hybrid|swa|linear|deltanet|softmax)");
 }
 
-void validate_preset(const E3Preset& p) {
+const Method& method_of(const MethodResult& r) { return method_named(r.method); }
+
+void validate_preset(const Settings& p) {
   p.task.validate();
   if (p.steps < 1 || p.batch < 1 || p.eval_sequences < 1 || p.factors.empty() ||
       p.long_eval_sequences < 0)
@@ -258,7 +224,7 @@ void validate_preset(const E3Preset& p) {
   }
 }
 
-layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std::int64_t window,
+layers::LmConfig model_config(const Settings& p, layers::AttentionType type, std::int64_t window,
                               std::int64_t recurrent_heads = 1) {
   layers::LmConfig m;
   m.vocab = p.task.vocab();
@@ -292,37 +258,24 @@ layers::LmConfig model_config(const E3Preset& p, layers::AttentionType type, std
   return m;
 }
 
+// The configuration a method was trained with, from the settings and what the result records.
+layers::LmConfig config_of(const Settings& p, const MethodResult& r) {
+  return model_config(p, method_of(r).type, r.window, r.heads);
+}
+
 torch::Tensor to_tensor(const std::vector<std::int64_t>& v, int batch, int length) {
   return torch::from_blob(const_cast<std::int64_t*>(v.data()), {batch, length}, torch::kInt64)
       .clone();
 }
 
-struct EvalPoint {
-  int factor = 0;
-  int length = 0;
-  double recall = 0;
-  long outputs = 0;
-  std::vector<double> recall_per_output;     // accuracy of output j (the j-th symbol), j = 0..k-1
-  std::vector<std::vector<double>> support;  // [layer][head], hybrid only
-  std::vector<std::vector<double>> distinct_support;  // [layer][head]: distinct support keys
-  double duplicate_alpha_spread = 0;  // max |alpha_i - alpha_j| over bitwise-equal support keys
-  long duplicate_support_tokens = 0;  // support tokens that duplicate an earlier support key
-  std::vector<double> gate_per_layer;        // hybrid only: memory share over tokens of chunks >= 1
-  double gate_mean = std::nan("");
-  double partition_agreement =
-      std::nan("");  // hybrid, batched vs exact on the same keys (optional)
-  double coefficient_error = std::nan("");
-  double seconds = 0;  // wall time of this evaluation
-};
-
-int sequences_at(const E3Preset& p, int factor) {
+int sequences_at(const Settings& p, int factor) {
   return factor >= p.long_factor && p.long_eval_sequences > 0 ? p.long_eval_sequences
                                                               : p.eval_sequences;
 }
 
 // Recall on `eval_sequences` fresh sequences at padding factor `factor`. The sequences are a pure
 // function of (seed, factor), so every method and path sees the same ones.
-EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, std::uint64_t seed,
+EvalPoint evaluate_recall(layers::CharLm& model, const Settings& p, int factor, std::uint64_t seed,
                           int sequences) {
   SelectiveCopyTask t = p.task;
   t.prefix = p.task.k + (p.task.prefix - p.task.k) * factor;
@@ -402,23 +355,6 @@ EvalPoint evaluate_recall(layers::CharLm& model, const E3Preset& p, int factor, 
   return e;
 }
 
-struct MethodResult {
-  Method method;
-  layers::LmConfig config;
-  std::int64_t parameters = 0;
-  double train_seconds = 0;
-  std::vector<std::pair<int, double>> loss_curve;  // (step, mean loss over the logging period)
-  std::vector<double> grad_norm_curve;             // mean pre-clip gradient norm, same periods
-  double final_train_loss = 0;
-  std::vector<EvalPoint> eval;
-  std::vector<EvalPoint>
-      eval_exact;  // hybrid with eval_exact: the same weights through the other path
-  double eval_exact_seconds = 0;
-  std::vector<std::vector<double>> sigma;  // hybrid: learned RBF bandwidth per layer and head
-  double state_per_layer = 0;              // floats of state one layer carries (all heads)
-  bool reused = false;  // loaded from a saved model instead of trained (investigation only)
-};
-
 // A model with `config` and the parameters and buffers of `src` (same names: the SV path and the
 // diagnostics switches do not change the parameters).
 layers::CharLm clone_with_config(layers::CharLm& src, const layers::LmConfig& config) {
@@ -431,13 +367,15 @@ layers::CharLm clone_with_config(layers::CharLm& src, const layers::LmConfig& co
   return dst;
 }
 
-MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t window,
+MethodResult train_method(const Method& m, const Settings& p, std::int64_t window,
                           std::int64_t recurrent_heads, std::uint64_t seed,
                           const ExperimentOptions& o) {
   MethodResult r;
-  r.method = m;
-  r.config = model_config(p, m.type, window, recurrent_heads);
-  layers::CharLm model = lm::seeded_char_lm(r.config, seed);
+  const layers::LmConfig config = model_config(p, m.type, window, recurrent_heads);
+  r.method = m.name;
+  r.heads = config.attention.n_heads;
+  r.window = config.attention.window;
+  layers::CharLm model = lm::seeded_char_lm(config, seed);
   r.parameters = layers::count_parameters(*model);
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& q : model->parameters()) (q.dim() >= 2 ? decay : no_decay).push_back(q);
@@ -514,7 +452,7 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
   if (m.type == layers::AttentionType::kHybrid) {
     // The trained weights with the evaluation's switches: the distinct-support count (off in
     // training, where nobody reads it) and the evaluation path when it differs.
-    layers::LmConfig ec = r.config;
+    layers::LmConfig ec = config;
     ec.attention.hybrid.count_distinct_support = true;
     if (!p.eval_path.empty())
       ec.attention.hybrid.path = layers::global_path_from_string(p.eval_path);
@@ -530,14 +468,14 @@ MethodResult train_method(const Method& m, const E3Preset& p, std::int64_t windo
     // head and chunk, when trained with the batched path; else the batched path), and the batched
     // path's partition agreement with the exact path on the keys of the first factor.
     const Stopwatch se;
-    const bool trained_batched = r.config.attention.hybrid.path == layers::GlobalPath::kBatched;
-    layers::LmConfig ec = r.config;
+    const bool trained_batched = config.attention.hybrid.path == layers::GlobalPath::kBatched;
+    layers::LmConfig ec = config;
     ec.attention.hybrid.path =
         trained_batched ? layers::GlobalPath::kExact : layers::GlobalPath::kBatched;
     layers::CharLm other = clone_with_config(model, ec);
     for (int f : p.factors)
       r.eval_exact.push_back(evaluate_recall(other, p, f, eval_seed, sequences_at(p, f)));
-    layers::LmConfig ac = r.config;
+    layers::LmConfig ac = config;
     ac.attention.hybrid.path = layers::GlobalPath::kBatched;
     ac.attention.hybrid.check_agreement = true;
     layers::CharLm check = clone_with_config(model, ac);
@@ -565,7 +503,7 @@ double mean_support(const EvalPoint& e) { return mean_of_layers(e.support); }
 // d_k for linear attention's normaliser) is closest, in ratio, to `target` floats per layer; H
 // divides d_model with an even head dimension. Ties go to fewer heads (more state for the
 // baseline).
-std::int64_t matched_recurrent_heads(const E3Preset& p, layers::AttentionType type, double target) {
+std::int64_t matched_recurrent_heads(const Settings& p, layers::AttentionType type, double target) {
   std::int64_t best = 1;
   double best_gap = 1e300;
   for (std::int64_t h = 1; h <= p.d_model; ++h) {
@@ -578,26 +516,10 @@ std::int64_t matched_recurrent_heads(const E3Preset& p, layers::AttentionType ty
   return best;
 }
 
-/// Every method trained and evaluated, with the state matching between them.
-struct E3Runs {
-  std::uint64_t seed = 0;
-  std::vector<MethodResult> results;
-  double support = std::nan("");       // the hybrid's mean support at the training length
-  double hybrid_state = std::nan("");  // the hybrid's floats per layer at the training length
-  std::int64_t window = 0;             // the sliding window matched to the hybrid
-  std::int64_t longest = 0;            // the longest evaluation length
-  bool recurrent_covers = false;       // linear and DeltaNet carry >= the hybrid's state
-  const MethodResult* find(const std::string& name) const {
-    for (const auto& r : results)
-      if (r.method.name == name) return &r;
-    return nullptr;
-  }
-};
-
 /// 1. the hybrid first; its measured support at the training length sets the sliding window and
 /// the recurrent head split; then the others.
-E3Runs train_all(const E3Preset& p, const ExperimentOptions& o, std::uint64_t seed) {
-  E3Runs runs;
+SeedRuns train_all(const Settings& p, const ExperimentOptions& o, std::uint64_t seed) {
+  SeedRuns runs;
   runs.seed = seed;
   std::vector<MethodResult>& results = runs.results;
   double& support = runs.support;
@@ -615,7 +537,7 @@ E3Runs train_all(const E3Preset& p, const ExperimentOptions& o, std::uint64_t se
       if (p.window < 1) window = layers::state_matched_window(p.chunk, support);
       hybrid_state =
           static_cast<double>(p.n_heads) *
-          state_floats_per_head(results.back().config.attention, support, p.task.length());
+          state_floats_per_head(config_of(p, results.back()).attention, support, p.task.length());
     }
   }
   const MethodResult* hyb = runs.find("hybrid");
@@ -623,8 +545,8 @@ E3Runs train_all(const E3Preset& p, const ExperimentOptions& o, std::uint64_t se
   const std::int64_t longest = runs.longest = results.front().eval.back().length;
   for (auto& r : results) {
     r.state_per_layer =
-        static_cast<double>(r.config.attention.n_heads) *
-        state_floats_per_head(r.config.attention, std::isnan(support) ? 0.0 : support, longest);
+        static_cast<double>(config_of(p, r).attention.n_heads) *
+        state_floats_per_head(config_of(p, r).attention, std::isnan(support) ? 0.0 : support, longest);
   }
   const MethodResult* lin = runs.find("linear");
   const MethodResult* dn = runs.find("deltanet");
@@ -648,11 +570,12 @@ json eval_json(const std::vector<EvalPoint>& evs, std::int64_t heads,
                {"seconds", e.seconds}};
     if (!e.support.empty()) {
       ej["support_per_layer_head"] = e.support;
-      ej["support_mean"] = mean_support(e);
+      ej["support_mean"] = number_or_null(mean_support(e));
       ej["hybrid_state_floats_per_layer"] =
           static_cast<double>(heads) * state_floats_per_head(attention, mean_support(e), e.length);
       ej["distinct_support_per_layer_head"] = e.distinct_support;
-      ej["distinct_support_mean"] = mean_of_layers(e.distinct_support);
+      // null for the exact path, which does not count distinct keys
+      ej["distinct_support_mean"] = number_or_null(mean_of_layers(e.distinct_support));
       ej["duplicate_alpha_spread"] = e.duplicate_alpha_spread;
       ej["duplicate_support_tokens"] = e.duplicate_support_tokens;
       ej["gate_memory_share"] = e.gate_mean;
@@ -668,56 +591,56 @@ json eval_json(const std::vector<EvalPoint>& evs, std::int64_t heads,
 }
 
 /// Per method: label, heads, parameters, training, state, loss curve and evaluations.
-json methods_json(const E3Runs& runs) {
+json methods_json(const Settings& p, const SeedRuns& runs) {
   json methods = json::object();
   for (const auto& r : runs.results) {
     json mj;
-    mj["label"] = r.method.label;
-    mj["heads"] = r.config.attention.n_heads;
+    mj["label"] = method_of(r).label;
+    mj["heads"] = config_of(p, r).attention.n_heads;
     mj["parameters"] = r.parameters;
     mj["train_seconds"] = r.train_seconds;
     mj["final_train_loss"] = r.final_train_loss;
     if (r.reused) mj["reused_saved_model"] = true;
     mj["state_floats_per_layer"] = r.state_per_layer;
-    if (r.method.type == layers::AttentionType::kSlidingWindow)
-      mj["window"] = r.config.attention.window;
+    if (method_of(r).type == layers::AttentionType::kSlidingWindow)
+      mj["window"] = config_of(p, r).attention.window;
     json curve = json::array();
     for (std::size_t i = 0; i < r.loss_curve.size(); ++i)
       curve.push_back({{"step", r.loss_curve[i].first},
                        {"loss", r.loss_curve[i].second},
                        {"grad_norm", r.grad_norm_curve[i]}});
     mj["loss_curve"] = curve;
-    mj["eval"] = eval_json(r.eval, r.config.attention.n_heads, r.config.attention);
+    mj["eval"] = eval_json(r.eval, config_of(p, r).attention.n_heads, config_of(p, r).attention);
     if (!r.sigma.empty()) mj["sigma_per_layer_head"] = r.sigma;
     if (!r.eval_exact.empty()) {
       mj["eval_other_path"] =
-          eval_json(r.eval_exact, r.config.attention.n_heads, r.config.attention);
+          eval_json(r.eval_exact, config_of(p, r).attention.n_heads, config_of(p, r).attention);
       mj["eval_other_path_name"] =
-          r.config.attention.hybrid.path == layers::GlobalPath::kBatched ? "exact" : "batched";
+          config_of(p, r).attention.hybrid.path == layers::GlobalPath::kBatched ? "exact" : "batched";
       mj["eval_other_path_seconds"] = r.eval_exact_seconds;
     }
-    methods[r.method.name] = mj;
+    methods[r.method] = mj;
   }
   return methods;
 }
 
 /// Recall per method (rows) and padding factor (columns).
-Table recall_table(const E3Preset& p, const E3Runs& runs) {
+Table recall_table(const Settings& p, const SeedRuns& runs) {
   std::vector<std::string> cols = {"method", "heads", "state floats / layer", "params"};
   for (int f : p.factors) cols.push_back(std::to_string(f) + "x");
   Table recall(cols);
   for (const auto& r : runs.results) {
-    std::vector<std::string> row = {r.method.label, std::to_string(r.config.attention.n_heads),
-                                    r.method.type == layers::AttentionType::kSoftmax
+    std::vector<std::string> row = {method_of(r).label, std::to_string(config_of(p, r).attention.n_heads),
+                                    method_of(r).type == layers::AttentionType::kSoftmax
                                         ? "context·(d_k+d_v)"
                                         : fmt_fixed(r.state_per_layer, 0),
                                     std::to_string(r.parameters)};
     for (const auto& e : r.eval) row.push_back(fmt_fixed(e.recall, 3));
     recall.add_row(row);
     if (!r.eval_exact.empty()) {
-      const bool trained_batched = r.config.attention.hybrid.path == layers::GlobalPath::kBatched;
+      const bool trained_batched = config_of(p, r).attention.hybrid.path == layers::GlobalPath::kBatched;
       std::vector<std::string> xr = {
-          r.method.label + (trained_batched ? ", evaluated by the exact path"
+          method_of(r).label + (trained_batched ? ", evaluated by the exact path"
                                             : ", evaluated by the batched path"),
           row[1], row[2], row[3]};
       for (const auto& e : r.eval_exact) xr.push_back(fmt_fixed(e.recall, 3));
@@ -728,7 +651,7 @@ Table recall_table(const E3Preset& p, const E3Runs& runs) {
 }
 
 /// The hybrid's support per layer and head, its state and gate per padding.
-Table support_table(const E3Preset& p, const E3Runs& runs) {
+Table support_table(const Settings& p, const SeedRuns& runs) {
   const MethodResult* hyb = runs.find("hybrid");
   std::vector<std::string> scols = {"padding", "length"};
   for (std::int64_t l = 0; l < p.n_layers; ++l)
@@ -749,7 +672,7 @@ Table support_table(const E3Preset& p, const E3Runs& runs) {
       // The hybrid's state at this padding, from the support measured at this padding.
       row.push_back(
           fmt_fixed(static_cast<double>(p.n_heads) *
-                        state_floats_per_head(hyb->config.attention, mean_support(e), e.length),
+                        state_floats_per_head(config_of(p, *hyb).attention, mean_support(e), e.length),
                     0));
       for (double g : e.gate_per_layer) row.push_back(fmt_fixed(g, 3));
       supp.add_row(row);
@@ -762,7 +685,7 @@ Table support_table(const E3Preset& p, const E3Runs& runs) {
 
 /// `value` of method `name`'s evaluation at padding index `fi`, one per seed (seeds without the
 /// method are skipped).
-std::vector<double> over_seeds(const std::vector<E3Runs>& all, const std::string& name,
+std::vector<double> over_seeds(const std::vector<SeedRuns>& all, const std::string& name,
                                std::size_t fi,
                                const std::function<double(const EvalPoint&)>& value) {
   std::vector<double> v;
@@ -785,7 +708,7 @@ std::string seeds_cell(const std::vector<double>& v, int digits) {
 }
 
 /// Recall per method and padding over the seeds: mean ± sd.
-Table seeds_recall_table(const E3Preset& p, const std::vector<E3Runs>& all) {
+Table seeds_recall_table(const Settings& p, const std::vector<SeedRuns>& all) {
   std::vector<std::string> cols = {"method", "seeds"};
   for (int f : p.factors) cols.push_back(std::to_string(f) + "x");
   Table t(cols);
@@ -804,7 +727,7 @@ Table seeds_recall_table(const E3Preset& p, const std::vector<E3Runs>& all) {
 }
 
 /// Recall of every method and seed (rows) per padding, with the matched window of that seed.
-Table per_seed_recall_table(const E3Preset& p, const std::vector<E3Runs>& all) {
+Table per_seed_recall_table(const Settings& p, const std::vector<SeedRuns>& all) {
   std::vector<std::string> cols = {"method", "seed", "heads / window"};
   for (int f : p.factors) cols.push_back(std::to_string(f) + "x");
   Table t(cols);
@@ -812,9 +735,9 @@ Table per_seed_recall_table(const E3Preset& p, const std::vector<E3Runs>& all) {
     for (const auto& runs : all) {
       const MethodResult* r = runs.find(name);
       if (r == nullptr) continue;
-      const auto& a = r->config.attention;
+      const auto& a = config_of(p, *r).attention;
       std::vector<std::string> row = {
-          r->method.label, std::to_string(runs.seed),
+          method_of(*r).label, std::to_string(runs.seed),
           std::to_string(a.n_heads) + (a.type == layers::AttentionType::kSlidingWindow
                                            ? " / W " + std::to_string(a.window)
                                            : "")};
@@ -827,7 +750,7 @@ Table per_seed_recall_table(const E3Preset& p, const std::vector<E3Runs>& all) {
 
 /// The hybrid's support over the seeds per padding: |S ∪ E| and distinct keys per head (all
 /// layers, then per layer), and the largest coefficient spread among duplicate support keys.
-Table seeds_support_table(const E3Preset& p, const std::vector<E3Runs>& all) {
+Table seeds_support_table(const Settings& p, const std::vector<SeedRuns>& all) {
   std::vector<std::string> cols = {"padding", "|S ∪ E| / head", "distinct keys / head",
                                    "distinct / |S ∪ E|"};
   for (std::int64_t l = 0; l < p.n_layers; ++l) {
@@ -866,7 +789,7 @@ Table seeds_support_table(const E3Preset& p, const std::vector<E3Runs>& all) {
 }
 
 /// The headline rows: ours beside the paper's (mean ± sd and per-seed values over the seeds).
-json summary_of(const E3Preset& p, const std::vector<E3Runs>& all) {
+json summary_of(const Settings& p, const std::vector<SeedRuns>& all) {
   const double chance = 1.0 / p.task.symbols;
   const std::size_t last = p.factors.size() - 1;
   auto recall_at_max = [&](const std::string& name) {
@@ -923,9 +846,9 @@ json summary_of(const E3Preset& p, const std::vector<E3Runs>& all) {
 }
 
 /// Recall vs padding and the training loss curves.
-std::vector<PlotResult> e3_plots(const ExperimentOptions& o, const E3Preset& p,
-                                 const std::vector<E3Runs>& all) {
-  const E3Runs& runs = all.front();
+std::vector<PlotResult> e3_plots(const ExperimentOptions& o, const Settings& p,
+                                 const std::vector<SeedRuns>& all) {
+  const SeedRuns& runs = all.front();
   const double chance = 1.0 / p.task.symbols;
   LinePlot lp;
   lp.title = all.size() > 1 ? "E3 selective copy: recall vs padding (mean of " +
@@ -938,10 +861,10 @@ std::vector<PlotResult> e3_plots(const ExperimentOptions& o, const E3Preset& p,
   lp.ymax = 1.05;
   for (const auto& r : runs.results) {
     Series s;
-    s.title = r.method.label;
+    s.title = method_of(r).label;
     for (std::size_t fi = 0; fi < r.eval.size(); ++fi)
       s.x.push_back(r.eval[fi].factor),
-          s.y.push_back(mean_of(over_seeds(all, r.method.name, fi, recall_of)));
+          s.y.push_back(mean_of(over_seeds(all, r.method, fi, recall_of)));
     lp.series.push_back(s);
   }
   Series ch;
@@ -954,7 +877,7 @@ std::vector<PlotResult> e3_plots(const ExperimentOptions& o, const E3Preset& p,
   lc.ylabel = "cross-entropy on the outputs (nats)";
   for (const auto& r : runs.results) {
     Series s;
-    s.title = r.method.label;
+    s.title = method_of(r).label;
     for (const auto& [st, l] : r.loss_curve) s.x.push_back(st), s.y.push_back(l);
     lc.series.push_back(s);
   }
@@ -969,7 +892,7 @@ struct E3Tables {
 };
 
 /// The section over the seeds (with two or more).
-std::string seeds_markdown(const std::vector<E3Runs>& all, const E3Tables& t) {
+std::string seeds_markdown(const std::vector<SeedRuns>& all, const E3Tables& t) {
   std::ostringstream md;
   md << "## Over " << all.size() << " seeds (mean ± sd)\n\n"
      << "Each seed trains every method from its own initialisation and batches and evaluates on "
@@ -985,12 +908,12 @@ std::string seeds_markdown(const std::vector<E3Runs>& all, const E3Tables& t) {
   return md.str();
 }
 
-std::string markdown_of(const ExperimentOptions& o, const E3Preset& p,
-                        const std::vector<E3Runs>& all, const std::string& overrides,
+std::string markdown_of(const std::string& preset, const Settings& p,
+                        const std::vector<SeedRuns>& all, const std::string& overrides,
                         const std::string& scale, const json& summary, const E3Tables& tables,
                         const std::vector<PlotResult>& plots, double runtime,
                         const std::string& cpu) {
-  const E3Runs& runs = all.front();
+  const SeedRuns& runs = all.front();
   const Table& recall = tables.recall;
   const Table& supp = tables.support;
   const MethodResult* hyb = runs.find("hybrid");
@@ -999,7 +922,7 @@ std::string markdown_of(const ExperimentOptions& o, const E3Preset& p,
   const double chance = 1.0 / p.task.symbols;
   std::ostringstream md;
   md << "# E3 — selective copy with growing padding\n\n";
-  md << "Preset `" << o.preset << "`, ";
+  md << "Preset `" << preset << "`, ";
   if (all.size() > 1) {
     md << all.size() << " seeds (";
     for (std::size_t i = 0; i < all.size(); ++i) md << (i ? ", " : "") << all[i].seed;
@@ -1037,8 +960,8 @@ std::string markdown_of(const ExperimentOptions& o, const E3Preset& p,
        << " floats per layer ((chunk + support)·(d_k + d_v) + support per head). ";
     for (const MethodResult* r : {lin, dn}) {
       if (r == nullptr) continue;
-      const auto h = r->config.attention.n_heads;
-      md << r->method.label << ": " << h << " head(s) of d_k = d_v = " << p.d_model / h
+      const auto h = config_of(p, *r).attention.n_heads;
+      md << method_of(*r).label << ": " << h << " head(s) of d_k = d_v = " << p.d_model / h
          << ", a fixed " << fmt_fixed(r->state_per_layer, 0) << " floats per layer"
          << (p.recurrent_heads < 1 ? " (the head split whose state is closest to the hybrid's)"
                                    : " (fixed by override)")
@@ -1072,104 +995,298 @@ std::string markdown_of(const ExperimentOptions& o, const E3Preset& p,
   }
   md << "## Training\n\n| method | train time | final loss |\n| --- | ---: | ---: |\n";
   for (const auto& r : runs.results)
-    md << "| " << r.method.label << " | " << detail::duration(r.train_seconds) << " | "
+    md << "| " << method_of(r).label << " | " << detail::duration(r.train_seconds) << " | "
        << fmt_fixed(r.final_train_loss, 4) << " |\n";
   md << "\n" << detail::plots_markdown(plots);
   return md.str();
 }
 
-}  // namespace
+// ------------------------------------------------------------------ the typed result's JSON
 
-json preset(const std::string& name) { return e3_preset(name); }
+template <typename T>
+T field(const json& j, const char* key) {
+  return detail::json_field<T>(j, key, "E3 result");
+}
 
-ExperimentResult run(const ExperimentOptions& o) {
-  o.validate();
-  const Stopwatch total;
-  E3Preset p = detail::with_overrides(e3_preset(o.preset), "E3", o);
-  std::string overrides;  // the applied --set items, as written
-  for (const auto& ov : o.overrides)
-    if (ov.scope.empty() || ov.scope == "E3")
-      overrides += (overrides.empty() ? "" : " ") + ov.text();
-  validate_preset(p);
-  lm::set_threads(1);
-  ensure_dir(o.out_dir);
+// j[key] as a double, null (or absent) as NaN.
+double number_or_nan(const json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nan("");
+  return field<double>(j, key);
+}
 
-  // Every seed trains and evaluates every method; seeds run side by side on p.workers threads.
-  std::vector<std::uint64_t> seeds;
-  for (const auto s : p.seeds) seeds.push_back(static_cast<std::uint64_t>(s));
-  if (seeds.empty()) seeds.push_back(o.seed);
-  std::vector<E3Runs> all(seeds.size());
-  std::vector<std::function<void()>> jobs;
-  for (std::size_t i = 0; i < seeds.size(); ++i)
-    jobs.emplace_back([&, i] {
-      lm::set_threads(1);  // per thread: the worker's own LibTorch/BLAS thread count
-      all[i] = train_all(p, o, seeds[i]);
-    });
-  detail::run_jobs(jobs, p.workers);
-  const E3Runs& runs = all.front();
-  const double chance = 1.0 / p.task.symbols;
-  json j;
-  j["experiment"] = "E3";
-  j["title"] = "Selective copy with growing padding (trained models)";
-  j["preset"] = o.preset;
-  j["seed"] = runs.seed;
-  j["seeds"] = seeds;
-  j["machine"] = detail::machine_info();
-  j["created"] = utc_now();
-  j["data"] = "synthetic selective copy (generated in-process)";
-  j["overrides"] = overrides;
+json eval_point_json(const EvalPoint& e) {
+  return {{"factor", e.factor},
+          {"length", e.length},
+          {"recall", e.recall},
+          {"outputs", e.outputs},
+          {"recall_per_output", e.recall_per_output},
+          {"support", e.support},
+          {"distinct_support", e.distinct_support},
+          {"duplicate_alpha_spread", number_or_null(e.duplicate_alpha_spread)},
+          {"duplicate_support_tokens", e.duplicate_support_tokens},
+          {"gate_per_layer", e.gate_per_layer},
+          {"gate_mean", number_or_null(e.gate_mean)},
+          {"partition_agreement", number_or_null(e.partition_agreement)},
+          {"coefficient_error", number_or_null(e.coefficient_error)},
+          {"seconds", e.seconds}};
+}
+
+EvalPoint eval_point_from_json(const json& j) {
+  using Table2 = std::vector<std::vector<double>>;
+  EvalPoint e;
+  e.factor = field<int>(j, "factor");
+  e.length = field<int>(j, "length");
+  e.recall = field<double>(j, "recall");
+  e.outputs = field<long>(j, "outputs");
+  e.recall_per_output = field<std::vector<double>>(j, "recall_per_output");
+  e.support = field<Table2>(j, "support");
+  e.distinct_support = field<Table2>(j, "distinct_support");
+  e.duplicate_alpha_spread = number_or_nan(j, "duplicate_alpha_spread");
+  e.duplicate_support_tokens = field<long>(j, "duplicate_support_tokens");
+  e.gate_per_layer = field<std::vector<double>>(j, "gate_per_layer");
+  e.gate_mean = number_or_nan(j, "gate_mean");
+  e.partition_agreement = number_or_nan(j, "partition_agreement");
+  e.coefficient_error = number_or_nan(j, "coefficient_error");
+  e.seconds = field<double>(j, "seconds");
+  return e;
+}
+
+json eval_points_json(const std::vector<EvalPoint>& v) {
+  json a = json::array();
+  for (const auto& e : v) a.push_back(eval_point_json(e));
+  return a;
+}
+
+std::vector<EvalPoint> eval_points_from_json(const json& j, const char* key) {
+  std::vector<EvalPoint> v;
+  for (const auto& x : field<std::vector<json>>(j, key)) v.push_back(eval_point_from_json(x));
+  return v;
+}
+
+json method_result_json(const MethodResult& r) {
+  return {{"method", r.method},
+          {"heads", r.heads},
+          {"window", r.window},
+          {"parameters", r.parameters},
+          {"train_seconds", r.train_seconds},
+          {"loss_curve", r.loss_curve},
+          {"grad_norm_curve", r.grad_norm_curve},
+          {"final_train_loss", r.final_train_loss},
+          {"eval", eval_points_json(r.eval)},
+          {"eval_exact", eval_points_json(r.eval_exact)},
+          {"eval_exact_seconds", r.eval_exact_seconds},
+          {"sigma", r.sigma},
+          {"state_per_layer", r.state_per_layer},
+          {"reused", r.reused}};
+}
+
+MethodResult method_result_from_json(const json& j) {
+  MethodResult r;
+  r.method = field<std::string>(j, "method");
+  try {
+    method_named(r.method);
+  } catch (const InvalidArgument&) {
+    throw FormatError("E3 result: unknown method `" + r.method + "`");
+  }
+  r.heads = field<std::int64_t>(j, "heads");
+  r.window = field<std::int64_t>(j, "window");
+  r.parameters = field<std::int64_t>(j, "parameters");
+  r.train_seconds = field<double>(j, "train_seconds");
+  r.loss_curve = field<std::vector<std::pair<int, double>>>(j, "loss_curve");
+  r.grad_norm_curve = field<std::vector<double>>(j, "grad_norm_curve");
+  if (r.grad_norm_curve.size() != r.loss_curve.size())
+    throw FormatError("E3 result: `grad_norm_curve` and `loss_curve` differ in length");
+  r.final_train_loss = field<double>(j, "final_train_loss");
+  r.eval = eval_points_from_json(j, "eval");
+  if (r.eval.empty()) throw FormatError("E3 result: method " + r.method + " has no `eval` points");
+  r.eval_exact = eval_points_from_json(j, "eval_exact");
+  r.eval_exact_seconds = field<double>(j, "eval_exact_seconds");
+  r.sigma = field<std::vector<std::vector<double>>>(j, "sigma");
+  r.state_per_layer = field<double>(j, "state_per_layer");
+  r.reused = field<bool>(j, "reused");
+  return r;
+}
+
+json seed_runs_json(const SeedRuns& r) {
+  json methods = json::array();
+  for (const auto& m : r.results) methods.push_back(method_result_json(m));
+  return {{"seed", r.seed},
+          {"methods", methods},
+          {"support", number_or_null(r.support)},
+          {"hybrid_state", number_or_null(r.hybrid_state)},
+          {"window", r.window},
+          {"longest", r.longest},
+          {"recurrent_covers", r.recurrent_covers}};
+}
+
+SeedRuns seed_runs_from_json(const json& j) {
+  SeedRuns r;
+  r.seed = field<std::uint64_t>(j, "seed");
+  for (const auto& m : field<std::vector<json>>(j, "methods"))
+    r.results.push_back(method_result_from_json(m));
+  if (r.results.empty()) throw FormatError("E3 result: a seed without methods");
+  r.support = number_or_nan(j, "support");
+  r.hybrid_state = number_or_nan(j, "hybrid_state");
+  r.window = field<std::int64_t>(j, "window");
+  r.longest = field<std::int64_t>(j, "longest");
+  r.recurrent_covers = field<bool>(j, "recurrent_covers");
+  return r;
+}
+
+// ------------------------------------------------------------------ E3.json
+
+std::string scale_of(const Result& res) {
+  const Settings& p = res.settings;
   std::ostringstream scale;
   scale << "synthetic selective copy: " << p.task.k << " of " << p.task.symbols << " symbols among "
         << p.task.prefix << " training positions, padding up to " << p.factors.back()
         << "x; CharLm d " << p.d_model << ", " << p.n_layers << " layers, " << p.steps
-        << " steps of " << p.batch << " sequences; " << seeds.size()
-        << (seeds.size() == 1 ? " seed" : " seeds") << "; CPU, 1 thread per run";
-  j["scale"] = scale.str();
+        << " steps of " << p.batch << " sequences; " << res.runs.size()
+        << (res.runs.size() == 1 ? " seed" : " seeds") << "; CPU, 1 thread per run";
+  return scale.str();
+}
+
+// One seed's block of E3.json (the first seed's also at the top level).
+json seed_block_json(const Settings& p, const SeedRuns& r) {
+  json rj;
+  rj["seed"] = r.seed;
+  rj["hybrid_average_support"] = number_or_null(r.support);
+  rj["hybrid_state_floats_per_layer_at_training_length"] = number_or_null(r.hybrid_state);
+  rj["matched_window"] = r.window;
+  rj["state_context"] = r.longest;
+  rj["recurrent_state_covers_hybrid"] = r.recurrent_covers;
+  rj["methods"] = methods_json(p, r);
+  return rj;
+}
+
+E3Tables tables_of(const Result& res) {
+  const Settings& p = res.settings;
+  E3Tables t;
+  t.recall = recall_table(p, res.runs.front());
+  t.support = support_table(p, res.runs.front());
+  if (res.runs.size() > 1) {
+    t.seeds_recall = seeds_recall_table(p, res.runs);
+    t.per_seed = per_seed_recall_table(p, res.runs);
+    t.seeds_support = seeds_support_table(p, res.runs);
+  }
+  return t;
+}
+
+json tables_json(const E3Tables& t, bool several_seeds) {
+  json j = {{"recall", t.recall.json()}, {"support", t.support.json()}};
+  if (several_seeds) {
+    j["recall_over_seeds"] = t.seeds_recall.json();
+    j["recall_per_seed"] = t.per_seed.json();
+    j["support_over_seeds"] = t.seeds_support.json();
+  }
+  return j;
+}
+
+}  // namespace
+
+const MethodResult* SeedRuns::find(const std::string& method) const {
+  for (const auto& r : results)
+    if (r.method == method) return &r;
+  return nullptr;
+}
+
+json Result::to_json() const {
+  json seeds = json::array();
+  for (const auto& r : runs) seeds.push_back(seed_runs_json(r));
+  return {{"preset", preset},   {"overrides", overrides}, {"settings", settings},
+          {"runs", seeds},      {"machine", machine},     {"created", created},
+          {"measure_seconds", measure_seconds}};
+}
+
+Result Result::from_json(const json& j) {
+  Result r;
+  r.preset = field<std::string>(j, "preset");
+  r.overrides = field<std::string>(j, "overrides");
+  r.settings = field<Settings>(j, "settings");
+  for (const auto& x : field<std::vector<json>>(j, "runs")) r.runs.push_back(seed_runs_from_json(x));
+  if (r.runs.empty()) throw FormatError("E3 result: no runs");
+  r.machine = field<json>(j, "machine");
+  r.created = field<std::string>(j, "created");
+  r.measure_seconds = field<double>(j, "measure_seconds");
+  return r;
+}
+
+json preset(const std::string& name) { return e3_preset(name); }
+
+Result measure(const ExperimentOptions& o) {
+  o.validate();
+  const Stopwatch total;
+  Result res;
+  res.preset = o.preset;
+  res.settings = detail::with_overrides(e3_preset(o.preset), "E3", o);
+  const Settings& p = res.settings;
+  for (const auto& ov : o.overrides)
+    if (ov.scope.empty() || ov.scope == "E3")
+      res.overrides += (res.overrides.empty() ? "" : " ") + ov.text();
+  validate_preset(p);
+  lm::set_threads(1);
+  ensure_dir(o.out_dir);
+  // Every seed trains and evaluates every method; seeds run side by side on p.workers threads.
+  std::vector<std::uint64_t> seeds;
+  for (const auto s : p.seeds) seeds.push_back(static_cast<std::uint64_t>(s));
+  if (seeds.empty()) seeds.push_back(o.seed);
+  res.runs.resize(seeds.size());
+  std::vector<std::function<void()>> jobs;
+  for (std::size_t i = 0; i < seeds.size(); ++i)
+    jobs.emplace_back([&, i] {
+      lm::set_threads(1);  // per thread: the worker's own LibTorch/BLAS thread count
+      res.runs[i] = train_all(p, o, seeds[i]);
+    });
+  detail::run_jobs(jobs, p.workers);
+  res.machine = detail::machine_info();
+  res.created = utc_now();
+  res.measure_seconds = total.seconds();
+  return res;
+}
+
+ExperimentResult render(const Result& res, const ExperimentOptions& o) {
+  ensure_dir(o.out_dir);
+  const Settings& p = res.settings;
+  const SeedRuns& runs = res.runs.front();
+  json j;
+  j["experiment"] = "E3";
+  j["title"] = "Selective copy with growing padding (trained models)";
+  j["preset"] = res.preset;
+  j["seed"] = runs.seed;
+  j["seeds"] = json::array();
+  for (const auto& r : res.runs) j["seeds"].push_back(r.seed);
+  j["machine"] = res.machine;
+  j["created"] = res.created;
+  j["data"] = "synthetic selective copy (generated in-process)";
+  j["overrides"] = res.overrides;
+  const std::string scale = scale_of(res);
+  j["scale"] = scale;
   j["task"] = {{"symbols", p.task.symbols},
                {"k", p.task.k},
                {"train_prefix", p.task.prefix},
                {"train_length", p.task.length()},
-               {"chance_recall", chance}};
+               {"chance_recall", 1.0 / p.task.symbols}};
   j["settings"] = json(p);
   // The first seed at the top level; every seed (the first included) under "runs".
-  const auto runs_json = [](const E3Runs& r) {
-    json rj;
-    rj["seed"] = r.seed;
-    rj["hybrid_average_support"] = std::isnan(r.support) ? json(nullptr) : json(r.support);
-    rj["hybrid_state_floats_per_layer_at_training_length"] =
-        std::isnan(r.hybrid_state) ? json(nullptr) : json(r.hybrid_state);
-    rj["matched_window"] = r.window;
-    rj["state_context"] = r.longest;
-    rj["recurrent_state_covers_hybrid"] = r.recurrent_covers;
-    rj["methods"] = methods_json(r);
-    return rj;
-  };
-  const json first = runs_json(runs);
+  const json first = seed_block_json(p, runs);
   for (auto it = first.begin(); it != first.end(); ++it) j[it.key()] = it.value();
   j["runs"] = json::array();
-  for (const auto& r : all) j["runs"].push_back(runs_json(r));
-  E3Tables tables;
-  tables.recall = recall_table(p, runs);
-  tables.support = support_table(p, runs);
-  j["tables"] = {{"recall", tables.recall.json()}, {"support", tables.support.json()}};
-  if (all.size() > 1) {
-    tables.seeds_recall = seeds_recall_table(p, all);
-    tables.per_seed = per_seed_recall_table(p, all);
-    tables.seeds_support = seeds_support_table(p, all);
-    j["tables"]["recall_over_seeds"] = tables.seeds_recall.json();
-    j["tables"]["recall_per_seed"] = tables.per_seed.json();
-    j["tables"]["support_over_seeds"] = tables.seeds_support.json();
-  }
-  const json summary = summary_of(p, all);
+  for (const auto& r : res.runs) j["runs"].push_back(seed_block_json(p, r));
+  const E3Tables tables = tables_of(res);
+  j["tables"] = tables_json(tables, res.runs.size() > 1);
+  const json summary = summary_of(p, res.runs);
   j["summary"] = summary;
-  const std::vector<PlotResult> plots = e3_plots(o, p, all);
+  const std::vector<PlotResult> plots = e3_plots(o, p, res.runs);
   j["plots"] = detail::plots_json(plots);
-  const double runtime = total.seconds();
-  j["runtime_seconds"] = runtime;
-  const std::string md = markdown_of(o, p, all, overrides, scale.str(), summary, tables, plots,
-                                     runtime, j["machine"]["cpu"].get<std::string>());
+  j["runtime_seconds"] = res.measure_seconds;
+  j["result"] = res.to_json();  // render(Result::from_json(E3.json["result"])) writes this report
+  const std::string md =
+      markdown_of(res.preset, p, res.runs, res.overrides, scale, summary, tables, plots,
+                  res.measure_seconds, res.machine.value("cpu", std::string("unknown CPU")));
   detail::write_outputs(o, "E3", j, md);
   return ExperimentResult::from_json(j);
 }
+
+ExperimentResult run(const ExperimentOptions& o) { return render(measure(o), o); }
 
 }  // namespace svattn::experiments::e3_selective_copy
