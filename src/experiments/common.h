@@ -2,6 +2,7 @@
 // (not installed): report header, output files, plot lists, presets with `--set` applied.
 #pragma once
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -25,6 +26,34 @@ T json_field(const nlohmann::json& j, const char* key, const char* what) {
   } catch (const nlohmann::json::exception&) {
     throw FormatError(std::string(what) + ": field `" + key + "` has the wrong type");
   }
+}
+
+/// x, or null when x is NaN (JSON has no NaN).
+inline nlohmann::json number_or_null(double x) {
+  return x != x ? nlohmann::json(nullptr) : nlohmann::json(x);
+}
+
+/// j[key] as a double; null or an absent key as NaN (FormatError for another type).
+inline double number_or_nan(const nlohmann::json& j, const char* key, const char* what) {
+  if (!j.is_object() || !j.contains(key) || j.at(key).is_null())
+    return std::numeric_limits<double>::quiet_NaN();
+  return json_field<double>(j, key, what);
+}
+
+/// A JSON array of write(x) for every x of v.
+template <typename T, typename Write>
+nlohmann::json json_array(const std::vector<T>& v, Write write) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& x : v) a.push_back(write(x));
+  return a;
+}
+
+/// j[key], an array, as read(element) for every element (FormatError when not an array).
+template <typename Read>
+auto json_array_field(const nlohmann::json& j, const char* key, const char* what, Read read) {
+  std::vector<decltype(read(nlohmann::json()))> v;
+  for (const auto& x : json_field<std::vector<nlohmann::json>>(j, key, what)) v.push_back(read(x));
+  return v;
 }
 
 /// Machine description for the report header: CPU model, core count, compiler, build type.

@@ -26,7 +26,7 @@ namespace {
 
 using nlohmann::json;
 
-json number_or_null(double x) { return std::isnan(x) ? json(nullptr) : json(x); }
+using detail::number_or_null;
 
 Settings e3_preset(const std::string& name) {
   Settings p;
@@ -1008,10 +1008,8 @@ T field(const json& j, const char* key) {
   return detail::json_field<T>(j, key, "E3 result");
 }
 
-// j[key] as a double, null (or absent) as NaN.
 double number_or_nan(const json& j, const char* key) {
-  if (!j.contains(key) || j.at(key).is_null()) return std::nan("");
-  return field<double>(j, key);
+  return detail::number_or_nan(j, key, "E3 result");
 }
 
 json eval_point_json(const EvalPoint& e) {
@@ -1052,15 +1050,11 @@ EvalPoint eval_point_from_json(const json& j) {
 }
 
 json eval_points_json(const std::vector<EvalPoint>& v) {
-  json a = json::array();
-  for (const auto& e : v) a.push_back(eval_point_json(e));
-  return a;
+  return detail::json_array(v, eval_point_json);
 }
 
 std::vector<EvalPoint> eval_points_from_json(const json& j, const char* key) {
-  std::vector<EvalPoint> v;
-  for (const auto& x : field<std::vector<json>>(j, key)) v.push_back(eval_point_from_json(x));
-  return v;
+  return detail::json_array_field(j, key, "E3 result", eval_point_from_json);
 }
 
 json method_result_json(const MethodResult& r) {
@@ -1108,10 +1102,8 @@ MethodResult method_result_from_json(const json& j) {
 }
 
 json seed_runs_json(const SeedRuns& r) {
-  json methods = json::array();
-  for (const auto& m : r.results) methods.push_back(method_result_json(m));
   return {{"seed", r.seed},
-          {"methods", methods},
+          {"methods", detail::json_array(r.results, method_result_json)},
           {"support", number_or_null(r.support)},
           {"hybrid_state", number_or_null(r.hybrid_state)},
           {"window", r.window},
@@ -1122,8 +1114,7 @@ json seed_runs_json(const SeedRuns& r) {
 SeedRuns seed_runs_from_json(const json& j) {
   SeedRuns r;
   r.seed = field<std::uint64_t>(j, "seed");
-  for (const auto& m : field<std::vector<json>>(j, "methods"))
-    r.results.push_back(method_result_from_json(m));
+  r.results = detail::json_array_field(j, "methods", "E3 result", method_result_from_json);
   if (r.results.empty()) throw FormatError("E3 result: a seed without methods");
   r.support = number_or_nan(j, "support");
   r.hybrid_state = number_or_nan(j, "hybrid_state");
@@ -1191,10 +1182,12 @@ const MethodResult* SeedRuns::find(const std::string& method) const {
 }
 
 json Result::to_json() const {
-  json seeds = json::array();
-  for (const auto& r : runs) seeds.push_back(seed_runs_json(r));
-  return {{"preset", preset},   {"overrides", overrides}, {"settings", settings},
-          {"runs", seeds},      {"machine", machine},     {"created", created},
+  return {{"preset", preset},
+          {"overrides", overrides},
+          {"settings", settings},
+          {"runs", detail::json_array(runs, seed_runs_json)},
+          {"machine", machine},
+          {"created", created},
           {"measure_seconds", measure_seconds}};
 }
 
@@ -1203,7 +1196,7 @@ Result Result::from_json(const json& j) {
   r.preset = field<std::string>(j, "preset");
   r.overrides = field<std::string>(j, "overrides");
   r.settings = field<Settings>(j, "settings");
-  for (const auto& x : field<std::vector<json>>(j, "runs")) r.runs.push_back(seed_runs_from_json(x));
+  r.runs = detail::json_array_field(j, "runs", "E3 result", seed_runs_from_json);
   if (r.runs.empty()) throw FormatError("E3 result: no runs");
   r.machine = field<json>(j, "machine");
   r.created = field<std::string>(j, "created");

@@ -198,13 +198,9 @@ T field(const json& j, const char* key) {
   return detail::json_field<T>(j, key, "E5 result");
 }
 
-json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+using detail::number_or_null;
 
-json numbers(const std::vector<double>& v) {
-  json a = json::array();
-  for (double x : v) a.push_back(number_or_null(x));
-  return a;
-}
+json numbers(const std::vector<double>& v) { return detail::json_array(v, number_or_null); }
 
 std::vector<double> numbers_from(const json& j, const char* key) {
   std::vector<double> v;
@@ -260,18 +256,10 @@ Run run_from_json(const json& j) {
   return r;
 }
 
-json runs_json(const std::vector<Run>& runs) {
-  json a = json::array();
-  for (const auto& r : runs) a.push_back(run_json(r));
-  return a;
-}
+json runs_json(const std::vector<Run>& runs) { return detail::json_array(runs, run_json); }
 
 std::vector<Run> runs_from_json(const json& j, const char* key) {
-  std::vector<Run> runs;
-  const json a = field<json>(j, key);
-  if (!a.is_array()) throw FormatError(std::string("E5 result: field `") + key + "` has the wrong type");
-  for (const auto& x : a) runs.push_back(run_from_json(x));
-  return runs;
+  return detail::json_array_field(j, key, "E5 result", run_from_json);
 }
 
 std::vector<double> test_bpc(const std::vector<Run>& runs) {
