@@ -18,6 +18,7 @@
 
 #include "cli/cli_test_util.h"
 #include "svattn/errors.h"
+#include "svattn/experiments/e1_forgetting/e1_forgetting.h"
 #include "svattn/experiments/e2_rare_recall/e2_rare_recall.h"
 #include "svattn/experiments/e4_icu/e4_icu.h"
 #include "svattn/experiments/icu.h"
@@ -418,6 +419,62 @@ TEST(E1Test, UnknownStreamIsRejected) {
   const std::string msg = error_of([&] { ex::run_experiment("E1", o).to_json(); });
   EXPECT_NE(msg.find("gaussian_d3"), std::string::npos);
   EXPECT_NE(msg.find("gaussian_d8"), std::string::npos);  // lists the known ones
+}
+
+// The typed result round-trips through E1.json (under `result`), and the report rendered from the
+// file alone is the one the run wrote: render reads no option but the output folder (other
+// preset, seed, streams, trials, keys and data directory here), re-solves nothing (the timings
+// would differ) and reads no data. A result without a required field is refused naming it.
+TEST(E1Test, ReportRendersFromTheResultInE1JsonAlone) {
+  namespace e1 = ex::e1_forgetting;
+  TempDir dir, again;
+  ex::ExperimentOptions o = tiny(dir.str());
+  o.streams = {"gaussian_d2", "near_duplicate", "learned"};
+  ex::run_experiment("E1", o);
+  const auto text = [](const std::string& path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const nlohmann::json file = nlohmann::json::parse(text(dir.file("E1.json")));
+  const e1::Result r = e1::Result::from_json(file.at("result"));
+  ASSERT_EQ(r.streams.size(), 3u);
+  EXPECT_EQ(r.selected_streams, o.streams);
+  EXPECT_EQ(r.streams[2].status, "pending");
+  EXPECT_EQ(r.trials, r.settings.trials);
+  std::size_t deletions = 0;
+  for (const auto& s : r.streams) deletions += s.comparisons.size();
+  EXPECT_EQ(deletions, file["comparisons"].size());
+  EXPECT_EQ(e1::Result::from_json(r.to_json()).to_json(), r.to_json());
+  EXPECT_EQ(r.streams[0].comparisons[0].to_json(), file["comparisons"][0]);
+  ex::ExperimentOptions o2 = tiny(again.str());
+  o2.preset = "quick";
+  o2.seed = 7;
+  o2.trials = 3;
+  o2.streams = {"gaussian_d8"};
+  o2.learned_keys = again.file("absent.npy");
+  o2.data_dir = "/nonexistent";
+  e1::render(r, o2);
+  const std::string md = text(dir.file("E1.md"));
+  EXPECT_NE(md.find("## By deletion kind (all streams)"), std::string::npos);
+  EXPECT_EQ(text(again.file("E1.md")), md);
+  EXPECT_EQ(nlohmann::json::parse(text(again.file("E1.json"))), file);
+  // An infinite deviation (written as null) reads back as infinity, so the report keeps "inf".
+  nlohmann::json inf = file.at("result");
+  inf["streams"][0]["comparisons"][0]["max_abs_dreadout"] = nullptr;
+  EXPECT_EQ(e1::Result::from_json(inf).streams[0].comparisons[0].dreadout,
+            std::numeric_limits<double>::infinity());
+  const auto refused = [&](const std::function<void(nlohmann::json&)>& breaks, const std::string& name) {
+    nlohmann::json broken = file.at("result");
+    breaks(broken);
+    const std::string msg = error_of([&] { e1::Result::from_json(broken); });
+    EXPECT_NE(msg.find(name), std::string::npos) << name << ": " << msg;
+  };
+  refused([](nlohmann::json& b) { b.erase("trials"); }, "`trials`");
+  refused([](nlohmann::json& b) { b["streams"][0]["comparisons"][0].erase("hash_equal"); }, "`hash_equal`");
+  refused([](nlohmann::json& b) { b["streams"][1]["comparisons"][0]["decay_zero"].erase("max_abs_dalpha"); },
+          "`max_abs_dalpha`");
+  refused([](nlohmann::json& b) { b["streams"].erase(1); }, "`streams`");
+  EXPECT_THROW(e1::Result::from_json(file), svattn::FormatError);  // the report, not the result
 }
 
 // ------------------------------------------------------------------------------------ E2
