@@ -945,15 +945,9 @@ double deviation(const nlohmann::json& j, const char* key, const char* what) {
   return v.is_null() ? std::numeric_limits<double>::infinity() : number(j, key, what);
 }
 
-nlohmann::json array_field(const nlohmann::json& j, const char* key) {
-  nlohmann::json v = field<nlohmann::json>(j, key);
-  if (!v.is_array()) throw FormatError(std::string("E1 result: field `") + key + "` is not an array");
-  return v;
-}
-
 nlohmann::json stream_result_json(const StreamResult& s) {
-  nlohmann::json cs = nlohmann::json::array();
-  for (const auto& c : s.comparisons) cs.push_back(c.to_json());
+  const nlohmann::json cs =
+      detail::json_array(s.comparisons, [](const Comparison& c) { return c.to_json(); });
   return {{"name", s.name},   {"description", s.description}, {"status", s.status},
           {"pending_reason", s.pending_reason}, {"n", s.n}, {"d", s.d}, {"trials", s.trials},
           {"sigma_median", s.sigma_median}, {"C", s.C}, {"comparisons", cs}, {"seconds", s.seconds}};
@@ -972,7 +966,7 @@ StreamResult stream_result_from_json(const nlohmann::json& j) {
   s.trials = field<int>(j, "trials");
   s.sigma_median = number(j, "sigma_median");
   s.C = number(j, "C");
-  for (const auto& c : array_field(j, "comparisons")) s.comparisons.push_back(Comparison::from_json(c));
+  s.comparisons = detail::json_array_field(j, "comparisons", "E1 result", Comparison::from_json);
   s.seconds = number(j, "seconds");
   return s;
 }
@@ -1037,8 +1031,7 @@ Comparison Comparison::from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json Result::to_json() const {
-  nlohmann::json ss = nlohmann::json::array();
-  for (const auto& s : streams) ss.push_back(stream_result_json(s));
+  const nlohmann::json ss = detail::json_array(streams, stream_result_json);
   return {{"preset", preset},
           {"seed", seed},
           {"settings", settings},
@@ -1063,7 +1056,7 @@ Result Result::from_json(const nlohmann::json& j) {
   r.learned_keys = field<std::string>(j, "learned_keys");
   r.data_dir = field<std::string>(j, "data_dir");
   r.data_dir_source = field<std::string>(j, "data_dir_source");
-  for (const auto& s : array_field(j, "streams")) r.streams.push_back(stream_result_from_json(s));
+  r.streams = detail::json_array_field(j, "streams", "E1 result", stream_result_from_json);
   bool same = r.streams.size() == r.selected_streams.size();
   for (std::size_t i = 0; same && i < r.streams.size(); ++i)
     same = r.streams[i].name == r.selected_streams[i];
