@@ -19,6 +19,7 @@
 
 #include "svattn/batch_solver.h"
 #include "svattn/errors.h"
+#include "svattn/experiments/e7_applications/e7_applications.h"
 #include "svattn/experiments/e7_applications/tools.h"
 #include "svattn/experiments/registry.h"
 #include "svattn/experiments/report.h"
@@ -294,6 +295,58 @@ TEST(E7Test, TinyConfigurationInvariants) {
   for (const char* s : {"(a) Surgical fact forgetting", "(b) Knowledge editing", "(c) Patient erasure",
                         "zero leakage"}) {
     EXPECT_NE(md.find(s), std::string::npos) << s;
+  }
+}
+
+// The typed result round-trips through E7.json (under `result`), and the report rendered from the
+// file alone, without the data or the stores, is the one the run wrote; a result without a
+// required field is refused naming it.
+TEST(E7Test, ReportRendersFromTheResultInE7JsonAlone) {
+  if (!ex::find_experiment("E7").available()) GTEST_SKIP() << "built without the store";
+  TempDir dir, again;
+  write_vitals(dir.file("data"), 12, 20);
+  ex::run_experiment("E7", tiny(dir.file("out"), dir.file("data")));
+  const json file = json::parse(ex::read_text_file(dir.file("out/E7.json")));
+  ASSERT_TRUE(file.contains("result"));
+  const e7::Result r = e7::Result::from_json(file.at("result"));
+  EXPECT_EQ(r.preset, "tiny");
+  EXPECT_EQ(r.settings.members, 6);
+  EXPECT_EQ(r.forgetting.trials.size(), static_cast<std::size_t>(r.settings.forget));
+  EXPECT_EQ(r.editing.trials.size(), static_cast<std::size_t>(r.settings.edits));
+  ASSERT_EQ(r.erasure.methods.size(), 3u + r.settings.pg_steps.size());  // exact, never_seen, decay, pg…
+  EXPECT_EQ(r.erasure.exact_scores.erased.scores.size(), static_cast<std::size_t>(r.settings.erased));
+  EXPECT_EQ(r.measure_seconds, file.at("runtime_seconds").get<double>());
+  EXPECT_EQ(e7::Result::from_json(r.to_json()).to_json(), r.to_json());
+  EXPECT_EQ(r.to_json(), file.at("result"));
+  ex::ExperimentOptions o2 = tiny(again.str(), "/nonexistent");  // rendering reads no data
+  const json rendered = e7::render(r, o2).to_json();
+  const std::string md = ex::read_text_file(dir.file("out/E7.md"));
+  EXPECT_NE(md.find("(c) Patient erasure"), std::string::npos);
+  EXPECT_EQ(ex::read_text_file(again.file("E7.md")), md);
+  // E7.json too (the plot entries aside: they describe files of the output directory).
+  json expected = file;
+  expected.erase("plots");
+  json got = rendered;
+  got.erase("plots");
+  EXPECT_EQ(got, expected);
+  for (const char* key : {"preset", "facts", "forgetting", "editing", "erasure", "machine", "measure_seconds"}) {
+    json broken = file.at("result");
+    broken.erase(key);
+    EXPECT_THROW(e7::Result::from_json(broken), svattn::FormatError) << key;
+  }
+  json broken = file.at("result");
+  broken["erasure"]["scan"].erase("rows_found_after");
+  EXPECT_THROW(e7::Result::from_json(broken), svattn::FormatError);
+  broken = file.at("result");
+  broken["forgetting"]["trials"][0].erase("hash_equal_never_seen");
+  EXPECT_THROW(e7::Result::from_json(broken), svattn::FormatError);
+  broken = file.at("result");
+  broken["erasure"]["methods"].erase(0);  // no exact erasure
+  try {
+    e7::Result::from_json(broken);
+    ADD_FAILURE() << "a result without the exact method was accepted";
+  } catch (const svattn::FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("exact"), std::string::npos) << e.what();
   }
 }
 

@@ -8,6 +8,8 @@
 //      certificates, equality with a store that never saw the patients, no bytes left in the
 //      store's files, and a membership-inference probe, compared with coefficient decay and an
 //      approximate projected-gradient removal.
+// measure() runs the three parts into a typed Result; render() writes E7.md / E7.json / plots from
+// that Result alone.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -31,6 +33,13 @@
 #include "svattn/store.h"
 
 namespace svattn::experiments::e7_applications {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Settings, subjects, relations, forget, edits, members, erased, never_seen, max_hours, pg_steps, bootstrap)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(FactMemory, n, C, margin, error, reserve, recall_before, ingest_seconds, seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StoreScan, row_patterns, value_patterns, shared_rows_excluded, rows_found_before,
+                                   values_found_before, rows_found_after, values_found_after, bytes_scanned_before,
+                                   bytes_scanned_after, files_with_hits_after)
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -53,21 +62,7 @@ constexpr double kPatientNu = 0.2;  // C = 1 / (nu * tokens): at least 20 % of t
 constexpr double kPatientSigmaFactor = 0.25;
 constexpr int kHistogramBins = 30;
 
-struct E7Preset {
-  int subjects = 0;
-  int relations = 0;
-  int forget = 0;   // single-fact forgets, each from the full memory
-  int edits = 0;
-  int members = 0;     // stays in the store
-  int erased = 0;      // of which erased
-  int never_seen = 0;  // held-out stays (0 = all remaining)
-  int max_hours = 0;   // first hours of each stay
-  std::vector<int> pg_steps;
-  int bootstrap = 0;
-};
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(E7Preset, subjects, relations, forget, edits, members, erased, never_seen, max_hours, pg_steps, bootstrap)
-
-E7Preset e7_preset(const std::string& name) {
+Settings e7_preset(const std::string& name) {
   if (name == "tiny") return {10, 3, 4, 4, 6, 2, 4, 12, {1, 10}, 200};
   if (name == "paper") return {150, 4, 50, 50, 80, 25, 0, 48, {1, 3, 10, 30, 100, 300, 1000}, 2000};
   return {100, 4, 20, 20, 60, 20, 0, 24, {1, 3, 10, 30, 100, 300}, 1000};
@@ -117,9 +112,152 @@ Support support_from(const RowMatrix& keys, const RowMatrix& values, const Eigen
   return s;
 }
 
+// ------------------------------------------------------------------------- the result's JSON
+
+template <typename T>
+T field(const json& j, const char* key) {
+  return detail::json_field<T>(j, key, "E7 result");
+}
+
+/// A measured double. JSON has no NaN: nlohmann writes NaN (and ±infinity) as null, which reads
+/// back as NaN here.
+double number(const json& j, const char* key) {
+  if (j.is_object() && j.contains(key) && j.at(key).is_null()) return std::nan("");
+  return field<double>(j, key);
+}
+
+json auc_json(const AucInterval& a) { return {{"auc", a.auc}, {"lo", a.lo}, {"hi", a.hi}, {"reps", a.reps}}; }
+
+AucInterval auc_from(const json& j) {
+  AucInterval a;
+  a.auc = number(j, "auc");
+  a.lo = number(j, "lo");
+  a.hi = number(j, "hi");
+  a.reps = field<int>(j, "reps");
+  return a;
+}
+
+ScoreGroup scores_from(const json& j, const char* key) {
+  return ScoreGroup{field<std::vector<std::vector<double>>>(j, key)};
+}
+
+json probe_json(const ProbeScores& s) {
+  return {{"erased", s.erased.scores}, {"never", s.never.scores}, {"present", s.present.scores}};
+}
+
+ProbeScores probe_from(const json& j) {
+  return {scores_from(j, "erased"), scores_from(j, "never"), scores_from(j, "present")};
+}
+
+json method_json(const RemovalMethod& m) {
+  return {{"name", m.name},           {"label", m.label},
+          {"exact", m.exact},         {"dalpha", m.dalpha},
+          {"ddecision", m.ddecision}, {"dreadout", m.dreadout},
+          {"auc_erased_never", auc_json(m.auc_erased_never)},
+          {"auc_present_never", auc_json(m.auc_present_never)}};
+}
+
+RemovalMethod method_from(const json& j) {
+  RemovalMethod m;
+  m.name = field<std::string>(j, "name");
+  m.label = field<std::string>(j, "label");
+  m.exact = field<bool>(j, "exact");
+  m.dalpha = number(j, "dalpha");
+  m.ddecision = number(j, "ddecision");
+  m.dreadout = number(j, "dreadout");
+  m.auc_erased_never = auc_from(field<json>(j, "auc_erased_never"));
+  m.auc_present_never = auc_from(field<json>(j, "auc_present_never"));
+  return m;
+}
+
+json erasure_json(const ErasureResult& r) {
+  json methods = json::array();
+  for (const auto& m : r.methods) methods.push_back(method_json(m));
+  return {{"source", r.source}, {"stays_eligible", r.stays_eligible}, {"members", r.members},
+          {"erased", r.erased}, {"never_seen", r.never_seen}, {"max_hours", r.max_hours},
+          {"tokens_before", r.tokens_before}, {"tokens_after", r.tokens_after}, {"sigma", r.sigma},
+          {"C", r.C}, {"margin", r.margin}, {"error", r.error}, {"reserve", r.reserve},
+          {"certificates", r.certificates}, {"certificates_hash_equal", r.certificates_hash_equal},
+          {"certificates_kkt_ok", r.certificates_kkt_ok}, {"wal_truncated", r.wal_truncated},
+          {"first_certificate", r.first_certificate}, {"store_hash_equal", r.store_hash_equal},
+          {"sha_erased", r.sha_erased}, {"sha_never", r.sha_never},
+          {"scores_bit_identical", r.scores_bit_identical},
+          {"max_abs_dscore_vs_never_store", r.max_abs_dscore_vs_never_store},
+          {"verify_ok", r.verify_ok}, {"verify_problems", r.verify_problems}, {"scan", r.scan},
+          {"auc_before", auc_json(r.auc_before)}, {"erased_before", r.erased_before.scores},
+          {"exact_scores", probe_json(r.exact_scores)}, {"decay_scores", probe_json(r.decay_scores)},
+          {"methods", methods},
+          {"add_seconds", r.add_seconds}, {"forget_seconds_total", r.forget_seconds_total},
+          {"never_store_seconds", r.never_store_seconds}, {"seconds", r.seconds}};
+}
+
+ErasureResult erasure_from(const json& j) {
+  ErasureResult r;
+  r.source = field<std::string>(j, "source");
+  r.stays_eligible = field<int>(j, "stays_eligible");
+  r.members = field<int>(j, "members");
+  r.erased = field<int>(j, "erased");
+  r.never_seen = field<int>(j, "never_seen");
+  r.max_hours = field<int>(j, "max_hours");
+  r.tokens_before = field<long>(j, "tokens_before");
+  r.tokens_after = field<long>(j, "tokens_after");
+  r.sigma = number(j, "sigma");
+  r.C = number(j, "C");
+  r.margin = field<int>(j, "margin");
+  r.error = field<int>(j, "error");
+  r.reserve = field<int>(j, "reserve");
+  r.certificates = field<int>(j, "certificates");
+  r.certificates_hash_equal = field<int>(j, "certificates_hash_equal");
+  r.certificates_kkt_ok = field<int>(j, "certificates_kkt_ok");
+  r.wal_truncated = field<int>(j, "wal_truncated");
+  r.first_certificate = field<json>(j, "first_certificate");
+  r.store_hash_equal = field<bool>(j, "store_hash_equal");
+  r.sha_erased = field<std::string>(j, "sha_erased");
+  r.sha_never = field<std::string>(j, "sha_never");
+  r.scores_bit_identical = field<bool>(j, "scores_bit_identical");
+  r.max_abs_dscore_vs_never_store = number(j, "max_abs_dscore_vs_never_store");
+  r.verify_ok = field<bool>(j, "verify_ok");
+  r.verify_problems = field<std::vector<std::string>>(j, "verify_problems");
+  r.scan = field<StoreScan>(j, "scan");
+  r.auc_before = auc_from(field<json>(j, "auc_before"));
+  r.erased_before = scores_from(j, "erased_before");
+  r.exact_scores = probe_from(field<json>(j, "exact_scores"));
+  r.decay_scores = probe_from(field<json>(j, "decay_scores"));
+  const json methods = field<json>(j, "methods");
+  if (!methods.is_array()) throw FormatError("E7 result: field `methods` has the wrong type");
+  for (const auto& m : methods) r.methods.push_back(method_from(m));
+  for (const char* name : {"exact", "never_seen", "decay"}) {
+    if (std::none_of(r.methods.begin(), r.methods.end(), [&](const RemovalMethod& m) { return m.name == name; }))
+      throw FormatError(std::string("E7 result: field `methods` lacks the method ") + name);
+  }
+  r.add_seconds = number(j, "add_seconds");
+  r.forget_seconds_total = number(j, "forget_seconds_total");
+  r.never_store_seconds = number(j, "never_store_seconds");
+  r.seconds = number(j, "seconds");
+  return r;
+}
+
+template <typename Trial>
+json trials_json(const std::vector<Trial>& trials) {
+  json a = json::array();
+  for (const auto& t : trials) a.push_back(t.to_json());
+  return {{"trials", a}};
+}
+
+template <typename Trial>
+std::vector<Trial> trials_from(const json& j) {
+  const json a = field<json>(j, "trials");
+  if (!a.is_array()) throw FormatError("E7 result: field `trials` has the wrong type");
+  std::vector<Trial> v;
+  for (const auto& t : a) v.push_back(Trial::from_json(t));
+  return v;
+}
+
 // ============================================================================ (a) + (b) facts
 
 struct FactWorld {
+  explicit FactWorld(const FactCodebook& b) : book(b) {}
+  FactCodebook book;
   int n = 0;
   int subjects = 0, relations = 0;
   RowMatrix keys, values;   // fact f: row f (token id f), object f
@@ -127,6 +265,30 @@ struct FactWorld {
   RowMatrix probes;         // all fact queries, then queries about unseen subjects
   MemorySettings settings;
 };
+
+FactWorld make_world(const Settings& p, const ExperimentOptions& o) {
+  FactWorld w(FactCodebook(kFactKeyDim, kFactValueDim, derive_seed(o.seed, detail::name_hash("E7 facts"))));
+  const FactCodebook& book = w.book;
+  w.subjects = p.subjects;
+  w.relations = p.relations;
+  w.n = p.subjects * p.relations;
+  w.keys.resize(w.n, kFactKeyDim);
+  w.values.resize(w.n, kFactValueDim);
+  for (int f = 0; f < w.n; ++f) {
+    w.keys.row(f) = book.key(f / w.relations, f % w.relations).transpose();
+    w.values.row(f) = book.value(f).transpose();
+  }
+  w.objects.resize(w.n + p.edits, kFactValueDim);
+  for (int k = 0; k < w.n + p.edits; ++k) w.objects.row(k) = book.value(k).transpose();
+  w.probes.resize(w.n + kFactProbesUnseen, kFactKeyDim);
+  w.probes.topRows(w.n) = w.keys;
+  for (int k = 0; k < kFactProbesUnseen; ++k) {
+    // Subjects far beyond the memory's (and the edits') range: questions it cannot answer.
+    w.probes.row(w.n + k) = book.key(1000000 + k, k % w.relations).transpose();
+  }
+  w.settings = rbf_memory(kFactSigma, kFactCFactor / w.n);
+  return w;
+}
 
 Memory ingest(const MemorySettings& s, const std::vector<TokenId>& ids, const RowMatrix& keys,
               const RowMatrix& values) {
@@ -151,294 +313,182 @@ double max_dev(const std::vector<Eigen::VectorXd>& a, const std::vector<Eigen::V
   return m;
 }
 
-struct ForgetTrial {
-  int fact = 0;
-  std::string set;  // margin / error / reserve before forgetting
-  bool retrieved_before = false, retrieved_after = false;
-  int decoded_after = -1;
-  bool decoded_same_subject = false;
-  bool hash_equal = false;
-  double dreadout_never = 0;   // vs never-seen memory, all probes
-  double ripple = 0;           // max |readout after - before| on the other facts' queries
-  long others_retrieved_before = 0, others_retrieved_after = 0, others_changed = 0, others = 0;
-  double decay_dreadout_never = 0;
-  bool decay_retrieved = false;
-  double forget_seconds = 0, ingest_seconds = 0;
-  json to_json() const {
-    return {{"fact", fact}, {"set_before", set}, {"retrieved_before", retrieved_before},
-            {"retrieved_after", retrieved_after}, {"decoded_after", decoded_after},
-            {"decoded_same_subject", decoded_same_subject}, {"hash_equal_never_seen", hash_equal},
-            {"max_abs_dreadout_vs_never_seen", dreadout_never}, {"max_abs_ripple_other_facts", ripple},
-            {"others", others}, {"others_retrieved_before", others_retrieved_before},
-            {"others_retrieved_after", others_retrieved_after}, {"others_decode_changed", others_changed},
-            {"decay", {{"max_abs_dreadout_vs_never_seen", decay_dreadout_never},
-                       {"retrieved_after", decay_retrieved}}},
-            {"forget_seconds", forget_seconds}, {"never_seen_ingest_seconds", ingest_seconds}};
-  }
-};
-
-struct EditTrial {
-  int fact = 0;
-  std::string kind;  // object | subject
-  TokenId new_id = 0;
-  bool hash_equal = false;
-  double dreadout_reference = 0;
-  bool new_retrieved = false;
-  bool old_object_gone = false;  // object corrections: the old object is no longer returned
-  bool old_question_moved = false;  // subject corrections: the old question decodes to the moved object
-  long others = 0, others_retrieved_after = 0;
-  json to_json() const {
-    return {{"fact", fact}, {"kind", kind}, {"corrected_token_id", new_id},
-            {"hash_equal_reference", hash_equal}, {"max_abs_dreadout_vs_reference", dreadout_reference},
-            {"corrected_fact_retrieved", new_retrieved}, {"old_object_gone", old_object_gone},
-            {"old_question_decodes_moved_object", old_question_moved},
-            {"others", others}, {"others_retrieved_after", others_retrieved_after}};
-  }
-};
-
-struct FactsResult {
-  int n = 0, margin = 0, error = 0, reserve = 0;
-  double C = 0;
-  long recall_before = 0;
-  double ingest_seconds = 0;
-  std::vector<ForgetTrial> forgets;
-  std::vector<EditTrial> edits;
-  double seconds = 0;
-};
-
 std::string set_of(const Partition& p, TokenId id) {
   if (std::binary_search(p.margin.begin(), p.margin.end(), id)) return "margin";
   if (std::binary_search(p.error.begin(), p.error.end(), id)) return "error";
   return "reserve";
 }
 
-FactsResult run_facts(const E7Preset& p, const ExperimentOptions& o) {
-  const Stopwatch watch;
-  FactsResult res;
-  FactWorld w;
-  w.subjects = p.subjects;
-  w.relations = p.relations;
-  w.n = p.subjects * p.relations;
-  const FactCodebook book(kFactKeyDim, kFactValueDim, derive_seed(o.seed, detail::name_hash("E7 facts")));
-  w.keys.resize(w.n, kFactKeyDim);
-  w.values.resize(w.n, kFactValueDim);
-  for (int f = 0; f < w.n; ++f) {
-    w.keys.row(f) = book.key(f / w.relations, f % w.relations).transpose();
-    w.values.row(f) = book.value(f).transpose();
-  }
-  w.objects.resize(w.n + p.edits, kFactValueDim);
-  for (int k = 0; k < w.n + p.edits; ++k) w.objects.row(k) = book.value(k).transpose();
-  w.probes.resize(w.n + kFactProbesUnseen, kFactKeyDim);
-  w.probes.topRows(w.n) = w.keys;
-  for (int k = 0; k < kFactProbesUnseen; ++k) {
-    // Subjects far beyond the memory's (and the edits') range: questions it cannot answer.
-    w.probes.row(w.n + k) = book.key(1000000 + k, k % w.relations).transpose();
-  }
-  res.n = w.n;
-  res.C = kFactCFactor / w.n;
-  w.settings = rbf_memory(kFactSigma, res.C);
+/// The memory holding every fact, and its answers before any forgetting.
+struct FullMemory {
+  Memory memory;
+  State state;
+  std::vector<Eigen::VectorXd> before;  // readouts of every probe
+  std::vector<int> decoded_before;      // per fact
+};
+
+FullMemory ingest_all(const FactWorld& w, FactMemory& info) {
   std::vector<TokenId> all_ids(static_cast<std::size_t>(w.n));
   for (int f = 0; f < w.n; ++f) all_ids[static_cast<std::size_t>(f)] = f;
-
   Stopwatch ing;
-  const Memory full = ingest(w.settings, all_ids, w.keys, w.values);
-  res.ingest_seconds = ing.seconds();
-  const State full_state = full.state();
-  res.margin = static_cast<int>(full_state.partition.margin.size());
-  res.error = static_cast<int>(full_state.partition.error.size());
-  res.reserve = static_cast<int>(full_state.partition.reserve.size());
-  const std::vector<Eigen::VectorXd> before = readouts(full, w.probes);
-  std::vector<int> decoded_before(static_cast<std::size_t>(w.n));
+  FullMemory full{ingest(w.settings, all_ids, w.keys, w.values), {}, {}, {}};
+  info.ingest_seconds = ing.seconds();
+  full.state = full.memory.state();
+  info.margin = static_cast<int>(full.state.partition.margin.size());
+  info.error = static_cast<int>(full.state.partition.error.size());
+  info.reserve = static_cast<int>(full.state.partition.reserve.size());
+  full.before = readouts(full.memory, w.probes);
+  full.decoded_before.resize(static_cast<std::size_t>(w.n));
   for (int f = 0; f < w.n; ++f) {
-    decoded_before[static_cast<std::size_t>(f)] = decode_object(w.objects, before[static_cast<std::size_t>(f)]);
-    res.recall_before += decoded_before[static_cast<std::size_t>(f)] == f ? 1 : 0;
+    full.decoded_before[static_cast<std::size_t>(f)] = decode_object(w.objects, full.before[static_cast<std::size_t>(f)]);
+    info.recall_before += full.decoded_before[static_cast<std::size_t>(f)] == f ? 1 : 0;
   }
-  const TokenSet full_tokens = full.tokens();  // ascending id = row order
+  return full;
+}
 
+/// Max |Δ readout| of coefficient decay (the fact's α zeroed, the rest renormalised, b refitted;
+/// no re-solve) against the never-seen memory's readouts `rn`; whether decay still retrieves f.
+void decay_trial(const FactWorld& w, const FullMemory& full, int f, const RowMatrix& k, const RowMatrix& v,
+                 const std::vector<Eigen::VectorXd>& rn, ForgetTrial& t) {
+  Eigen::VectorXd a(w.n - 1);
+  double mass = 0;
+  for (int i = 0, r = 0; i < w.n; ++i) {
+    if (i == f) {
+      mass += full.state.alpha[static_cast<std::size_t>(i)];
+      continue;
+    }
+    a(r++) = full.state.alpha[static_cast<std::size_t>(i)];
+  }
+  if (mass < 1) a /= (1.0 - mass);
+  const Support ds = support_from(k, v, a);
+  double dmax = 0;
+  for (Eigen::Index q = 0; q < w.probes.rows(); ++q) {
+    const Eigen::VectorXd o_decay = readout(w.settings.problem.kernel, ds, w.probes.row(q).transpose());
+    dmax = std::max(dmax, max_abs_diff(o_decay, rn[static_cast<std::size_t>(q)]));
+    if (q == f) t.decay_retrieved = decode_object(w.objects, o_decay) == f;
+  }
+  t.decay_dreadout_never = dmax;
+}
+
+/// (a) Forgets fact f from a copy of the full memory and compares it with a memory that never saw f.
+ForgetTrial forget_trial(const FactWorld& w, const FullMemory& full, int f) {
+  ForgetTrial t;
+  t.fact = f;
+  t.set = set_of(full.state.partition, f);
+  Memory after = full.memory;
+  Stopwatch fw;
+  after.remove(f);
+  t.forget_seconds = fw.seconds();
+  std::vector<TokenId> ids;
+  RowMatrix k(w.n - 1, kFactKeyDim), v(w.n - 1, kFactValueDim);
+  for (int i = 0, r = 0; i < w.n; ++i) {
+    if (i == f) continue;
+    ids.push_back(i);
+    k.row(r) = w.keys.row(i);
+    v.row(r++) = w.values.row(i);
+  }
+  Stopwatch nw;
+  const Memory never = ingest(w.settings, ids, k, v);
+  t.ingest_seconds = nw.seconds();
+  t.hash_equal = after.state_sha256() == never.state_sha256();
+  const std::vector<Eigen::VectorXd> ra = readouts(after, w.probes);
+  const std::vector<Eigen::VectorXd> rn = readouts(never, w.probes);
+  t.dreadout_never = max_dev(ra, rn);
+  t.retrieved_before = full.decoded_before[static_cast<std::size_t>(f)] == f;
+  t.decoded_after = decode_object(w.objects, ra[static_cast<std::size_t>(f)]);
+  t.retrieved_after = t.decoded_after == f;
+  t.decoded_same_subject = t.decoded_after >= 0 && t.decoded_after < w.n &&
+                           t.decoded_after / w.relations == f / w.relations;
+  for (int i = 0; i < w.n; ++i) {
+    if (i == f) continue;
+    ++t.others;
+    const auto si = static_cast<std::size_t>(i);
+    const int d = decode_object(w.objects, ra[si]);
+    t.others_retrieved_before += full.decoded_before[si] == i ? 1 : 0;
+    t.others_retrieved_after += d == i ? 1 : 0;
+    t.others_changed += d != full.decoded_before[si] ? 1 : 0;
+    t.ripple = std::max(t.ripple, max_abs_diff(ra[si], full.before[si]));
+  }
+  decay_trial(w, full, f, k, v, rn, t);
+  return t;
+}
+
+/// (b) Edit e of fact f: remove the old token, add the corrected one, compare with a memory that
+/// only ever saw the corrected fact.
+EditTrial edit_trial(const FactWorld& w, const FullMemory& full, int f, std::size_t e) {
+  EditTrial t;
+  t.fact = f;
+  t.kind = e % 2 == 0 ? "object" : "subject";
+  t.new_id = w.n + static_cast<TokenId>(e);
+  const int new_object = t.kind == "object" ? w.n + static_cast<int>(e) : f;
+  // A subject correction files the fact under a subject no other fact uses.
+  const Eigen::VectorXd new_key =
+      t.kind == "object" ? Eigen::VectorXd(w.keys.row(f).transpose())
+                         : w.book.key(w.subjects + static_cast<int>(e), f % w.relations);
+  const Eigen::VectorXd new_value = w.book.value(new_object);
+  Memory edited = full.memory;
+  edited.remove(f);
+  edited.add(t.new_id, new_key, new_value);
+  std::vector<TokenId> ids;
+  RowMatrix k(w.n, kFactKeyDim), v(w.n, kFactValueDim);
+  int r = 0;
+  for (int i = 0; i < w.n; ++i) {
+    if (i == f) continue;
+    ids.push_back(i);
+    k.row(r) = w.keys.row(i);
+    v.row(r++) = w.values.row(i);
+  }
+  ids.push_back(t.new_id);
+  k.row(r) = new_key.transpose();
+  v.row(r) = new_value.transpose();
+  const Memory reference = ingest(w.settings, ids, k, v);
+  t.hash_equal = edited.state_sha256() == reference.state_sha256();
+  RowMatrix probes(w.probes.rows() + 1, kFactKeyDim);
+  probes.topRows(w.probes.rows()) = w.probes;
+  probes.row(w.probes.rows()) = new_key.transpose();
+  const std::vector<Eigen::VectorXd> re = readouts(edited, probes);
+  t.dreadout_reference = max_dev(re, readouts(reference, probes));
+  t.new_retrieved = decode_object(w.objects, re.back()) == new_object;
+  // The old question (the old key). Object correction: it must no longer return the old object.
+  // Subject correction: the object is still held (under the new key, which shares the relation
+  // code with the old question), so similarity retrieval may still return it; what matters is
+  // that the answer equals that of a memory that never held the old fact (dreadout above).
+  const int old_q = decode_object(w.objects, re[static_cast<std::size_t>(f)]);
+  if (t.kind == "object") t.old_object_gone = old_q != f;
+  if (t.kind == "subject") t.old_question_moved = old_q == f;
+  for (int i = 0; i < w.n; ++i) {
+    if (i == f) continue;
+    ++t.others;
+    t.others_retrieved_after += decode_object(w.objects, re[static_cast<std::size_t>(i)]) == i ? 1 : 0;
+  }
+  return t;
+}
+
+/// (a) and (b): fills res.facts, res.forgetting and res.editing.
+void run_facts(const Settings& p, const ExperimentOptions& o, Result& res) {
+  const Stopwatch watch;
+  const FactWorld w = make_world(p, o);
+  res.facts.n = w.n;
+  res.facts.C = w.settings.problem.C;
+  const FullMemory full = ingest_all(w, res.facts);
   Rng rng(derive_seed(o.seed, detail::name_hash("E7 fact choice")));
   const std::vector<int> to_forget = sample_without_replacement(w.n, std::min(p.forget, w.n), rng);
   const std::vector<int> to_edit = sample_without_replacement(w.n, std::min(p.edits, w.n), rng);
   Progress progress("E7 facts", static_cast<long>(to_forget.size() + to_edit.size()), "operations",
                     o.progress);
-
-  // ---------------------------------------------------------------- (a) forgetting
   for (int f : to_forget) {
-    ForgetTrial t;
-    t.fact = f;
-    t.set = set_of(full_state.partition, f);
-    Memory after = full;
-    Stopwatch fw;
-    after.remove(f);
-    t.forget_seconds = fw.seconds();
-    std::vector<TokenId> ids;
-    RowMatrix k(w.n - 1, kFactKeyDim), v(w.n - 1, kFactValueDim);
-    for (int i = 0, r = 0; i < w.n; ++i) {
-      if (i == f) continue;
-      ids.push_back(i);
-      k.row(r) = w.keys.row(i);
-      v.row(r++) = w.values.row(i);
-    }
-    Stopwatch nw;
-    const Memory never = ingest(w.settings, ids, k, v);
-    t.ingest_seconds = nw.seconds();
-    t.hash_equal = after.state_sha256() == never.state_sha256();
-    const std::vector<Eigen::VectorXd> ra = readouts(after, w.probes);
-    const std::vector<Eigen::VectorXd> rn = readouts(never, w.probes);
-    t.dreadout_never = max_dev(ra, rn);
-    t.retrieved_before = decoded_before[static_cast<std::size_t>(f)] == f;
-    t.decoded_after = decode_object(w.objects, ra[static_cast<std::size_t>(f)]);
-    t.retrieved_after = t.decoded_after == f;
-    t.decoded_same_subject = t.decoded_after >= 0 && t.decoded_after < w.n &&
-                             t.decoded_after / w.relations == f / w.relations;
-    for (int i = 0; i < w.n; ++i) {
-      if (i == f) continue;
-      ++t.others;
-      const int d = decode_object(w.objects, ra[static_cast<std::size_t>(i)]);
-      t.others_retrieved_before += decoded_before[static_cast<std::size_t>(i)] == i ? 1 : 0;
-      t.others_retrieved_after += d == i ? 1 : 0;
-      t.others_changed += d != decoded_before[static_cast<std::size_t>(i)] ? 1 : 0;
-      t.ripple = std::max(t.ripple, max_abs_diff(ra[static_cast<std::size_t>(i)], before[static_cast<std::size_t>(i)]));
-    }
-    // Coefficient decay: zero the fact's alpha, renormalise, refit b; no re-solve.
-    Eigen::VectorXd a(w.n - 1);
-    double mass = 0;
-    for (int i = 0, r = 0; i < w.n; ++i) {
-      if (i == f) {
-        mass += full_state.alpha[static_cast<std::size_t>(i)];
-        continue;
-      }
-      a(r++) = full_state.alpha[static_cast<std::size_t>(i)];
-    }
-    if (mass < 1) a /= (1.0 - mass);
-    const Support ds = support_from(k, v, a);
-    double dmax = 0;
-    for (Eigen::Index q = 0; q < w.probes.rows(); ++q) {
-      const Eigen::VectorXd o_decay = readout(w.settings.problem.kernel, ds, w.probes.row(q).transpose());
-      dmax = std::max(dmax, max_abs_diff(o_decay, rn[static_cast<std::size_t>(q)]));
-      if (q == f) t.decay_retrieved = decode_object(w.objects, o_decay) == f;
-    }
-    t.decay_dreadout_never = dmax;
-    res.forgets.push_back(t);
+    res.forgetting.trials.push_back(forget_trial(w, full, f));
     progress.tick();
   }
-
-  // ---------------------------------------------------------------- (b) editing
   for (std::size_t e = 0; e < to_edit.size(); ++e) {
-    const int f = to_edit[e];
-    EditTrial t;
-    t.fact = f;
-    t.kind = e % 2 == 0 ? "object" : "subject";
-    t.new_id = w.n + static_cast<TokenId>(e);
-    const int new_object = t.kind == "object" ? w.n + static_cast<int>(e) : f;
-    // A subject correction files the fact under a subject no other fact uses.
-    const Eigen::VectorXd new_key =
-        t.kind == "object" ? Eigen::VectorXd(w.keys.row(f).transpose())
-                           : book.key(w.subjects + static_cast<int>(e), f % w.relations);
-    const Eigen::VectorXd new_value = book.value(new_object);
-    Memory edited = full;
-    edited.remove(f);
-    edited.add(t.new_id, new_key, new_value);
-    std::vector<TokenId> ids;
-    RowMatrix k(w.n, kFactKeyDim), v(w.n, kFactValueDim);
-    int r = 0;
-    for (int i = 0; i < w.n; ++i) {
-      if (i == f) continue;
-      ids.push_back(i);
-      k.row(r) = w.keys.row(i);
-      v.row(r++) = w.values.row(i);
-    }
-    ids.push_back(t.new_id);
-    k.row(r) = new_key.transpose();
-    v.row(r) = new_value.transpose();
-    const Memory reference = ingest(w.settings, ids, k, v);
-    t.hash_equal = edited.state_sha256() == reference.state_sha256();
-    RowMatrix probes(w.probes.rows() + 1, kFactKeyDim);
-    probes.topRows(w.probes.rows()) = w.probes;
-    probes.row(w.probes.rows()) = new_key.transpose();
-    const std::vector<Eigen::VectorXd> re = readouts(edited, probes);
-    t.dreadout_reference = max_dev(re, readouts(reference, probes));
-    t.new_retrieved = decode_object(w.objects, re.back()) == new_object;
-    // The old question (the old key). Object correction: it must no longer return the old object.
-    // Subject correction: the object is still held (under the new key, which shares the relation
-    // code with the old question), so similarity retrieval may still return it; what matters is
-    // that the answer equals that of a memory that never held the old fact (dreadout above).
-    const int old_q = decode_object(w.objects, re[static_cast<std::size_t>(f)]);
-    if (t.kind == "object") t.old_object_gone = old_q != f;
-    if (t.kind == "subject") t.old_question_moved = old_q == f;
-    for (int i = 0; i < w.n; ++i) {
-      if (i == f) continue;
-      ++t.others;
-      t.others_retrieved_after += decode_object(w.objects, re[static_cast<std::size_t>(i)]) == i ? 1 : 0;
-    }
-    res.edits.push_back(t);
+    res.editing.trials.push_back(edit_trial(w, full, to_edit[e], e));
     progress.tick();
   }
   progress.finish();
-  res.seconds = watch.seconds();
-  return res;
+  res.facts.seconds = watch.seconds();
 }
 
 // ============================================================================ (c) patients
-
-struct Group {
-  std::vector<std::vector<double>> scores;  // per patient
-  std::vector<double> flat() const {
-    std::vector<double> v;
-    for (const auto& g : scores) v.insert(v.end(), g.begin(), g.end());
-    return v;
-  }
-};
-
-struct MethodResult {
-  std::string name;
-  std::string label;
-  bool exact = false;
-  bool hash_equal = false;          // exact: store hash vs never-seen store
-  double dalpha = 0;                // vs retrained (the never-seen store's state)
-  double ddecision = 0;             // max over probe keys
-  double dreadout = 0;
-  Group erased, never, present;     // decision scores
-  AucInterval auc_erased_never;
-  AucInterval auc_present_never;
-  json to_json() const {
-    return {{"name", name}, {"label", label}, {"exact", exact},
-            {"max_abs_dalpha_vs_retrained", dalpha}, {"max_abs_ddecision_vs_retrained", ddecision},
-            {"max_abs_dreadout_vs_retrained", dreadout},
-            {"auc_erased_vs_never_seen", {{"auc", auc_erased_never.auc}, {"ci95_lo", auc_erased_never.lo},
-                                          {"ci95_hi", auc_erased_never.hi},
-                                          {"covers_chance", auc_erased_never.covers(0.5)}}},
-            {"auc_present_vs_never_seen", {{"auc", auc_present_never.auc}, {"ci95_lo", auc_present_never.lo},
-                                           {"ci95_hi", auc_present_never.hi}}}};
-  }
-};
-
-struct PatientsResult {
-  std::string source;
-  int stays_eligible = 0, members = 0, erased = 0, never_seen = 0, max_hours = 0;
-  long tokens_before = 0, tokens_after = 0;
-  double sigma = 0, C = 0;
-  int margin = 0, error = 0, reserve = 0;
-  // erasure
-  int certificates = 0, certificates_hash_equal = 0, certificates_kkt_ok = 0, wal_truncated = 0;
-  json first_certificate;
-  bool store_hash_equal = false;
-  std::string sha_erased, sha_never;
-  bool scores_bit_identical = false;
-  double max_abs_dscore_vs_never_store = 0;
-  bool verify_ok = false;
-  std::vector<std::string> verify_problems;
-  // byte scan
-  std::size_t row_patterns = 0, value_patterns = 0, shared_rows_excluded = 0;
-  std::size_t rows_found_before = 0, values_found_before = 0;
-  std::size_t rows_found_after = 0, values_found_after = 0;
-  std::size_t bytes_scanned_before = 0, bytes_scanned_after = 0;
-  std::vector<std::string> files_with_hits_after;
-  // probe power before erasure
-  AucInterval auc_before;
-  Group erased_before;
-  std::vector<MethodResult> methods;
-  double add_seconds = 0, forget_seconds_total = 0, never_store_seconds = 0, seconds = 0;
-};
 
 std::int64_t record_id_of(const std::string& stay_id, std::int64_t fallback) {
   try {
@@ -450,9 +500,18 @@ std::int64_t record_id_of(const std::string& stay_id, std::int64_t fallback) {
   return fallback;
 }
 
-PatientsResult run_patients(const E7Preset& p, const ExperimentOptions& o, const DataDir& dir) {
-  const Stopwatch watch;
-  PatientsResult res;
+struct Patient {
+  std::int64_t record = 0;
+  RowMatrix keys;
+};
+
+/// The stays in the store (the first `erased` of them, in shuffled order, are erased; the rest
+/// stay) and the stays never stored.
+struct Cohort {
+  std::vector<Patient> members, never;
+};
+
+Cohort choose_patients(const Settings& p, const ExperimentOptions& o, const DataDir& dir, ErasureResult& res) {
   const IcuDataset data = load_mimic_vitals(data_file(dir, "mimic-iii-demo/vitals.csv.gz"));
   res.source = data.source;
   const IcuKeys icu = icu_keys(data);
@@ -474,11 +533,6 @@ PatientsResult run_patients(const E7Preset& p, const ExperimentOptions& o, const
   res.erased = p.erased;
   res.never_seen = p.never_seen > 0 ? std::min(p.never_seen, avail_never) : avail_never;
   res.max_hours = p.max_hours;
-
-  struct Patient {
-    std::int64_t record = 0;
-    RowMatrix keys;
-  };
   auto patient = [&](int s, std::int64_t fallback) {
     Patient pt;
     const int begin = icu.stay_begin[static_cast<std::size_t>(s)];
@@ -487,85 +541,62 @@ PatientsResult run_patients(const E7Preset& p, const ExperimentOptions& o, const
     pt.keys = icu.keys.middleRows(begin, n);
     return pt;
   };
-  std::vector<Patient> members, never;
-  for (int i = 0; i < p.members; ++i) members.push_back(patient(eligible[static_cast<std::size_t>(i)], i));
+  Cohort c;
+  for (int i = 0; i < p.members; ++i) c.members.push_back(patient(eligible[static_cast<std::size_t>(i)], i));
   for (int i = 0; i < res.never_seen; ++i) {
-    never.push_back(patient(eligible[static_cast<std::size_t>(p.members + i)], p.members + i));
+    c.never.push_back(patient(eligible[static_cast<std::size_t>(p.members + i)], p.members + i));
   }
-  // The first `erased` members (in shuffled order) are erased; the rest stay.
-  std::set<std::int64_t> erased_ids;
-  for (int i = 0; i < p.erased; ++i) erased_ids.insert(members[static_cast<std::size_t>(i)].record);
+  return c;
+}
 
-  long tokens = 0;
-  for (const auto& m : members) tokens += m.keys.rows();
-  {
-    RowMatrix pooled(tokens, kNumVitals);
-    long r = 0;
-    for (const auto& m : members) {
-      pooled.middleRows(r, m.keys.rows()) = m.keys;
-      r += m.keys.rows();
-    }
-    Rng srng(derive_seed(o.seed, detail::name_hash("E7 bandwidth")));
-    res.sigma = kPatientSigmaFactor * median_pairwise_distance(pooled, 2000, srng);
-  }
-  res.tokens_before = tokens;
-  res.C = 1.0 / (kPatientNu * static_cast<double>(tokens));
-  const MemorySettings settings = rbf_memory(res.sigma, res.C);
-
-  const fs::path work = fs::path(o.out_dir) / "E7-work";
-  std::error_code ec;
-  fs::remove_all(work, ec);
-  ensure_dir(work.string());
-  const std::string path_a = (work / "patients.svdb").string();
-  const std::string path_b = (work / "never-seen.svdb").string();
-  StoreOptions so;
-  so.create = true;
-  // Plaintext stores: the byte scan below shows that the erased rows' bytes are gone from every
-  // file (secure delete), with the scan's control finding them before the erasure; an encrypted
-  // store (the default) would hide them from the control as well (docs/experiments.md, E7).
-  so.encrypt = false;
-  so.certificate_check = true;
-  so.certificate_resolve = true;  // E7 reports how many certificates matched a re-solve
-  Progress progress("E7 patients", static_cast<long>(2 * p.members), "store operations", o.progress);
-  std::optional<Store> store_a(std::in_place, path_a, so);
-  Store& a = *store_a;
-  a.create_memory("icu", settings, kNumVitals, kNumVitals);
-  Stopwatch aw;
+/// 0.25 × the median pairwise distance of the members' pooled hourly keys.
+double patient_sigma(const std::vector<Patient>& members, long tokens, const ExperimentOptions& o) {
+  RowMatrix pooled(tokens, kNumVitals);
+  long r = 0;
   for (const auto& m : members) {
-    a.add_record("icu", m.record, m.keys);
-    progress.tick();
+    pooled.middleRows(r, m.keys.rows()) = m.keys;
+    r += m.keys.rows();
   }
-  res.add_seconds = aw.seconds();
-  const Memory before = a.memory("icu");  // copy: the pre-erasure memory
-  const State st = before.state();
-  res.margin = static_cast<int>(st.partition.margin.size());
-  res.error = static_cast<int>(st.partition.error.size());
-  res.reserve = static_cast<int>(st.partition.reserve.size());
+  Rng srng(derive_seed(o.seed, detail::name_hash("E7 bandwidth")));
+  return kPatientSigmaFactor * median_pairwise_distance(pooled, 2000, srng);
+}
 
-  // Probe keys: all hours of the erased, never-seen and present patients.
-  auto scores_of = [](const std::function<double(const Eigen::VectorXd&)>& f, const std::vector<Patient>& ps,
-                      std::size_t from, std::size_t to) {
-    Group g;
-    for (std::size_t i = from; i < to; ++i) {
-      std::vector<double> s;
-      for (Eigen::Index r = 0; r < ps[i].keys.rows(); ++r) s.push_back(f(ps[i].keys.row(r).transpose()));
-      g.scores.push_back(s);
-    }
-    return g;
-  };
-  const std::size_t ne = static_cast<std::size_t>(p.erased);
-  const std::size_t nm = members.size();
-  auto dec_before = [&](const Eigen::VectorXd& q) { return before.decision(q); };
-  res.erased_before = scores_of(dec_before, members, 0, ne);
-  const Group never_before = scores_of(dec_before, never, 0, never.size());
-  res.auc_before = auc_cluster_bootstrap(res.erased_before.scores, never_before.scores, p.bootstrap,
-                                         derive_seed(o.seed, 71));
+/// The scores f(q) at every hourly key of the patients ps[from, to).
+ScoreGroup scores_of(const std::function<double(const Eigen::VectorXd&)>& f, const std::vector<Patient>& ps,
+                     std::size_t from, std::size_t to) {
+  ScoreGroup g;
+  for (std::size_t i = from; i < to; ++i) {
+    std::vector<double> s;
+    for (Eigen::Index r = 0; r < ps[i].keys.rows(); ++r) s.push_back(f(ps[i].keys.row(r).transpose()));
+    g.scores.push_back(s);
+  }
+  return g;
+}
 
-  // Byte patterns: each erased key row (the 56-byte blob the store writes) and each fp64 number of
-  // the erased keys; patterns that a retained patient also holds are excluded (they legitimately
-  // remain).
+/// The scores f(q) of the erased, never-seen and present patients.
+ProbeScores probe(const std::function<double(const Eigen::VectorXd&)>& f, const Cohort& c, std::size_t ne) {
+  return {scores_of(f, c.members, 0, ne), scores_of(f, c.never, 0, c.never.size()),
+          scores_of(f, c.members, ne, c.members.size())};
+}
+
+RemovalMethod method(const std::string& name, const std::string& label, bool exact) {
+  RemovalMethod m;
+  m.name = name;
+  m.label = label;
+  m.exact = exact;
+  return m;
+}
+
+struct BytePatterns {
+  std::vector<std::vector<std::uint8_t>> rows, values;
+};
+
+/// Byte patterns: each erased key row (the 56-byte blob the store writes) and each fp64 number of
+/// the erased keys; patterns that a retained patient also holds are excluded (they legitimately
+/// remain).
+BytePatterns byte_patterns(const std::vector<Patient>& members, std::size_t ne, StoreScan& scan) {
   std::set<std::vector<std::uint8_t>> kept_rows, kept_values;
-  for (std::size_t i = ne; i < nm; ++i) {
+  for (std::size_t i = ne; i < members.size(); ++i) {
     const RowMatrix& k = members[i].keys;
     for (Eigen::Index r = 0; r < k.rows(); ++r) {
       kept_rows.insert(fp64_bytes(k.row(r).data(), kNumVitals));
@@ -578,7 +609,7 @@ PatientsResult run_patients(const E7Preset& p, const ExperimentOptions& o, const
     for (Eigen::Index r = 0; r < k.rows(); ++r) {
       auto row = fp64_bytes(k.row(r).data(), kNumVitals);
       if (kept_rows.count(row)) {
-        ++res.shared_rows_excluded;
+        ++scan.shared_rows_excluded;
       } else {
         row_set.insert(row);
       }
@@ -588,19 +619,34 @@ PatientsResult run_patients(const E7Preset& p, const ExperimentOptions& o, const
       }
     }
   }
-  const std::vector<std::vector<std::uint8_t>> row_pats(row_set.begin(), row_set.end());
-  const std::vector<std::vector<std::uint8_t>> value_pats(value_set.begin(), value_set.end());
-  res.row_patterns = row_pats.size();
-  res.value_patterns = value_pats.size();
-  {
-    const ByteScan rows = scan_files(store_files(path_a), row_pats);
-    const ByteScan vals = scan_files(store_files(path_a), value_pats);
-    res.rows_found_before = rows.patterns_found;
-    res.values_found_before = vals.patterns_found;
-    res.bytes_scanned_before = rows.bytes_scanned;
-  }
+  BytePatterns b;
+  b.rows.assign(row_set.begin(), row_set.end());
+  b.values.assign(value_set.begin(), value_set.end());
+  scan.row_patterns = b.rows.size();
+  scan.value_patterns = b.values.size();
+  return b;
+}
 
-  // Erase the patients one by one, each with its certificate.
+/// Scans the store's files for the patterns, before (the control) or after the erasure.
+void scan_store(const std::string& path, const BytePatterns& pats, bool after, StoreScan& scan) {
+  const ByteScan rows = scan_files(store_files(path), pats.rows);
+  const ByteScan vals = scan_files(store_files(path), pats.values);
+  if (!after) {
+    scan.rows_found_before = rows.patterns_found;
+    scan.values_found_before = vals.patterns_found;
+    scan.bytes_scanned_before = rows.bytes_scanned;
+    return;
+  }
+  scan.rows_found_after = rows.patterns_found;
+  scan.values_found_after = vals.patterns_found;
+  scan.bytes_scanned_after = rows.bytes_scanned;
+  scan.files_with_hits_after = rows.files_with_hits;
+  for (const auto& f : vals.files_with_hits) scan.files_with_hits_after.push_back(f);
+}
+
+/// Erases the first `ne` members one by one, each with its certificate.
+void erase_patients(Store& a, const std::vector<Patient>& members, std::size_t ne, ErasureResult& res,
+                    Progress& progress) {
   Stopwatch fw;
   for (std::size_t i = 0; i < ne; ++i) {
     const ForgetResult fr = a.forget_record("icu", members[i].record);
@@ -618,25 +664,216 @@ PatientsResult run_patients(const E7Preset& p, const ExperimentOptions& o, const
     progress.tick();
   }
   res.forget_seconds_total = fw.seconds();
-  {
-    const ByteScan rows = scan_files(store_files(path_a), row_pats);
-    const ByteScan vals = scan_files(store_files(path_a), value_pats);
-    res.rows_found_after = rows.patterns_found;
-    res.values_found_after = vals.patterns_found;
-    res.bytes_scanned_after = rows.bytes_scanned;
-    res.files_with_hits_after = rows.files_with_hits;
-    for (const auto& f : vals.files_with_hits) res.files_with_hits_after.push_back(f);
-  }
+}
 
-  // The store that never saw the erased patients.
+/// The pre-erasure memory restricted to the retained tokens, beside the retrained state (the
+/// never-seen store's) on the same tokens, and the retrained answers at every probe key.
+struct Retained {
+  RowMatrix keys, values;
+  Eigen::VectorXd alpha0, alpha_retrained;
+  double removed_mass = 0;  // pre-erasure α of the erased tokens
+  Eigen::MatrixXd K;
+  std::vector<Eigen::VectorXd> probe_keys;  // every hourly key of the members and the never-seen
+  std::vector<double> f_ret;
+  std::vector<Eigen::VectorXd> o_ret;
+};
+
+Retained retained_of(const Memory& before, const State& st, const State& retrained,
+                     const std::set<std::int64_t>& erased_ids, const KernelSettings& kern, const Cohort& c) {
+  Retained t;
+  const TokenSet all = before.tokens();  // ascending id, aligned with st.alpha
+  std::vector<int> keep_rows;
+  for (int i = 0; i < all.size(); ++i) {
+    if (erased_ids.count(record_of(all.ids[static_cast<std::size_t>(i)]))) {
+      t.removed_mass += st.alpha[static_cast<std::size_t>(i)];
+    } else {
+      keep_rows.push_back(i);
+    }
+  }
+  const int nk = static_cast<int>(keep_rows.size());
+  t.keys.resize(nk, kNumVitals);
+  t.values.resize(nk, kNumVitals);
+  t.alpha0.resize(nk);
+  t.alpha_retrained.resize(nk);
+  bool ids_match = static_cast<int>(retrained.ids.size()) == nk;
+  for (int r = 0; r < nk; ++r) {
+    const int i = keep_rows[static_cast<std::size_t>(r)];
+    t.keys.row(r) = all.keys.row(i);
+    t.values.row(r) = all.values.row(i);
+    t.alpha0(r) = st.alpha[static_cast<std::size_t>(i)];
+    if (ids_match) {
+      ids_match = retrained.ids[static_cast<std::size_t>(r)] == all.ids[static_cast<std::size_t>(i)];
+      t.alpha_retrained(r) = retrained.alpha[static_cast<std::size_t>(r)];
+    }
+  }
+  if (!ids_match) throw Error("E7: the never-seen store holds other tokens than the erased one");
+  t.K = gram(kern, t.keys);
+  const Support ret_support = support_from(t.keys, t.values, t.alpha_retrained);
+  for (const auto* ps : {&c.members, &c.never})
+    for (const auto& pt : *ps)
+      for (Eigen::Index r = 0; r < pt.keys.rows(); ++r) t.probe_keys.push_back(pt.keys.row(r).transpose());
+  for (const auto& q : t.probe_keys) {
+    t.f_ret.push_back(decision_function(kern, ret_support, retrained.b, q));
+    t.o_ret.push_back(readout(kern, ret_support, q));
+  }
+  return t;
+}
+
+/// How far the erased store is from the retrained one (exact erasure: 0); the reference shares |Δα|.
+void exact_deviation(const Memory& erased_mem, const State& retrained, const Retained& t, RemovalMethod& exact,
+                     RemovalMethod& ref) {
+  double dd = 0, dr = 0;
+  for (std::size_t i = 0; i < t.probe_keys.size(); ++i) {
+    dd = std::max(dd, std::abs(erased_mem.decision(t.probe_keys[i]) - t.f_ret[i]));
+    dr = std::max(dr, max_abs_diff(erased_mem.readout(t.probe_keys[i]), t.o_ret[i]));
+  }
+  const State es = erased_mem.state();
+  if (es.ids != retrained.ids) throw Error("E7: the erased store holds other tokens than the never-seen store");
+  double da = 0;
+  for (std::size_t i = 0; i < es.alpha.size(); ++i) da = std::max(da, std::abs(es.alpha[i] - retrained.alpha[i]));
+  exact.dalpha = ref.dalpha = da;
+  exact.ddecision = dd;
+  exact.dreadout = dr;
+}
+
+/// Whether the exact store's scores equal the never-seen store's, bit for bit, and their max |Δ|.
+void compare_scores(const ProbeScores& exact, const ProbeScores& ref, ErasureResult& res) {
+  const auto x = exact.erased.flat(), y = ref.erased.flat();
+  const auto x2 = exact.never.flat(), y2 = ref.never.flat();
+  const auto x3 = exact.present.flat(), y3 = ref.present.flat();
+  double m = 0;
+  bool same = x == y && x2 == y2 && x3 == y3;
+  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  for (std::size_t i = 0; i < x2.size(); ++i) m = std::max(m, std::abs(x2[i] - y2[i]));
+  for (std::size_t i = 0; i < x3.size(); ++i) m = std::max(m, std::abs(x3[i] - y3[i]));
+  res.scores_bit_identical = same;
+  res.max_abs_dscore_vs_never_store = m;
+}
+
+/// An approximate removal: coefficients `alpha` on the retained tokens, b refitted on the margin;
+/// its scores go to `scores`.
+RemovalMethod approximate(const std::string& name, const std::string& label, const Eigen::VectorXd& alpha,
+                          const Retained& t, const MemorySettings& settings, double b_before, const Cohort& c,
+                          std::size_t ne, ProbeScores& scores) {
+  const KernelSettings& kern = settings.problem.kernel;
+  const double b = refit_offset(t.K, settings.problem.ridge, settings.problem.C, alpha, b_before);
+  const Support s = support_from(t.keys, t.values, alpha);
+  scores = probe([&](const Eigen::VectorXd& q) { return decision_function(kern, s, b, q); }, c, ne);
+  RemovalMethod m = method(name, label, false);
+  m.dalpha = (alpha - t.alpha_retrained).cwiseAbs().maxCoeff();
+  for (std::size_t i = 0; i < t.probe_keys.size(); ++i) {
+    m.ddecision = std::max(m.ddecision, std::abs(decision_function(kern, s, b, t.probe_keys[i]) - t.f_ret[i]));
+    m.dreadout = std::max(m.dreadout, max_abs_diff(readout(kern, s, t.probe_keys[i]), t.o_ret[i]));
+  }
+  return m;
+}
+
+/// The membership probe after erasure: exact erasure, the reference, decay and decay + PG steps,
+/// each with its AUCs (the scores of exact erasure and of decay are kept for the plots).
+void probe_after(const Memory& before, const State& st, const Memory& erased_mem, const Memory& never_mem,
+                 const MemorySettings& settings, const Cohort& c, const std::set<std::int64_t>& erased_ids,
+                 const Settings& p, std::uint64_t seed, ErasureResult& res) {
+  const std::size_t ne = static_cast<std::size_t>(p.erased);
+  const State retrained = never_mem.state();
+  std::vector<ProbeScores> scores(2 + 1 + p.pg_steps.size());  // aligned with res.methods
+  RemovalMethod exact = method("exact", "exact erasure (svattn store)", true);
+  RemovalMethod ref = method("never_seen", "store that never saw them (reference)", true);
+  scores[0] = probe([&](const Eigen::VectorXd& q) { return erased_mem.decision(q); }, c, ne);
+  scores[1] = probe([&](const Eigen::VectorXd& q) { return never_mem.decision(q); }, c, ne);
+  compare_scores(scores[0], scores[1], res);
+  const Retained t = retained_of(before, st, retrained, erased_ids, settings.problem.kernel, c);
+  exact_deviation(erased_mem, retrained, t, exact, ref);
+  res.methods.push_back(exact);
+  res.methods.push_back(ref);
+  const Eigen::VectorXd decay = t.alpha0 / (1.0 - t.removed_mass);
+  res.methods.push_back(approximate("decay", "coefficient decay (zero α, renormalise, refit b)", decay, t, settings,
+                                    st.b, c, ne, scores[2]));
+  for (std::size_t k = 0; k < p.pg_steps.size(); ++k) {
+    const int steps = p.pg_steps[k];
+    const Eigen::VectorXd pg =
+        projected_gradient_steps(t.K, settings.problem.ridge, settings.problem.C, decay, steps);
+    res.methods.push_back(approximate("pg" + std::to_string(steps),
+                                      "approximate removal: zero α + " + std::to_string(steps) +
+                                          " projected-gradient step" + (steps == 1 ? "" : "s"),
+                                      pg, t, settings, st.b, c, ne, scores[3 + k]));
+  }
+  int salt = 100;
+  for (std::size_t i = 0; i < res.methods.size(); ++i) {
+    const ProbeScores& s = scores[i];
+    res.methods[i].auc_erased_never = auc_cluster_bootstrap(s.erased.scores, s.never.scores, p.bootstrap,
+                                                            derive_seed(seed, static_cast<std::uint64_t>(salt++)));
+    res.methods[i].auc_present_never = auc_cluster_bootstrap(s.present.scores, s.never.scores, p.bootstrap,
+                                                             derive_seed(seed, static_cast<std::uint64_t>(salt++)));
+  }
+  res.exact_scores = std::move(scores[0]);
+  res.decay_scores = std::move(scores[2]);
+}
+
+StoreOptions work_store_options() {
+  StoreOptions so;
+  so.create = true;
+  // Plaintext stores: the byte scan below shows that the erased rows' bytes are gone from every
+  // file (secure delete), with the scan's control finding them before the erasure; an encrypted
+  // store (the default) would hide them from the control as well (docs/experiments.md, E7).
+  so.encrypt = false;
+  so.certificate_check = true;
+  so.certificate_resolve = true;  // E7 reports how many certificates matched a re-solve
+  return so;
+}
+
+/// Adds the stays members[from, end) to the store's memory "icu", one record each.
+void fill_store(Store& s, const std::vector<Patient>& members, std::size_t from, Progress& progress) {
+  for (std::size_t i = from; i < members.size(); ++i) {
+    s.add_record("icu", members[i].record, members[i].keys);
+    progress.tick();
+  }
+}
+
+/// (c): the store in <out_dir>/E7-work (removed afterwards), its erasure, byte scans and probe.
+void run_patients(const Settings& p, const ExperimentOptions& o, const DataDir& dir, ErasureResult& res) {
+  const Stopwatch watch;
+  const Cohort c = choose_patients(p, o, dir, res);
+  const std::size_t ne = static_cast<std::size_t>(p.erased);
+  std::set<std::int64_t> erased_ids;
+  for (std::size_t i = 0; i < ne; ++i) erased_ids.insert(c.members[i].record);
+  for (const auto& m : c.members) res.tokens_before += m.keys.rows();
+  res.sigma = patient_sigma(c.members, res.tokens_before, o);
+  res.C = 1.0 / (kPatientNu * static_cast<double>(res.tokens_before));
+  const MemorySettings settings = rbf_memory(res.sigma, res.C);
+  const fs::path work = fs::path(o.out_dir) / "E7-work";
+  std::error_code ec;
+  fs::remove_all(work, ec);
+  ensure_dir(work.string());
+  const std::string path_a = (work / "patients.svdb").string();
+  const std::string path_b = (work / "never-seen.svdb").string();
+  const StoreOptions so = work_store_options();
+  Progress progress("E7 patients", static_cast<long>(2 * p.members), "store operations", o.progress);
+  std::optional<Store> store_a(std::in_place, path_a, so);
+  Store& a = *store_a;
+  a.create_memory("icu", settings, kNumVitals, kNumVitals);
+  Stopwatch aw;
+  fill_store(a, c.members, 0, progress);
+  res.add_seconds = aw.seconds();
+  const Memory before = a.memory("icu");  // copy: the pre-erasure memory
+  const State st = before.state();
+  res.margin = static_cast<int>(st.partition.margin.size());
+  res.error = static_cast<int>(st.partition.error.size());
+  res.reserve = static_cast<int>(st.partition.reserve.size());
+  // Probe power before erasure: all hours of the erased and the never-seen patients.
+  auto dec_before = [&](const Eigen::VectorXd& q) { return before.decision(q); };
+  res.erased_before = scores_of(dec_before, c.members, 0, ne);
+  const ScoreGroup never_before = scores_of(dec_before, c.never, 0, c.never.size());
+  res.auc_before = auc_cluster_bootstrap(res.erased_before.scores, never_before.scores, p.bootstrap,
+                                         derive_seed(o.seed, 71));
+  const BytePatterns pats = byte_patterns(c.members, ne, res.scan);
+  scan_store(path_a, pats, false, res.scan);
+  erase_patients(a, c.members, ne, res, progress);
+  scan_store(path_a, pats, true, res.scan);
   Stopwatch nw;
   std::optional<Store> store_b(std::in_place, path_b, so);
   Store& b = *store_b;
   b.create_memory("icu", settings, kNumVitals, kNumVitals);
-  for (std::size_t i = ne; i < nm; ++i) {
-    b.add_record("icu", members[i].record, members[i].keys);
-    progress.tick();
-  }
+  fill_store(b, c.members, ne, progress);
   res.never_store_seconds = nw.seconds();
   progress.finish();
   res.sha_erased = a.memory_info("icu").state_sha256;
@@ -646,138 +883,13 @@ PatientsResult run_patients(const E7Preset& p, const ExperimentOptions& o, const
   const StoreVerification ver = a.verify();
   res.verify_ok = ver.ok();
   res.verify_problems = ver.problems;
-
-  // ---------------------------------------------------------------- probe after erasure
-  const Memory erased_mem = a.memory("icu");
-  const Memory never_mem = b.memory("icu");
-  const State retrained = never_mem.state();
-  auto dec_a = [&](const Eigen::VectorXd& q) { return erased_mem.decision(q); };
-  auto dec_b = [&](const Eigen::VectorXd& q) { return never_mem.decision(q); };
-  MethodResult exact;
-  exact.name = "exact";
-  exact.label = "exact erasure (svattn store)";
-  exact.exact = true;
-  exact.erased = scores_of(dec_a, members, 0, ne);
-  exact.never = scores_of(dec_a, never, 0, never.size());
-  exact.present = scores_of(dec_a, members, ne, nm);
-  MethodResult ref;
-  ref.name = "never_seen";
-  ref.label = "store that never saw them (reference)";
-  ref.exact = true;
-  ref.erased = scores_of(dec_b, members, 0, ne);
-  ref.never = scores_of(dec_b, never, 0, never.size());
-  ref.present = scores_of(dec_b, members, ne, nm);
-  {
-    const auto x = exact.erased.flat(), y = ref.erased.flat();
-    const auto x2 = exact.never.flat(), y2 = ref.never.flat();
-    const auto x3 = exact.present.flat(), y3 = ref.present.flat();
-    double m = 0;
-    bool same = x == y && x2 == y2 && x3 == y3;
-    for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-    for (std::size_t i = 0; i < x2.size(); ++i) m = std::max(m, std::abs(x2[i] - y2[i]));
-    for (std::size_t i = 0; i < x3.size(); ++i) m = std::max(m, std::abs(x3[i] - y3[i]));
-    res.scores_bit_identical = same;
-    res.max_abs_dscore_vs_never_store = m;
-  }
-
-  // ---------------------------------------------------------------- approximate baselines
-  const TokenSet all = before.tokens();  // ascending id, aligned with st.alpha
-  std::vector<int> keep_rows;
-  double removed_mass = 0;
-  for (int i = 0; i < all.size(); ++i) {
-    if (erased_ids.count(record_of(all.ids[static_cast<std::size_t>(i)]))) {
-      removed_mass += st.alpha[static_cast<std::size_t>(i)];
-    } else {
-      keep_rows.push_back(i);
-    }
-  }
-  const int nk = static_cast<int>(keep_rows.size());
-  RowMatrix kk(nk, kNumVitals), kv(nk, kNumVitals);
-  Eigen::VectorXd a0(nk), a_ret(nk);
-  bool ids_match = static_cast<int>(retrained.ids.size()) == nk;
-  for (int r = 0; r < nk; ++r) {
-    const int i = keep_rows[static_cast<std::size_t>(r)];
-    kk.row(r) = all.keys.row(i);
-    kv.row(r) = all.values.row(i);
-    a0(r) = st.alpha[static_cast<std::size_t>(i)];
-    if (ids_match) {
-      ids_match = retrained.ids[static_cast<std::size_t>(r)] == all.ids[static_cast<std::size_t>(i)];
-      a_ret(r) = retrained.alpha[static_cast<std::size_t>(r)];
-    }
-  }
-  if (!ids_match) throw Error("E7: the never-seen store holds other tokens than the erased one");
-  const KernelSettings& kern = settings.problem.kernel;
-  const Eigen::MatrixXd K = gram(kern, kk);
-  const double mu = settings.problem.ridge;
-  const Support ret_support = support_from(kk, kv, a_ret);
-  // Probe set for deviations: every probe key of the three groups.
-  std::vector<Eigen::VectorXd> probe_keys;
-  for (const auto* ps : {&members, &never})
-    for (const auto& pt : *ps)
-      for (Eigen::Index r = 0; r < pt.keys.rows(); ++r) probe_keys.push_back(pt.keys.row(r).transpose());
-  std::vector<double> f_ret;
-  std::vector<Eigen::VectorXd> o_ret;
-  for (const auto& q : probe_keys) {
-    f_ret.push_back(decision_function(kern, ret_support, retrained.b, q));
-    o_ret.push_back(readout(kern, ret_support, q));
-  }
-  {
-    double dd = 0, dr = 0;
-    for (std::size_t i = 0; i < probe_keys.size(); ++i) {
-      dd = std::max(dd, std::abs(erased_mem.decision(probe_keys[i]) - f_ret[i]));
-      dr = std::max(dr, max_abs_diff(erased_mem.readout(probe_keys[i]), o_ret[i]));
-    }
-    const State es = erased_mem.state();
-    if (es.ids != retrained.ids) throw Error("E7: the erased store holds other tokens than the never-seen store");
-    double da = 0;
-    for (std::size_t i = 0; i < es.alpha.size(); ++i) da = std::max(da, std::abs(es.alpha[i] - retrained.alpha[i]));
-    exact.dalpha = ref.dalpha = da;
-    exact.ddecision = dd;
-    exact.dreadout = dr;
-  }
-  res.methods.push_back(exact);
-  res.methods.push_back(ref);
-
-  auto approx = [&](const std::string& name, const std::string& label, const Eigen::VectorXd& alpha) {
-    MethodResult m;
-    m.name = name;
-    m.label = label;
-    const double b = refit_offset(K, mu, settings.problem.C, alpha, st.b);
-    const Support s = support_from(kk, kv, alpha);
-    m.dalpha = (alpha - a_ret).cwiseAbs().maxCoeff();
-    for (std::size_t i = 0; i < probe_keys.size(); ++i) {
-      m.ddecision = std::max(m.ddecision, std::abs(decision_function(kern, s, b, probe_keys[i]) - f_ret[i]));
-      m.dreadout = std::max(m.dreadout, max_abs_diff(readout(kern, s, probe_keys[i]), o_ret[i]));
-    }
-    auto dec = [&](const Eigen::VectorXd& q) { return decision_function(kern, s, b, q); };
-    m.erased = scores_of(dec, members, 0, ne);
-    m.never = scores_of(dec, never, 0, never.size());
-    m.present = scores_of(dec, members, ne, nm);
-    return m;
-  };
-  const Eigen::VectorXd decay = a0 / (1.0 - removed_mass);
-  res.methods.push_back(approx("decay", "coefficient decay (zero α, renormalise, refit b)", decay));
-  for (int steps : p.pg_steps) {
-    const Eigen::VectorXd pg = projected_gradient_steps(K, mu, settings.problem.C, decay, steps);
-    res.methods.push_back(approx("pg" + std::to_string(steps),
-                                 "approximate removal: zero α + " + std::to_string(steps) +
-                                     " projected-gradient step" + (steps == 1 ? "" : "s"),
-                                 pg));
-  }
-  int salt = 100;
-  for (auto& m : res.methods) {
-    m.auc_erased_never = auc_cluster_bootstrap(m.erased.scores, m.never.scores, p.bootstrap,
-                                               derive_seed(o.seed, static_cast<std::uint64_t>(salt++)));
-    m.auc_present_never = auc_cluster_bootstrap(m.present.scores, m.never.scores, p.bootstrap,
-                                                derive_seed(o.seed, static_cast<std::uint64_t>(salt++)));
-  }
+  probe_after(before, st, a.memory("icu"), b.memory("icu"), settings, c, erased_ids, p, o.seed, res);
   // The work stores hold copies of clinical data: closed and removed after the run (the numbers
   // are kept).
   store_a.reset();
   store_b.reset();
   fs::remove_all(work, ec);
   res.seconds = watch.seconds();
-  return res;
 }
 
 // ============================================================================ plots, report
@@ -833,12 +945,11 @@ struct FactTally {
   long e_others_after = 0;
   double e_dro = 0;
   std::map<std::string, std::pair<long, long>> by_kind;  // kind -> (edits, hash equal)
-  json forgets_json = json::array(), edits_json = json::array();
 };
 
-FactTally tally_facts(const FactsResult& facts) {
+FactTally tally_facts(const ForgettingResult& forgetting, const EditingResult& editing) {
   FactTally ft;
-  for (const auto& t : facts.forgets) {
+  for (const auto& t : forgetting.trials) {
     ft.f_ret_after += t.retrieved_after;
     ft.f_ret_before += t.retrieved_before;
     ft.f_hash += t.hash_equal;
@@ -853,12 +964,11 @@ FactTally tally_facts(const FactsResult& facts) {
     ft.f_decay_dro = std::max(ft.f_decay_dro, t.decay_dreadout_never);
     ft.forget_t.push_back(t.forget_seconds);
     ft.ingest_t.push_back(t.ingest_seconds);
-    ft.forgets_json.push_back(t.to_json());
   }
-  ft.nf = static_cast<long>(facts.forgets.size());
+  ft.nf = static_cast<long>(forgetting.trials.size());
   ft.recall_others_before = ft.others > 0 ? static_cast<double>(ft.others_before) / ft.others : std::nan("");
   ft.recall_others_after = ft.others > 0 ? static_cast<double>(ft.others_after) / ft.others : std::nan("");
-  for (const auto& t : facts.edits) {
+  for (const auto& t : editing.trials) {
     ft.e_hash += t.hash_equal;
     ft.e_new += t.new_retrieved;
     ft.e_gone += t.old_object_gone;
@@ -870,14 +980,13 @@ FactTally tally_facts(const FactsResult& facts) {
     ft.e_dro = std::max(ft.e_dro, t.dreadout_reference);
     ft.by_kind[t.kind].first += 1;
     ft.by_kind[t.kind].second += t.hash_equal;
-    ft.edits_json.push_back(t.to_json());
   }
-  ft.ned = static_cast<long>(facts.edits.size());
+  ft.ned = static_cast<long>(editing.trials.size());
   return ft;
 }
 
 /// (a) the fact-forgetting table, exact forgetting beside coefficient decay.
-Table forget_table_of(const FactsResult& facts, const FactTally& ft) {
+Table forget_table_of(const FactMemory& facts, const FactTally& ft) {
   Table forget_table({"quantity", "svattn exact forgetting", "coefficient decay (no re-solve)"});
   forget_table.add_row({"facts forgotten (one at a time, each from the full memory)", std::to_string(ft.nf), std::to_string(ft.nf)});
   forget_table.add_row({"forgotten fact retrieved before forgetting", count_of(ft.f_ret_before, ft.nf), count_of(ft.f_ret_before, ft.nf)});
@@ -917,7 +1026,7 @@ Table edit_table_of(const FactTally& ft) {
 }
 
 /// (c) the patient-erasure table.
-Table erase_table_of(const PatientsResult& pat) {
+Table erase_table_of(const ErasureResult& pat) {
   Table erase_table({"quantity", "value"});
   erase_table.add_row({"stays in the store / erased / never seen",
                        std::to_string(pat.members) + " / " + std::to_string(pat.erased) + " / " + std::to_string(pat.never_seen)});
@@ -930,19 +1039,19 @@ Table erase_table_of(const PatientsResult& pat) {
                        yes_no(pat.scores_bit_identical) + " (max |Δ| " + fmt_sci(pat.max_abs_dscore_vs_never_store) + ")"});
   erase_table.add_row({"`Store::verify()` after erasure (integrity, audit chain, re-solve)", pat.verify_ok ? "ok" : "FAILED"});
   erase_table.add_row({"erased key rows (56-byte fp64 blobs) found in db/-wal/-journal/-shm, before → after",
-                       std::to_string(pat.rows_found_before) + " of " + std::to_string(pat.row_patterns) + " → " +
-                           std::to_string(pat.rows_found_after)});
+                       std::to_string(pat.scan.rows_found_before) + " of " + std::to_string(pat.scan.row_patterns) + " → " +
+                           std::to_string(pat.scan.rows_found_after)});
   erase_table.add_row({"erased fp64 numbers (not held by a retained patient) found, before → after",
-                       std::to_string(pat.values_found_before) + " of " + std::to_string(pat.value_patterns) + " → " +
-                           std::to_string(pat.values_found_after)});
-  erase_table.add_row({"erased rows also held by a retained patient (excluded from the scan)", std::to_string(pat.shared_rows_excluded)});
-  erase_table.add_row({"bytes scanned before / after", std::to_string(pat.bytes_scanned_before) + " / " + std::to_string(pat.bytes_scanned_after)});
+                       std::to_string(pat.scan.values_found_before) + " of " + std::to_string(pat.scan.value_patterns) + " → " +
+                           std::to_string(pat.scan.values_found_after)});
+  erase_table.add_row({"erased rows also held by a retained patient (excluded from the scan)", std::to_string(pat.scan.shared_rows_excluded)});
+  erase_table.add_row({"bytes scanned before / after", std::to_string(pat.scan.bytes_scanned_before) + " / " + std::to_string(pat.scan.bytes_scanned_after)});
 
   return erase_table;
 }
 
 /// (c) the membership-inference table, one row per removal method.
-Table mia_table_of(const PatientsResult& pat) {
+Table mia_table_of(const ErasureResult& pat) {
   Table mia({"method", "max |Δα| vs retrained", "max |Δf| vs retrained", "max |Δ readout| vs retrained",
              "AUC erased vs never-seen [95 % CI]", "CI covers 0.5", "AUC present vs never-seen [95 % CI]"});
   mia.add_row({"before erasure (probe power: the erased patients are still members)", "—", "—", "—",
@@ -955,33 +1064,35 @@ Table mia_table_of(const PatientsResult& pat) {
   return mia;
 }
 
+const RemovalMethod* find_method(const ErasureResult& pat, const std::string& name) {
+  for (const auto& m : pat.methods)
+    if (m.name == name) return &m;
+  throw Error("E7: no result of the method " + name);
+}
+
 /// The membership-score plots of exact erasure and decay, and the residual of approximate
 /// removal; `captions` receives one caption per plot.
-std::vector<PlotResult> e7_plots(const ExperimentOptions& o, const PatientsResult& pat,
+std::vector<PlotResult> e7_plots(const ExperimentOptions& o, const ErasureResult& pat,
                                  std::vector<std::string>& captions) {
   std::vector<PlotResult> plots;
-  const MethodResult* exact = nullptr;
-  const MethodResult* decay = nullptr;
-  for (const auto& m : pat.methods) {
-    if (m.name == "exact") exact = &m;
-    if (m.name == "decay") decay = &m;
-  }
+  const ProbeScores& exact = pat.exact_scores;
+  const ProbeScores& decay = pat.decay_scores;
   plots.push_back(detail::maybe_line_plot(
       o, "E7_mia_scores_exact",
       score_plot("E7 (c): membership probe after exact erasure — " + std::to_string(pat.erased) + " erased, " +
                      std::to_string(pat.never_seen) + " never-seen patients",
                  {{"erased patients, before erasure", pat.erased_before.flat()},
-                  {"erased patients, after exact erasure", exact->erased.flat()},
-                  {"never-seen patients", exact->never.flat()},
-                  {"present patients", exact->present.flat()}})));
+                  {"erased patients, after exact erasure", exact.erased.flat()},
+                  {"never-seen patients", exact.never.flat()},
+                  {"present patients", exact.present.flat()}})));
   captions.push_back("Decision-function scores by group, exact erasure (after erasure the erased and never-seen "
                      "distributions are exchangeable)");
   plots.push_back(detail::maybe_line_plot(
       o, "E7_mia_scores_decay",
       score_plot("E7 (c): membership probe after coefficient decay (no re-solve)",
-                 {{"erased patients, after decay", decay->erased.flat()},
-                  {"never-seen patients", decay->never.flat()},
-                  {"present patients", decay->present.flat()}})));
+                 {{"erased patients, after decay", decay.erased.flat()},
+                  {"never-seen patients", decay.never.flat()},
+                  {"present patients", decay.present.flat()}})));
   captions.push_back("Decision-function scores by group, coefficient-decay baseline");
   {
     LinePlot lp;
@@ -1005,7 +1116,7 @@ std::vector<PlotResult> e7_plots(const ExperimentOptions& o, const PatientsResul
     lp.series = {sf, sa, sr};
     plots.push_back(detail::maybe_line_plot(o, "E7_approx_removal_residual", lp));
     captions.push_back("Residual influence of the approximate removal vs steps (coefficient decay = 0 steps: max |Δf| " +
-                       fmt_sci(decay->ddecision) + "; exact erasure: exactly 0, not drawable on a log axis)");
+                       fmt_sci(find_method(pat, "decay")->ddecision) + "; exact erasure: exactly 0, not drawable on a log axis)");
   }
 
   return plots;
@@ -1017,22 +1128,16 @@ struct Headline {
   json summary = json::array();
 };
 
-const MethodResult* find_method(const PatientsResult& pat, const std::string& name) {
-  for (const auto& m : pat.methods)
-    if (m.name == name) return &m;
-  throw Error("E7: no result of the method " + name);
-}
-
-Headline headline_of(const FactTally& ft, const PatientsResult& pat) {
+Headline headline_of(const FactTally& ft, const ErasureResult& pat) {
   Headline h;
   auto add = [&](const std::string& metric, const std::string& paper, const std::string& ours) {
     h.table.add_row({metric, paper, ours});
     h.summary.push_back({{"metric", metric}, {"paper", paper}, {"ours", ours}});
   };
-  const MethodResult* exact = find_method(pat, "exact");
-  const MethodResult* decay = find_method(pat, "decay");
-  const MethodResult* pg_last = nullptr;
-  const MethodResult* pg_first = nullptr;
+  const RemovalMethod* exact = find_method(pat, "exact");
+  const RemovalMethod* decay = find_method(pat, "decay");
+  const RemovalMethod* pg_last = nullptr;
+  const RemovalMethod* pg_first = nullptr;
   for (const auto& m : pat.methods) {
     if (m.name.rfind("pg", 0) == 0) {
       if (!pg_first) pg_first = &m;
@@ -1052,7 +1157,7 @@ Headline headline_of(const FactTally& ft, const PatientsResult& pat) {
   add("(c) erased store hash equal to a store that never saw the patients", "zero leakage (qualitative)",
       yes_no(pat.store_hash_equal));
   add("(c) erased key rows found in the store files, before → after", "— (storage-level erasure, SPEC §13)",
-      std::to_string(pat.rows_found_before) + " → " + std::to_string(pat.rows_found_after));
+      std::to_string(pat.scan.rows_found_before) + " → " + std::to_string(pat.scan.rows_found_after));
   add("(c) membership AUC erased vs never-seen before erasure [95 % CI]", "—", auc_cell(pat.auc_before));
   add("(c) membership AUC erased vs never-seen after exact erasure [95 % CI]", "chance (\"zero leakage\")",
       auc_cell(exact->auc_erased_never));
@@ -1071,7 +1176,7 @@ Headline headline_of(const FactTally& ft, const PatientsResult& pat) {
 }
 
 /// The one-line data-and-scale statement of the report.
-std::string scale_of(const E7Preset& p, const FactsResult& facts, const PatientsResult& pat, const FactTally& ft) {
+std::string scale_of(const Settings& p, const FactMemory& facts, const ErasureResult& pat, const FactTally& ft) {
   return
       "(a, b) " + std::to_string(facts.n) + " synthetic facts (" + std::to_string(p.subjects) + " subjects × " +
       std::to_string(p.relations) + " relations), " + std::to_string(ft.nf) + " forgets, " + std::to_string(ft.ned) +
@@ -1080,101 +1185,119 @@ std::string scale_of(const E7Preset& p, const FactsResult& facts, const Patients
       std::to_string(pat.erased) + " erased, " + std::to_string(pat.never_seen) + " never seen";
 }
 
+
 /// The tables of E7.md and E7.json.
 struct E7Tables {
   Table forget, edit, erase, mia;
 };
 
-/// E7.json: settings, every per-forget / per-edit / per-method number, tables, summary, plots.
-json result_json(const ExperimentOptions& o, const E7Preset& p, const DataDir& dir, const FactsResult& facts,
-                 const PatientsResult& pat, const FactTally& ft, const E7Tables& tables, const Headline& h,
-                 const std::vector<PlotResult>& plots, const std::string& scale, double runtime) {
-  json methods_json = json::array();
-  for (const auto& m : pat.methods) methods_json.push_back(m.to_json());
-  json j = {
+/// E7.json `settings`: the settings and rules of (a, b) and of (c).
+json settings_json(const Result& r) {
+  const Settings& p = r.settings;
+  const FactMemory& facts = r.facts;
+  const ErasureResult& pat = r.erasure;
+  return {{"facts", {{"subjects", p.subjects}, {"relations", p.relations}, {"n", facts.n},
+                     {"key_dim", kFactKeyDim}, {"value_dim", kFactValueDim}, {"kernel", "rbf"},
+                     {"bandwidth", kFactSigma}, {"C", facts.C}, {"C_rule", "C = 2 / n"},
+                     {"ridge", ProblemSettings{}.ridge}, {"mode", "audit"},
+                     {"unseen_subject_probes", kFactProbesUnseen},
+                     {"key_rule", "(code(subject) + code(relation)) / sqrt(2), codes N(0, I/64) from hashed symbol names"},
+                     {"value_rule", "code(object), N(0, I/32); every fact has its own object"},
+                     {"decode_rule", "object code of largest cosine similarity with the readout, over all objects ever used"}}},
+          {"patients", {{"members", pat.members}, {"erased", pat.erased}, {"never_seen", pat.never_seen},
+                        {"max_hours", pat.max_hours}, {"min_stay_hours", kMinStayHours},
+                        {"kernel", "rbf"}, {"bandwidth", pat.sigma},
+                        {"bandwidth_rule", "0.25 × median pairwise distance of the members' keys (2000 pairs)"},
+                        {"C", pat.C}, {"C_rule", "C = 1 / (0.2 × tokens)"}, {"ridge", ProblemSettings{}.ridge},
+                        {"values", "= keys"}, {"pg_steps", p.pg_steps}, {"bootstrap_reps", p.bootstrap},
+                        {"score", "decision function f(q) = Σ α_j κ(q, x_j) − κ(q, q)/2 + b"}}}};
+}
+
+/// E7.json `facts`: the fact memory, every forget and edit, and their aggregates.
+json facts_json(const Result& r, const FactTally& ft) {
+  const FactMemory& facts = r.facts;
+  json forgets = json::array(), edits = json::array();
+  for (const auto& t : r.forgetting.trials) forgets.push_back(t.to_json());
+  for (const auto& t : r.editing.trials) edits.push_back(t.to_json());
+  return {{"n", facts.n}, {"partition", {{"margin", facts.margin}, {"error", facts.error}, {"reserve", facts.reserve}}},
+          {"recall_before", facts.recall_before}, {"ingest_seconds", facts.ingest_seconds},
+          {"forgets", forgets}, {"edits", edits},
+          {"forgotten_retrieved_after", ft.f_ret_after}, {"hash_equal_never_seen", ft.f_hash},
+          {"max_abs_dreadout_vs_never_seen", ft.f_dro}, {"decay_max_abs_dreadout_vs_never_seen", ft.f_decay_dro},
+          {"others_recall_before", ft.recall_others_before}, {"others_recall_after", ft.recall_others_after},
+          {"others_decode_changed", ft.others_changed}, {"max_abs_ripple_other_facts", ft.f_ripple},
+          {"edit_hash_equal_reference", ft.e_hash}, {"edit_max_abs_dreadout_vs_reference", ft.e_dro},
+          {"edit_corrected_retrieved", ft.e_new}, {"edit_object_corrections", ft.e_obj},
+          {"edit_old_object_gone", ft.e_gone}, {"edit_subject_corrections", ft.e_subj},
+          {"edit_old_question_decodes_moved_object", ft.e_moved}, {"seconds", facts.seconds}};
+}
+
+/// One removal method in E7.json `patients.methods` (deviations and AUCs; the scores are in `result`).
+json method_report_json(const RemovalMethod& m) {
+  return {{"name", m.name}, {"label", m.label}, {"exact", m.exact},
+          {"max_abs_dalpha_vs_retrained", m.dalpha}, {"max_abs_ddecision_vs_retrained", m.ddecision},
+          {"max_abs_dreadout_vs_retrained", m.dreadout},
+          {"auc_erased_vs_never_seen", {{"auc", m.auc_erased_never.auc}, {"ci95_lo", m.auc_erased_never.lo},
+                                        {"ci95_hi", m.auc_erased_never.hi},
+                                        {"covers_chance", m.auc_erased_never.covers(0.5)}}},
+          {"auc_present_vs_never_seen", {{"auc", m.auc_present_never.auc}, {"ci95_lo", m.auc_present_never.lo},
+                                         {"ci95_hi", m.auc_present_never.hi}}}};
+}
+
+/// E7.json `patients`: the store, the certificates, the byte scan and the membership probe.
+json patients_json(const ErasureResult& pat) {
+  json methods = json::array();
+  for (const auto& m : pat.methods) methods.push_back(method_report_json(m));
+  return {{"source", pat.source}, {"stays_eligible", pat.stays_eligible}, {"members", pat.members},
+          {"erased", pat.erased}, {"never_seen", pat.never_seen}, {"tokens_before", pat.tokens_before},
+          {"tokens_after", pat.tokens_after}, {"sigma", pat.sigma}, {"C", pat.C},
+          {"partition_before", {{"margin", pat.margin}, {"error", pat.error}, {"reserve", pat.reserve}}},
+          {"certificates", pat.certificates}, {"certificates_hash_equal", pat.certificates_hash_equal},
+          {"certificates_kkt_ok", pat.certificates_kkt_ok}, {"wal_truncated", pat.wal_truncated},
+          {"first_certificate", pat.first_certificate},
+          {"store_hash_equal_never_seen", pat.store_hash_equal}, {"sha256_erased_store", pat.sha_erased},
+          {"sha256_never_seen_store", pat.sha_never}, {"scores_bit_identical_never_seen", pat.scores_bit_identical},
+          {"max_abs_dscore_vs_never_seen_store", pat.max_abs_dscore_vs_never_store},
+          {"verify_ok", pat.verify_ok}, {"verify_problems", pat.verify_problems},
+          {"byte_scan", pat.scan},
+          {"auc_before_erasure", {{"auc", pat.auc_before.auc}, {"ci95_lo", pat.auc_before.lo}, {"ci95_hi", pat.auc_before.hi}}},
+          {"methods", methods},
+          {"add_seconds", pat.add_seconds}, {"forget_seconds_total", pat.forget_seconds_total},
+          {"never_seen_store_seconds", pat.never_store_seconds}, {"seconds", pat.seconds}};
+}
+
+/// E7.json: settings, every per-forget / per-edit / per-method number, tables, summary, plots, and
+/// the typed result under `result`.
+json report_json(const Result& r, const FactTally& ft, const E7Tables& tables, const Headline& h,
+                 const std::vector<PlotResult>& plots, const std::string& scale) {
+  return {
       {"experiment", "E7"},
       {"title", find_experiment("E7").title},
-      {"preset", o.preset},
-      {"seed", o.seed},
-      {"created", utc_now()},
-      {"machine", detail::machine_info()},
+      {"preset", r.preset},
+      {"seed", r.seed},
+      {"created", r.created},
+      {"machine", r.machine},
       {"scale", scale},
-      {"data", {{"data_dir", dir.path}, {"data_dir_source", dir.source}, {"icu_source", pat.source},
+      {"data", {{"data_dir", r.data_dir}, {"data_dir_source", r.data_dir_source}, {"icu_source", r.erasure.source},
                 {"facts", "synthetic (src/experiments/e7_applications.cpp)"}}},
-      {"settings",
-       {{"facts", {{"subjects", p.subjects}, {"relations", p.relations}, {"n", facts.n},
-                   {"key_dim", kFactKeyDim}, {"value_dim", kFactValueDim}, {"kernel", "rbf"},
-                   {"bandwidth", kFactSigma}, {"C", facts.C}, {"C_rule", "C = 2 / n"},
-                   {"ridge", ProblemSettings{}.ridge}, {"mode", "audit"},
-                   {"unseen_subject_probes", kFactProbesUnseen},
-                   {"key_rule", "(code(subject) + code(relation)) / sqrt(2), codes N(0, I/64) from hashed symbol names"},
-                   {"value_rule", "code(object), N(0, I/32); every fact has its own object"},
-                   {"decode_rule", "object code of largest cosine similarity with the readout, over all objects ever used"}}},
-        {"patients", {{"members", pat.members}, {"erased", pat.erased}, {"never_seen", pat.never_seen},
-                      {"max_hours", pat.max_hours}, {"min_stay_hours", kMinStayHours},
-                      {"kernel", "rbf"}, {"bandwidth", pat.sigma},
-                      {"bandwidth_rule", "0.25 × median pairwise distance of the members' keys (2000 pairs)"},
-                      {"C", pat.C}, {"C_rule", "C = 1 / (0.2 × tokens)"}, {"ridge", ProblemSettings{}.ridge},
-                      {"values", "= keys"}, {"pg_steps", p.pg_steps}, {"bootstrap_reps", p.bootstrap},
-                      {"score", "decision function f(q) = Σ α_j κ(q, x_j) − κ(q, q)/2 + b"}}}}},
-      {"facts",
-       {{"n", facts.n}, {"partition", {{"margin", facts.margin}, {"error", facts.error}, {"reserve", facts.reserve}}},
-        {"recall_before", facts.recall_before}, {"ingest_seconds", facts.ingest_seconds},
-        {"forgets", ft.forgets_json}, {"edits", ft.edits_json},
-        {"forgotten_retrieved_after", ft.f_ret_after}, {"hash_equal_never_seen", ft.f_hash},
-        {"max_abs_dreadout_vs_never_seen", ft.f_dro}, {"decay_max_abs_dreadout_vs_never_seen", ft.f_decay_dro},
-        {"others_recall_before", ft.recall_others_before}, {"others_recall_after", ft.recall_others_after},
-        {"others_decode_changed", ft.others_changed}, {"max_abs_ripple_other_facts", ft.f_ripple},
-        {"edit_hash_equal_reference", ft.e_hash}, {"edit_max_abs_dreadout_vs_reference", ft.e_dro},
-        {"edit_corrected_retrieved", ft.e_new}, {"edit_object_corrections", ft.e_obj},
-        {"edit_old_object_gone", ft.e_gone}, {"edit_subject_corrections", ft.e_subj},
-        {"edit_old_question_decodes_moved_object", ft.e_moved}, {"seconds", facts.seconds}}},
-      {"patients",
-       {{"source", pat.source}, {"stays_eligible", pat.stays_eligible}, {"members", pat.members},
-        {"erased", pat.erased}, {"never_seen", pat.never_seen}, {"tokens_before", pat.tokens_before},
-        {"tokens_after", pat.tokens_after}, {"sigma", pat.sigma}, {"C", pat.C},
-        {"partition_before", {{"margin", pat.margin}, {"error", pat.error}, {"reserve", pat.reserve}}},
-        {"certificates", pat.certificates}, {"certificates_hash_equal", pat.certificates_hash_equal},
-        {"certificates_kkt_ok", pat.certificates_kkt_ok}, {"wal_truncated", pat.wal_truncated},
-        {"first_certificate", pat.first_certificate},
-        {"store_hash_equal_never_seen", pat.store_hash_equal}, {"sha256_erased_store", pat.sha_erased},
-        {"sha256_never_seen_store", pat.sha_never}, {"scores_bit_identical_never_seen", pat.scores_bit_identical},
-        {"max_abs_dscore_vs_never_seen_store", pat.max_abs_dscore_vs_never_store},
-        {"verify_ok", pat.verify_ok}, {"verify_problems", pat.verify_problems},
-        {"byte_scan", {{"row_patterns", pat.row_patterns}, {"value_patterns", pat.value_patterns},
-                       {"shared_rows_excluded", pat.shared_rows_excluded},
-                       {"rows_found_before", pat.rows_found_before}, {"values_found_before", pat.values_found_before},
-                       {"rows_found_after", pat.rows_found_after}, {"values_found_after", pat.values_found_after},
-                       {"bytes_scanned_before", pat.bytes_scanned_before},
-                       {"bytes_scanned_after", pat.bytes_scanned_after},
-                       {"files_with_hits_after", pat.files_with_hits_after}}},
-        {"auc_before_erasure", {{"auc", pat.auc_before.auc}, {"ci95_lo", pat.auc_before.lo}, {"ci95_hi", pat.auc_before.hi}}},
-        {"methods", methods_json},
-        {"add_seconds", pat.add_seconds}, {"forget_seconds_total", pat.forget_seconds_total},
-        {"never_seen_store_seconds", pat.never_store_seconds}, {"seconds", pat.seconds}}},
+      {"settings", settings_json(r)},
+      {"facts", facts_json(r, ft)},
+      {"patients", patients_json(r.erasure)},
       {"summary", h.summary},
       {"tables", {{"headline", h.table.json()}, {"fact_forgetting", tables.forget.json()},
                   {"knowledge_editing", tables.edit.json()}, {"patient_erasure", tables.erase.json()},
                   {"membership_inference", tables.mia.json()}}},
       {"plots", detail::plots_json(plots)},
-      {"runtime_seconds", runtime},
+      {"runtime_seconds", r.measure_seconds},
+      {"result", r.to_json()},  // render(Result::from_json(E7.json["result"])) writes this report
   };
-
-  return j;
 }
 
-/// E7.md, rendered from the same numbers as E7.json.
-std::string markdown_of(const ExperimentOptions& o, const E7Preset& p, const FactsResult& facts,
-                        const PatientsResult& pat, const FactTally& ft, const E7Tables& tables, const Headline& h,
-                        const std::vector<PlotResult>& plots, const std::vector<std::string>& captions,
-                        const std::string& scale, double runtime, const std::string& cpu) {
+/// E7.md (a): the fact memory and the forgetting table.
+std::string forgetting_markdown(const Result& r, const FactTally& ft, const E7Tables& tables) {
+  const Settings& p = r.settings;
+  const FactMemory& facts = r.facts;
   std::ostringstream md;
-  md << "# E7 — " << find_experiment("E7").title << "\n\n";
-  md << "Preset `" << o.preset << "`, seed " << o.seed << ". Run time " << fmt_fixed(runtime, 1) << " s on "
-     << cpu << " (1 thread). Scale: " << scale << ".\n\n";
-  md << "## Paper vs ours\n\nThe paper's E7 is qualitative (\"surgical fact forgetting, exact knowledge editing, "
-        "patient-record deletion with zero leakage\"); here each claim is measured.\n\n"
-     << h.table.markdown() << "\n";
   md << "## (a) Surgical fact forgetting\n\n"
      << "A fact memory holds " << facts.n << " facts (" << p.subjects << " subjects × " << p.relations
      << " relations, each with its own object). Key = (code(subject) + code(relation))/√2, value = code(object); "
@@ -1195,12 +1318,25 @@ std::string markdown_of(const ExperimentOptions& o, const E7Preset& p, const Fac
      << "\"Untouched\" means the other facts are still retrieved; their readouts do move slightly (the "
         "forgotten fact's coefficient mass is re-distributed by the exact re-solve — exactly as in a memory that "
         "never saw it).\n\n";
+  return md.str();
+}
+
+/// E7.md (b): the editing table.
+std::string editing_markdown(const FactTally& ft, const E7Tables& tables) {
+  std::ostringstream md;
   md << "## (b) Knowledge editing\n\n"
      << "Each of " << ft.ned << " random facts is edited from a copy of the full memory: `remove` the old token, "
         "`add` the corrected one (a new token id). Even edits correct the object (same key, a new object code); "
         "odd edits correct the subject (the fact was filed under the wrong subject: new key, same object). The "
         "reference ingests all other facts and the corrected fact, never the old one.\n\n"
      << tables.edit.markdown() << "\n";
+  return md.str();
+}
+
+/// E7.md (c): the store, the erasure table and the membership probe.
+std::string erasure_markdown(const Result& r, const E7Tables& tables) {
+  const ErasureResult& pat = r.erasure;
+  std::ostringstream md;
   md << "## (c) Patient erasure from the audited store\n\n"
      << "Data: " << pat.source << ", " << pat.stays_eligible << " stays of ≥ " << kMinStayHours
      << " h. A random " << pat.members << " stays are records of an audited `svattn::Store` (SQLite, WAL, "
@@ -1215,7 +1351,7 @@ std::string markdown_of(const ExperimentOptions& o, const E7Preset& p, const Fac
      << "**Membership-inference probe.** An attacker who can query the memory scores each hourly key of a "
         "patient by the decision function f(q) (higher = inside the description, the typical signature of a "
         "training member). AUC = P(score of an erased patient's key > score of a never-seen patient's key); "
-        "95 % CI from a cluster bootstrap over patients (" << p.bootstrap
+        "95 % CI from a cluster bootstrap over patients (" << r.settings.bootstrap
      << " replicates). \"Retrained\" = the store that never saw the erased patients. Coefficient decay and the "
         "approximate (\"gradient-style\") removal start from the pre-erasure state: the erased tokens' α are "
         "zeroed and the rest renormalised (decay), then projected-gradient steps on the SVDD dual over the capped "
@@ -1227,6 +1363,21 @@ std::string markdown_of(const ExperimentOptions& o, const E7Preset& p, const Fac
         "noise of the patient split, identical to what the reference store shows. The row before erasure shows "
         "how much the probe detects actual membership; the approximate rows show what survives without an exact "
         "re-solve.\n\n";
+  return md.str();
+}
+
+/// E7.md: the header and headline, (a), (b), (c), the plots and the honest scale statement.
+std::string markdown_of(const Result& r, const FactTally& ft, const E7Tables& tables, const Headline& h,
+                        const std::vector<PlotResult>& plots, const std::vector<std::string>& captions,
+                        const std::string& scale) {
+  std::ostringstream md;
+  md << "# E7 — " << find_experiment("E7").title << "\n\n";
+  md << "Preset `" << r.preset << "`, seed " << r.seed << ". Run time " << fmt_fixed(r.measure_seconds, 1)
+     << " s on " << r.machine["cpu"].get<std::string>() << " (1 thread). Scale: " << scale << ".\n\n";
+  md << "## Paper vs ours\n\nThe paper's E7 is qualitative (\"surgical fact forgetting, exact knowledge editing, "
+        "patient-record deletion with zero leakage\"); here each claim is measured.\n\n"
+     << h.table.markdown() << "\n";
+  md << forgetting_markdown(r, ft, tables) << editing_markdown(ft, tables) << erasure_markdown(r, tables);
   md << "## Plots\n\n" << detail::plots_markdown(plots, captions) << "\n";
   md << "## Scale and data, honestly\n\n"
      << "- The paper states E7 qualitatively, without data or numbers; every setting above is ours.\n"
@@ -1242,28 +1393,143 @@ std::string markdown_of(const ExperimentOptions& o, const E7Preset& p, const Fac
 
 }  // namespace
 
+// ------------------------------------------------------------------------- the typed result
+
+std::vector<double> ScoreGroup::flat() const {
+  std::vector<double> v;
+  for (const auto& g : scores) v.insert(v.end(), g.begin(), g.end());
+  return v;
+}
+
+json ForgetTrial::to_json() const {
+  return {{"fact", fact}, {"set_before", set}, {"retrieved_before", retrieved_before},
+          {"retrieved_after", retrieved_after}, {"decoded_after", decoded_after},
+          {"decoded_same_subject", decoded_same_subject}, {"hash_equal_never_seen", hash_equal},
+          {"max_abs_dreadout_vs_never_seen", dreadout_never}, {"max_abs_ripple_other_facts", ripple},
+          {"others", others}, {"others_retrieved_before", others_retrieved_before},
+          {"others_retrieved_after", others_retrieved_after}, {"others_decode_changed", others_changed},
+          {"decay", {{"max_abs_dreadout_vs_never_seen", decay_dreadout_never},
+                     {"retrieved_after", decay_retrieved}}},
+          {"forget_seconds", forget_seconds}, {"never_seen_ingest_seconds", ingest_seconds}};
+}
+
+ForgetTrial ForgetTrial::from_json(const json& j) {
+  ForgetTrial t;
+  t.fact = field<int>(j, "fact");
+  t.set = field<std::string>(j, "set_before");
+  t.retrieved_before = field<bool>(j, "retrieved_before");
+  t.retrieved_after = field<bool>(j, "retrieved_after");
+  t.decoded_after = field<int>(j, "decoded_after");
+  t.decoded_same_subject = field<bool>(j, "decoded_same_subject");
+  t.hash_equal = field<bool>(j, "hash_equal_never_seen");
+  t.dreadout_never = number(j, "max_abs_dreadout_vs_never_seen");
+  t.ripple = number(j, "max_abs_ripple_other_facts");
+  t.others = field<long>(j, "others");
+  t.others_retrieved_before = field<long>(j, "others_retrieved_before");
+  t.others_retrieved_after = field<long>(j, "others_retrieved_after");
+  t.others_changed = field<long>(j, "others_decode_changed");
+  const json decay = field<json>(j, "decay");
+  t.decay_dreadout_never = number(decay, "max_abs_dreadout_vs_never_seen");
+  t.decay_retrieved = field<bool>(decay, "retrieved_after");
+  t.forget_seconds = number(j, "forget_seconds");
+  t.ingest_seconds = number(j, "never_seen_ingest_seconds");
+  return t;
+}
+
+json EditTrial::to_json() const {
+  return {{"fact", fact}, {"kind", kind}, {"corrected_token_id", new_id},
+          {"hash_equal_reference", hash_equal}, {"max_abs_dreadout_vs_reference", dreadout_reference},
+          {"corrected_fact_retrieved", new_retrieved}, {"old_object_gone", old_object_gone},
+          {"old_question_decodes_moved_object", old_question_moved},
+          {"others", others}, {"others_retrieved_after", others_retrieved_after}};
+}
+
+EditTrial EditTrial::from_json(const json& j) {
+  EditTrial t;
+  t.fact = field<int>(j, "fact");
+  t.kind = field<std::string>(j, "kind");
+  t.new_id = field<TokenId>(j, "corrected_token_id");
+  t.hash_equal = field<bool>(j, "hash_equal_reference");
+  t.dreadout_reference = number(j, "max_abs_dreadout_vs_reference");
+  t.new_retrieved = field<bool>(j, "corrected_fact_retrieved");
+  t.old_object_gone = field<bool>(j, "old_object_gone");
+  t.old_question_moved = field<bool>(j, "old_question_decodes_moved_object");
+  t.others = field<long>(j, "others");
+  t.others_retrieved_after = field<long>(j, "others_retrieved_after");
+  return t;
+}
+
+json Result::to_json() const {
+  return {{"preset", preset},
+          {"seed", seed},
+          {"settings", settings},
+          {"data_dir", data_dir},
+          {"data_dir_source", data_dir_source},
+          {"facts", facts},
+          {"forgetting", trials_json(forgetting.trials)},
+          {"editing", trials_json(editing.trials)},
+          {"erasure", erasure_json(erasure)},
+          {"machine", machine},
+          {"created", created},
+          {"measure_seconds", measure_seconds}};
+}
+
+Result Result::from_json(const json& j) {
+  Result r;
+  r.preset = field<std::string>(j, "preset");
+  r.seed = field<std::uint64_t>(j, "seed");
+  r.settings = field<Settings>(j, "settings");
+  r.data_dir = field<std::string>(j, "data_dir");
+  r.data_dir_source = field<std::string>(j, "data_dir_source");
+  r.facts = field<FactMemory>(j, "facts");
+  r.forgetting.trials = trials_from<ForgetTrial>(field<json>(j, "forgetting"));
+  r.editing.trials = trials_from<EditTrial>(field<json>(j, "editing"));
+  r.erasure = erasure_from(field<json>(j, "erasure"));
+  r.machine = field<json>(j, "machine");
+  if (!r.machine.is_object() || !r.machine.contains("cpu") || !r.machine["cpu"].is_string())
+    throw FormatError("E7 result: field `machine` lacks the string `cpu`");
+  r.created = field<std::string>(j, "created");
+  r.measure_seconds = field<double>(j, "measure_seconds");
+  return r;
+}
+
+// ------------------------------------------------------------------------- entry points
+
 nlohmann::json preset(const std::string& name) { return e7_preset(name); }
 
-ExperimentResult run(const ExperimentOptions& o) {
+Result measure(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;
-  const E7Preset p = detail::with_overrides(e7_preset(o.preset), "E7", o);
+  Result res;
+  res.preset = o.preset;
+  res.seed = o.seed;
+  res.settings = detail::with_overrides(e7_preset(o.preset), "E7", o);
   ensure_dir(o.out_dir);
   const DataDir dir = resolve_data_dir(o.data_dir);
-  const FactsResult facts = run_facts(p, o);
-  const PatientsResult pat = run_patients(p, o, dir);
-  const FactTally ft = tally_facts(facts);
-  const E7Tables tables{forget_table_of(facts, ft), edit_table_of(ft), erase_table_of(pat), mia_table_of(pat)};
+  res.data_dir = dir.path;
+  res.data_dir_source = dir.source;
+  res.machine = detail::machine_info();
+  res.created = utc_now();
+  run_facts(res.settings, o, res);
+  run_patients(res.settings, o, dir, res.erasure);
+  res.measure_seconds = total.seconds();
+  return res;
+}
+
+ExperimentResult render(const Result& res, const ExperimentOptions& o) {
+  ensure_dir(o.out_dir);
+  const FactTally ft = tally_facts(res.forgetting, res.editing);
+  const E7Tables tables{forget_table_of(res.facts, ft), edit_table_of(ft), erase_table_of(res.erasure),
+                        mia_table_of(res.erasure)};
   std::vector<std::string> captions;
-  const std::vector<PlotResult> plots = e7_plots(o, pat, captions);
-  const Headline h = headline_of(ft, pat);
-  const std::string scale = scale_of(p, facts, pat, ft);
-  const double runtime = total.seconds();
-  json j = result_json(o, p, dir, facts, pat, ft, tables, h, plots, scale, runtime);
-  const std::string md =
-      markdown_of(o, p, facts, pat, ft, tables, h, plots, captions, scale, runtime, j["machine"]["cpu"].get<std::string>());
-  detail::write_outputs(o, "E7", j, md);
+  const std::vector<PlotResult> plots = e7_plots(o, res.erasure, captions);
+  const Headline h = headline_of(ft, res.erasure);
+  const std::string scale = scale_of(res.settings, res.facts, res.erasure, ft);
+  json j = report_json(res, ft, tables, h, plots, scale);
+  detail::write_outputs(o, "E7", j, markdown_of(res, ft, tables, h, plots, captions, scale));
   return ExperimentResult::from_json(j);
 }
+
+ExperimentResult run(const ExperimentOptions& o) { return render(measure(o), o); }
 
 }  // namespace svattn::experiments::e7_applications
