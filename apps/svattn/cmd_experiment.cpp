@@ -20,6 +20,7 @@ struct ExperimentCliOptions {
   experiments::ExperimentOptions opts;
   std::string streams;
   std::vector<std::string> set;
+  std::string render;  ///< an earlier run's E?.json: render its report instead of running
   bool no_plots = false;
   bool quiet = false;
 };
@@ -45,11 +46,20 @@ int run_experiment_cmd(ExperimentCliOptions& o) {
   for (const auto& item : o.set) o.opts.overrides.push_back(experiments::parse_override(item));
   o.opts.plots = !o.no_plots;
   o.opts.progress = !o.quiet;
-  const nlohmann::json j = experiments::run_experiment(o.id, o.opts).to_json();
+  const nlohmann::json j =
+      o.render.empty() ? experiments::run_experiment(o.id, o.opts).to_json()
+                       : experiments::render_experiment_file(o.id, o.render, o.opts).to_json();
   const std::filesystem::path dir(o.opts.out_dir);
-  fmt::print("{} ({}, preset {}, seed {}) finished in {:.1f} s\n", j.at("experiment").get<std::string>(),
-             j.at("title").get<std::string>(), o.opts.preset, o.opts.seed,
-             j.at("runtime_seconds").get<double>());
+  if (o.render.empty()) {
+    fmt::print("{} ({}, preset {}, seed {}) finished in {:.1f} s\n",
+               j.at("experiment").get<std::string>(), j.at("title").get<std::string>(),
+               o.opts.preset, o.opts.seed, j.at("runtime_seconds").get<double>());
+  } else {
+    fmt::print("{} ({}, preset {}, seed {}) rendered from {} (measured in {:.1f} s)\n",
+               j.at("experiment").get<std::string>(), j.at("title").get<std::string>(),
+               j.at("preset").get<std::string>(), j.at("seed").dump(), o.render,
+               j.at("runtime_seconds").get<double>());
+  }
   for (const auto& row : j.at("summary")) {
     fmt::print("  {:<70} paper {:<28} ours {}\n", row.at("metric").get<std::string>(),
                row.at("paper").get<std::string>(), row.at("ours").get<std::string>());
@@ -107,6 +117,13 @@ Registrar reg("experiment", [](CLI::App& app, int& exit_code) {
                   "override a preset field, KEY=VALUE (repeatable; VALUE is JSON or text, lists "
                   "comma-separated; docs/experiments.md lists the keys); a bad key or value exits 2")
       ->allow_extra_args(false);
+  auto* render = sub->add_option(
+      "--render", o->render,
+      "write the report (E?.md, E?.json, plots) into --out from an earlier run's E?.json, without "
+      "running: its typed result is the only input (a bad or foreign file exits 2, nothing written)");
+  for (const char* flag : {"--preset", "--seed", "--data-dir", "--learned-keys", "--streams",
+                           "--trials", "--steps", "--set"})
+    render->excludes(sub->get_option(flag));
   sub->add_flag("--no-plots", o->no_plots, "write plot data and scripts but do not run gnuplot");
   sub->add_flag("--quiet", o->quiet, "no progress line on stderr");
   sub->callback([o, &exit_code] { exit_code = run_experiment_cmd(*o); });

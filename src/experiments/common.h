@@ -10,6 +10,7 @@
 #include "svattn/clock.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/options.h"
+#include "svattn/experiments/registry.h"
 #include "svattn/experiments/report.h"
 #include "svattn/experiments/result.h"
 
@@ -54,6 +55,17 @@ auto json_array_field(const nlohmann::json& j, const char* key, const char* what
   std::vector<decltype(read(nlohmann::json()))> v;
   for (const auto& x : json_field<std::vector<nlohmann::json>>(j, key, what)) v.push_back(read(x));
   return v;
+}
+
+/// The Renderer of an experiment whose typed result R sits under `key` of its E?.json ("" = the
+/// file itself): render(R::from_json(...), options).
+template <typename R>
+Renderer file_renderer(const char* key,
+                       ExperimentResult (*render)(const R&, const ExperimentOptions&)) {
+  return [key, render](const nlohmann::json& file, const ExperimentOptions& o) {
+    if (*key == '\0') return render(R::from_json(file), o);
+    return render(R::from_json(json_field<nlohmann::json>(file, key, "the experiment's JSON")), o);
+  };
 }
 
 /// Machine description for the report header: CPU model, core count, compiler, build type.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/e1_forgetting/e1_forgetting.h"
 #include "svattn/experiments/e2_rare_recall/e2_rare_recall.h"
@@ -66,9 +67,13 @@ std::vector<Experiment> make_table() {
        {},
        {}},
   };
+  t[0].render_file = detail::file_renderer("result", e1_forgetting::render);
+  t[1].render_file = detail::file_renderer("", e2_rare_recall::render);
+  t[3].render_file = detail::file_renderer("result", e4_icu::render);
 #ifdef SVATTN_EXPERIMENTS_HAVE_STORE
   t[6].run = e7_applications::run;
   t[6].presets = e7_applications::preset;
+  t[6].render_file = detail::file_renderer("result", e7_applications::render);
 #endif
   return t;
 }
@@ -103,17 +108,20 @@ std::vector<std::string> experiment_ids() {
   return ids;
 }
 
-void install_experiment(const std::string& id, Runner run, PresetTable presets) {
+void install_experiment(const std::string& id, Runner run, PresetTable presets,
+                        Renderer render_file) {
   Experiment& e = entry(id);
   if (!run || !presets) throw InvalidArgument("empty runner or preset table for " + e.id);
   e.run = std::move(run);
   e.presets = std::move(presets);
+  e.render_file = std::move(render_file);
 }
 
 void uninstall_experiment(const std::string& id) {
   Experiment& e = entry(id);
   e.run = {};
   e.presets = {};
+  e.render_file = {};
 }
 
 bool Experiment::has_preset(const std::string& name) const {
@@ -164,6 +172,24 @@ ExperimentResult run_experiment(const std::string& id, const ExperimentOptions& 
   }
   check_overrides(o, {e.id});
   return e.run(o);
+}
+
+ExperimentResult render_experiment_file(const std::string& id, const std::string& path,
+                                        const ExperimentOptions& o) {
+  const Experiment& e = find_experiment(id);
+  if (!e.render_file)
+    throw InvalidArgument(e.id + " cannot be rendered by this build: it needs " + e.needs);
+  o.validate();
+  const nlohmann::json file = nlohmann::json::parse(read_text_file(path), nullptr, false);
+  if (file.is_discarded()) throw FormatError("'" + path + "' is not JSON");
+  if (!file.is_object() || !file.contains("experiment") || file["experiment"] != e.id)
+    throw FormatError("'" + path + "' is not an " + e.id + ".json (its field `experiment` is not " +
+                      e.id + ")");
+  try {
+    return e.render_file(file, o);
+  } catch (const FormatError& err) {
+    throw FormatError("'" + path + "': " + err.what());
+  }
 }
 
 void install_learned_keys_source(LearnedKeysSource source) { keys_source() = std::move(source); }

@@ -624,4 +624,38 @@ TEST(ReproduceCliTest, SetRejectsUnknownKeysAndBadValuesWithExit2NamingTheKey) {
   const json j = json::parse(in);
   EXPECT_EQ(j["settings"]["seeds"], 1) << j["settings"].dump();
 }
+TEST(ReproduceCliTest, RenderWritesTheSameReportFromAnEarlierJsonAndRefusesBadFiles) {
+  TempDir dir;
+  const auto run = [&](const std::string& args) {
+    const std::string cmd = std::string(SVATTN_CLI) + " experiment " + args + " --no-plots --quiet > '" +
+                            dir.file("log") + "' 2> '" + dir.file("err") + "'";
+    return WEXITSTATUS(std::system(cmd.c_str()));
+  };
+  ASSERT_EQ(run("E2 --preset tiny --out '" + dir.file("a") + "'"), 0) << ex::read_text_file(dir.file("err"));
+  ASSERT_EQ(run("E2 --render '" + dir.file("a/E2.json") + "' --out '" + dir.file("b") + "'"), 0)
+      << ex::read_text_file(dir.file("err"));
+  EXPECT_EQ(ex::read_text_file(dir.file("b/E2.md")), ex::read_text_file(dir.file("a/E2.md")));
+  EXPECT_EQ(json::parse(ex::read_text_file(dir.file("b/E2.json"))),
+            json::parse(ex::read_text_file(dir.file("a/E2.json"))));
+  EXPECT_NE(ex::read_text_file(dir.file("log")).find("rendered from " + dir.file("a/E2.json")),
+            std::string::npos);
+  // Another experiment's file, a file that is not JSON, one that lacks a field, a missing file, and
+  // --render with a run option: exit 2 with one line naming the file or option, nothing written.
+  json broken = json::parse(ex::read_text_file(dir.file("a/E2.json")));
+  broken.erase("sigmas");
+  std::ofstream(dir.file("broken.json")) << broken.dump();
+  std::ofstream(dir.file("text.json")) << "E2 results\n";
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"E4 --render '" + dir.file("a/E2.json") + "'", "is not an E4.json"},
+           {"E2 --render '" + dir.file("text.json") + "'", "is not JSON"},
+           {"E2 --render '" + dir.file("broken.json") + "'", "`sigmas`"},
+           {"E2 --render '" + dir.file("none.json") + "'", "none.json"},
+           {"E2 --render '" + dir.file("a/E2.json") + "' --set seeds=2", "--render"}}) {
+    EXPECT_EQ(run(args + " --out '" + dir.file("c") + "'"), 2) << args;
+    const std::string err = ex::read_text_file(dir.file("err"));
+    EXPECT_NE(err.find(needle), std::string::npos) << args << ": " << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << args << ": " << err;
+    EXPECT_FALSE(fs::exists(dir.file("c"))) << args << ": nothing is written";
+  }
+}
 #endif

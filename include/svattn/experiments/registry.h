@@ -16,6 +16,10 @@
 namespace svattn::experiments {
 
 using Runner = std::function<ExperimentResult(const ExperimentOptions&)>;
+/// Writes an experiment's report (E?.md, E?.json, plots) into options.out_dir from the typed result
+/// held by an earlier run's E?.json (`file`), without running anything.
+using Renderer =
+    std::function<ExperimentResult(const nlohmann::json& file, const ExperimentOptions& options)>;
 /// The preset of a name ("tiny" | "quick" | "paper") as a flat JSON object (the `--set` keys).
 using PresetTable = std::function<nlohmann::json(const std::string& preset)>;
 
@@ -29,6 +33,7 @@ struct Experiment {
   PresetTable presets;  ///< empty when run is
   /// Presets beyond tiny / quick / paper that only this experiment has (E3 and E5: "cpu").
   std::vector<std::string> extra_presets = {};
+  Renderer render_file = {};  ///< empty when run is
   bool available() const { return static_cast<bool>(run); }
   bool has_preset(const std::string& name) const;
 };
@@ -42,7 +47,8 @@ std::vector<std::string> experiment_ids();
 
 /// Makes `id` runnable (replaces its runner and presets); throws InvalidArgument for an unknown id
 /// or an empty runner. Used by install_torch_experiments and by tests.
-void install_experiment(const std::string& id, Runner run, PresetTable presets);
+void install_experiment(const std::string& id, Runner run, PresetTable presets,
+                        Renderer render_file = {});
 /// Makes `id` unavailable again (tests).
 void uninstall_experiment(const std::string& id);
 
@@ -55,6 +61,14 @@ void check_overrides(const ExperimentOptions& options, const std::vector<std::st
 /// Runs one experiment (check_overrides first); throws InvalidArgument for an unknown id or one
 /// this build cannot run (saying what it needs).
 ExperimentResult run_experiment(const std::string& id, const ExperimentOptions& options);
+
+/// Renders the report of `id` again from the E?.json at `path` (an earlier run's, with its typed
+/// result) into options.out_dir: the same E?.md and tables, without training, solving or reading
+/// data. IoError when the file cannot be read; FormatError naming the file when it is not JSON, is
+/// another experiment's or lacks a field (nothing is written then); InvalidArgument for an id this
+/// build cannot render.
+ExperimentResult render_experiment_file(const std::string& id, const std::string& path,
+                                        const ExperimentOptions& options);
 
 /// What E1 asks of its learned-keys source (E1's preset fields keys_*).
 struct LearnedKeysSpec {
