@@ -34,9 +34,10 @@ inline nlohmann::json number_or_null(double x) {
   return x != x ? nlohmann::json(nullptr) : nlohmann::json(x);
 }
 
-/// j[key] as a double; null or an absent key as NaN (FormatError for another type).
+/// j[key] as a double, null as NaN (nlohmann writes NaN and ±infinity as null); FormatError when
+/// the key is absent or holds another type.
 inline double number_or_nan(const nlohmann::json& j, const char* key, const char* what) {
-  if (!j.is_object() || !j.contains(key) || j.at(key).is_null())
+  if (j.is_object() && j.contains(key) && j.at(key).is_null())
     return std::numeric_limits<double>::quiet_NaN();
   return json_field<double>(j, key, what);
 }

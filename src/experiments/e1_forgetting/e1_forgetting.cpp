@@ -931,10 +931,7 @@ T field(const nlohmann::json& j, const char* key, const char* what = "E1 result"
 
 /// A double; null reads as NaN (nlohmann writes a non-finite double as null).
 double number(const nlohmann::json& j, const char* key, const char* what = "E1 result") {
-  const nlohmann::json v = field<nlohmann::json>(j, key, what);
-  if (v.is_null()) return std::nan("");
-  if (!v.is_number()) throw FormatError(std::string(what) + ": field `" + key + "` has the wrong type");
-  return v.get<double>();
+  return detail::number_or_nan(j, key, what);
 }
 
 /// A max |Δ| of a Comparison: null reads as +infinity. deviations() counts a NaN difference as

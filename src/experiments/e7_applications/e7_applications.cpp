@@ -119,12 +119,8 @@ T field(const json& j, const char* key) {
   return detail::json_field<T>(j, key, "E7 result");
 }
 
-/// A measured double. JSON has no NaN: nlohmann writes NaN (and ±infinity) as null, which reads
-/// back as NaN here.
-double number(const json& j, const char* key) {
-  if (j.is_object() && j.contains(key) && j.at(key).is_null()) return std::nan("");
-  return field<double>(j, key);
-}
+/// A measured double; null (NaN or ±infinity when written) reads back as NaN.
+double number(const json& j, const char* key) { return detail::number_or_nan(j, key, "E7 result"); }
 
 json auc_json(const AucInterval& a) { return {{"auc", a.auc}, {"lo", a.lo}, {"hi", a.hi}, {"reps", a.reps}}; }
 
@@ -171,8 +167,7 @@ RemovalMethod method_from(const json& j) {
 }
 
 json erasure_json(const ErasureResult& r) {
-  json methods = json::array();
-  for (const auto& m : r.methods) methods.push_back(method_json(m));
+  const json methods = detail::json_array(r.methods, method_json);
   return {{"source", r.source}, {"stays_eligible", r.stays_eligible}, {"members", r.members},
           {"erased", r.erased}, {"never_seen", r.never_seen}, {"max_hours", r.max_hours},
           {"tokens_before", r.tokens_before}, {"tokens_after", r.tokens_after}, {"sigma", r.sigma},
@@ -223,9 +218,7 @@ ErasureResult erasure_from(const json& j) {
   r.erased_before = scores_from(j, "erased_before");
   r.exact_scores = probe_from(field<json>(j, "exact_scores"));
   r.decay_scores = probe_from(field<json>(j, "decay_scores"));
-  const json methods = field<json>(j, "methods");
-  if (!methods.is_array()) throw FormatError("E7 result: field `methods` has the wrong type");
-  for (const auto& m : methods) r.methods.push_back(method_from(m));
+  r.methods = detail::json_array_field(j, "methods", "E7 result", method_from);
   for (const char* name : {"exact", "never_seen", "decay"}) {
     if (std::none_of(r.methods.begin(), r.methods.end(), [&](const RemovalMethod& m) { return m.name == name; }))
       throw FormatError(std::string("E7 result: field `methods` lacks the method ") + name);
@@ -239,18 +232,12 @@ ErasureResult erasure_from(const json& j) {
 
 template <typename Trial>
 json trials_json(const std::vector<Trial>& trials) {
-  json a = json::array();
-  for (const auto& t : trials) a.push_back(t.to_json());
-  return {{"trials", a}};
+  return {{"trials", detail::json_array(trials, [](const Trial& t) { return t.to_json(); })}};
 }
 
 template <typename Trial>
 std::vector<Trial> trials_from(const json& j) {
-  const json a = field<json>(j, "trials");
-  if (!a.is_array()) throw FormatError("E7 result: field `trials` has the wrong type");
-  std::vector<Trial> v;
-  for (const auto& t : a) v.push_back(Trial::from_json(t));
-  return v;
+  return detail::json_array_field(j, "trials", "E7 result", Trial::from_json);
 }
 
 // ============================================================================ (a) + (b) facts
