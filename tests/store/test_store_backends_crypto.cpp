@@ -178,11 +178,18 @@ TEST_P(StoreBackendsCrypto, TwoProcessesOneForgettingOneQueryingSeeConsistentSta
     s.create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
     add_records(s, "m", ids, kPerRecord, kDim);
   }
+  // The forgetter starts once the querier has opened the store and seen the first state, so
+  // the two overlap however slow the querier's open is (CI once saw only the final state).
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
   const pid_t forgetter = ::fork();
   if (forgetter == 0) {
+    ::close(ready[1]);
     ::_exit([&] {
       try {
         Store s(at);
+        char byte = 0;
+        if (::read(ready[0], &byte, 1) != 1) return 1;
         for (std::int64_t r : ids) s.forget_record("m", r);
         return 0;
       } catch (const std::exception& e) {
@@ -193,11 +200,13 @@ TEST_P(StoreBackendsCrypto, TwoProcessesOneForgettingOneQueryingSeeConsistentSta
   }
   const pid_t querier = ::fork();
   if (querier == 0) {
+    ::close(ready[0]);
     ::_exit([&] {
       try {
         Store s(at, StoreOptions{});
         std::set<int> seen;
-        for (int i = 0; i < 4000 && seen.count(kRecords) == 0; ++i) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+        while (seen.count(kRecords) == 0 && std::chrono::steady_clock::now() < deadline) {
           const MemoryInfo info = s.memory_info("m");
           const int k = kRecords - info.tokens / kPerRecord;
           if (k < 0 || k > kRecords || info.state_sha256 != ex.hash[k]) return 2;
@@ -206,6 +215,7 @@ TEST_P(StoreBackendsCrypto, TwoProcessesOneForgettingOneQueryingSeeConsistentSta
           for (int j = k; j <= kRecords && !match; ++j)
             match = std::memcmp(q.data(), ex.readout[j].data(), sizeof(double) * q.size()) == 0;
           if (!match) return 3;
+          if (seen.empty() && ::write(ready[1], "g", 1) != 1) return 1;
           seen.insert(k);
         }
         std::printf("querier saw %zu of %d states\n", seen.size(), kRecords + 1);
@@ -217,6 +227,8 @@ TEST_P(StoreBackendsCrypto, TwoProcessesOneForgettingOneQueryingSeeConsistentSta
       }
     }());
   }
+  ::close(ready[0]);
+  ::close(ready[1]);
   int sf = 0, sq = 0;
   ::waitpid(forgetter, &sf, 0);
   ::waitpid(querier, &sq, 0);
