@@ -6,6 +6,7 @@
 #include "blas_reexec.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "malloc_tuning.h"
 #include "svattn/errors.h"
 #include "svattn/lm/blas.h"
 #include "svattn/lm/trainer.h"
@@ -70,6 +71,7 @@ int run_train(TrainCliOptions& c, CLI::App* sub) {
                p.train.seq, p.train.lr, t.steps,
                trainer.step() > 0 ? fmt::format(" (resuming at step {})", trainer.step()) : "", t.threads,
                lm::blas_core_name());
+    fmt::print("allocator: {}\n", malloc_tuning_summary());
     std::fflush(stdout);
   }
   lm::TrainResult r = trainer.run();

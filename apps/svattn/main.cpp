@@ -8,6 +8,9 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "forward.h"
+#ifdef SVATTN_TORCH_PROCESS
+#include "malloc_tuning.h"
+#endif
 #include "svattn/errors.h"
 
 namespace svattn::cli {
@@ -23,6 +26,9 @@ Registrar::Registrar(const char* name, Setup setup) {
 int main(int argc, char** argv) {
 #ifdef SVATTN_FORWARD_TORCH
   if (const int rc = svattn::cli::forward_to_torch_cli(argc, argv); rc >= 0) return rc;
+#endif
+#ifdef SVATTN_TORCH_PROCESS
+  svattn::cli::keep_freed_memory_for_reuse();
 #endif
   CLI::App app{
       "svattn: support-vector attention memory with certified eviction and exact forgetting"};
