@@ -322,6 +322,35 @@ TEST(LmTrainer, KillNineDuringTrainingThenResumeMatchesUninterruptedRun) {
 #endif
 }
 
+// The allocator setting (docs/lm.md "Allocator") changes addresses only: the same run with glibc's
+// defaults logs the same losses bit for bit, and each header says which setting was used.
+TEST(LmTrainer, AllocatorSettingDoesNotChangeWhatIsComputed) {
+  REQUIRE_DATA();
+#ifndef SVATTN_CLI
+  GTEST_SKIP() << "svattn CLI not built";
+#else
+  TempDir d("lm-malloc");
+  auto args = [&](const std::string& out) {
+    return std::vector<std::string>{"train", "--preset", "tiny", "--corpus", "shakespeare", "--data-dir",
+                                    data_dir(), "--steps", "12", "--out", out, "--seed", "5", "--threads", "1",
+                                    "--eval-every", "6", "--quiet", "--no-plot"};
+  };
+  auto tuned = svattn::test::run_binary(SVATTN_CLI, args(d.file("tuned")), d);
+  ::setenv("SVATTN_NO_MALLOC_TUNING", "1", 1);
+  auto plain = svattn::test::run_binary(SVATTN_CLI, args(d.file("plain")), d);
+  ::unsetenv("SVATTN_NO_MALLOC_TUNING");
+  ASSERT_EQ(tuned.code, 0) << tuned.err;
+  ASSERT_EQ(plain.code, 0) << plain.err;
+#if defined(__GLIBC__)
+  EXPECT_NE(tuned.out.find("allocator: glibc, freed memory kept for reuse"), std::string::npos) << tuned.out;
+  EXPECT_NE(plain.out.find("allocator: glibc defaults (SVATTN_NO_MALLOC_TUNING)"), std::string::npos) << plain.out;
+#endif
+  const auto a = logged_losses(d.file("tuned")), b = logged_losses(d.file("plain"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+#endif
+}
+
 // ------------------------------------------------------------------ checkpoints and eval
 
 class LmCheckpoint : public ::testing::Test {
