@@ -131,7 +131,7 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
   // like a new one.
   bool exists = size > 0 || (size == 0 && !options_.create);
   db_ = Database(
-      path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | (size < 0 ? SQLITE_OPEN_CREATE : 0));
+      path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (size < 0 ? SQLITE_OPEN_CREATE : 0));
   sqlite3_busy_timeout(db_.handle(), options_.busy_timeout_ms);
   if (exists && options_.create && db_.query_int("PRAGMA application_id") == 0 &&
       db_.query_int("SELECT count(*) FROM sqlite_master") == 0) {
@@ -196,9 +196,9 @@ void KeyStore::open_read_only(long long size) {
       }
     }
     db_ = Database(uri + "?immutable=1",
-                   SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI);
+                   SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI);
   } else {
-    db_ = Database(path_, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX);
+    db_ = Database(path_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
   }
   sqlite3_busy_timeout(db_.handle(), options_.busy_timeout_ms);
   check_schema();

@@ -15,13 +15,16 @@
 //   store_encrypt.cpp  encrypt_store: converting a plaintext store (docs/store.md "Encrypting")
 #pragma once
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
-#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -143,10 +146,18 @@ class PipelinedOpen {
   };
   using Batch = std::vector<Item>;
   static void open_batch(const Batch& b);
-  void rethrow_pending();
+  void rethrow_pending();  // waits until the worker is idle; rethrows its failure
   void submit();
+  void work();  // the worker thread's loop: one batch per submit() until stopped
   Batch filling_, running_;
-  std::future<void> worker_;
+  // One worker thread for the whole pass, started by the first full batch (a pass of fewer blobs
+  // never starts one), instead of a thread per batch.
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool busy_ = false;  // running_ is handed to the worker and not done yet
+  bool stop_ = false;
+  std::exception_ptr failure_;  // of the last batch the worker ran
 };
 
 /// Opens the payloads (key and value blobs) of token rows at the row-I/O boundary (docs/store.md
@@ -165,10 +176,11 @@ class PayloadReader {
   /// The same with the record's key id given (nullptr: plaintext) instead of read from `q`.
   void read_with_key(const Statement& q, int col, const std::string* key_id, int cols, double* out,
                      RecordField field, TokenId id);
-  /// As read_with_key, but a sealed blob is queued on `pipe` instead of opened now (`out` must
-  /// stay valid until pipe.finish()); a plaintext one is copied now.
-  void read_queued(PipelinedOpen& pipe, const Statement& q, int col, const std::string* key_id,
-                   int cols, double* out, RecordField field, TokenId id);
+  /// As read_with_key with the record's opener given (from opener(), once per record; nullptr:
+  /// plaintext), but a sealed blob is queued on `pipe` instead of opened now (`out` must stay
+  /// valid until pipe.finish()); a plaintext one is copied now.
+  void read_queued(PipelinedOpen& pipe, const Statement& q, int col, Opener* op, int cols,
+                   double* out, RecordField field, TokenId id);
   /// The opener of a record's data key (looked up once; RecordShredded when destroyed).
   Opener& opener(const std::string& key_id, std::int64_t record);
   /// Reads every live key of the memory in one scan of the key store (a pass over all records,
@@ -190,7 +202,7 @@ class PayloadReader {
   KeyStore* keys_;
   const std::string& path_;
   std::int64_t memory_id_;
-  std::map<std::string, std::unique_ptr<Opener>> openers_;
+  std::unordered_map<std::string, std::unique_ptr<Opener>> openers_;
   std::unordered_map<std::string, PrefetchedKey> prefetched_;
   bool prefetch_done_ = false;
   // The last opener returned: consecutive tokens belong to one record.

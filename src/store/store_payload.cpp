@@ -145,14 +145,13 @@ void PayloadReader::read_with_key(const Statement& q, int col, const std::string
   opener(*key_id, aad.record_id).open_into(aad, q.blob_data(col), have, out, need);
 }
 
-void PayloadReader::read_queued(PipelinedOpen& pipe, const Statement& q, int col,
-                                const std::string* key_id, int cols, double* out, RecordField field,
-                                TokenId id) {
-  if (key_id == nullptr) return read_with_key(q, col, key_id, cols, out, field, id);
+void PayloadReader::read_queued(PipelinedOpen& pipe, const Statement& q, int col, Opener* op,
+                                int cols, double* out, RecordField field, TokenId id) {
+  if (op == nullptr) return read_with_key(q, col, nullptr, cols, out, field, id);
   const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
   const std::size_t have = checked_size(q, col, true, cols, field, id);
-  const RecordAad aad{memory_id_, record_of(id), position_of(id), field};
-  pipe.add(opener(*key_id, aad.record_id), aad, q.blob_data(col), have, out, need);
+  pipe.add(*op, {memory_id_, record_of(id), position_of(id), field}, q.blob_data(col), have, out,
+           need);
 }
 
 // ------------------------------------------------------------------------ PipelinedOpen
@@ -162,7 +161,13 @@ constexpr std::size_t kPipelineBatch = 2048;  // blobs per batch (~1 MB of desti
 }  // namespace
 
 PipelinedOpen::~PipelinedOpen() {
-  if (worker_.valid()) worker_.wait();  // the worker writes into the caller's buffers
+  if (!worker_.joinable()) return;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;  // the loop finishes a running batch first: it writes into the caller's buffers
+  }
+  changed_.notify_all();
+  worker_.join();
 }
 
 void PipelinedOpen::add(Opener& op, const RecordAad& aad, const void* blob, std::size_t n,
@@ -173,6 +178,7 @@ void PipelinedOpen::add(Opener& op, const RecordAad& aad, const void* blob, std:
                           " bytes, the sealed blob holds " + std::to_string(bytes));
   }
   const auto* b = static_cast<const std::uint8_t*>(blob);
+  if (filling_.empty()) filling_.reserve(kPipelineBatch);
   Item& it = filling_.emplace_back();
   it.op = &op;
   it.aad = aad;
@@ -193,11 +199,38 @@ void PipelinedOpen::submit() {
   rethrow_pending();  // the previous batch is done before its items are reused
   std::swap(running_, filling_);
   filling_.clear();
-  worker_ = std::async(std::launch::async, [this] { open_batch(running_); });
+  if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    busy_ = true;
+  }
+  changed_.notify_all();
+}
+
+void PipelinedOpen::work() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return busy_ || stop_; });
+    if (!busy_) return;  // stopped with nothing handed over
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      open_batch(running_);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    lock.lock();
+    failure_ = failure;
+    busy_ = false;
+    changed_.notify_all();
+  }
 }
 
 void PipelinedOpen::rethrow_pending() {
-  if (worker_.valid()) worker_.get();
+  if (!worker_.joinable()) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return !busy_; });
+  if (failure_ != nullptr) std::rethrow_exception(std::exchange(failure_, nullptr));
 }
 
 void PipelinedOpen::finish() {

@@ -123,7 +123,8 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row, PayloadReader* re
   Eigen::Index i = 0;
   std::int64_t last_record = -1;
   const RecordEntry* rec = nullptr;
-  PipelinedOpen pipe;  // declared after ts: destroyed (waiting for its worker) before it
+  Opener* op = nullptr;  // the current record's (nullptr: plaintext), looked up once per record
+  PipelinedOpen pipe;    // declared after ts: destroyed (waiting for its worker) before it
   const auto read_rows = [&] {
     while (q.step()) {
       const TokenId id = q.int64(0);
@@ -135,13 +136,13 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row, PayloadReader* re
                             row.name + "' belongs to no record (corrupted store)");
         }
         rec = &it->second;
+        op = rec->sealed && !rec->suspended ? &pr.opener(rec->key_id, last_record) : nullptr;
       }
       if (rec->suspended) continue;
       if (i >= rows) throw StoreError("store '" + path + "': token count changed while reading");
       ts.ids.push_back(id);
-      const std::string* key = rec->sealed ? &rec->key_id : nullptr;
-      pr.read_queued(pipe, q, 1, key, row.dim, ts.keys.row(i).data(), RecordField::kKey, id);
-      pr.read_queued(pipe, q, 2, key, row.value_dim, ts.values.row(i).data(), RecordField::kValue,
+      pr.read_queued(pipe, q, 1, op, row.dim, ts.keys.row(i).data(), RecordField::kKey, id);
+      pr.read_queued(pipe, q, 2, op, row.value_dim, ts.values.row(i).data(), RecordField::kValue,
                      id);
       ++i;
     }

@@ -164,7 +164,7 @@ bool Store::Impl::open_file() {
     throw InvalidArgument("store '" + path + "' does not exist (cannot create it read-only)");
   }
   int flags =
-      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_FULLMUTEX;
+      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX;
   if (fresh) flags |= SQLITE_OPEN_CREATE;
   if (options.read_only && cannot_share_wal()) {
     // A WAL reader needs the -shm file; in a directory the user cannot write it cannot be made.

@@ -220,9 +220,10 @@ TEST(StoreEncryption, TamperedOrMovedCiphertextIsRefusedNamingTheRecord) {
 // thread opens the earlier batches. The restore gives the plaintext store's state; a tampered
 // blob in a worker batch is reported naming its record, even when the reading thread meets a
 // later, different problem (a truncated blob) first.
-void import_large(Store& s) {
+// n = 1,500: 3,000 blobs, one worker batch, then the rest in the caller; n = 3,500: 7,000 blobs,
+// three batches on the one worker thread of the restore.
+void import_large(Store& s, int n = 1500) {
   s.create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
-  const int n = 1500;  // 3,000 blobs: one worker batch, then the rest in the caller
   std::vector<std::int64_t> recs;
   for (int i = 0; i < n; ++i) recs.push_back(1 + i / kPerRecord);
   s.import_records("m", recs, random_keys(n, kDim, 4242));
@@ -242,6 +243,50 @@ TEST(StoreEncryption, PipelinedRestoreEqualsThePlaintextStore) {
   EXPECT_EQ(e2.memory("m").tokens(e2.memory("m").state().ids).keys,
             p2.memory("m").tokens(p2.memory("m").state().ids).keys);
   EXPECT_TRUE(e2.verify().ok());
+}
+
+TEST(StoreEncryption, PipelinedRestoreOverSeveralWorkerBatchesEqualsThePlaintextStore) {
+  TempDir dir;
+  {
+    Store enc(dir.file("e.db"), opts(true));
+    Store pln(dir.file("p.db"), opts(false));
+    import_large(enc, 3500);
+    import_large(pln, 3500);
+  }
+  Store e2(dir.file("e.db"));
+  Store p2(dir.file("p.db"));
+  EXPECT_EQ(e2.memory("m").state_sha256(), p2.memory("m").state_sha256());
+  EXPECT_EQ(e2.memory("m").tokens(e2.memory("m").state().ids).keys,
+            p2.memory("m").tokens(p2.memory("m").state().ids).keys);
+  EXPECT_EQ(e2.memory("m").tokens(e2.memory("m").state().ids).values,
+            p2.memory("m").tokens(p2.memory("m").state().ids).values);
+}
+
+// A tampered blob in the worker's second batch (tokens 1,024-2,047) is reported when the reader
+// hands over the third; a truncated blob in the fourth batch is never reached first.
+TEST(StoreEncryption, PipelinedRestoreReportsATamperedRecordInALaterWorkerBatch) {
+  TempDir dir;
+  const std::string p = dir.file("s.db");
+  {
+    Store s(p, opts(true));
+    import_large(s, 3500);
+  }
+  {
+    RawDb raw(p);
+    ASSERT_EQ(raw.exec("UPDATE tokens SET key = (SELECT key FROM tokens WHERE record = 160 AND "
+                       "position = 1) WHERE record = 160 AND position = 2"),
+              SQLITE_OK);
+    ASSERT_EQ(raw.exec("UPDATE tokens SET value = substr(value, 1, 10) WHERE record = 320 AND "
+                       "position = 0"),
+              SQLITE_OK);
+  }
+  Store s(p);
+  try {
+    (void)s.memory("m");
+    ADD_FAILURE() << "tampered ciphertext was accepted";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("record 160"), std::string::npos) << e.what();
+  }
 }
 
 TEST(StoreEncryption, PipelinedRestoreReportsTheEarliestTamperedRecord) {
