@@ -262,83 +262,59 @@ TEST(StoreEncryption, PipelinedRestoreOverSeveralWorkerBatchesEqualsThePlaintext
             p2.memory("m").tokens(p2.memory("m").state().ids).values);
 }
 
-// A tampered blob in the worker's second batch (tokens 1,024-2,047) is reported when the reader
-// hands over the third; a truncated blob in the fourth batch is never reached first.
-TEST(StoreEncryption, PipelinedRestoreReportsATamperedRecordInALaterWorkerBatch) {
+// Imports `n` tokens into an encrypted store, applies `updates` to its file behind the store's
+// back, and expects the memory's (pipelined) restore to be refused naming `record`.
+void expect_restore_refused_naming(int n, std::initializer_list<const char*> updates,
+                                   const std::string& record) {
   TempDir dir;
   const std::string p = dir.file("s.db");
   {
     Store s(p, opts(true));
-    import_large(s, 3500);
+    import_large(s, n);
   }
   {
     RawDb raw(p);
-    ASSERT_EQ(raw.exec("UPDATE tokens SET key = (SELECT key FROM tokens WHERE record = 160 AND "
-                       "position = 1) WHERE record = 160 AND position = 2"),
-              SQLITE_OK);
-    ASSERT_EQ(raw.exec("UPDATE tokens SET value = substr(value, 1, 10) WHERE record = 320 AND "
-                       "position = 0"),
-              SQLITE_OK);
+    for (const char* u : updates) ASSERT_EQ(raw.exec(u), SQLITE_OK) << u;
   }
   Store s(p);
   try {
     (void)s.memory("m");
     ADD_FAILURE() << "tampered ciphertext was accepted";
   } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("record 160"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(record), std::string::npos) << e.what();
   }
 }
 
+// A tampered blob in the worker's second batch (tokens 1,024-2,047) is reported when the reader
+// hands over the third; a truncated blob in the fourth batch is never reached first.
+TEST(StoreEncryption, PipelinedRestoreReportsATamperedRecordInALaterWorkerBatch) {
+  expect_restore_refused_naming(
+      3500,
+      {"UPDATE tokens SET key = (SELECT key FROM tokens WHERE record = 160 AND position = 1) WHERE "
+       "record = 160 AND position = 2",
+       "UPDATE tokens SET value = substr(value, 1, 10) WHERE record = 320 AND position = 0"},
+      "record 160");
+}
+
 TEST(StoreEncryption, PipelinedRestoreReportsTheEarliestTamperedRecord) {
-  TempDir dir;
-  const std::string p = dir.file("s.db");
-  {
-    Store s(p, opts(true));
-    import_large(s);
-  }
-  {
-    RawDb raw(p);  // record 20 (a worker batch): a value blob moved within it; record 140 truncated
-    ASSERT_EQ(raw.exec("UPDATE tokens SET value = (SELECT value FROM tokens WHERE record = 20 AND "
-                       "position = 4) WHERE record = 20 AND position = 3"),
-              SQLITE_OK);
-    ASSERT_EQ(raw.exec("UPDATE tokens SET key = substr(key, 1, 10) WHERE record = 140 AND "
-                       "position = 0"),
-              SQLITE_OK);
-  }
-  Store s(p);
-  try {
-    (void)s.memory("m");
-    ADD_FAILURE() << "tampered ciphertext was accepted";
-  } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("record 20"), std::string::npos) << e.what();
-  }
+  // record 20 (a worker batch): a value blob moved within it; record 140 truncated
+  expect_restore_refused_naming(
+      1500,
+      {"UPDATE tokens SET value = (SELECT value FROM tokens WHERE record = 20 AND position = 4) "
+       "WHERE record = 20 AND position = 3",
+       "UPDATE tokens SET key = substr(key, 1, 10) WHERE record = 140 AND position = 0"},
+      "record 20");
 }
 
 // Both failures after the first worker batch (tokens 1,024 on): the tampered blob is still queued
 // in the caller's batch when the reader meets the truncated one, and is the one reported.
 TEST(StoreEncryption, PipelinedRestoreReportsAQueuedTamperedRecordBeforeALaterTruncatedOne) {
-  TempDir dir;
-  const std::string p = dir.file("s.db");
-  {
-    Store s(p, opts(true));
-    import_large(s);
-  }
-  {
-    RawDb raw(p);
-    ASSERT_EQ(raw.exec("UPDATE tokens SET key = (SELECT key FROM tokens WHERE record = 110 AND "
-                       "position = 1) WHERE record = 110 AND position = 2"),
-              SQLITE_OK);
-    ASSERT_EQ(raw.exec("UPDATE tokens SET value = substr(value, 1, 10) WHERE record = 130 AND "
-                       "position = 0"),
-              SQLITE_OK);
-  }
-  Store s(p);
-  try {
-    (void)s.memory("m");
-    ADD_FAILURE() << "tampered ciphertext was accepted";
-  } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("record 110"), std::string::npos) << e.what();
-  }
+  expect_restore_refused_naming(
+      1500,
+      {"UPDATE tokens SET key = (SELECT key FROM tokens WHERE record = 110 AND position = 1) WHERE "
+       "record = 110 AND position = 2",
+       "UPDATE tokens SET value = substr(value, 1, 10) WHERE record = 130 AND position = 0"},
+      "record 110");
 }
 
 TEST(StoreEncryption, MissingKeyStoreIsAClearError) {
