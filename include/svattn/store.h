@@ -218,7 +218,9 @@ struct OpResult {
   OpDiagnostics diagnostics;        ///< of the memory operation
   double memory_seconds = 0;        ///< in-RAM memory update (path + canonical refinement)
   double total_seconds = 0;         ///< whole operation: memory, transaction, commit, checkpoint
+  double screening_seconds = 0;     ///< the persisted screening bounds: head row and blobs written
   double commit_seconds = 0;        ///< COMMIT (WAL append + fsync)
+  double shred_seconds = 0;         ///< forget: the data key's destruction after the commit
   double checkpoint_seconds = 0;    ///< forget: wal_checkpoint(TRUNCATE) after the commit
   bool wal_truncated = true;        ///< forget: the WAL checkpoint(TRUNCATE) completed
   int memory_tokens = 0;            ///< tokens in the memory after the operation

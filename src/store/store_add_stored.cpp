@@ -73,12 +73,14 @@ void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, co
   insert_tokens(
       row.id, ts, [](TokenId) { return true; }, true);
   // The other records' bounds hold as they are; the new record's are its own lower bounds.
+  const auto s0 = OpClock::now();
   const std::int64_t epoch =
       update_screening_head(row, a.after_sha256, a.n_after - ts.size(), a.n_after);
   if (epoch >= 0) {
     const RecordRow rr = read_record(row.id, record);
     write_record_bounds(row.id, record, rr.key_id, epoch, a.new_bounds.data(), a.new_bounds.size());
   }
+  res.screening_seconds = seconds_since(s0);
   res.diagnostics.ops = ts.size();
   res.diagnostics.kernel_evaluations = a.kernel_evaluations;
   res.diagnostics.status = Status::kOptimal;

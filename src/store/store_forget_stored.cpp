@@ -252,8 +252,10 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   fr.certificate.store = se;
   // The other records' bounds hold as they are (no coefficient and not b moved): the record's
   // blob left with its row; the head is re-bound to the state after.
+  const auto s0 = OpClock::now();
   update_screening_head(row, f.after_sha256, static_cast<std::int64_t>(f.removal.before.n),
                         static_cast<std::int64_t>(f.removal.after.n));
+  fr.screening_seconds = seconds_since(s0);
   AuditEntry& e = fr.entry;
   e.operation = "forget";
   e.memory = row.name;
@@ -313,8 +315,10 @@ void Store::Impl::finish_forget(ForgetResult& fr) {
     if (fr.certificate.store && d.key_id == fr.certificate.store->data_key_id)
       fr.certificate.store->data_key_destroyed = true;
   }
+  fr.shred_seconds = seconds_since(k0);
+  const auto c0 = OpClock::now();
   checkpoint(&fr.wal_truncated);
-  fr.checkpoint_seconds = seconds_since(k0);
+  fr.checkpoint_seconds = seconds_since(c0);
 }
 
 }  // namespace svattn

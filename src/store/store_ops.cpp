@@ -80,8 +80,10 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       append_audit(e);
       const bool moved = write_state(row.id, ctx.before, after, e.seq, name);
       // A bounded memory evicts tokens of untouched records: every blob is rewritten.
+      const auto s0 = OpClock::now();
       write_screening(row, ctx.mem, moved || row.settings.mode != MemoryMode::kAudit, op.records,
                       op.defer_bounds);
+      out.screening_seconds = seconds_since(s0);
       out.memory_tokens = ctx.mem.size();
       Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
       q.bind(1, row.id);

@@ -390,6 +390,34 @@ std::string key_id_of(const std::string& path, std::int64_t record) {
   return out;
 }
 
+// A forget's result times its parts (docs/api.md, OpResult): the bounds written, the commit, the
+// key's destruction and the checkpoint after it are each measured and together with the memory
+// and the certificate fit in the total. A support forget rewrites every record's bounds.
+TEST(StoreEncryption, ForgetResultTimesTheScreeningTheShredAndTheCheckpoint) {
+  TempDir dir;
+  const std::string p = dir.file("s.db");
+  Store s(p, opts(true));
+  s.create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
+  std::vector<std::int64_t> recs;
+  for (std::int64_t r = 1; r <= 12; ++r) recs.push_back(r);
+  add_records(s, "m", recs, kPerRecord, kDim);
+  const State st = s.stored_state("m");
+  std::int64_t support = -1;
+  for (std::size_t t = 0; t < st.ids.size() && support < 0; ++t)
+    if (st.alpha[t] > 0) support = record_of(st.ids[t]);
+  ASSERT_GE(support, 0);
+  const ForgetResult f = s.forget_record("m", support);
+  ASSERT_TRUE(f.certificate.store.has_value());
+  EXPECT_TRUE(f.certificate.store->data_key_destroyed);
+  EXPECT_GT(f.screening_seconds, 0.0);
+  EXPECT_GT(f.commit_seconds, 0.0);
+  EXPECT_GT(f.shred_seconds, 0.0);
+  EXPECT_GT(f.checkpoint_seconds, 0.0);
+  const double parts = f.memory_seconds + f.certificate_seconds + f.screening_seconds +
+                       f.commit_seconds + f.shred_seconds + f.checkpoint_seconds;
+  EXPECT_LE(parts, f.total_seconds);
+}
+
 TEST(StoreEncryption, ForgetDestroysTheDataKeyAndLogsTheDestruction) {
   TempDir dir;
   const std::string p = dir.file("s.db");
