@@ -212,8 +212,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(p.record), p.support ? "yes" : "no", check ? "yes" : "no",
                 f.diagnostics.events, 1e3 * f.memory_seconds, 1e3 * f.certificate_seconds,
                 1e3 * f.commit_seconds, 1e3 * (f.shred_seconds + f.checkpoint_seconds),
-                1e3 * f.total_seconds,
-                1e3 * over);
+                1e3 * f.total_seconds, 1e3 * over);
     if (!check && p.support) {
       dec.push_back(f.memory_seconds);
       cert.push_back(f.certificate_seconds);

@@ -113,9 +113,9 @@ RowMatrix gaussian(int n, int d, std::mt19937_64& gen) {
 struct Times {
   std::vector<double> import_s, open_s, forget_reserve_s, forget_support_s, add_s, query_s;
   std::vector<double> forget_reserve_store_s, forget_support_store_s;  // total - decrement - cert
+  std::vector<std::string> hash;                                       // per repeat
   // The support forget's store part in pieces: bounds written, COMMIT, key destruction, checkpoint.
   std::vector<double> support_screening_s, support_commit_s, support_shred_s, support_ckpt_s;
-  std::vector<std::string> hash;                                       // per repeat
 };
 
 // The first record that holds no support token and the first that does.
@@ -322,7 +322,8 @@ int main(int argc, char** argv) {
     if (pg_plain != nullptr && pg_sock != nullptr) enc_row(*pg_sock, *pg_plain);
     std::printf(
         "\n| support forget's store part, encrypted - plaintext (paired: median [quartiles]) | "
-        "screening bounds | COMMIT | key destroyed | checkpoint |\n| --- | --- | --- | --- | --- |\n");
+        "screening bounds | COMMIT | key destroyed | checkpoint |\n"
+        "| --- | --- | --- | --- | --- |\n");
     auto part_row = [&](const Config& e, const Config& p) {
       std::printf("| %s | %s | %s | %s | %s |\n", e.name.c_str(),
                   paired(e, p, &Times::support_screening_s, false).c_str(),
