@@ -127,6 +127,17 @@ struct StoreErasure {
   /// right after that entry commits and the destruction is logged by a following "shred" entry);
   /// true in the certificate the forget returns once the key is gone.
   bool data_key_destroyed = false;
+  /// The record's bounds group (docs/store.md "Bounds groups"; schema 6): its screening bounds were
+  /// kept in that group's blob, which the forget rewrote without them. -1 (and absent from the
+  /// JSON) when the record had none (an older store).
+  std::int64_t bounds_group = -1;
+  /// Encrypted store: the group's key that sealed the record's bounds, replaced by a fresh key in
+  /// the forget and destroyed with the data key (id and SHA-256 as for the data key). Empty for a
+  /// plaintext store.
+  std::string bounds_key_id;
+  std::string bounds_key_sha256;
+  /// As data_key_destroyed, for that group key.
+  bool bounds_key_destroyed = false;
   /// What the erasure rests on where the store's own deletion does not remove the bytes: on
   /// PostgreSQL deleted rows stay in the server's files until VACUUM, which does not zero freed
   /// space, so erasure rests on the data key's destruction (docs/store.md "PostgreSQL"). Empty

@@ -141,6 +141,10 @@ class Memory {
   /// unless the memory is optimal and out of warm-up. O(n), no kernel value: the screening bounds
   /// the memory keeps (docs/math.md §4, "Screened KKT checks"). For Memory::restore.
   std::vector<double> gradient_lower_bounds() const;
+  /// The same bounds for the tokens `ids` only, in the order given (O(|ids|)): a store rewriting
+  /// the bounds of a few records (docs/store.md "Bounds groups"). Empty under the same conditions;
+  /// NotFound naming the id when the memory does not hold one.
+  std::vector<double> gradient_lower_bounds(const std::vector<TokenId>& ids) const;
 
   /// Versioned binary serialization with a SHA-256 checksum (docs/math.md).
   std::vector<std::uint8_t> serialize() const;

@@ -60,7 +60,17 @@ void register_parts(py::module_& m) {
       .def_readonly("record_was_suspended", &StoreErasure::record_was_suspended)
       .def_readonly("token_rows_erased", &StoreErasure::token_rows_erased)
       .def_readonly("tokens_removed_from_memory", &StoreErasure::tokens_removed_from_memory)
-      .def_readonly("secure_delete", &StoreErasure::secure_delete);
+      .def_readonly("secure_delete", &StoreErasure::secure_delete)
+      .def_readonly("encryption", &StoreErasure::encryption)
+      .def_readonly("data_key_id", &StoreErasure::data_key_id)
+      .def_readonly("data_key_sha256", &StoreErasure::data_key_sha256)
+      .def_readonly("data_key_destroyed", &StoreErasure::data_key_destroyed)
+      .def_readonly("bounds_group", &StoreErasure::bounds_group,
+                    "The record's bounds group (-1: none, an older store).")
+      .def_readonly("bounds_key_id", &StoreErasure::bounds_key_id)
+      .def_readonly("bounds_key_sha256", &StoreErasure::bounds_key_sha256)
+      .def_readonly("bounds_key_destroyed", &StoreErasure::bounds_key_destroyed)
+      .def_readonly("erasure_basis", &StoreErasure::erasure_basis);
 }
 
 void register_certificate_class(py::module_& m) {

@@ -261,6 +261,15 @@ class StoreErasure:
     token_rows_erased: int
     tokens_removed_from_memory: int
     secure_delete: bool
+    encryption: str
+    data_key_id: str
+    data_key_sha256: str
+    data_key_destroyed: bool
+    bounds_group: int
+    bounds_key_id: str
+    bounds_key_sha256: str
+    bounds_key_destroyed: bool
+    erasure_basis: str
 
 class RemovalCertificate:
     certificate: str

@@ -213,6 +213,12 @@ json store_to_json(const StoreErasure& s) {
           {"data_key_id", s.data_key_id},
           {"data_key_sha256", s.data_key_sha256},
           {"data_key_destroyed", s.data_key_destroyed}};
+  if (s.bounds_group >= 0) {  // schema 6
+    j["bounds_group"] = s.bounds_group;
+    j["bounds_key_id"] = s.bounds_key_id;
+    j["bounds_key_sha256"] = s.bounds_key_sha256;
+    j["bounds_key_destroyed"] = s.bounds_key_destroyed;
+  }
   if (!s.erasure_basis.empty()) j["erasure_basis"] = s.erasure_basis;  // PostgreSQL only
   return j;
 }
@@ -232,6 +238,12 @@ StoreErasure store_from_json(const json& j) {
     s.data_key_id = get_string(j, "data_key_id", w);
     s.data_key_sha256 = get_string(j, "data_key_sha256", w);
     s.data_key_destroyed = get_bool(j, "data_key_destroyed", w);
+  }
+  if (j.contains("bounds_group")) {
+    s.bounds_group = get_int(j, "bounds_group", w);
+    s.bounds_key_id = get_string(j, "bounds_key_id", w);
+    s.bounds_key_sha256 = get_string(j, "bounds_key_sha256", w);
+    s.bounds_key_destroyed = get_bool(j, "bounds_key_destroyed", w);
   }
   if (j.contains("erasure_basis")) s.erasure_basis = get_string(j, "erasure_basis", w);
   return s;

@@ -221,6 +221,7 @@ const char* to_string(RecordField f) {
     case RecordField::kValue: return "value";
     case RecordField::kBuckets: return "bucket digests";
     case RecordField::kBounds: return "screening bounds";
+    case RecordField::kBoundsGroup: return "bounds group";
   }
   return "?";
 }
@@ -239,6 +240,8 @@ std::array<std::uint8_t, RecordAad::kEncodedBytes> RecordAad::encode() const {
 }
 
 std::string RecordAad::describe() const {
+  if (field == RecordField::kBoundsGroup)
+    return "memory " + std::to_string(memory_id) + ", bounds group " + std::to_string(record_id);
   return "memory " + std::to_string(memory_id) + ", record " + std::to_string(record_id) +
          ", position " + std::to_string(position) + ", " + to_string(field);
 }

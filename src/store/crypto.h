@@ -52,8 +52,16 @@ class SecretKey {
 /// Which column of a token a sealed blob holds; part of the associated data so that a token's key
 /// and value ciphertexts cannot be swapped.
 /// kBuckets: the record's persisted bucket digests (position -1; docs/store.md "Forget without a
-/// restore").
-enum class RecordField : std::uint8_t { kKey = 1, kValue = 2, kBuckets = 3, kBounds = 4 };
+/// restore"). kBounds: a record's screening bounds (schema 5, read only). kBoundsGroup: the
+/// screening bounds of a bounds group (schema 6; record_id holds the group id, position -1;
+/// docs/store.md "Bounds groups").
+enum class RecordField : std::uint8_t {
+  kKey = 1,
+  kValue = 2,
+  kBuckets = 3,
+  kBounds = 4,
+  kBoundsGroup = 5
+};
 const char* to_string(RecordField f);
 
 /// The associated data of one sealed blob: the place it belongs to. A blob moved to any other
@@ -67,7 +75,7 @@ struct RecordAad {
   /// Fixed 41-byte encoding: "svattn-record-v1" (16) | memory | record | position (int64 LE) |
   /// field (1). Fixed width, so no two places share an encoding.
   std::array<std::uint8_t, kEncodedBytes> encode() const;
-  /// "memory 3, record 7, position 2, key" (used in error messages).
+  /// "memory 3, record 7, position 2, key", or "memory 3, bounds group 4" (error messages).
   std::string describe() const;
 };
 

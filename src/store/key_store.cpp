@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 
 #include "pg_uri.h"
+#include "sql_dialect.h"
 #include "svattn/hash.h"
 #include "svattn/store.h"
 #include "utc_clock.h"
@@ -329,17 +331,23 @@ KeyLookup KeyStore::get(const std::string& key_id) {
   Statement& live = *get_live_;
   live.reset();  // (after a lookup that threw)
   live.bind(1, key_id);
-  if (live.step()) {
-    r.state = KeyState::kLive;
-    r.owner = {live.int64(0), live.int64(1)};
-    std::vector<std::uint8_t> stored = live.blob(2);
-    r.wrapped_sha256 = live.text(3);
-    r.created_utc = live.text(4);
-    live.reset();  // ends the statement's read of the file
-    r.key = key_from_stored(key_id, stored);
-    return r;
+  if (!live.step()) {
+    live.reset();
+    return tombstone(key_id);
   }
-  live.reset();
+  r.state = KeyState::kLive;
+  r.owner = {live.int64(0), live.int64(1)};
+  std::vector<std::uint8_t> stored = live.blob(2);
+  r.wrapped_sha256 = live.text(3);
+  r.created_utc = live.text(4);
+  live.reset();  // ends the statement's read of the file
+  r.key = key_from_stored(key_id, stored);
+  return r;
+}
+
+KeyLookup KeyStore::tombstone(const std::string& key_id) {
+  KeyLookup r;
+  r.key_id = key_id;
   Statement dead(db_.handle(),
                  "SELECT memory_id, record_id, wrapped_sha256, created_utc, destroyed_utc FROM "
                  "shredded_keys WHERE key_id = ?");
@@ -351,6 +359,48 @@ KeyLookup KeyStore::get(const std::string& key_id) {
   r.created_utc = dead.text(3);
   r.destroyed_utc = dead.text(4);
   return r;
+}
+
+std::vector<KeyLookup> KeyStore::get_many(const std::vector<std::string>& key_ids) {
+  std::vector<KeyLookup> out;
+  out.reserve(key_ids.size());
+  const ReadScope scope(this);
+  if (!pg_) {  // a local file: a point lookup costs microseconds
+    for (const std::string& id : key_ids) out.push_back(get(id));
+    return out;
+  }
+  std::map<std::string, KeyLookup> live;
+  {
+    Statement q(db_.handle(),
+                "SELECT key_id, memory_id, record_id, stored, wrapped_sha256, created_utc FROM "
+                "data_keys WHERE key_id = ANY(?1::text[]) AND live = 1");
+    q.bind(1, pg_array(key_ids));
+    while (q.step()) {
+      KeyLookup k;
+      k.key_id = q.text(0);
+      k.owner = {q.int64(1), q.int64(2)};
+      std::vector<std::uint8_t> stored = q.blob(3);
+      k.wrapped_sha256 = q.text(4);
+      k.created_utc = q.text(5);
+      k.key = key_from_stored(k.key_id, stored);
+      live.emplace(k.key_id, std::move(k));
+    }
+  }
+  for (const std::string& id : key_ids) {
+    const auto it = live.find(id);
+    if (it == live.end()) {
+      out.push_back(tombstone(id));
+    } else {
+      KeyLookup k;
+      k.key_id = id;
+      k.owner = it->second.owner;
+      k.wrapped_sha256 = it->second.wrapped_sha256;
+      k.created_utc = it->second.created_utc;
+      k.key = it->second.key.clone();
+      out.push_back(std::move(k));
+    }
+  }
+  return out;
 }
 
 KeyStore::ReadScope::ReadScope(KeyStore* keys) {
@@ -371,46 +421,67 @@ KeyStore::ReadScope::~ReadScope() {
 }
 
 KeyDestruction KeyStore::destroy(const std::string& key_id) {
+  std::vector<KeyDestruction> d = destroy_many({key_id});
+  return std::move(d.front());
+}
+
+std::vector<KeyDestruction> KeyStore::destroy_many(const std::vector<std::string>& key_ids) {
+  return destroy_and_create(key_ids, {}, nullptr);
+}
+
+std::vector<KeyDestruction> KeyStore::destroy_and_create(const std::vector<std::string>& key_ids,
+                                                         const std::vector<KeyOwner>& owners,
+                                                         std::vector<NewDataKey>* made) {
   if (options_.read_only) throw InvalidArgument("key store '" + path_ + "' was opened read-only");
-  KeyDestruction d;
-  d.key_id = key_id;
+  std::vector<KeyDestruction> out;
   {
     Transaction t(db_, true, path_, options_.busy_timeout_ms);
-    Statement sel(db_.handle(),
-                  "SELECT memory_id, record_id, wrapped_sha256, created_utc FROM data_keys WHERE "
-                  "key_id = ? AND live = 1");
-    sel.bind(1, key_id);
-    if (sel.step()) {
-      d.owner = {sel.int64(0), sel.int64(1)};
-      d.wrapped_sha256 = sel.text(2);
-      const std::string created = sel.text(3);
-      d.destroyed_utc = now_utc();
-      // Overwritten in place, never deleted (docs/store.md "Encryption at rest"): the row keeps its
-      // size (live 1 -> 0 and an all-zero blob of the same length), so SQLite rewrites the cell
-      // where it is and no b-tree page is rebalanced. A DELETE can move other rows between pages,
-      // and the copies a move leaves in a page's free space are not erased by secure_delete.
-      // PostgreSQL has no zeroblob(); the row is rewritten as a new tuple there anyway.
-      Statement zero(db_.handle(),
-                     pg_ ? "UPDATE data_keys SET live = 0, stored = "
-                           "decode(repeat('00', length(stored)), 'hex') WHERE key_id = ?"
-                         : "UPDATE data_keys SET live = 0, stored = zeroblob(length(stored)) "
-                           "WHERE key_id = ?");
-      zero.bind(1, key_id).run();
-      Statement tomb(db_.handle(),
-                     "INSERT INTO shredded_keys(key_id, memory_id, record_id, wrapped_sha256, "
-                     "created_utc, destroyed_utc) VALUES (?, ?, ?, ?, ?, ?)");
-      tomb.bind(1, key_id).bind(2, d.owner.memory_id).bind(3, d.owner.record_id);
-      tomb.bind(4, d.wrapped_sha256).bind(5, created).bind(6, d.destroyed_utc).run();
-      t.commit();
-    } else {
-      const KeyLookup prior = get(key_id);  // NotFound for an id never seen
-      d.owner = prior.owner;
-      d.wrapped_sha256 = prior.wrapped_sha256;
-      d.destroyed_utc = prior.destroyed_utc;
-      d.already_shredded = true;
-    }
+    for (const std::string& id : key_ids) out.push_back(destroy_in_transaction(id));
+    const std::string now = now_utc();
+    for (const KeyOwner& o : owners) made->push_back(insert_key(o, now));
+    t.commit();
   }
-  d.wal_truncated = truncate_wal();
+  const bool truncated = truncate_wal();
+  for (KeyDestruction& d : out) d.wal_truncated = truncated;
+  return out;
+}
+
+KeyDestruction KeyStore::destroy_in_transaction(const std::string& key_id) {
+  KeyDestruction d;
+  d.key_id = key_id;
+  Statement sel(db_.handle(),
+                "SELECT memory_id, record_id, wrapped_sha256, created_utc FROM data_keys WHERE "
+                "key_id = ? AND live = 1");
+  sel.bind(1, key_id);
+  if (!sel.step()) {
+    const KeyLookup prior = tombstone(key_id);  // NotFound for an id never seen
+    d.owner = prior.owner;
+    d.wrapped_sha256 = prior.wrapped_sha256;
+    d.destroyed_utc = prior.destroyed_utc;
+    d.already_shredded = true;
+    return d;
+  }
+  d.owner = {sel.int64(0), sel.int64(1)};
+  d.wrapped_sha256 = sel.text(2);
+  const std::string created = sel.text(3);
+  sel.reset();
+  d.destroyed_utc = now_utc();
+  // Overwritten in place, never deleted (docs/store.md "Encryption at rest"): the row keeps its
+  // size (live 1 -> 0 and an all-zero blob of the same length), so SQLite rewrites the cell where
+  // it is and no b-tree page is rebalanced. A DELETE can move other rows between pages, and the
+  // copies a move leaves in a page's free space are not erased by secure_delete. PostgreSQL has no
+  // zeroblob(); the row is rewritten as a new tuple there anyway.
+  Statement zero(db_.handle(),
+                 pg_ ? "UPDATE data_keys SET live = 0, stored = "
+                       "decode(repeat('00', length(stored)), 'hex') WHERE key_id = ?"
+                     : "UPDATE data_keys SET live = 0, stored = zeroblob(length(stored)) "
+                       "WHERE key_id = ?");
+  zero.bind(1, key_id).run();
+  Statement tomb(db_.handle(),
+                 "INSERT INTO shredded_keys(key_id, memory_id, record_id, wrapped_sha256, "
+                 "created_utc, destroyed_utc) VALUES (?, ?, ?, ?, ?, ?)");
+  tomb.bind(1, key_id).bind(2, d.owner.memory_id).bind(3, d.owner.record_id);
+  tomb.bind(4, d.wrapped_sha256).bind(5, created).bind(6, d.destroyed_utc).run();
   return d;
 }
 

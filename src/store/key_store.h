@@ -17,10 +17,17 @@
 namespace svattn::store_detail {
 
 /// The record a data key belongs to (kept in the key store for audits; the key id is what the
-/// data rows reference).
+/// data rows reference). A bounds group's key (docs/store.md "Bounds groups") is owned by
+/// record_id = -1 - group: record ids are never negative, so the two kinds cannot collide.
 struct KeyOwner {
   std::int64_t memory_id = 0;
   std::int64_t record_id = 0;
+  static KeyOwner bounds_group(std::int64_t memory_id, std::int64_t group) {
+    return {memory_id, -1 - group};
+  }
+  bool is_bounds_group() const { return record_id < 0; }
+  /// The group of a bounds group's key (is_bounds_group()).
+  std::int64_t group() const { return -1 - record_id; }
 };
 
 struct KeyStoreOptions {
@@ -103,6 +110,9 @@ class KeyStore {
   std::vector<NewDataKey> create_keys(const std::vector<KeyOwner>& owners);
   /// The key (unwrapped) or a shredded answer. NotFound if the id was never in this key store.
   KeyLookup get(const std::string& key_id);
+  /// get() of every id, in order, in one read of the key store (one statement on PostgreSQL
+  /// instead of a round trip per key). NotFound for an id never in this key store.
+  std::vector<KeyLookup> get_many(const std::vector<std::string>& key_ids);
   /// Every live key of `memory_id` (unwrapped), in one scan of the key table: a restore reads all
   /// of a memory's keys, and one scan costs far less than a point lookup per record
   /// (docs/performance.md "Session 9: the encryption cost"). Shredded keys are not listed (get()
@@ -123,6 +133,15 @@ class KeyStore {
   /// Destroys the key: deletes its row (secure_delete zeroes the bytes), records a tombstone, and
   /// truncates the WAL. NotFound if the id was never in this key store.
   KeyDestruction destroy(const std::string& key_id);
+  /// destroy() of every id in one transaction and one WAL truncation (a forget destroys the
+  /// record's data key and its bounds group's old key together).
+  std::vector<KeyDestruction> destroy_many(const std::vector<std::string>& key_ids);
+  /// destroy_many(key_ids) and create_keys(owners) in one transaction: the spare keys of bounds
+  /// groups are made with a forget's destructions, so that the next erasure needs no key-store
+  /// write (docs/store.md "Bounds groups").
+  std::vector<KeyDestruction> destroy_and_create(const std::vector<std::string>& key_ids,
+                                                 const std::vector<KeyOwner>& owners,
+                                                 std::vector<NewDataKey>* made);
   /// wal_checkpoint(TRUNCATE); true if the WAL is now empty.
   bool truncate_wal();
 
@@ -142,6 +161,10 @@ class KeyStore {
   void open_postgres();
   void check_schema();
   NewDataKey insert_key(const KeyOwner& owner, const std::string& now);
+  /// The destruction of one key inside an open write transaction (destroy, destroy_many).
+  KeyDestruction destroy_in_transaction(const std::string& key_id);
+  /// The shredded answer for an id that has no live row (NotFound if it never existed).
+  KeyLookup tombstone(const std::string& key_id);
   std::vector<std::uint8_t> stored_form(const std::string& key_id, const SecretKey& key) const;
   SecretKey key_from_stored(const std::string& key_id, std::vector<std::uint8_t>& stored) const;
 

@@ -314,4 +314,19 @@ std::string pg_array(const std::vector<double>& v) {
   return out + '}';
 }
 
+// Each element double-quoted, with '"' and '\\' backslash-escaped (the array literal's quoting).
+std::string pg_array(const std::vector<std::string>& v) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : v[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + '}';
+}
+
 }  // namespace svattn::store_detail

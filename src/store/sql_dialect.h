@@ -1,6 +1,7 @@
 // The one place where the store's SQL dialects differ (docs/store.md "PostgreSQL"): the store's
 // SQL is written for SQLite and translated here, statement by statement, for PostgreSQL.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -31,5 +32,7 @@ std::vector<std::string> sqlite_to_postgres(const std::string& sql, const Primar
 /// server's strtod reads back to the same bits; NaN and infinities are refused (InvalidArgument).
 std::string pg_array(const std::vector<std::int64_t>& v);
 std::string pg_array(const std::vector<double>& v);
+/// Text elements, each quoted (so that commas, braces and quotes in them are data).
+std::string pg_array(const std::vector<std::string>& v);
 
 }  // namespace svattn::store_detail

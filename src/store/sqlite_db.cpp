@@ -212,6 +212,22 @@ std::string Database::query_text(const std::string& sql) {
   return s.text(0);
 }
 
+RelaxedCommit::RelaxedCommit(Database& db) : db_(db) {
+  if (!db_.postgres()) db_.exec("PRAGMA synchronous=NORMAL");
+}
+
+RelaxedCommit::~RelaxedCommit() {
+  if (db_.postgres() || !db_.is_open()) return;
+  try {
+    db_.exec("PRAGMA synchronous=FULL");
+  } catch (...) {  // the connection's next commits would still be written, only synced later
+  }
+}
+
+void RelaxedCommit::in_transaction() {
+  if (db_.postgres()) db_.exec("SET LOCAL synchronous_commit TO OFF");
+}
+
 Transaction::Transaction(Database& db, bool immediate, const std::string& store_path,
                          int busy_timeout_ms)
     : db_(db) {

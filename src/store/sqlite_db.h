@@ -133,6 +133,23 @@ class Database {
   std::unique_ptr<DatabaseBackend> impl_;
 };
 
+/// While it lives, commits on `db` do not wait for the disk: SQLite's synchronous=NORMAL on the
+/// connection (in WAL mode the WAL is written at commit and synced by the next synchronous commit
+/// or checkpoint), FULL again when it dies; on PostgreSQL in_transaction(), called once the
+/// transaction has begun, sets synchronous_commit off for it. For transactions whose loss in a
+/// crash of the machine is harmless (docs/store.md "Bounds groups", "Erasure by key destruction").
+class RelaxedCommit {
+ public:
+  explicit RelaxedCommit(Database& db);
+  ~RelaxedCommit();
+  RelaxedCommit(const RelaxedCommit&) = delete;
+  RelaxedCommit& operator=(const RelaxedCommit&) = delete;
+  void in_transaction();
+
+ private:
+  Database& db_;
+};
+
 /// A transaction: a writer (`immediate`: SQLite BEGIN IMMEDIATE; PostgreSQL the store's advisory
 /// write lock) or a reader (one snapshot); rolled back unless committed.
 class Transaction {

@@ -76,10 +76,15 @@ void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, co
   const auto s0 = OpClock::now();
   const std::int64_t epoch =
       update_screening_head(row, a.after_sha256, a.n_after - ts.size(), a.n_after);
-  if (epoch >= 0) {
-    const RecordRow rr = read_record(row.id, record);
-    write_record_bounds(row.id, record, rr.key_id, epoch, a.new_bounds.data(), a.new_bounds.size());
-  }
+  if (epoch >= 0) {  // the record's bounds join its group's blob (a new group's: none yet)
+    const std::int64_t g = read_record(row.id, record).bounds_group;
+    GroupBounds group;
+    group.epoch = epoch;
+    bool absent = false;
+    const bool read = read_group_blob(row.id, g, &group, &absent).empty();
+    if ((read && group.epoch == epoch) || absent)
+      rewrite_group_entry(row, g, std::move(group), record, a.new_bounds);
+  }  // else a damaged or stale blob is left: the next restore and verify say so
   res.screening_seconds = seconds_since(s0);
   res.diagnostics.ops = ts.size();
   res.diagnostics.kernel_evaluations = a.kernel_evaluations;

@@ -199,6 +199,7 @@ std::optional<Store::Impl::StoredForget> Store::Impl::plan_stored_forget(const M
   const RecordRow rr = read_record(row.id, record);
   if (!rr.exists || rr.suspended) return std::nullopt;  // the ordinary path reports or handles it
   StoredForget f;
+  f.group = rr.bounds_group;
   StoredSupportRows sup = read_support_rows(row.id);
   for (TokenId id : sup.ids)
     if (record_of(id) == record) return std::nullopt;  // a support token: the path must move
@@ -232,10 +233,15 @@ std::optional<Store::Impl::StoredForget> Store::Impl::plan_stored_forget(const M
   return f;
 }
 
-// Rows of the forget: tokens and record deleted, the key scheduled for destruction, the screening
-// row without the record's bounds and bound to the new hash, the audit entry, the memories row.
+// Rows of the forget: tokens and record deleted, the key scheduled for destruction, the record's
+// bounds group without its bounds (under a fresh key), the screening head bound to the new hash, the
+// audit entry, the memories row.
 void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record, StoredForget& f,
                                       ForgetResult& fr) {
+  const auto s0 = OpClock::now();
+  GroupBounds group;  // the group's blob, read under its key before leave_bounds_group replaces it
+  const bool carried = f.group >= 0 && read_group_blob(row.id, f.group, &group).empty();
+  double screening = seconds_since(s0);
   StoreErasure se;
   se.path = path;
   se.memory = row.name;
@@ -249,13 +255,17 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   if (key_store != nullptr) schedule_shred(row.id, row.name, record, se);
   Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   delr.bind(1, row.id).bind(2, record).run();
+  const auto s1 = OpClock::now();
+  leave_bounds_group(row, record, f.group, static_cast<std::int64_t>(f.ids.size()), &se);
   fr.certificate.store = se;
-  // The other records' bounds hold as they are (no coefficient and not b moved): the record's
-  // blob left with its row; the head is re-bound to the state after.
-  const auto s0 = OpClock::now();
-  update_screening_head(row, f.after_sha256, static_cast<std::int64_t>(f.removal.before.n),
-                        static_cast<std::int64_t>(f.removal.after.n));
-  fr.screening_seconds = seconds_since(s0);
+  // The other records' bounds hold as they are (no coefficient and not b moved): the group's blob
+  // is written again without the record's, and the head is re-bound to the state after.
+  const std::int64_t epoch =
+      update_screening_head(row, f.after_sha256, static_cast<std::int64_t>(f.removal.before.n),
+                            static_cast<std::int64_t>(f.removal.after.n));
+  if (epoch >= 0 && carried && group.epoch == epoch)
+    rewrite_group_entry(row, f.group, std::move(group), record, {});
+  fr.screening_seconds = screening + seconds_since(s1);
   AuditEntry& e = fr.entry;
   e.operation = "forget";
   e.memory = row.name;
@@ -296,9 +306,11 @@ std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,
       const auto k0 = OpClock::now();
       t.commit();
       fr.commit_seconds = seconds_since(k0);
+      new_key_ids.clear();  // the bounds group's fresh key is referenced now
     } catch (...) {
       t.rollback();
       cache.erase(name);
+      discard_new_keys();
       throw;
     }
   }
@@ -312,8 +324,10 @@ void Store::Impl::finish_forget(ForgetResult& fr) {
   std::vector<KeyDestruction> done;
   complete_shreds(&done);  // the key dies only once the tokens are out of the memory
   for (const KeyDestruction& d : done) {
-    if (fr.certificate.store && d.key_id == fr.certificate.store->data_key_id)
-      fr.certificate.store->data_key_destroyed = true;
+    if (!fr.certificate.store) break;
+    StoreErasure& se = *fr.certificate.store;
+    if (d.key_id == se.data_key_id) se.data_key_destroyed = true;
+    if (!se.bounds_key_id.empty() && d.key_id == se.bounds_key_id) se.bounds_key_destroyed = true;
   }
   fr.shred_seconds = seconds_since(k0);
   const auto c0 = OpClock::now();

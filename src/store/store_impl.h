@@ -2,7 +2,9 @@
 //   store.cpp          Store: construction, read-only views (info, records, query, audit)
 //   store_schema.cpp   opening, the schema, validation and migrations (docs/store.md "Schema")
 //   store_rows.cpp     row I/O: memories, tokens, records, support, restore
-//   store_screening.cpp  the persisted screening bounds: head row and per-record blobs
+//   store_screening.cpp  the persisted screening bounds: the head row, writing and reading them
+//   store_screening_legacy.cpp  the screening layouts of schema 2-5: read-only opens, the upgrade
+//   store_bounds_groups.cpp  the bounds groups: membership, blobs, keys, rotation on erasure
 //   store_audit.cpp    the audit chain: append, read, check (docs/store.md "Audit log")
 //   store_ops.cpp      the one skeleton of every mutating operation, and create/add/forget/
 //                      suspend/resume/import chunks on it
@@ -77,7 +79,8 @@ struct MemoryRow {
 struct RecordRow {
   bool exists = false;
   bool suspended = false;
-  std::string key_id;  // empty: its payloads are plaintext
+  std::string key_id;             // empty: its payloads are plaintext
+  std::int64_t bounds_group = -1;  // -1: none (before schema 6)
 };
 
 // What a query needs: the support (alpha > 0, ascending id) and b of the stored state.
@@ -241,13 +244,42 @@ std::string screening_checksum(std::int64_t memory_id, const std::string& state_
 /// Checksum of a schema-5 screening head row.
 std::string screening_head_checksum(std::int64_t memory_id, const std::string& state_sha256,
                                     std::int64_t tokens, std::int64_t epoch);
-/// One record's records.bounds plaintext: epoch (i64) | k fp64 | SHA-256 (32), little-endian.
-std::vector<std::uint8_t> encode_record_bounds(std::int64_t memory_id, std::int64_t record,
-                                               std::int64_t epoch, const double* b, std::size_t k);
-/// Decodes `n` bytes at `p` into k bounds at `out`; empty, or what is wrong with them.
+/// Decodes a schema-5 records.bounds blob (epoch (i64) | k fp64 | SHA-256 (32), little-endian)
+/// of `n` bytes at `p` into k bounds at `out`; empty, or what is wrong with them.
 std::string decode_record_bounds(std::int64_t memory_id, std::int64_t record, std::int64_t epoch,
                                  const std::uint8_t* p, std::size_t n, std::size_t k, double* out);
-/// The head row of a memory's persisted screening (schema 5).
+/// A bounds group (docs/store.md "Bounds groups") takes new records while it holds fewer than
+/// kGroupMaxRecords records and their token rows stay within kGroupMaxTokens (a larger record gets
+/// a group of its own): a full rewrite of the bounds seals one blob per group, not per record, and
+/// an erasure rewrites one group's blob.
+constexpr std::int64_t kGroupMaxRecords = 64;
+constexpr std::int64_t kGroupMaxTokens = 4096;
+/// One record's part of a group blob: its active tokens' bounds, `count` of them.
+struct GroupEntry {
+  std::int64_t record = 0;
+  std::int64_t count = 0;
+};
+/// A group blob's content: the epoch, the entries in ascending record, their bounds back to back.
+struct GroupBounds {
+  std::int64_t epoch = 0;
+  std::vector<GroupEntry> entries;
+  std::vector<double> bounds;
+};
+/// The plaintext group blob: EPOCH (i64) | M (i64) | M x (RECORD, COUNT) (i64) | bounds (fp64) |
+/// SHA-256("svattn-group-bounds-v1\n" MEMORY "\n" GROUP "\n" EPOCH "\n" M "\n" ENTRIES BOUNDS),
+/// little-endian (docs/store.md "Bounds groups").
+std::vector<std::uint8_t> encode_group_bounds(std::int64_t memory_id, std::int64_t group,
+                                              const GroupBounds& g);
+/// Decodes `n` bytes at `p`; empty, or what is wrong with them ("bounds group G: …").
+std::string decode_group_bounds(std::int64_t memory_id, std::int64_t group, const std::uint8_t* p,
+                                std::size_t n, GroupBounds* out);
+/// The records of ascending token ids `ids` with the range [first, first + count) of each.
+struct RecordRange {
+  std::int64_t record;
+  std::size_t first, count;
+};
+std::vector<RecordRange> record_ranges(const std::vector<TokenId>& ids);
+/// The head row of a memory's persisted screening (schema 5 on).
 struct ScreeningHead {
   bool present = false;
   std::string state_sha256;
@@ -309,6 +341,7 @@ struct Store::Impl {
   void initialise_schema();
   void validate_existing();
   void upgrade_schema();
+  void upgrade_schema_in_transaction();
   void checkpoint(bool* truncated);
   /// What an erasure rests on for this backend (StoreErasure::secure_delete, erasure_basis).
   void describe_erasure(StoreErasure& se) const;
@@ -344,6 +377,8 @@ struct Store::Impl {
   void purge_shredded();
   /// One memory's purge transaction; false if another process purged the records meanwhile.
   bool purge_memory(std::int64_t memory_id, const std::vector<const ShreddedRecord*>& found);
+  bool purge_memory_in_transaction(std::int64_t memory_id,
+                                   const std::vector<const ShreddedRecord*>& found);
   bool has_shredded(std::int64_t memory_id) const { return shredded.count(memory_id) > 0; }
   bool is_shredded(std::int64_t memory_id, std::int64_t record) const;
   /// The in-RAM memory of a memory with shredded records (read-only open): the batch re-solve of
@@ -405,17 +440,20 @@ struct Store::Impl {
                               const std::vector<TokenId>& removed_on_purpose);
   RecordRow read_record(std::int64_t memory_id, std::int64_t record);
   // ------------------------------------------------------------------ store_screening.cpp
-  /// Schema 5 is the first with per-record screening bounds (records.bounds).
+  /// Schema 5 is the first with per-record screening bounds (records.bounds), schema 6 the first
+  /// with bounds groups (docs/store.md "Bounds groups").
   static constexpr std::int64_t kFirstSchemaWithRecordBounds = 5;
+  static constexpr std::int64_t kFirstSchemaWithBoundsGroups = 6;
   /// Writes the screening of `row`'s memory after an operation: mem.gradient_lower_bounds() (none
   /// while the memory is empty or in warm-up) and the digest of its support. When nothing `moved`
-  /// and the head is intact only the `touched` records' blobs are rewritten (same epoch);
-  /// otherwise a new epoch and every active record's blob. With `defer` (an import chunk that is
-  /// not the last) a new epoch writes the head without bounds and no blob: the last chunk writes
-  /// them once, instead of every chunk rewriting every record (docs/store.md "Import").
+  /// and the head is intact only the groups of the `touched` records and the `touched_groups` are
+  /// rewritten (same epoch); otherwise a new epoch and every group. With `defer` (an import chunk
+  /// that is not the last) a new epoch writes the head without bounds and no blob: the last chunk
+  /// writes them once, instead of every chunk rewriting every group (docs/store.md "Import").
   /// `row` is the memories row before.
   void write_screening(const MemoryRow& row, const Memory& mem, bool moved,
-                       const std::vector<std::int64_t>& touched, bool defer = false);
+                       const std::vector<std::int64_t>& touched, bool defer = false,
+                       const std::vector<std::int64_t>& touched_groups = {});
   store_detail::ScreeningHead read_screening_head(std::int64_t memory_id);
   bool head_intact(const MemoryRow& row, const store_detail::ScreeningHead& h) const;
   void write_screening_head(std::int64_t memory_id, const std::string& state_sha256,
@@ -426,55 +464,129 @@ struct Store::Impl {
   /// `tokens_before`; otherwise it holds none (new epoch). Returns the epoch kept, or -1.
   std::int64_t update_screening_head(const MemoryRow& row, const std::string& state_sha256,
                                      std::int64_t tokens_before, std::int64_t tokens_after);
-  /// Writes the records.bounds blobs of one memory's records, each sealed under its record's data
-  /// key (plaintext when the record has no key id); one sealer is re-keyed from record to record
-  /// (a full rewrite touches every record). On SQLite each write() runs one prepared UPDATE; on
-  /// PostgreSQL the blobs are collected and flush() sends them in one UPDATE … FROM unnest(…)
-  /// (up to kBatch records per statement): a full rewrite costs one round trip per kBatch records,
-  /// not one per record (docs/performance.md "Session 14"). Call flush() before anything reads
-  /// the blobs back or the transaction commits; the destructor asserts that nothing is left
-  /// unless an exception unwinds.
-  class BoundsWriter {
-   public:
-    BoundsWriter(Impl& impl, std::int64_t memory_id);
-    ~BoundsWriter() noexcept(false);
-    BoundsWriter(const BoundsWriter&) = delete;
-    BoundsWriter& operator=(const BoundsWriter&) = delete;
-    /// records.bounds of `record` (sealed under key `key_id` unless empty; `key`: that key when
-    /// the caller has read it already, else it is looked up; a shredded one writes nothing).
-    void write(std::int64_t record, const std::string& key_id, std::int64_t epoch, const double* b,
-               std::size_t k, const store_detail::SecretKey* key = nullptr);
-    /// Sends the collected blobs (PostgreSQL; nothing is collected on SQLite).
-    void flush();
-    static constexpr std::size_t kBatch = 1024;  // records per batched UPDATE (~230 kB at 24 × 8 B)
-
-   private:
-    void put(std::int64_t record, const std::vector<std::uint8_t>& blob);
-    Impl& impl_;
-    std::int64_t memory_id_;
-    bool batched_;                     // PostgreSQL: collect, then flush()
-    store_detail::Statement update_;  // the per-record or the batched UPDATE
-    std::unique_ptr<store_detail::Sealer> sealer_;  // made at the first sealed record
-    std::vector<std::uint8_t> sealed_;
-    std::vector<std::int64_t> records_, offsets_, lengths_;  // the batch (offsets 1-based)
-    std::vector<std::uint8_t> blobs_;                        // every blob of it, back to back
-  };
-  /// One record's records.bounds (BoundsWriter::write for a single record).
-  void write_record_bounds(std::int64_t memory_id, std::int64_t record, const std::string& key_id,
-                           std::int64_t epoch, const double* b, std::size_t k,
-                           const store_detail::SecretKey* key = nullptr);
-  std::vector<double> read_screening_v1(const MemoryRow& row, std::size_t n, std::string* problem);
-  void split_screening(const MemoryRow& row);
-  /// The stored support of memory `memory_id` (support rows joined with their token rows, alpha > 0
-  /// in `out`) and its digest bound to `state_sha256` and `b` (docs/store.md "Persisted
-  /// screening"). O(|S u E| d).
-  std::string support_digest(std::int64_t memory_id, int dim, int value_dim,
-                             const std::string& state_sha256, double b, Support* out);
+  /// The bounds of `count` tokens of the memory's active ids from index `first`, appended to
+  /// `out` (write_groups' source: a memory's bounds, or bounds read back from an older layout).
+  using BoundsSource =
+      std::function<void(std::size_t first, std::size_t count, std::vector<double>& out)>;
+  /// Writes the blobs of the groups in `members` (group -> its active records, ascending) from
+  /// `bounds_of` over the active token ids `ids` (ascending): each member with tokens among `ids`
+  /// is an entry; a group without one gets no blob (NULL).
+  void write_groups(const MemoryRow& row, const std::vector<TokenId>& ids, std::int64_t epoch,
+                    const std::map<std::int64_t, std::vector<std::int64_t>>& members,
+                    const BoundsSource& bounds_of);
+  /// Every group of the memory with its active records (ascending); groups without one map to an
+  /// empty list. Records without a group are placed into groups first, so that every active
+  /// record is covered.
+  std::map<std::int64_t, std::vector<std::int64_t>> all_group_members(std::int64_t memory_id);
+  /// The head of `row`'s screening when its bounds may be read for `n` active tokens (bound to the
+  /// stored state, checksum intact, tokens > 0 and = n); otherwise false, with `problem` saying
+  /// why when the head exists but fails a check.
+  bool usable_screening_head(const MemoryRow& row, std::size_t n, store_detail::ScreeningHead* h,
+                             std::string* problem);
   /// The persisted bounds of `row` for `ids` when present and intact; otherwise empty, with
   /// `problem` saying why when a row exists but fails its check.
   std::vector<double> read_screening(const MemoryRow& row, const std::vector<TokenId>& ids,
                                      std::string* problem,
                                      store_detail::PayloadReader* reader = nullptr);
+  /// Schema 6: the bounds of `ids` from the group blobs of epoch `epoch` into `bounds`; empty, or
+  /// the first problem.
+  std::string read_group_screening(const MemoryRow& row, const std::vector<TokenId>& ids,
+                                   std::int64_t epoch, store_detail::PayloadReader& reader,
+                                   std::vector<double>& bounds);
+
+  // ------------------------------------------------------------------ store_screening_legacy.cpp
+  /// Schema 2-4: every bound in the head row.
+  std::vector<double> read_screening_v1(const MemoryRow& row, std::size_t n, std::string* problem);
+  /// Schema 5: each record's bounds in records.bounds.
+  std::vector<double> read_screening_v5(const MemoryRow& row, const std::vector<TokenId>& ids,
+                                        std::string* problem, store_detail::PayloadReader* reader);
+  /// Upgrade from schema `from` (2-5) to 6, inside its transaction: the memory's intact bounds
+  /// (the head row's, or the records' blobs) written into its groups' blobs, same epoch; bounds
+  /// that fail their check leave the memory without bounds (the next restore re-derives them).
+  void regroup_screening(const MemoryRow& row, std::int64_t from);
+
+  // ------------------------------------------------------------------ store_bounds_groups.cpp
+  /// Places `records` (ascending; with their token rows) of memory `memory_id` into its bounds
+  /// groups (docs/store.md "Bounds groups"): each joins the newest group while it has room, else
+  /// starts a new one. Writes records.bounds_group and the groups' counts; a new group's row has
+  /// no key yet. Returns the records' groups (aligned) and appends the new groups to `created`.
+  std::vector<std::int64_t> join_bounds_groups(
+      std::int64_t memory_id, const std::vector<std::pair<std::int64_t, std::int64_t>>& records,
+      std::vector<std::int64_t>* created);
+  /// Places the memory's records that have no bounds group (an upgraded file, a damaged row) into
+  /// groups, ascending, with their token rows counted.
+  void place_unplaced_records(std::int64_t memory_id);
+  /// Sets the key id of a group, and its spare when given (made by the caller's create_keys).
+  void set_group_key(std::int64_t memory_id, std::int64_t group, const std::string& key_id,
+                     const std::string& spare_id = {});
+  /// The key that replaces a group's key at an erasure: its `spare` when live, else a fresh key.
+  std::string replacement_group_key(std::int64_t memory_id, std::int64_t group,
+                                    const std::string& spare);
+  /// A group key into pending_shreds (destroyed with the record's data key after the commit),
+  /// unless already destroyed; fills se's bounds_key_sha256 (and bounds_key_destroyed when it was)
+  /// when given.
+  void schedule_key_destruction(const MemoryRow& row, std::int64_t record,
+                                const std::string& key_id, StoreErasure* se);
+  /// The keys that seal `groups` (encrypted store): each group's live key; a group without one
+  /// (NULL, or destroyed: a restored copy) gets a fresh key, made in one key-store transaction.
+  std::map<std::int64_t, store_detail::SecretKey> group_keys(std::int64_t memory_id,
+                                                             const std::vector<std::int64_t>& groups);
+  /// A forget (or purge) of `record`, `tokens` token rows, from its `group`, inside the operation's
+  /// transaction: the group's counts; its blob cleared (it held the record's bounds; the
+  /// operation's screening writes it again without them); in an encrypted store its key replaced
+  /// by its spare and the old key scheduled for destruction with the record's data key
+  /// (pending_shreds), so that every blob that ever held the record's bounds, in any copy, was
+  /// sealed under a destroyed key. A group left without records is deleted, both its keys
+  /// scheduled. Fills `se`'s bounds fields when given.
+  void leave_bounds_group(const MemoryRow& row, std::int64_t record, std::int64_t group,
+                          std::int64_t tokens, StoreErasure* se);
+  /// An operation without the memory in RAM (store_forget_stored.cpp, store_add_stored.cpp), same
+  /// epoch: `g` (the group's blob as read) with `record`'s entry removed, then set to `bounds`
+  /// unless they are empty, written back under the group's current key (NULL when no entry is
+  /// left).
+  void rewrite_group_entry(const MemoryRow& row, std::int64_t group, store_detail::GroupBounds g,
+                           std::int64_t record, const std::vector<double>& bounds);
+  /// The active records of `group` (ascending).
+  std::vector<std::int64_t> group_members(std::int64_t memory_id, std::int64_t group);
+  /// The group's blob opened and decoded into `out`; empty, or what is wrong ("… has no bounds"
+  /// when the blob is NULL, and then `absent`, when given, is set).
+  std::string read_group_blob(std::int64_t memory_id, std::int64_t group,
+                              store_detail::GroupBounds* out, bool* absent = nullptr);
+  /// Writes group blobs, each sealed under its group's key (plaintext when none is given); on
+  /// PostgreSQL collected and sent by flush() in one UPDATE … FROM unnest(…) per kBatch groups
+  /// (docs/performance.md "Session 14"). Call flush() before anything reads the blobs back or the
+  /// transaction commits; the destructor asserts that nothing is left unless an exception unwinds.
+  class GroupWriter {
+   public:
+    GroupWriter(Impl& impl, std::int64_t memory_id);
+    ~GroupWriter() noexcept(false);
+    GroupWriter(const GroupWriter&) = delete;
+    GroupWriter& operator=(const GroupWriter&) = delete;
+    /// The blob of `group`: `g` encoded, sealed under `key` unless null.
+    void write(std::int64_t group, const store_detail::GroupBounds& g,
+               const store_detail::SecretKey* key);
+    /// The blob of `group` set to NULL (no bounds).
+    void clear(std::int64_t group);
+    /// Sends the collected blobs (PostgreSQL; nothing is collected on SQLite).
+    void flush();
+    static constexpr std::size_t kBatch = 32;  // groups per batched UPDATE (at most ~1 MB)
+
+   private:
+    void put(std::int64_t group, const std::vector<std::uint8_t>& blob);
+    Impl& impl_;
+    std::int64_t memory_id_;
+    bool batched_;                     // PostgreSQL: collect, then flush()
+    store_detail::Statement update_;  // the per-group or the batched UPDATE
+    std::unique_ptr<store_detail::Sealer> sealer_;  // made at the first sealed group
+    std::vector<std::uint8_t> sealed_;
+    std::vector<std::int64_t> groups_, offsets_, lengths_;  // the batch (offsets 1-based)
+    std::vector<std::uint8_t> blobs_;                       // every blob of it, back to back
+  };
+  /// The stored support of memory `memory_id` (support rows joined with their token rows, alpha > 0
+  /// in `out`) and its digest bound to `state_sha256` and `b` (docs/store.md "Persisted
+  /// screening"). O(|S u E| d).
+  std::string support_digest(std::int64_t memory_id, int dim, int value_dim,
+                             const std::string& state_sha256, double b, Support* out);
   /// Token rows of a record (ascending id) with their keys and values.
   TokenSet record_tokens(const MemoryRow& row, std::int64_t record);
   /// Token ids of a record (ascending), no key/value bytes read.
@@ -525,6 +637,7 @@ struct Store::Impl {
     std::vector<TokenId> ids;           // the record's tokens
     std::string after_sha256;
     StoredReserveRemoval removal;
+    std::int64_t group = -1;            // the record's bounds group
   };
   /// Forget by reference from the stored rows (docs/store.md "Forget without a restore"), or
   /// nullopt (nothing written) when a condition fails: the caller then runs the ordinary forget.

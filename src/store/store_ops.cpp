@@ -30,6 +30,7 @@ struct Store::Impl::OpSteps {
   std::int64_t audit_record = -1;
   std::int64_t token_count = 0;
   bool defer_bounds = false;  // write_screening(..., defer): import chunks but the last
+  std::vector<std::int64_t> bounds_groups;  // groups rewritten besides the records' (a forget's)
   Result make_result() const { return Result{}; }
   void prepare(Store::Impl&, Store::Impl::OpContext&) {}
   void after_commit(Store::Impl&, Result&) {}
@@ -82,7 +83,7 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       // A bounded memory evicts tokens of untouched records: every blob is rewritten.
       const auto s0 = OpClock::now();
       write_screening(row, ctx.mem, moved || row.settings.mode != MemoryMode::kAudit, op.records,
-                      op.defer_bounds);
+                      op.defer_bounds, op.bounds_groups);
       out.screening_seconds = seconds_since(s0);
       out.memory_tokens = ctx.mem.size();
       Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
@@ -276,6 +277,10 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
       im.db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
   del.bind(1, row.id).bind(2, record_lo(audit_record)).bind(3, record_hi(audit_record)).run();
   if (im.key_store != nullptr) im.schedule_shred(row.id, name, audit_record, se);
+  // The record's bounds leave its group: the blob is written again without them (write_screening
+  // after this step), under a fresh group key in an encrypted store.
+  im.leave_bounds_group(row, audit_record, rr.bounds_group, rec.size(), &se);
+  if (rr.bounds_group >= 0) bounds_groups = {rr.bounds_group};
   fr.certificate.store = se;
   Store::Impl::Statement delr(im.db.handle(),
                               "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");

@@ -263,20 +263,32 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
   const std::size_t kb = sizeof(double) * static_cast<std::size_t>(ts.keys.cols());
   const std::size_t vb = sizeof(double) * static_cast<std::size_t>(ts.values.cols());
   std::map<std::int64_t, std::unique_ptr<Sealer>> sealers;
+  // Each new record joins a bounds group (docs/store.md "Bounds groups"); in an encrypted store
+  // the records' data keys and the new groups' keys are made in one key-store transaction.
+  std::map<std::int64_t, std::int64_t> rows_of;  // record -> its token rows
+  for (TokenId id : ts.ids) ++rows_of[record_of(id)];
+  std::vector<std::int64_t> created;
+  join_bounds_groups(memory_id, std::vector<std::pair<std::int64_t, std::int64_t>>(
+                                    rows_of.begin(), rows_of.end()),
+                     &created);
   if (key_store != nullptr) {
-    std::set<std::int64_t> recs;
-    for (TokenId id : ts.ids) recs.insert(record_of(id));
     std::vector<KeyOwner> owners;
-    for (std::int64_t r : recs) owners.push_back({memory_id, r});
+    for (const auto& [r, n] : rows_of) owners.push_back({memory_id, r});
+    for (std::int64_t g : created) {  // a new group's key and its spare (docs/store.md)
+      owners.push_back(KeyOwner::bounds_group(memory_id, g));
+      owners.push_back(KeyOwner::bounds_group(memory_id, g));
+    }
     std::vector<NewDataKey> keys = key_store->create_keys(owners);
+    for (const NewDataKey& k : keys) new_key_ids.push_back(k.key_id);
     Statement up(db.handle(),
                  "UPDATE records SET key_id = ?3 WHERE memory_id = ?1 AND record = ?2");
-    for (std::size_t k = 0; k < keys.size(); ++k) {
-      new_key_ids.push_back(keys[k].key_id);
+    for (std::size_t k = 0; k < rows_of.size(); ++k) {
       up.bind(1, memory_id).bind(2, owners[k].record_id).bind(3, keys[k].key_id).run();
       up.reset();
       sealers[owners[k].record_id] = std::make_unique<Sealer>(keys[k].key);
     }
+    for (std::size_t k = rows_of.size(); k + 1 < keys.size(); k += 2)
+      set_group_key(memory_id, owners[k].group(), keys[k].key_id, keys[k + 1].key_id);
   }
   std::vector<std::uint8_t> kbuf, vbuf;
   for (int i = 0; i < ts.size(); ++i) {
@@ -348,12 +360,37 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
                 "SELECT rowid, key_id, memory, record FROM pending_shreds ORDER BY rowid");
     while (q.step()) pending.push_back({q.int64(0), q.text(1), q.text(2), q.int64(3)});
   }
-  for (const Pending& p : pending) {
-    const KeyDestruction d = key_store->destroy(p.key_id);  // idempotent: safe to repeat
-    Transaction t(db, true, path, options.busy_timeout_ms);
-    Statement del(db.handle(), "DELETE FROM pending_shreds WHERE rowid = ?1");
+  if (pending.empty()) return;
+  // Every pending key (a forget's data key and its bounds group's old key) in one key-store
+  // transaction and one WAL truncation; destroy is idempotent, so a repeat is safe. The same
+  // transaction makes the spare key of every group that has none (the one whose spare the forget
+  // used): the next erasure in the group then writes nothing to the key store before its commit.
+  std::vector<std::string> ids;
+  for (const Pending& p : pending) ids.push_back(p.key_id);
+  std::vector<KeyOwner> spares;
+  {
+    Statement q(db.handle(),
+                "SELECT memory_id, group_id FROM bounds_groups WHERE key_id IS NOT NULL AND "
+                "next_key_id IS NULL ORDER BY memory_id, group_id");
+    while (q.step()) spares.push_back(KeyOwner::bounds_group(q.int64(0), q.int64(1)));
+  }
+  std::vector<NewDataKey> made;
+  const std::vector<KeyDestruction> destroyed = key_store->destroy_and_create(ids, spares, &made);
+  // The log of the destructions need not wait for the disk: if a crash of the machine loses it,
+  // the pending rows are still there and the next open repeats it (destroy is idempotent). A
+  // forget's WAL checkpoint right after syncs it anyway.
+  RelaxedCommit relaxed(db);
+  Transaction t(db, true, path, options.busy_timeout_ms);
+  relaxed.in_transaction();
+  Statement del(db.handle(), "DELETE FROM pending_shreds WHERE rowid = ?1");
+  std::vector<KeyDestruction> logged;
+  for (std::size_t i = 0; i < pending.size(); ++i) {
+    const Pending& p = pending[i];
+    const KeyDestruction& d = destroyed[i];
     del.bind(1, p.rowid).run();
-    if (db.changes() == 0) continue;  // another process completed it
+    const bool mine = db.changes() > 0;  // else another process completed it
+    del.reset();
+    if (!mine) continue;
     AuditEntry e;
     e.operation = "shred";
     e.record = p.record;
@@ -361,11 +398,21 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
     c["operation"] = "shred";
     c["memory"] = p.memory;
     c["record"] = p.record;
+    c["key_kind"] = d.owner.is_bounds_group() ? "bounds group key" : "record data key";
+    if (d.owner.is_bounds_group()) c["bounds_group"] = d.owner.group();
     e.certificate = c.dump();
     append_audit(e);
-    t.commit();
-    if (done != nullptr) done->push_back(d);
+    logged.push_back(d);
   }
+  Statement spare(db.handle(),
+                  "UPDATE bounds_groups SET next_key_id = ?3 WHERE memory_id = ?1 AND group_id = "
+                  "?2 AND next_key_id IS NULL AND key_id IS NOT NULL");
+  for (std::size_t i = 0; i < made.size(); ++i) {  // a spare another process set first: an orphan
+    spare.bind(1, spares[i].memory_id).bind(2, spares[i].group()).bind(3, made[i].key_id).run();
+    spare.reset();
+  }
+  t.commit();
+  if (done != nullptr) done->insert(done->end(), logged.begin(), logged.end());
 }
 
 }  // namespace svattn

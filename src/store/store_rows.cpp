@@ -462,9 +462,10 @@ std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& be
 }
 
 RecordRow Store::Impl::read_record(std::int64_t memory_id, std::int64_t record) {
-  const std::string sql = "SELECT suspended, " +
-                          std::string(has_key_id_column ? "key_id" : "NULL") +
-                          " FROM records WHERE memory_id = ?1 AND record = ?2";
+  const std::string sql =
+      "SELECT suspended, " + std::string(has_key_id_column ? "key_id" : "NULL") + ", " +
+      (schema_version >= kFirstSchemaWithBoundsGroups ? "bounds_group" : "NULL") +
+      " FROM records WHERE memory_id = ?1 AND record = ?2";
   Statement q(db.handle(), sql.c_str());
   q.bind(1, memory_id).bind(2, record);
   RecordRow r;
@@ -472,6 +473,7 @@ RecordRow Store::Impl::read_record(std::int64_t memory_id, std::int64_t record) 
     r.exists = true;
     r.suspended = q.int64(0) != 0;
     if (!q.is_null(1)) r.key_id = q.text(1);
+    if (!q.is_null(2)) r.bounds_group = q.int64(2);
   }
   return r;
 }

@@ -15,15 +15,18 @@ using namespace store_detail;
 
 namespace {
 
-// Schema version 5 (docs/store.md "Schema"), with kScreeningTableSql and kPendingShredsSql below
-// (shared with the upgrades). Version 4 is this without records.bounds and screening.epoch, every
-// bound in the screening row; version 3 also without records.buckets and with version-1 state
-// hashes; version 2 also without records.key_id, the meta row 'encryption' and pending_shreds;
-// version 1 also without the screening table. records.key_id is the id of the record's data key
-// in STORE.keys (NULL: its token payloads are plaintext) and records.buckets its bucket digests
-// and records.bounds its screening bounds (both sealed under that key; docs/store.md "Forget
-// without a restore", "Persisted screening"); none is a payload, so
-// they may live in a WITHOUT ROWID table (docs/store.md "Encryption at rest").
+// Schema version 6 (docs/store.md "Schema"), with kScreeningTableSql, kPendingShredsSql and
+// kBoundsGroupsSql below (shared with the upgrades). Version 5 is this without the bounds groups
+// (records.bounds_group, the bounds_groups table) and with each record's screening bounds in
+// records.bounds; version 4 also without records.bounds and screening.epoch, every bound in the
+// screening row; version 3 also without records.buckets and with version-1 state hashes; version 2
+// also without records.key_id, the meta row 'encryption' and pending_shreds; version 1 also without
+// the screening table. records.key_id is the id of the record's data key in STORE.keys (NULL: its
+// token payloads are plaintext) and records.buckets its bucket digests (sealed under that key;
+// docs/store.md "Forget without a restore"); neither is a payload, so they may live in a WITHOUT
+// ROWID table (docs/store.md "Encryption at rest"). records.bounds_group names the record's
+// bounds group, whose blob holds the screening bounds of its records (docs/store.md "Bounds
+// groups"); an upgraded file keeps an unused records.bounds column (NULL).
 const char* kSchemaSql = R"SQL(
 CREATE TABLE meta(
   key   TEXT PRIMARY KEY,
@@ -52,7 +55,7 @@ CREATE TABLE records(
   added_utc TEXT    NOT NULL,
   key_id    TEXT,
   buckets   BLOB,
-  bounds    BLOB,
+  bounds_group INTEGER,
   PRIMARY KEY(memory_id, record)
 ) WITHOUT ROWID;
 CREATE TABLE tokens(
@@ -136,6 +139,26 @@ CREATE TABLE screening(
   epoch        INTEGER NOT NULL DEFAULT 0
 );
 )SQL";
+
+// Version 5 -> 6: the bounds groups (docs/store.md "Bounds groups"). One row per group: its key
+// and the spare key that replaces it at the next erasure of one of its records (NULL in a
+// plaintext store; the spare NULL until made), how many records and token rows it was given (for
+// placing new records; not checked), and the blob of its active records' screening bounds (NULL:
+// none).
+const char* kBoundsGroupsSql = R"SQL(
+CREATE TABLE bounds_groups(
+  rowid          INTEGER PRIMARY KEY,
+  memory_id      INTEGER NOT NULL,
+  group_id       INTEGER NOT NULL,
+  key_id         TEXT,
+  next_key_id    TEXT,
+  member_records INTEGER NOT NULL,
+  member_tokens  INTEGER NOT NULL,
+  bounds         BLOB,
+  UNIQUE(memory_id, group_id)
+);
+CREATE INDEX records_bounds_group ON records(memory_id, bounds_group);
+)SQL";
 }  // namespace
 
 bool Store::Impl::open_file() {
@@ -213,15 +236,28 @@ void Store::Impl::open() {
   complete_shreds(nullptr);  // a forget interrupted between its commit and the key's destruction
   find_shredded();           // records of a restored copy whose keys are destroyed: purged
   purge_shredded();
+  complete_shreds(nullptr);  // a purged record's bounds group key, if it was still live
 }
 
 // Upgrades an older store in place, in one transaction logged in the audit chain: from version 1
 // the screening table is created and filled for every memory (each restored once from its
 // tokens); from version 2 records.key_id, meta 'encryption' and pending_shreds are added; from
 // version 3 every memory's state hash is checked in the version-1 format and rewritten in the
-// current one (store_rehash.cpp); from version 4 the screening bounds move into records.bounds
-// (store_screening.cpp). A read-only connection reads an older store as it is.
+// current one (store_rehash.cpp); from version 5 every record joins a bounds group and the
+// screening bounds move into the groups' blobs (store_screening_legacy.cpp). A read-only
+// connection reads an older store as it is. Keys made for the groups are destroyed again if the
+// upgrade fails.
 void Store::Impl::upgrade_schema() {
+  try {
+    upgrade_schema_in_transaction();
+  } catch (...) {
+    discard_new_keys();
+    throw;
+  }
+  new_key_ids.clear();
+}
+
+void Store::Impl::upgrade_schema_in_transaction() {
   Transaction t(db, true, path, options.busy_timeout_ms);
   const std::int64_t version = db.query_int("PRAGMA user_version");
   if (version >= kStoreSchemaVersion) {  // another process upgraded it meanwhile
@@ -237,12 +273,18 @@ void Store::Impl::upgrade_schema() {
   // v4: records.buckets (the record's bucket digests, filled by rehash_states below).
   if (db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'buckets'") == 0)
     db.exec("ALTER TABLE records ADD COLUMN buckets BLOB");
-  // v5: records.bounds and screening.epoch (filled by split_screening below).
-  if (db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'bounds'") == 0)
-    db.exec("ALTER TABLE records ADD COLUMN bounds BLOB");
+  // v5: screening.epoch; v6: records.bounds_group and the bounds groups (filled below). A schema-5
+  // file's records.bounds is emptied below and stays unused.
   if (version >= 2 &&
       db.query_int("SELECT count(*) FROM pragma_table_info('screening') WHERE name = 'epoch'") == 0)
     db.exec("ALTER TABLE screening ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0");
+  const bool had_record_bounds =
+      db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'bounds'") > 0;
+  if (db.query_int(
+          "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'bounds_group'") == 0) {
+    db.exec("ALTER TABLE records ADD COLUMN bounds_group INTEGER");
+    db.exec(kBoundsGroupsSql);
+  }
   db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES ('encryption', 'none')");
   db.exec(kPendingShredsSql);
   encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
@@ -256,9 +298,11 @@ void Store::Impl::upgrade_schema() {
   std::vector<std::string> unverified;
   const std::int64_t rehashed = version < 4 ? rehash_states(version, &unverified) : 0;
   std::int64_t rows = 0;
+  for (const MemoryRow& row : all_memory_rows()) place_unplaced_records(row.id);
   if (version >= 2) {
-    for (const MemoryRow& row : all_memory_rows()) split_screening(row);
+    for (const MemoryRow& row : all_memory_rows()) regroup_screening(row, version);
   }
+  if (had_record_bounds) db.exec("UPDATE records SET bounds = NULL WHERE bounds IS NOT NULL");
   if (version < 2) {
     for (const MemoryRow& row : all_memory_rows()) {
       const Cached& c = ensure_loaded(row);
@@ -276,6 +320,7 @@ void Store::Impl::upgrade_schema() {
       {"screening_rows", rows},
       {"rehashed_memories", rehashed},
       {"unverified_memories", unverified},
+      {"bounds_groups", db.query_int("SELECT count(*) FROM bounds_groups")},
       {"encryption",
        encryption}}.dump();
   append_audit(e);
@@ -306,6 +351,7 @@ void Store::Impl::initialise_schema() {
   db.exec(kSchemaSql);  // then the tables the upgrades also create (one definition each)
   db.exec(kScreeningTableSql);
   db.exec(kPendingShredsSql);
+  db.exec(kBoundsGroupsSql);
   db.exec("PRAGMA application_id=" + std::to_string(kStoreApplicationId));
   db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
   Statement ins(db.handle(), "INSERT INTO meta(key, value) VALUES (?1, ?2)");

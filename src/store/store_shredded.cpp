@@ -47,6 +47,7 @@ void Store::Impl::find_shredded() {
               "t.memory_id = r.memory_id AND t.token_id BETWEEN ?3 AND ?4) FROM records r JOIN "
               "memories m ON m.id = r.memory_id WHERE r.memory_id = ?1 AND r.record = ?2");
   for (const KeyLookup& k : key_store->tombstones()) {
+    if (k.owner.is_bounds_group()) continue;  // a bounds group's key seals no record's rows
     q.bind(1, k.owner.memory_id).bind(2, k.owner.record_id);
     q.bind(3, record_lo(k.owner.record_id)).bind(4, record_hi(k.owner.record_id));
     if (q.step() && !q.is_null(0) && q.text(0) == k.key_id) {
@@ -137,39 +138,56 @@ static std::vector<TokenId> stored_active_ids(Database& db, std::int64_t memory_
 }
 
 // Deletes the rows of the shredded records still in the file (another process may have purged
-// them since they were found); returns the records deleted.
-static std::vector<const ShreddedRecord*> delete_shredded_rows(
+// them since they were found); returns the records deleted, with their bounds groups.
+static std::vector<std::pair<const ShreddedRecord*, std::int64_t>> delete_shredded_rows(
     Database& db, std::int64_t memory_id, const std::vector<const ShreddedRecord*>& found) {
-  std::vector<const ShreddedRecord*> done;
-  Statement key(db.handle(), "SELECT key_id FROM records WHERE memory_id = ?1 AND record = ?2");
+  std::vector<std::pair<const ShreddedRecord*, std::int64_t>> done;
+  Statement key(db.handle(),
+                "SELECT key_id, bounds_group FROM records WHERE memory_id = ?1 AND record = ?2");
   Statement del(db.handle(),
                 "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
   Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   for (const ShreddedRecord* r : found) {
     key.bind(1, memory_id).bind(2, r->record);
     const bool present = key.step() && !key.is_null(0) && key.text(0) == r->key_id;
+    const std::int64_t group = present && !key.is_null(1) ? key.int64(1) : -1;
     key.reset();
     if (!present) continue;
     del.bind(1, memory_id).bind(2, record_lo(r->record)).bind(3, record_hi(r->record)).run();
     del.reset();
     delr.bind(1, memory_id).bind(2, r->record).run();
     delr.reset();
-    done.push_back(r);
+    done.emplace_back(r, group);
   }
   return done;
 }
 
 bool Store::Impl::purge_memory(std::int64_t memory_id,
                                const std::vector<const ShreddedRecord*>& found) {
+  try {
+    const bool purged = purge_memory_in_transaction(memory_id, found);
+    new_key_ids.clear();  // the bounds groups' fresh keys are referenced now
+    return purged;
+  } catch (...) {
+    discard_new_keys();
+    throw;
+  }
+}
+
+bool Store::Impl::purge_memory_in_transaction(std::int64_t memory_id,
+                                              const std::vector<const ShreddedRecord*>& found) {
   Transaction t(db, true, path, options.busy_timeout_ms);
   const MemoryRow row = read_memory_row(found.front()->memory);
   const State before = load_state(row, stored_active_ids(db, memory_id));
-  const std::vector<const ShreddedRecord*> list = delete_shredded_rows(db, memory_id, found);
-  if (list.empty()) return false;  // rolled back: nothing left to purge
+  const auto deleted = delete_shredded_rows(db, memory_id, found);
+  if (deleted.empty()) return false;  // rolled back: nothing left to purge
+  std::vector<const ShreddedRecord*> list;
   std::int64_t rows = 0, removed = 0;
-  for (const ShreddedRecord* r : list) {
+  for (const auto& [r, group] : deleted) {
+    list.push_back(r);
     rows += r->tokens;
     removed += r->suspended ? 0 : r->tokens;
+    leave_bounds_group(row, r->record, group, r->tokens, nullptr);  // its bounds' group too
   }
   shredded.erase(memory_id);  // the rows are gone: load the remaining tokens as they are
   std::unique_ptr<Memory> mem = solve_from(row, load_active_tokens(row));

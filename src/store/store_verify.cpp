@@ -69,6 +69,7 @@ bool Store::Impl::tables_present(std::vector<std::string>& problems) {
   bool all = true;
   std::vector<const char*> tables = {"meta", "memories", "records", "tokens", "support", "audit"};
   if (schema_version >= 2) tables.push_back("screening");
+  if (schema_version >= kFirstSchemaWithBoundsGroups) tables.push_back("bounds_groups");
   for (const char* table : tables) {
     Statement q(db.handle(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
     q.bind(1, std::string(table));
@@ -83,6 +84,7 @@ bool Store::Impl::tables_present(std::vector<std::string>& problems) {
 void Store::Impl::check_orphans(std::vector<std::string>& problems) {
   std::vector<const char*> tables = {"records", "tokens", "support"};
   if (schema_version >= 2) tables.push_back("screening");
+  if (schema_version >= kFirstSchemaWithBoundsGroups) tables.push_back("bounds_groups");
   for (const char* table : tables) {
     const std::string sql = std::string("SELECT count(*) FROM ") + table +
                             " WHERE memory_id NOT IN (SELECT id FROM memories)";
@@ -92,6 +94,21 @@ void Store::Impl::check_orphans(std::vector<std::string>& problems) {
                          "' belong to no memory (memories.id edited or rows inserted)");
     }
   }
+  if (schema_version < kFirstSchemaWithBoundsGroups) return;
+  // Every record in a bounds group that exists, and no group without a record (docs/store.md
+  // "Bounds groups": a group is deleted with its last record).
+  const std::int64_t unplaced = db.query_int(
+      "SELECT count(*) FROM records r WHERE r.bounds_group IS NULL OR NOT EXISTS (SELECT 1 FROM "
+      "bounds_groups g WHERE g.memory_id = r.memory_id AND g.group_id = r.bounds_group)");
+  if (unplaced != 0) {
+    problems.push_back(std::to_string(unplaced) +
+                       " record(s) have no bounds group, or name one that does not exist");
+  }
+  const std::int64_t empty = db.query_int(
+      "SELECT count(*) FROM bounds_groups g WHERE NOT EXISTS (SELECT 1 FROM records r WHERE "
+      "r.memory_id = g.memory_id AND r.bounds_group = g.group_id)");
+  if (empty != 0)
+    problems.push_back(std::to_string(empty) + " bounds group(s) have no record");
 }
 
 namespace {

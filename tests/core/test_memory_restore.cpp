@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "streams.h"
+#include "svattn/errors.h"
 #include "svattn/hash.h"
 #include "svattn/kernel.h"
 #include "svattn/memory.h"
@@ -88,6 +89,12 @@ TEST(MemoryRestore, PersistedBoundsStayBelowTheExactGradients) {
     EXPECT_LE(bounds[static_cast<size_t>(i)], g + 1e-9) << "token " << tokens.ids[i];
   }
   EXPECT_GT(reserve, 100);
+  // The bounds of a few ids (a store rewriting one bounds group) are the same numbers, in the
+  // order asked; an id the memory does not hold is named.
+  const std::vector<TokenId> some = {tokens.ids[7], tokens.ids[2], tokens.ids[300]};
+  EXPECT_EQ(m.gradient_lower_bounds(some),
+            (std::vector<double>{bounds[7], bounds[2], bounds[300]}));
+  EXPECT_THROW(m.gradient_lower_bounds({tokens.ids[0], 987654}), NotFound);
   OpDiagnostics dg;
   Memory seeded = Memory::restore(restore_settings(), tokens, st, &dg, &bounds);
   EXPECT_EQ(seeded.state_sha256(), st.state_sha256);
@@ -123,6 +130,7 @@ TEST(MemoryRestore, NoBoundsForAnEmptyOrWarmupMemory) {
   Memory few(restore_settings(), 4, 4);
   few.add_batch(TokenSet::from_rows(make_keys(Stream::kGaussian, 10, 4, 25)));  // n C < 1
   EXPECT_TRUE(few.gradient_lower_bounds().empty());
+  EXPECT_TRUE(few.gradient_lower_bounds({0, 1}).empty());
 }
 
 }  // namespace

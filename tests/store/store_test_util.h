@@ -189,6 +189,103 @@ class RawDb {
   sqlite3* db_ = nullptr;
 };
 
+/// A bounds group's plaintext blob as docs/store.md "Bounds groups" defines it: EPOCH (i64) | M
+/// (i64) | M x (RECORD, COUNT) (i64) | bounds (fp64) | SHA-256("svattn-group-bounds-v1\n" MEMORY
+/// "\n" GROUP "\n" EPOCH "\n" M "\n" ENTRIES BOUNDS), little-endian. Written here from the
+/// documentation, independently of the store's encoder.
+struct PlainGroup {
+  std::int64_t epoch = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> entries;  // (record, count)
+  std::vector<double> bounds;
+};
+inline PlainGroup parse_group_blob(const std::vector<std::uint8_t>& b) {
+  PlainGroup g;
+  std::int64_t m = 0;
+  std::memcpy(&g.epoch, b.data(), 8);
+  std::memcpy(&m, b.data() + 8, 8);
+  std::size_t at = 16, total = 0;
+  for (std::int64_t k = 0; k < m; ++k, at += 16) {
+    std::int64_t r = 0, c = 0;
+    std::memcpy(&r, b.data() + at, 8);
+    std::memcpy(&c, b.data() + at + 8, 8);
+    g.entries.emplace_back(r, c);
+    total += static_cast<std::size_t>(c);
+  }
+  g.bounds.resize(total);
+  std::memcpy(g.bounds.data(), b.data() + at, total * 8);
+  return g;
+}
+inline std::vector<std::uint8_t> documented_group_blob(std::int64_t memory_id, std::int64_t group,
+                                                       const PlainGroup& g) {
+  std::vector<std::uint8_t> body;
+  const auto put = [&](const void* p, std::size_t n) {
+    const auto* c = static_cast<const std::uint8_t*>(p);
+    body.insert(body.end(), c, c + n);
+  };
+  for (const auto& [r, c] : g.entries) {
+    put(&r, 8);
+    put(&c, 8);
+  }
+  put(g.bounds.data(), g.bounds.size() * 8);
+  const std::string head = "svattn-group-bounds-v1\n" + std::to_string(memory_id) + "\n" +
+                           std::to_string(group) + "\n" + std::to_string(g.epoch) + "\n" +
+                           std::to_string(g.entries.size()) + "\n";
+  std::vector<std::uint8_t> digest_in(head.begin(), head.end());
+  digest_in.insert(digest_in.end(), body.begin(), body.end());
+  const std::string hex = sha256_hex(digest_in);
+  std::vector<std::uint8_t> out(16);
+  const auto m = static_cast<std::int64_t>(g.entries.size());
+  std::memcpy(out.data(), &g.epoch, 8);
+  std::memcpy(out.data() + 8, &m, 8);
+  out.insert(out.end(), body.begin(), body.end());
+  for (std::size_t k = 0; k < 32; ++k)
+    out.push_back(static_cast<std::uint8_t>(std::stoi(hex.substr(2 * k, 2), nullptr, 16)));
+  return out;
+}
+
+/// The bounds group of `record` (-1 when it has none), and a group's raw blob / key id or spare key
+/// id (`column` next_key_id; empty when NULL) in a store with one memory.
+inline std::int64_t group_of(RawDb& db, std::int64_t record) {
+  return db.query_int("SELECT coalesce(bounds_group, -1) FROM records WHERE record = " +
+                      std::to_string(record));
+}
+inline std::vector<std::uint8_t> group_blob(RawDb& db, std::int64_t group) {
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(db.handle(), "SELECT bounds FROM bounds_groups WHERE group_id = ?1", -1, &q,
+                     nullptr);
+  sqlite3_bind_int64(q, 1, group);
+  std::vector<std::uint8_t> b;
+  if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) == SQLITE_BLOB) {
+    const auto* p = static_cast<const std::uint8_t*>(sqlite3_column_blob(q, 0));
+    b.assign(p, p + sqlite3_column_bytes(q, 0));
+  }
+  sqlite3_finalize(q);
+  return b;
+}
+inline std::string group_key_id(RawDb& db, std::int64_t group, const char* column = "key_id") {
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(db.handle(),
+                     (std::string("SELECT ") + column + " FROM bounds_groups WHERE group_id = ?1")
+                         .c_str(),
+                     -1, &q, nullptr);
+  sqlite3_bind_int64(q, 1, group);
+  std::string k;
+  if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) == SQLITE_TEXT)
+    k = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
+  sqlite3_finalize(q);
+  return k;
+}
+inline void write_group_blob(RawDb& db, std::int64_t group, const std::vector<std::uint8_t>& b) {
+  sqlite3_stmt* q = nullptr;
+  sqlite3_prepare_v2(db.handle(), "UPDATE bounds_groups SET bounds = ?1 WHERE group_id = ?2", -1,
+                     &q, nullptr);
+  sqlite3_bind_blob(q, 1, b.data(), static_cast<int>(b.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(q, 2, group);
+  const int rc = sqlite3_step(q);
+  sqlite3_finalize(q);
+  if (rc != SQLITE_DONE) throw std::runtime_error("write_group_blob failed");
+}
+
 /// Adds `records` records of `per_record` tokens each, record ids in the given order, keys seeded
 /// by the record id (so the same record always has the same keys).
 inline void add_records(Store& store, const std::string& mem, const std::vector<std::int64_t>& ids,

@@ -323,8 +323,11 @@ TEST_P(StoreBackendsCrypto, ForgetDestroysTheDataKeyInTheKeyStore) {
     EXPECT_EQ(found(kf), 0u);
     EXPECT_EQ(found(kf + "-wal"), 0u);
   }
-  // The live row is zeroed in place and a tombstone records the destruction.
-  EXPECT_EQ(stores().keys_int("s", "SELECT count(*) FROM data_keys WHERE live = 1"), 2);
+  // The live row is zeroed in place and a tombstone records the destruction. Live: records 1 and
+  // 3, their bounds group's key (its former spare) and a new spare; the old group key is
+  // destroyed too.
+  EXPECT_EQ(stores().keys_int("s", "SELECT count(*) FROM data_keys WHERE live = 1"), 4);
+  EXPECT_EQ(stores().keys_int("s", "SELECT count(*) FROM shredded_keys WHERE record_id < 0"), 1);
   EXPECT_EQ(stores().keys_int("s", "SELECT count(*) FROM shredded_keys WHERE key_id = '" +
                                        key_id + "'"),
             1);
@@ -336,6 +339,9 @@ TEST_P(StoreBackendsCrypto, ForgetDestroysTheDataKeyInTheKeyStore) {
             0);
   const auto ks = stores().key_store("s");
   EXPECT_TRUE(ks->get(key_id).shredded());
+  ASSERT_EQ(se.bounds_key_id.size(), 32u);
+  EXPECT_TRUE(se.bounds_key_destroyed);
+  EXPECT_TRUE(ks->get(se.bounds_key_id).shredded());
   EXPECT_TRUE(s.verify().ok());
 }
 
@@ -391,7 +397,9 @@ TEST_P(StoreBackendsCrypto, EncryptConvertsAPlaintextStore) {
   EXPECT_EQ(stores().raw_int("s", "SELECT count(*) FROM tokens WHERE length(key) <> " +
                                       std::to_string(kDim * 8 + store_detail::kSealOverhead)),
             0);
-  EXPECT_EQ(stores().keys_int("s", "SELECT count(*) FROM data_keys WHERE live = 1"), 3);
+  // Three records' data keys and their bounds group's key (docs/store.md "Bounds groups").
+  EXPECT_EQ(stores().keys_int("s", "SELECT count(*) FROM data_keys WHERE live = 1"), 4);
+  EXPECT_EQ(stores().raw_int("s", "SELECT count(*) FROM bounds_groups WHERE key_id IS NULL"), 0);
   EXPECT_EQ(stores().raw_int("s", "SELECT count(*) FROM meta WHERE key = "
                                   "'encrypt_scrub_pending'"),
             0);

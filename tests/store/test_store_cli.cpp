@@ -146,12 +146,14 @@ TEST_P(StoreCliOn, ShowQueryForgetVerifyAudit) {
   const CliRun au = run(dir_, "memory audit " + store_ + " --json");
   ASSERT_EQ(au.code, 0);
   const nlohmann::json aj = nlohmann::json::parse(au.out);
-  // create, 3 adds, 2 forgets (each followed by a store-level "shred" of its data key), suspend,
-  // resume
-  ASSERT_EQ(aj.at("entries").size(), 10u);
+  // create, 3 adds, 2 forgets (each followed by two store-level "shred": its data key and its
+  // bounds group's replaced key), suspend, resume
+  ASSERT_EQ(aj.at("entries").size(), 12u);
   EXPECT_EQ(aj.at("entries")[4].at("operation"), "forget");
+  EXPECT_EQ(aj.at("entries")[5].at("operation"), "shred");
+  EXPECT_EQ(aj.at("entries")[6].at("operation"), "shred");
   const CliRun at = run(dir_, "memory audit " + store_);
-  EXPECT_EQ(lines(at.out), 1 + 10);
+  EXPECT_EQ(lines(at.out), 1 + 12);
 }
 
 // `memory backup`: a copy that opens as the same store (same state hash), says that the keys are

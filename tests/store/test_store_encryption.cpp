@@ -135,7 +135,7 @@ TEST(StoreEncryption, ReadOnlyOpenReadsKeysAndWritesNothing) {
   EXPECT_THROW(ko.validate(), InvalidArgument);
   ko.create = false;
   store_detail::KeyStore ks(p + ".keys", ko);
-  EXPECT_EQ(ks.live_keys(), 2);
+  EXPECT_EQ(ks.live_keys(), 4);  // two records' data keys, their bounds group's key and spare
   EXPECT_THROW(ks.create_key({1, 9}), InvalidArgument);
 }
 
@@ -148,10 +148,12 @@ TEST(StoreEncryption, HashesAndCertificatesEqualAPlaintextStore) {
   run_sequence(pln);
   EXPECT_FALSE(file_exists(dir.file("p.db.keys")));
   EXPECT_EQ(enc.memory_info("m").state_sha256, pln.memory_info("m").state_sha256);
-  auto ae = enc.audit();  // the same entries plus one store-level "shred" per encrypted forget
+  // The same entries plus two store-level "shred" per encrypted forget: the record's data key and
+  // its bounds group's replaced key (docs/store.md "Bounds groups").
+  auto ae = enc.audit();
   const auto shreds = std::count_if(ae.begin(), ae.end(),
                                     [](const AuditEntry& e) { return e.operation == "shred"; });
-  EXPECT_EQ(shreds, 1);
+  EXPECT_EQ(shreds, 2);
   ae.erase(std::remove_if(ae.begin(), ae.end(),
                           [](const AuditEntry& e) { return e.operation == "shred"; }),
            ae.end());
@@ -440,25 +442,56 @@ TEST(StoreEncryption, ForgetDestroysTheDataKeyAndLogsTheDestruction) {
   EXPECT_EQ(key_id_of(p, 2), id);
   s.resume_record("m", 2);
   EXPECT_EQ(s.memory_info("m").state_sha256, sha0);
+  // The bounds group's key that sealed the record's screening bounds (docs/store.md "Bounds
+  // groups"): replaced in the forget and destroyed with the data key.
+  std::string group_key;
+  std::array<std::uint8_t, 32> gkey{};
+  {
+    RawDb raw(p);
+    group_key = store_test::group_key_id(raw, store_test::group_of(raw, 2));
+    store_detail::KeyStore ks(p + ".keys", {});
+    std::memcpy(gkey.data(), ks.get(group_key).key.data(), 32);
+  }
+  ASSERT_EQ(group_key.size(), 32u);
   const ForgetResult fr = s.forget_record("m", 2);
   ASSERT_TRUE(fr.certificate.store.has_value());
   EXPECT_EQ(fr.certificate.store->data_key_id, id);
   EXPECT_EQ(fr.certificate.store->data_key_sha256, wrapped_sha);
   EXPECT_TRUE(fr.certificate.store->data_key_destroyed);
+  EXPECT_EQ(fr.certificate.store->bounds_group, 0);
+  EXPECT_EQ(fr.certificate.store->bounds_key_id, group_key);
+  EXPECT_TRUE(fr.certificate.store->bounds_key_destroyed);
   const auto audit = s.audit();
-  ASSERT_GE(audit.size(), 2u);
-  const auto& f = audit[audit.size() - 2];
-  const auto& sh = audit.back();
+  ASSERT_GE(audit.size(), 3u);
+  const auto& f = audit[audit.size() - 3];
+  const auto& sh = audit[audit.size() - 2];
+  const auto& gsh = audit.back();
   ASSERT_EQ(f.operation, "forget");
   const auto fc = nlohmann::json::parse(f.certificate).at("store");
   EXPECT_EQ(fc.at("data_key_id"), id);
   EXPECT_FALSE(fc.at("data_key_destroyed").get<bool>());  // committed before the destruction
+  EXPECT_EQ(fc.at("bounds_key_id"), group_key);
+  EXPECT_FALSE(fc.at("bounds_key_destroyed").get<bool>());
   ASSERT_EQ(sh.operation, "shred");
   EXPECT_EQ(sh.record, 2);
   const auto sc = nlohmann::json::parse(sh.certificate);
   EXPECT_EQ(sc.at("key_id"), id);
   EXPECT_EQ(sc.at("wrapped_sha256"), wrapped_sha);
   EXPECT_EQ(sc.at("memory"), "m");
+  EXPECT_EQ(sc.at("key_kind"), "record data key");
+  ASSERT_EQ(gsh.operation, "shred");
+  EXPECT_EQ(gsh.record, 2);  // destroyed for record 2's erasure
+  const auto gc = nlohmann::json::parse(gsh.certificate);
+  EXPECT_EQ(gc.at("key_id"), group_key);
+  EXPECT_EQ(gc.at("key_kind"), "bounds group key");
+  EXPECT_EQ(gc.at("bounds_group"), 0);
+  EXPECT_EQ(gc.at("wrapped_sha256"), fr.certificate.store->bounds_key_sha256);
+  {
+    RawDb raw(p);  // the group kept its other records under a fresh key
+    const std::string fresh = store_test::group_key_id(raw, 0);
+    EXPECT_EQ(fresh.size(), 32u);
+    EXPECT_NE(fresh, group_key);
+  }
   std::string key_hex;
   for (std::uint8_t b : key) {
     char buf[3];
@@ -469,12 +502,14 @@ TEST(StoreEncryption, ForgetDestroysTheDataKeyAndLogsTheDestruction) {
   {
     store_detail::KeyStore ks(p + ".keys", {});
     EXPECT_TRUE(ks.get(id).shredded());
+    EXPECT_TRUE(ks.get(group_key).shredded());
   }
   RawDb raw(p);
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM pending_shreds"), 0);
   for (const std::string& file : {p + ".keys", p + ".keys-wal", p + ".keys-shm", p, p + "-wal"}) {
     const auto bytes = store_test::read_bytes(file);
     EXPECT_EQ(store_test::count_occurrences(bytes, key.data(), 16), 0u) << file;
+    EXPECT_EQ(store_test::count_occurrences(bytes, gkey.data(), 16), 0u) << file;
   }
   EXPECT_TRUE(s.verify().ok());
 }

@@ -176,16 +176,16 @@ TEST_P(StoreBackends, TwoObjectsOnOneStoreSeeEachOthersChanges) {
   EXPECT_TRUE(a.verify().ok());
 }
 
-// The records' screening bounds (docs/store.md "Persisted screening"): PostgreSQL writes them in
-// batched UPDATEs of up to 1024 records, SQLite one record at a time. With more records than one
-// batch, every plaintext blob equals byte for byte the SQLite store's after the same import, a
-// support forget (every record rewritten) and an add (one record); a reopened memory, plaintext or
-// encrypted, is seeded from them.
+// The bounds groups' blobs (docs/store.md "Bounds groups"): PostgreSQL writes them in batched
+// UPDATEs of up to GroupWriter::kBatch (32) groups, SQLite one group at a time. With more groups
+// than one batch (2,100 records: 33 groups), every plaintext blob equals byte for byte the SQLite
+// store's after the same import, a support forget (every group rewritten) and an add (one group);
+// a reopened memory, plaintext or encrypted, is seeded from them.
 TEST_P(StoreBackends, PersistedBoundsEqualTheSqliteStoresAndSeedTheReopenedMemory) {
-  constexpr int kRecords = 1100;
+  constexpr int kRecords = 2100;
   std::vector<std::int64_t> recs;
-  for (int i = 0; i < 2 * kRecords; ++i) recs.push_back(i / 2);
-  const RowMatrix keys = random_keys(2 * kRecords, kDim, 31);
+  for (int i = 0; i < kRecords; ++i) recs.push_back(i);
+  const RowMatrix keys = random_keys(kRecords, kDim, 31);
   const RowMatrix extra = random_keys(kPerRecord, kDim, 32);
   TempDir ref_dir;
   const std::string ref_at = ref_dir.file("ref.db");
@@ -208,19 +208,19 @@ TEST_P(StoreBackends, PersistedBoundsEqualTheSqliteStoresAndSeedTheReopenedMemor
     sqlite3_stmt* q = nullptr;
     sqlite3_prepare_v2(ref.handle(),
                        "SELECT group_concat(h, ',') FROM (SELECT lower(hex(bounds)) AS h FROM "
-                       "records ORDER BY record)",
+                       "bounds_groups ORDER BY group_id)",
                        -1, &q, nullptr);
     ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
     want = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
     sqlite3_finalize(q);
   }
-  // kRecords rows: one forgotten, record 5000 added.
-  EXPECT_EQ(std::count(want.begin(), want.end(), ','), kRecords - 1);
+  EXPECT_EQ(std::count(want.begin(), want.end(), ','), 32);  // 33 groups
+  EXPECT_GT(want.size(), 33u * 2 * 100);                      // none of them empty
   const std::string got = stores().raw_text(
       "p", stores().pg() ? "SELECT string_agg(coalesce(encode(bounds, 'hex'), ''), ',' ORDER BY "
-                           "record) FROM records"
+                           "group_id) FROM bounds_groups"
                          : "SELECT group_concat(h, ',') FROM (SELECT lower(hex(bounds)) AS h "
-                           "FROM records ORDER BY record)");
+                           "FROM bounds_groups ORDER BY group_id)");
   EXPECT_EQ(got, want);
   for (const char* name : {"p", "e"}) {
     Store s(stores().at(name));

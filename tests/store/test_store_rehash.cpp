@@ -81,7 +81,8 @@ TEST(StoreRehash, PlaintextVersion3StoreIsReadThenUpgraded) {
   expect_read_only_works(path, &before);
   testing::internal::CaptureStderr();
   expect_upgraded(path, before);
-  EXPECT_NE(testing::internal::GetCapturedStderr().find("upgraded from schema version 3 to 5"),
+  EXPECT_NE(testing::internal::GetCapturedStderr().find(
+                "upgraded from schema version 3 to " + std::to_string(kStoreSchemaVersion)),
             std::string::npos);
   // Upgraded once: a second writable open changes nothing.
   const std::size_t entries = Store(path).audit().size();
@@ -117,13 +118,22 @@ TEST(StoreRehash, UpgradeLeavesAHashThatDoesNotCheck) {
   EXPECT_FALSE(s.verify().ok());
 }
 
-// Schema 4 kept every screening bound in one row per memory; the upgrade to 5 moves them into the
-// records (docs/store.md "Persisted screening") and the memory is still seeded from them.
-TEST(StoreRehash, Version4StoresMoveTheirBoundsIntoTheRecords) {
-  for (const std::string name : {"v4_plain", "v4_enc"}) {
+// Schema 4 kept every screening bound in one row per memory and schema 5 in each record's row; the
+// upgrade to 6 moves them into the bounds groups' blobs (docs/store.md "Bounds groups"), one group
+// here (4 active records, record 4 suspended), sealed under a group key in the encrypted store, and
+// the memory is still seeded from them. Schema 5's records.bounds is emptied.
+TEST(StoreRehash, Version4And5StoresMoveTheirBoundsIntoGroups) {
+  for (const std::string name : {"v4_plain", "v4_enc", "v5_plain", "v5_enc"}) {
     SCOPED_TRACE(name);
     TempDir dir;
     const std::string path = fixture(dir, name);
+    const bool v5 = name[1] == '5';
+    std::int64_t epoch_before = 0;
+    {
+      RawDb raw(path);
+      epoch_before = raw.query_int("SELECT epoch FROM screening WHERE memory_id = 1");
+      if (v5) EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE bounds IS NOT NULL"), 5);
+    }
     State before;
     {
       StoreOptions ro;
@@ -132,22 +142,32 @@ TEST(StoreRehash, Version4StoresMoveTheirBoundsIntoTheRecords) {
       before = r.stored_state("a");
       EXPECT_EQ(before.ids.size(), 40u);
       EXPECT_EQ(r.memory("a").state_sha256(), before.state_sha256);
-      EXPECT_TRUE(r.last_restore("a").screening_used);  // the schema-4 row, read as it is
+      EXPECT_TRUE(r.last_restore("a").screening_used);  // the older layout, read as it is
       EXPECT_TRUE(r.verify().ok());
     }
     testing::internal::CaptureStderr();
     {
       Store s(path);
       EXPECT_EQ(s.memory("a").state_sha256(), before.state_sha256);
-      EXPECT_TRUE(s.last_restore("a").screening_used);
-      EXPECT_EQ(s.audit().back().operation, "upgrade");
+      EXPECT_TRUE(s.last_restore("a").screening_used) << s.last_restore("a").screening_problem;
+      const AuditEntry up = s.audit().back();
+      EXPECT_EQ(up.operation, "upgrade");
+      EXPECT_EQ(nlohmann::json::parse(up.certificate).at("bounds_groups"), 1);
     }
-    EXPECT_NE(testing::internal::GetCapturedStderr().find("upgraded from schema version 4 to 5"),
+    EXPECT_NE(testing::internal::GetCapturedStderr().find(
+                  std::string("upgraded from schema version ") + (v5 ? "5" : "4") + " to 6"),
               std::string::npos);
     {
       RawDb raw(path);
       EXPECT_EQ(raw.query_int("SELECT count(*) FROM screening WHERE length(bounds) > 0"), 0);
-      EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE bounds IS NOT NULL"), 4);
+      if (v5) EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE bounds IS NOT NULL"), 0);
+      EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE bounds_group = 0"), 5);
+      EXPECT_EQ(raw.query_int("SELECT count(*) FROM bounds_groups WHERE length(bounds) > 0"), 1);
+      EXPECT_EQ(raw.query_int("SELECT count(*) FROM bounds_groups WHERE key_id IS NOT NULL"),
+                name.find("enc") != std::string::npos ? 1 : 0);
+      // Schema 5 kept its epoch; schema 4's row had none (epoch 1).
+      EXPECT_EQ(raw.query_int("SELECT epoch FROM screening WHERE memory_id = 1"),
+                v5 ? epoch_before : 1);
     }
     Store s(path);
     const StoreVerification v = s.verify();
@@ -155,5 +175,8 @@ TEST(StoreRehash, Version4StoresMoveTheirBoundsIntoTheRecords) {
     EXPECT_TRUE(s.forget_record("a", 0).certificate.verify.ok());
     s.resume_record("a", 4);
     EXPECT_TRUE(s.verify().ok());
+    Store again(path);
+    (void)again.memory("a");
+    EXPECT_TRUE(again.last_restore("a").screening_used);
   }
 }

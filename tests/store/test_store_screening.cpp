@@ -15,6 +15,9 @@ namespace svattn {
 namespace {
 
 using store_test::add_records;
+using store_test::group_blob;
+using store_test::group_of;
+using store_test::PlainGroup;
 using store_test::RawDb;
 using store_test::rbf_settings;
 using store_test::TempDir;
@@ -27,8 +30,10 @@ std::vector<std::int64_t> ids(int n) {
   return v;
 }
 
-// A store with one memory of 60 records x 4 tokens (optimal, out of warm-up, with reserve tokens).
-// Plaintext (encrypt = false) where a test edits token bytes in the file as plaintext doubles.
+// A store with one memory of 150 records x 4 tokens (optimal, out of warm-up, with reserve tokens):
+// three bounds groups (64 + 64 + 22 records; docs/store.md "Bounds groups"). Plaintext (encrypt =
+// false) where a test edits bytes in the file as plaintext.
+constexpr int kRecords = 150;
 std::string make_store(const TempDir& dir, bool encrypt = true) {
   const std::string path = dir.file("s.db");
   StoreOptions o;
@@ -36,61 +41,18 @@ std::string make_store(const TempDir& dir, bool encrypt = true) {
   o.encrypt = encrypt;
   Store s(path, o);
   s.create_memory("m", rbf_settings(0.05), kDim, kDim);
-  add_records(s, "m", ids(60), 4, kDim);
+  add_records(s, "m", ids(kRecords), 4, kDim);
   s.forget_record("m", 7);
   return path;
 }
 
-// A record's plaintext records.bounds blob as docs/store.md "Persisted screening" defines it:
-// epoch (i64) | bounds (fp64) | SHA-256("svattn-record-bounds-v1\n" MEMORY "\n" RECORD "\n" EPOCH
-// "\n" K "\n" BOUNDS), little-endian.
-std::vector<std::uint8_t> documented_blob(std::int64_t memory_id, std::int64_t record,
-                                          std::int64_t epoch, const std::vector<double>& b) {
-  const std::string head = "svattn-record-bounds-v1\n" + std::to_string(memory_id) + "\n" +
-                           std::to_string(record) + "\n" + std::to_string(epoch) + "\n" +
-                           std::to_string(b.size()) + "\n";
-  std::vector<std::uint8_t> digest_in(head.begin(), head.end());
-  const auto* p = reinterpret_cast<const std::uint8_t*>(b.data());
-  digest_in.insert(digest_in.end(), p, p + b.size() * sizeof(double));
-  const std::string hex = sha256_hex(digest_in);
-  std::vector<std::uint8_t> out(8);
-  std::memcpy(out.data(), &epoch, 8);
-  out.insert(out.end(), p, p + b.size() * sizeof(double));
-  for (std::size_t k = 0; k < 32; ++k)
-    out.push_back(static_cast<std::uint8_t>(std::stoi(hex.substr(2 * k, 2), nullptr, 16)));
-  return out;
-}
-
-std::vector<std::uint8_t> record_blob(RawDb& db, std::int64_t record) {
-  sqlite3_stmt* q = nullptr;
-  sqlite3_prepare_v2(db.handle(), "SELECT bounds FROM records WHERE record = ?1", -1, &q, nullptr);
-  sqlite3_bind_int64(q, 1, record);
-  std::vector<std::uint8_t> b;
-  if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) == SQLITE_BLOB) {
-    const auto* p = static_cast<const std::uint8_t*>(sqlite3_column_blob(q, 0));
-    b.assign(p, p + sqlite3_column_bytes(q, 0));
-  }
-  sqlite3_finalize(q);
-  return b;
-}
-
-void write_record_blob(RawDb& db, std::int64_t record, const std::vector<std::uint8_t>& b) {
-  sqlite3_stmt* q = nullptr;
-  sqlite3_prepare_v2(db.handle(), "UPDATE records SET bounds = ?1 WHERE record = ?2", -1, &q,
-                     nullptr);
-  sqlite3_bind_blob(q, 1, b.data(), static_cast<int>(b.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_int64(q, 2, record);
-  ASSERT_EQ(sqlite3_step(q), SQLITE_DONE);
-  sqlite3_finalize(q);
-}
-
-// Every active record's blob, by record.
+// Every group's blob, by group.
 std::map<std::int64_t, std::vector<std::uint8_t>> all_blobs(const std::string& path) {
   RawDb raw(path);
   std::map<std::int64_t, std::vector<std::uint8_t>> out;
-  for (std::int64_t r = 0; r < 60; ++r) {
-    std::vector<std::uint8_t> b = record_blob(raw, r);
-    if (!b.empty()) out[r] = std::move(b);
+  for (std::int64_t g = 0; g < 8; ++g) {
+    std::vector<std::uint8_t> b = store_test::group_blob(raw, g);
+    if (!b.empty()) out[g] = std::move(b);
   }
   return out;
 }
@@ -145,8 +107,8 @@ TEST(StoreScreening, ImportWritesTheBoundsAtItsLastChunkOnly) {
   TempDir dir;
   const std::string path = dir.file("s.db");
   std::vector<std::int64_t> rec;
-  for (std::int64_t r = 0; r < 60; ++r) rec.insert(rec.end(), 4, r);
-  const RowMatrix keys = store_test::random_keys(240, kDim, 77);
+  for (std::int64_t r = 0; r < kRecords; ++r) rec.insert(rec.end(), 4, r);
+  const RowMatrix keys = store_test::random_keys(4 * kRecords, kDim, 77);
   std::vector<std::int64_t> blobs_after_chunk;
   std::string want;
   {
@@ -155,17 +117,17 @@ TEST(StoreScreening, ImportWritesTheBoundsAtItsLastChunkOnly) {
     Store s(path, o);
     s.create_memory("m", rbf_settings(0.05), kDim, kDim);
     ImportOptions io;
-    io.chunk_records = 25;
+    io.chunk_records = 60;
     io.progress = [&](const ImportProgress&) {
       RawDb raw(path);
       blobs_after_chunk.push_back(
-          raw.query_int("SELECT count(*) FROM records WHERE length(bounds) > 0"));
+          raw.query_int("SELECT count(*) FROM bounds_groups WHERE length(bounds) > 0"));
     };
     const ImportResult res = s.import_records("m", rec, keys, nullptr, io);
     EXPECT_EQ(res.chunks, 3);
     want = res.state_sha256;
   }
-  EXPECT_EQ(blobs_after_chunk, (std::vector<std::int64_t>{0, 0, 60}));
+  EXPECT_EQ(blobs_after_chunk, (std::vector<std::int64_t>{0, 0, 3}));
   Store s(path);
   EXPECT_EQ(s.memory("m").state_sha256(), want);
   const RestoreReport r = s.last_restore("m");
@@ -179,31 +141,36 @@ TEST(StoreScreening, TamperedBoundIsDetectedOnOpenAndRederived) {
     TempDir dir;
     const std::string path = make_store(dir, encrypt);
     const std::string want = Store(path).memory_info("m").state_sha256;
+    std::int64_t g = -1;
     {
       RawDb raw(path);
-      std::vector<std::uint8_t> b = record_blob(raw, 3);
-      ASSERT_GT(b.size(), 40u);
+      g = group_of(raw, 3);
+      std::vector<std::uint8_t> b = group_blob(raw, g);
+      ASSERT_GT(b.size(), 200u);
       if (encrypt) {
         b[b.size() / 2] ^= 0x01;  // sealed: authentication fails
       } else {
-        for (std::size_t k = 8; k + 32 < b.size(); ++k) b[k] = 0x41;  // ~1e6: would skip checks
+        const PlainGroup pg = store_test::parse_group_blob(b);
+        const std::size_t bounds_at = 16 + 16 * pg.entries.size();
+        for (std::size_t k = bounds_at; k + 32 < b.size(); ++k) b[k] = 0x41;  // ~1e6: skip checks
       }
-      write_record_blob(raw, 3, b);
+      store_test::write_group_blob(raw, g, b);
     }
+    const std::string named = "bounds group " + std::to_string(g);
     testing::internal::CaptureStderr();
     Store s(path);
     EXPECT_EQ(s.memory("m").state_sha256(), want);
     const std::string err = testing::internal::GetCapturedStderr();
     const RestoreReport r = s.last_restore("m");
     EXPECT_FALSE(r.screening_used);
-    EXPECT_NE(r.screening_problem.find("record 3"), std::string::npos) << r.screening_problem;
+    EXPECT_NE(r.screening_problem.find(named), std::string::npos) << r.screening_problem;
     if (!encrypt) EXPECT_NE(r.screening_problem.find("checksum mismatch"), std::string::npos);
     EXPECT_NE(err.find("persisted screening bounds fail their check"), std::string::npos) << err;
     const StoreVerification v = s.verify();
     EXPECT_FALSE(v.ok());
-    bool named = false;
-    for (const std::string& p : v.problems) named = named || p.find("record 3") != p.npos;
-    EXPECT_TRUE(named);
+    bool found = false;
+    for (const std::string& p : v.problems) found = found || p.find(named) != p.npos;
+    EXPECT_TRUE(found);
   }
 }
 
@@ -217,15 +184,18 @@ TEST(StoreScreening, ForgedBoundWithAValidChecksumIsCaughtByVerify) {
   ASSERT_GE(record, 0);
   {
     RawDb raw(path);
-    const std::vector<std::uint8_t> old = record_blob(raw, record);
-    std::int64_t epoch = 0;
-    std::memcpy(&epoch, old.data(), 8);
-    std::vector<double> b((old.size() - 40) / 8);
-    std::memcpy(b.data(), old.data() + 8, b.size() * 8);
-    EXPECT_EQ(documented_blob(raw.query_int("SELECT id FROM memories"), record, epoch, b), old);
-    b[0] = 1e6;
-    write_record_blob(raw, record,
-                      documented_blob(raw.query_int("SELECT id FROM memories"), record, epoch, b));
+    const std::int64_t g = group_of(raw, record);
+    const std::int64_t memory_id = raw.query_int("SELECT id FROM memories");
+    const std::vector<std::uint8_t> old = group_blob(raw, g);
+    PlainGroup pg = store_test::parse_group_blob(old);
+    EXPECT_EQ(store_test::documented_group_blob(memory_id, g, pg), old);  // the documented format
+    std::size_t at = 0;
+    for (const auto& [r, c] : pg.entries) {
+      if (r == record) break;
+      at += static_cast<std::size_t>(c);
+    }
+    pg.bounds[at] = 1e6;  // the record's first token: far above its gradient
+    store_test::write_group_blob(raw, g, store_test::documented_group_blob(memory_id, g, pg));
   }
   Store s(path);
   EXPECT_EQ(s.memory("m").state_sha256(), info.state_sha256);
@@ -236,10 +206,11 @@ TEST(StoreScreening, ForgedBoundWithAValidChecksumIsCaughtByVerify) {
   EXPECT_TRUE(named) << (v.problems.empty() ? "(no problem)" : v.problems[0]);
 }
 
-// An operation that moves no coefficient rewrites no other record's bounds (same epoch); one that
-// moves the support starts a new epoch and rewrites them all; a blob of an older epoch put back is
-// refused. Either way the reopened memory is seeded from the bounds.
-TEST(StoreScreening, OnlyAMovingOperationRewritesEveryRecordsBounds) {
+// An operation that moves no coefficient rewrites only the group of the record it touched (same
+// epoch), and that group without the record; one that moves the support starts a new epoch and
+// rewrites every group; a blob of an older epoch put back is refused. Either way the reopened
+// memory is seeded from the bounds.
+TEST(StoreScreening, OnlyAMovingOperationRewritesEveryGroup) {
   TempDir dir;
   const std::string path = make_store(dir, false);
   std::int64_t reserve_only = -1, support = -1;
@@ -250,7 +221,12 @@ TEST(StoreScreening, OnlyAMovingOperationRewritesEveryRecordsBounds) {
     RawDb raw(path);
     return raw.query_int("SELECT epoch FROM screening");
   };
+  const std::int64_t g = [&] {
+    RawDb raw(path);
+    return group_of(raw, reserve_only);
+  }();
   const auto before = all_blobs(path);
+  ASSERT_EQ(before.size(), 3u);
   const std::int64_t e0 = epoch();
   {
     Store s(path);
@@ -259,8 +235,27 @@ TEST(StoreScreening, OnlyAMovingOperationRewritesEveryRecordsBounds) {
   }
   auto after = all_blobs(path);
   EXPECT_EQ(epoch(), e0);
-  EXPECT_EQ(after.size() + 1, before.size());
-  for (const auto& [r, b] : after) EXPECT_EQ(b, before.at(r)) << "record " << r;
+  ASSERT_EQ(after.size(), before.size());
+  for (const auto& [group, b] : after) {
+    if (group != g) {
+      EXPECT_EQ(b, before.at(group)) << "group " << group;
+      continue;
+    }
+    // The record's entry and its bounds are gone; every other entry kept its bounds.
+    const PlainGroup was = store_test::parse_group_blob(before.at(group));
+    const PlainGroup now = store_test::parse_group_blob(b);
+    EXPECT_EQ(now.epoch, was.epoch);
+    ASSERT_EQ(now.entries.size() + 1, was.entries.size());
+    std::vector<double> kept;
+    std::size_t at = 0;
+    for (const auto& [r, c] : was.entries) {
+      if (r != reserve_only)
+        kept.insert(kept.end(), was.bounds.begin() + at, was.bounds.begin() + at + c);
+      at += static_cast<std::size_t>(c);
+    }
+    EXPECT_EQ(now.bounds, kept);
+    for (const auto& [r, c] : now.entries) EXPECT_NE(r, reserve_only);
+  }
   {
     Store s(path);
     (void)s.memory("m");
@@ -269,17 +264,17 @@ TEST(StoreScreening, OnlyAMovingOperationRewritesEveryRecordsBounds) {
   }
   EXPECT_EQ(epoch(), e0 + 1);
   const auto moved = all_blobs(path);
-  for (const auto& [r, b] : moved) EXPECT_NE(b, after.at(r)) << "record " << r;
+  for (const auto& [group, b] : moved) EXPECT_NE(b, after.at(group)) << "group " << group;
   {
     Store s(path);
     EXPECT_TRUE(s.verify().ok());
     (void)s.memory("m");
     EXPECT_TRUE(s.last_restore("m").screening_used);
   }
-  const std::int64_t stale = moved.begin()->first;
+  const std::int64_t stale = moved.rbegin()->first;  // a group the support forget did not shrink
   {
     RawDb raw(path);
-    write_record_blob(raw, stale, after.at(stale));
+    store_test::write_group_blob(raw, stale, after.at(stale));
   }
   testing::internal::CaptureStderr();
   Store s(path);
