@@ -12,7 +12,9 @@ with svattn.Store(path, create=True, certificate_resolve=True) as st:
     assert list(cert.removed_ids) == [svattn.store_token_id(4, p) for p in range(30)]
     assert cert.verify.ok and cert.check.hash_equal, "state must equal a re-solve without patient 4"
     ops = [e.operation for e in st.audit()]
-    assert st.verify().ok and ops[-2:] == ["forget", "shred"]  # and its data key is destroyed
+    # ...and its data key and its bounds group's old key are destroyed (one "shred" entry each)
+    assert st.verify().ok and ops[-3:] == ["forget", "shred", "shred"]
+    assert cert.store.data_key_destroyed and cert.store.bounds_key_destroyed
     print(f"erased {len(cert.removed_ids)} tokens of patient 4; state "
           f"{cert.before.state_sha256[:12]} -> {cert.after.state_sha256[:12]}, optimality "
           f"check ({cert.verify.argument}) ok: {cert.verify.ok}, re-solve hash equal: "

@@ -1,4 +1,5 @@
 """svattn.Store: records, certificates, suspend/resume, verify, audit, two processes."""
+import json
 import os
 import subprocess
 import sys
@@ -39,10 +40,16 @@ def test_forget_is_exact_and_certified(tmp_path, keys200):
         v = st.verify()
         assert v.ok and v.chain_ok and v.integrity_ok and v.to_dict()["memories"]
         ops = [e.operation for e in st.audit()]
-        # An encrypted store (the default) logs the data key's destruction after the forget.
-        assert ops == ["create"] + ["add"] * 8 + ["forget", "shred"]
-        assert st.audit()[-2].to_dict()["operation"] == "forget"
-        assert st.audit()[-1].to_dict()["operation"] == "shred"
+        # An encrypted store (the default) logs each destroyed key after the forget: the record's
+        # data key and the old key of its bounds group (docs/store.md, "Bounds groups").
+        assert ops == ["create"] + ["add"] * 8 + ["forget", "shred", "shred"]
+        assert st.audit()[-3].to_dict()["operation"] == "forget"
+        shreds = [json.loads(e.certificate) for e in st.audit()[-2:]]
+        assert sorted(c["key_kind"] for c in shreds) == ["bounds group key", "record data key"]
+        assert all(c["record"] == 3 and c["memory"] == "m" for c in shreds)
+        assert cert.store.data_key_destroyed and cert.store.bounds_key_destroyed
+        assert cert.store.bounds_group == 0
+        assert {c["key_id"] for c in shreds} == {cert.store.data_key_id, cert.store.bounds_key_id}
 
 
 def test_forget_with_resolve(tmp_path, keys200):

@@ -434,16 +434,32 @@ std::vector<KeyDestruction> KeyStore::destroy_and_create(const std::vector<std::
                                                          std::vector<NewDataKey>* made) {
   if (options_.read_only) throw InvalidArgument("key store '" + path_ + "' was opened read-only");
   std::vector<KeyDestruction> out;
+  bool truncated = false;
   {
-    Transaction t(db_, true, path_, options_.busy_timeout_ms);
-    for (const std::string& id : key_ids) out.push_back(destroy_in_transaction(id));
-    const std::string now = now_utc();
-    for (const KeyOwner& o : owners) made->push_back(insert_key(o, now));
-    t.commit();
+    // One sync instead of two (SQLite): the commit does not wait for the disk, and the truncating
+    // checkpoint right after syncs the WAL, copies it into the file, syncs the file and empties
+    // the WAL. When a reader keeps the checkpoint from completing, a synchronous commit syncs the
+    // WAL instead. Either way the destruction is on disk before this returns, as with a
+    // synchronous commit (and before the caller logs it and drops its pending rows).
+    RelaxedCommit relaxed(db_);
+    {
+      Transaction t(db_, true, path_, options_.busy_timeout_ms);
+      for (const std::string& id : key_ids) out.push_back(destroy_in_transaction(id));
+      const std::string now = now_utc();
+      for (const KeyOwner& o : owners) made->push_back(insert_key(o, now));
+      t.commit();
+    }
+    truncated = truncate_wal();
   }
-  const bool truncated = truncate_wal();
+  if (!truncated && !pg_) sync_wal();
   for (KeyDestruction& d : out) d.wal_truncated = truncated;
   return out;
+}
+
+void KeyStore::sync_wal() {
+  Transaction t(db_, true, path_, options_.busy_timeout_ms);  // synchronous=FULL again here
+  db_.exec("UPDATE meta SET value = value WHERE key = 'format'");
+  t.commit();
 }
 
 KeyDestruction KeyStore::destroy_in_transaction(const std::string& key_id) {

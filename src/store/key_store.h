@@ -161,6 +161,8 @@ class KeyStore {
   void open_postgres();
   void check_schema();
   NewDataKey insert_key(const KeyOwner& owner, const std::string& now);
+  /// A synchronous commit of a one-row rewrite: syncs the WAL with every frame before it.
+  void sync_wal();
   /// The destruction of one key inside an open write transaction (destroy, destroy_many).
   KeyDestruction destroy_in_transaction(const std::string& key_id);
   /// The shredded answer for an id that has no live row (NotFound if it never existed).
