@@ -101,8 +101,8 @@ std::string store_detail::decode_group_bounds(std::int64_t memory_id, std::int64
   }
   g.bounds.resize(total);
   if (total > 0) std::memcpy(g.bounds.data(), e, total * sizeof(double));
-  const auto dg = group_digest(memory_id, group, g.epoch, static_cast<std::size_t>(m),
-                               p + kHeadBytes, body);
+  const auto dg =
+      group_digest(memory_id, group, g.epoch, static_cast<std::size_t>(m), p + kHeadBytes, body);
   if (std::memcmp(dg.data(), p + kHeadBytes + body, kDigestBytes) != 0)
     return "checksum mismatch (bounds group " + std::to_string(group) + ")";
   *out = std::move(g);
@@ -142,8 +142,8 @@ std::vector<std::int64_t> Store::Impl::join_bounds_groups(
   };
   bool changed = false;
   for (const auto& [record, k] : records) {
-    const bool room = g >= 0 && members < kGroupMaxRecords &&
-                      (members == 0 || tokens + k <= kGroupMaxTokens);
+    const bool room =
+        g >= 0 && members < kGroupMaxRecords && (members == 0 || tokens + k <= kGroupMaxTokens);
     if (!room) {
       if (changed) save();
       ++g;  // a group's id may be one of a group whose records are all gone (its key destroyed)
@@ -208,24 +208,43 @@ std::vector<std::int64_t> Store::Impl::group_members(std::int64_t memory_id, std
 
 // ------------------------------------------------------------------------------------- keys
 
+void Store::Impl::drop_cached_group_keys(const std::vector<std::string>& key_ids) noexcept {
+  for (auto& [memory, groups] : group_key_cache) {
+    for (auto it = groups.begin(); it != groups.end();) {
+      const bool gone =
+          std::find(key_ids.begin(), key_ids.end(), it->second.key_id) != key_ids.end();
+      it = gone ? groups.erase(it) : std::next(it);
+    }
+  }
+}
+
 std::map<std::int64_t, SecretKey> Store::Impl::group_keys(std::int64_t memory_id,
                                                           const std::vector<std::int64_t>& groups) {
   std::map<std::int64_t, SecretKey> out;
   if (key_store == nullptr || groups.empty()) return out;
   std::vector<std::int64_t> named, need;
   std::vector<std::string> ids;
+  std::map<std::int64_t, CachedGroupKey>& cached = group_key_cache[memory_id];
   {
     Statement q(db.handle(),
                 "SELECT key_id FROM bounds_groups WHERE memory_id = ?1 AND group_id = ?2");
     for (std::int64_t g : groups) {
       q.bind(1, memory_id).bind(2, g);
-      if (q.step() && !q.is_null(0)) {
+      const bool has_key = q.step() && !q.is_null(0);
+      const std::string id = has_key ? q.text(0) : std::string();
+      q.reset();
+      const auto hit = cached.find(g);
+      if (has_key && hit != cached.end() && hit->second.key_id == id) {
+        out.emplace(g, hit->second.key.clone());  // the key store's lookup skipped
+        continue;
+      }
+      if (hit != cached.end()) cached.erase(hit);  // replaced since: dropped (and zeroed)
+      if (has_key) {
         named.push_back(g);
-        ids.push_back(q.text(0));
+        ids.push_back(id);
       } else {
         need.push_back(g);
       }
-      q.reset();
     }
   }
   std::vector<KeyLookup> got;
@@ -246,6 +265,7 @@ std::map<std::int64_t, SecretKey> Store::Impl::group_keys(std::int64_t memory_id
         got[i].owner.record_id != own.record_id) {
       need.push_back(named[i]);  // destroyed (a restored copy) or not the group's: a fresh key
     } else {
+      cached[named[i]] = CachedGroupKey{ids[i], got[i].key.clone()};
       out.emplace(named[i], std::move(got[i].key));
     }
   }
@@ -305,8 +325,7 @@ std::string Store::Impl::replacement_group_key(std::int64_t memory_id, std::int6
   if (!spare.empty()) {
     try {
       const KeyLookup k = key_store->get(spare);
-      if (!k.shredded() && k.owner.memory_id == own.memory_id &&
-          k.owner.record_id == own.record_id)
+      if (!k.shredded() && k.owner.memory_id == own.memory_id && k.owner.record_id == own.record_id)
         return spare;
     } catch (const NotFound&) {  // a damaged row: a fresh key below
     }
@@ -427,8 +446,8 @@ void Store::Impl::GroupWriter::write(std::int64_t group, const GroupBounds& g,
     sealer_ = std::make_unique<Sealer>(*key);
   else
     sealer_->rekey(*key);
-  sealer_->seal_into({memory_id_, group, -1, RecordField::kBoundsGroup}, plain.data(),
-                     plain.size(), sealed_);
+  sealer_->seal_into({memory_id_, group, -1, RecordField::kBoundsGroup}, plain.data(), plain.size(),
+                     sealed_);
   put(group, sealed_);
 }
 

@@ -79,7 +79,7 @@ struct MemoryRow {
 struct RecordRow {
   bool exists = false;
   bool suspended = false;
-  std::string key_id;             // empty: its payloads are plaintext
+  std::string key_id;              // empty: its payloads are plaintext
   std::int64_t bounds_group = -1;  // -1: none (before schema 6)
 };
 
@@ -321,6 +321,15 @@ struct Store::Impl {
   bool has_key_id_column = false;                     // records.key_id exists (v3)
   std::unique_ptr<store_detail::KeyStore> key_store;  // open iff encryption != "none"
   std::vector<std::string> new_key_ids;  // keys created in the open transaction (see run_op)
+  /// The live group keys this Store has read, per memory and group: (key id, key). A hit needs
+  /// the group's row to name the same key id; a group's replaced key is dropped at its next
+  /// lookup, a key this Store destroys at once (docs/store.md "Bounds groups", Cost).
+  struct CachedGroupKey {
+    std::string key_id;
+    store_detail::SecretKey key;
+  };
+  std::map<std::int64_t, std::map<std::int64_t, CachedGroupKey>> group_key_cache;
+  void drop_cached_group_keys(const std::vector<std::string>& key_ids) noexcept;
   bool converting = false;  // encrypt_store: a master key is accepted for a plaintext store
   // Shredded records still in the file (memory id -> record -> index into shredded_found).
   std::map<std::int64_t, std::map<std::int64_t, std::size_t>> shredded;
@@ -529,8 +538,8 @@ struct Store::Impl {
                                 const std::string& key_id, StoreErasure* se);
   /// The keys that seal `groups` (encrypted store): each group's live key; a group without one
   /// (NULL, or destroyed: a restored copy) gets a fresh key, made in one key-store transaction.
-  std::map<std::int64_t, store_detail::SecretKey> group_keys(std::int64_t memory_id,
-                                                             const std::vector<std::int64_t>& groups);
+  std::map<std::int64_t, store_detail::SecretKey> group_keys(
+      std::int64_t memory_id, const std::vector<std::int64_t>& groups);
   /// A forget (or purge) of `record`, `tokens` token rows, from its `group`, inside the operation's
   /// transaction: the group's counts; its blob cleared (it held the record's bounds; the
   /// operation's screening writes it again without them); in an encrypted store its key replaced
@@ -575,8 +584,8 @@ struct Store::Impl {
     void put(std::int64_t group, const std::vector<std::uint8_t>& blob);
     Impl& impl_;
     std::int64_t memory_id_;
-    bool batched_;                     // PostgreSQL: collect, then flush()
-    store_detail::Statement update_;  // the per-group or the batched UPDATE
+    bool batched_;                                  // PostgreSQL: collect, then flush()
+    store_detail::Statement update_;                // the per-group or the batched UPDATE
     std::unique_ptr<store_detail::Sealer> sealer_;  // made at the first sealed group
     std::vector<std::uint8_t> sealed_;
     std::vector<std::int64_t> groups_, offsets_, lengths_;  // the batch (offsets 1-based)
@@ -637,7 +646,7 @@ struct Store::Impl {
     std::vector<TokenId> ids;           // the record's tokens
     std::string after_sha256;
     StoredReserveRemoval removal;
-    std::int64_t group = -1;            // the record's bounds group
+    std::int64_t group = -1;  // the record's bounds group
   };
   /// Forget by reference from the stored rows (docs/store.md "Forget without a restore"), or
   /// nullopt (nothing written) when a condition fails: the caller then runs the ordinary forget.

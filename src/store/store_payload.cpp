@@ -240,6 +240,7 @@ void PipelinedOpen::finish() {
 }
 
 void Store::Impl::discard_new_keys() noexcept {
+  drop_cached_group_keys(new_key_ids);
   for (const std::string& id : new_key_ids) {
     try {
       key_store->destroy(id);
@@ -375,6 +376,7 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
     while (q.step()) spares.push_back(KeyOwner::bounds_group(q.int64(0), q.int64(1)));
   }
   std::vector<NewDataKey> made;
+  drop_cached_group_keys(ids);
   const std::vector<KeyDestruction> destroyed = key_store->destroy_and_create(ids, spares, &made);
   // The log of the destructions need not wait for the disk: if a crash of the machine loses it,
   // the pending rows are still there and the next open repeats it (destroy is idempotent). A

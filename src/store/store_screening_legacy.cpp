@@ -166,7 +166,8 @@ void Store::Impl::regroup_screening(const MemoryRow& row, std::int64_t from) {
   s.step();
   const std::string support = s.text(0);
   s.reset();
-  const std::int64_t epoch = from < kFirstSchemaWithRecordBounds ? 1 : h.epoch + (bounds.empty() ? 1 : 0);
+  const std::int64_t epoch =
+      from < kFirstSchemaWithRecordBounds ? 1 : h.epoch + (bounds.empty() ? 1 : 0);
   write_screening_head(row.id, row.state_sha256,
                        bounds.empty() ? 0 : static_cast<std::int64_t>(ids.size()), epoch, support);
   if (bounds.empty()) return;

@@ -144,7 +144,7 @@ TEST(BoundsGroups, ForgetReplacesOnlyItsGroupsKeyAndDestroysTheOldOne) {
         EXPECT_EQ(now, spare);  // the spare took over: no key-store write before the commit
         EXPECT_TRUE(ks.get(keys_before[k]).shredded());
         EXPECT_FALSE(ks.get(now).shredded());
-        EXPECT_EQ(ks.get(now).owner.record_id, -1 - g);  // a group key's owner
+        EXPECT_EQ(ks.get(now).owner.record_id, -1 - g);                // a group key's owner
         const std::string next = group_key_id(raw, k, "next_key_id");  // made with the shreds
         ASSERT_EQ(next.size(), 32u);
         EXPECT_NE(next, spare);
@@ -157,6 +157,43 @@ TEST(BoundsGroups, ForgetReplacesOnlyItsGroupsKeyAndDestroysTheOldOne) {
     EXPECT_EQ(raw.query_int("SELECT count(*) FROM pending_shreds"), 0);
     expect_seeded(path);
   }
+}
+
+// A Store keeps the group keys it has read (docs/store.md "Bounds groups", Cost). When another
+// Store replaces a group's key (an erasure in that group), the first one's next full rewrite
+// seals that group under the new key, not the cached destroyed one: a new Store is seeded from
+// every group.
+TEST(BoundsGroups, ACachedGroupKeyReplacedByAnotherStoreIsNotUsed) {
+  TempDir dir;
+  const std::string path = make_store(dir, true);
+  const State st = Store(path).stored_state("m");
+  const std::vector<std::int64_t> reserve = reserve_only_records(st);
+  std::vector<std::int64_t> support;
+  for (std::size_t t = 0; t < st.ids.size(); ++t)
+    if (st.alpha[t] != 0.0 && (support.empty() || support.back() != record_of(st.ids[t])))
+      support.push_back(record_of(st.ids[t]));
+  ASSERT_GE(support.size(), 2u);
+  ASSERT_FALSE(reserve.empty());
+  Store a(path);
+  (void)a.forget_record("m", support[0]);  // a full rewrite: every group's key read and kept
+  std::string replaced;
+  {
+    RawDb raw(path);
+    replaced = group_key_id(raw, group_of(raw, reserve.front()));
+  }
+  {
+    Store b(path);
+    const ForgetResult f = b.forget_record("m", reserve.front());
+    ASSERT_TRUE(f.certificate.store.has_value());
+    EXPECT_EQ(f.certificate.store->bounds_key_id, replaced);
+    EXPECT_TRUE(f.certificate.store->bounds_key_destroyed);
+  }
+  (void)a.forget_record("m", support[1]);  // reloads the changed memory, rewrites every group
+  {
+    RawDb raw(path);
+    EXPECT_NE(group_key_id(raw, group_of(raw, reserve.back())), replaced);
+  }
+  expect_seeded(path);
 }
 
 // A group whose spare is missing (never made: a crash between a forget's commit and its key
