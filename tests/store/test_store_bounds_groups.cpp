@@ -177,9 +177,11 @@ TEST(BoundsGroups, ACachedGroupKeyReplacedByAnotherStoreIsNotUsed) {
   Store a(path);
   (void)a.forget_record("m", support[0]);  // a full rewrite: every group's key read and kept
   std::string replaced;
+  std::int64_t g = -1;
   {
     RawDb raw(path);
-    replaced = group_key_id(raw, group_of(raw, reserve.front()));
+    g = group_of(raw, reserve.front());
+    replaced = group_key_id(raw, g);
   }
   {
     Store b(path);
@@ -191,7 +193,7 @@ TEST(BoundsGroups, ACachedGroupKeyReplacedByAnotherStoreIsNotUsed) {
   (void)a.forget_record("m", support[1]);  // reloads the changed memory, rewrites every group
   {
     RawDb raw(path);
-    EXPECT_NE(group_key_id(raw, group_of(raw, reserve.back())), replaced);
+    EXPECT_NE(group_key_id(raw, g), replaced);
   }
   expect_seeded(path);
 }
