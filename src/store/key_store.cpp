@@ -132,8 +132,8 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
   // after `journal_mode=WAL` wrote the header but before the schema committed), is initialised
   // like a new one.
   bool exists = size > 0 || (size == 0 && !options_.create);
-  db_ = Database(
-      path_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (size < 0 ? SQLITE_OPEN_CREATE : 0));
+  db_ = Database(path_,
+                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (size < 0 ? SQLITE_OPEN_CREATE : 0));
   sqlite3_busy_timeout(db_.handle(), options_.busy_timeout_ms);
   if (exists && options_.create && db_.query_int("PRAGMA application_id") == 0 &&
       db_.query_int("SELECT count(*) FROM sqlite_master") == 0) {
@@ -434,23 +434,23 @@ std::vector<KeyDestruction> KeyStore::destroy_and_create(const std::vector<std::
                                                          std::vector<NewDataKey>* made) {
   if (options_.read_only) throw InvalidArgument("key store '" + path_ + "' was opened read-only");
   std::vector<KeyDestruction> out;
-  bool truncated = false;
   {
-    // One sync instead of two (SQLite): the commit does not wait for the disk, and the truncating
-    // checkpoint right after syncs the WAL, copies it into the file, syncs the file and empties
-    // the WAL. When a reader keeps the checkpoint from completing, a synchronous commit syncs the
-    // WAL instead. Either way the destruction is on disk before this returns, as with a
-    // synchronous commit (and before the caller logs it and drops its pending rows).
-    RelaxedCommit relaxed(db_);
-    {
-      Transaction t(db_, true, path_, options_.busy_timeout_ms);
-      for (const std::string& id : key_ids) out.push_back(destroy_in_transaction(id));
-      const std::string now = now_utc();
-      for (const KeyOwner& o : owners) made->push_back(insert_key(o, now));
-      t.commit();
-    }
-    truncated = truncate_wal();
+    // Two syncs instead of four (SQLite): the commit syncs nothing, not even the header of the
+    // WAL the last erasure emptied, and the truncating checkpoint right after (synchronous=FULL
+    // again) syncs the WAL before it copies it into the file, syncs the file and empties the WAL.
+    // A crash before that checkpoint's first sync loses the whole transaction, never part of it
+    // (the WAL's frames are checksummed and salted by its header), and the caller has not yet
+    // logged it or dropped its pending rows: the next open destroys the keys again. When a reader
+    // keeps the checkpoint from completing, a synchronous commit syncs the WAL instead. Either way
+    // the destruction is on disk before this returns, as with a synchronous commit.
+    RelaxedCommit unsynced(db_, true);
+    Transaction t(db_, true, path_, options_.busy_timeout_ms);
+    for (const std::string& id : key_ids) out.push_back(destroy_in_transaction(id));
+    const std::string now = now_utc();
+    for (const KeyOwner& o : owners) made->push_back(insert_key(o, now));
+    t.commit();
   }
+  const bool truncated = truncate_wal();
   if (!truncated && !pg_) sync_wal();
   for (KeyDestruction& d : out) d.wal_truncated = truncated;
   return out;

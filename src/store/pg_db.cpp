@@ -124,9 +124,11 @@ class PgConnection : public DatabaseBackend {
   void begin(bool immediate, const std::string& store, int busy_timeout_ms) override;
   void commit() override;
   void rollback() noexcept override {
+    relaxed_commit_ = false;
     if (PQtransactionStatus(conn_) != PQTRANS_IDLE) Result(PQexec(conn_, "ROLLBACK"), &PQclear);
     if (pragma_table_created_) pragma_table_ready_ = pragma_table_created_ = false;
   }
+  void relax_commit() override { relaxed_commit_ = true; }
   std::int64_t changes() override { return changes_; }
   PGconn* conn() const { return conn_; }
   void set_changes(const PGresult* r) {
@@ -143,6 +145,7 @@ class PgConnection : public DatabaseBackend {
   std::int64_t changes_ = 0;
   bool pragma_table_ready_ = false;    // svattn_pragma exists (checked once per connection)
   bool pragma_table_created_ = false;  // ... created by the open transaction
+  bool relaxed_commit_ = false;        // the open transaction's COMMIT does not wait for the disk
 };
 
 void PgStatement::bind_double(int index, double v) {
@@ -366,15 +369,21 @@ void PgConnection::exec(const std::string& sql) {
 }
 
 void PgConnection::begin(bool immediate, const std::string& store, int busy_timeout_ms) {
-  run(immediate ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN ISOLATION LEVEL REPEATABLE READ",
-      "starting a transaction on '" + store + "'");
-  if (!immediate) return;
+  relaxed_commit_ = false;
+  if (!immediate) {
+    run("BEGIN ISOLATION LEVEL REPEATABLE READ", "starting a transaction on '" + store + "'");
+    return;
+  }
   // One write lock per store (its schema), held to the end of the transaction: writers are
-  // serialised as SQLite's BEGIN IMMEDIATE serialises them, and each sees the last commit.
+  // serialised as SQLite's BEGIN IMMEDIATE serialises them, and each sees the last commit. BEGIN
+  // and the lock go in one round trip; the result is the lock's (a failed BEGIN would be
+  // reported by it as well: the lock then does not run).
   const char* lock = busy_timeout_ms == 0
-                         ? "SELECT pg_try_advisory_xact_lock(hashtextextended('svattn-store:' || "
+                         ? "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT "
+                           "pg_try_advisory_xact_lock(hashtextextended('svattn-store:' || "
                            "current_schema(), 0))"
-                         : "SELECT pg_advisory_xact_lock(hashtextextended('svattn-store:' || "
+                         : "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT "
+                           "pg_advisory_xact_lock(hashtextextended('svattn-store:' || "
                            "current_schema(), 0))";
   Result r(PQexec(conn_, lock), &PQclear);
   const bool ok = PQresultStatus(r.get()) == PGRES_TUPLES_OK;
@@ -406,7 +415,10 @@ void PgConnection::begin(bool immediate, const std::string& store, int busy_time
 }
 
 void PgConnection::commit() {
-  Result r = run("COMMIT", "committing");
+  const bool relaxed = relaxed_commit_;
+  relaxed_commit_ = false;
+  // SET LOCAL holds for this transaction only; it and COMMIT go in one round trip.
+  Result r = run(relaxed ? "SET LOCAL synchronous_commit TO OFF; COMMIT" : "COMMIT", "committing");
   pragma_table_created_ = false;
   // COMMIT of a transaction that an error aborted answers ROLLBACK.
   if (std::strcmp(PQcmdStatus(r.get()), "COMMIT") != 0)
@@ -473,9 +485,9 @@ PgLocation parse_postgres_uri(const std::string& uri) {
         loc.keys = percent_decode(param.substr(5), uri);
         if (loc.keys.empty()) throw InvalidArgument("store URI '" + uri + "': empty keys=");
         // A key database's URI (keys=postgresql://...) is shown without its password.
-        shown += (shown.empty() ? "?" : "&") +
-                 (is_postgres_uri(loc.keys) ? "keys=" + parse_postgres_uri(loc.keys).display
-                                            : param);
+        shown +=
+            (shown.empty() ? "?" : "&") +
+            (is_postgres_uri(loc.keys) ? "keys=" + parse_postgres_uri(loc.keys).display : param);
         continue;
       }
       kept += (kept.empty() ? "?" : "&") + param;

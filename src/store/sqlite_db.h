@@ -49,6 +49,9 @@ class DatabaseBackend {
   virtual void begin(bool immediate, const std::string& store, int busy_timeout_ms) = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
+  /// The open transaction's COMMIT need not wait for the disk (PostgreSQL: synchronous_commit
+  /// off for it alone; SQLite sets this per connection, see RelaxedCommit).
+  virtual void relax_commit() {}
   /// Rows changed by the last INSERT/UPDATE/DELETE.
   virtual std::int64_t changes() = 0;
   /// The SQLite connection; nullptr on PostgreSQL.
@@ -138,9 +141,15 @@ class Database {
 /// or checkpoint), FULL again when it dies; on PostgreSQL in_transaction(), called once the
 /// transaction has begun, sets synchronous_commit off for it. For transactions whose loss in a
 /// crash of the machine is harmless (docs/store.md "Bounds groups", "Erasure by key destruction").
+/// `unsynced` (SQLite): synchronous=OFF instead, so that not even the header of a WAL that was
+/// emptied is synced, and no automatic checkpoint (which would then copy the WAL into the file
+/// without syncing either). A crash of the machine can then lose the commit, as with NORMAL, but
+/// not corrupt the file: the WAL's frames are checksummed in a chain salted by its header, so a
+/// lost or torn frame ends the log before the transaction, and every checkpoint runs at FULL
+/// (after this object died), syncing the WAL before it copies it.
 class RelaxedCommit {
  public:
-  explicit RelaxedCommit(Database& db);
+  explicit RelaxedCommit(Database& db, bool unsynced = false);
   ~RelaxedCommit();
   RelaxedCommit(const RelaxedCommit&) = delete;
   RelaxedCommit& operator=(const RelaxedCommit&) = delete;

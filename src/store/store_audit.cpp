@@ -1,5 +1,7 @@
 // The audit chain (docs/store.md "Audit log"): appending an entry (sequence, time, previous hash,
 // entry hash, head anchor), reading the log, and checking the chain and its anchor.
+#include <algorithm>
+
 #include "store_impl.h"
 #include "svattn/hash.h"
 
@@ -17,30 +19,56 @@ std::int64_t Store::Impl::next_seq_and_head(std::string* head) {
   return 1;
 }
 
-void Store::Impl::append_audit(AuditEntry& e) {
-  e.seq = next_seq_and_head(&e.prev_hash);
-  e.time_utc = now_utc();
-  e.entry_hash = sha256_hex(canonical_audit_bytes(e));
-  Statement ins(db.handle(),
-                "INSERT INTO audit(seq, time_utc, operation, memory, record, token_count, "
-                "state_before, state_after, certificate, prev_hash, entry_hash) VALUES "
-                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
-  ins.bind(1, e.seq)
-      .bind(2, e.time_utc)
-      .bind(3, e.operation)
-      .bind(4, e.memory)
-      .bind(5, e.record)
-      .bind(6, e.token_count)
-      .bind(7, e.state_before)
-      .bind(8, e.state_after)
-      .bind(9, e.certificate)
-      .bind(10, e.prev_hash)
-      .bind(11, e.entry_hash)
-      .run();
-  Statement meta(db.handle(), "UPDATE meta SET value = ?2 WHERE key = ?1");
-  meta.bind(1, std::string("audit_head_seq")).bind(2, std::to_string(e.seq)).run();
-  meta.reset();
-  meta.bind(1, std::string("audit_head_hash")).bind(2, e.entry_hash).run();
+void Store::Impl::append_audit(AuditEntry& e) { append_audits({&e}); }
+
+// One read of the chain's head for all the entries, one INSERT per few entries (one round trip
+// on PostgreSQL for a forget's two `shred` entries), one update of the anchor.
+void Store::Impl::append_audits(const std::vector<AuditEntry*>& entries) {
+  if (entries.empty()) return;
+  std::string head;
+  std::int64_t seq = next_seq_and_head(&head);
+  for (AuditEntry* e : entries) {
+    e->seq = seq++;
+    e->prev_hash = head;
+    e->time_utc = now_utc();
+    e->entry_hash = sha256_hex(canonical_audit_bytes(*e));
+    head = e->entry_hash;
+  }
+  constexpr std::size_t kPerStatement = 8;
+  constexpr int kColumns = 11;
+  for (std::size_t at = 0; at < entries.size(); at += kPerStatement) {
+    const std::size_t n = std::min(kPerStatement, entries.size() - at);
+    std::string sql =
+        "INSERT INTO audit(seq, time_utc, operation, memory, record, token_count, state_before, "
+        "state_after, certificate, prev_hash, entry_hash) VALUES ";
+    for (std::size_t k = 0; k < n; ++k) {
+      sql += k == 0 ? "(" : ", (";
+      for (int c = 1; c <= kColumns; ++c)
+        sql += (c == 1 ? "?" : ", ?") + std::to_string(static_cast<int>(k) * kColumns + c);
+      sql += ")";
+    }
+    Statement ins(db.handle(), sql);
+    for (std::size_t k = 0; k < n; ++k) {
+      const AuditEntry& e = *entries[at + k];
+      const int b = static_cast<int>(k) * kColumns;
+      ins.bind(b + 1, e.seq)
+          .bind(b + 2, e.time_utc)
+          .bind(b + 3, e.operation)
+          .bind(b + 4, e.memory)
+          .bind(b + 5, e.record)
+          .bind(b + 6, e.token_count)
+          .bind(b + 7, e.state_before)
+          .bind(b + 8, e.state_after)
+          .bind(b + 9, e.certificate)
+          .bind(b + 10, e.prev_hash)
+          .bind(b + 11, e.entry_hash);
+    }
+    ins.run();
+  }
+  Statement meta(db.handle(),
+                 "UPDATE meta SET value = CASE key WHEN 'audit_head_seq' THEN ?1 ELSE ?2 END "
+                 "WHERE key IN ('audit_head_seq', 'audit_head_hash')");
+  meta.bind(1, std::to_string(entries.back()->seq)).bind(2, head).run();
 }
 
 std::vector<AuditEntry> Store::Impl::read_audit() {

@@ -200,6 +200,7 @@ std::optional<Store::Impl::StoredForget> Store::Impl::plan_stored_forget(const M
   if (!rr.exists || rr.suspended) return std::nullopt;  // the ordinary path reports or handles it
   StoredForget f;
   f.group = rr.bounds_group;
+  f.key_id = rr.key_id;
   StoredSupportRows sup = read_support_rows(row.id);
   for (TokenId id : sup.ids)
     if (record_of(id) == record) return std::nullopt;  // a support token: the path must move
@@ -234,8 +235,8 @@ std::optional<Store::Impl::StoredForget> Store::Impl::plan_stored_forget(const M
 }
 
 // Rows of the forget: tokens and record deleted, the key scheduled for destruction, the record's
-// bounds group without its bounds (under a fresh key), the screening head bound to the new hash, the
-// audit entry, the memories row.
+// bounds group without its bounds (under a fresh key), the screening head bound to the new hash,
+// the audit entry, the memories row.
 void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record, StoredForget& f,
                                       ForgetResult& fr) {
   const auto s0 = OpClock::now();
@@ -252,7 +253,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   Statement del(db.handle(),
                 "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
   del.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record)).run();
-  if (key_store != nullptr) schedule_shred(row.id, row.name, record, se);
+  if (key_store != nullptr) schedule_shred(row.name, record, f.key_id, se);
   Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   delr.bind(1, row.id).bind(2, record).run();
   const auto s1 = OpClock::now();
@@ -319,7 +320,12 @@ std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,
   return fr;
 }
 
+// After the forget's commit: the truncating checkpoint (the erased rows leave the WAL), then the
+// keys' destruction, whose log (its `shred` entries) starts the emptied WAL without a sync.
 void Store::Impl::finish_forget(ForgetResult& fr) {
+  const auto c0 = OpClock::now();
+  checkpoint(&fr.wal_truncated);
+  fr.checkpoint_seconds = seconds_since(c0);
   const auto k0 = OpClock::now();
   std::vector<KeyDestruction> done;
   complete_shreds(&done);  // the key dies only once the tokens are out of the memory
@@ -330,9 +336,6 @@ void Store::Impl::finish_forget(ForgetResult& fr) {
     if (!se.bounds_key_id.empty() && d.key_id == se.bounds_key_id) se.bounds_key_destroyed = true;
   }
   fr.shred_seconds = seconds_since(k0);
-  const auto c0 = OpClock::now();
-  checkpoint(&fr.wal_truncated);
-  fr.checkpoint_seconds = seconds_since(c0);
 }
 
 }  // namespace svattn

@@ -25,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -368,8 +369,10 @@ struct Store::Impl {
   }
   /// Forget of an encrypted record, inside its transaction: fills the erasure's data-key fields
   /// and records the key in pending_shreds (destroyed after the commit, never before).
-  void schedule_shred(std::int64_t memory_id, const std::string& memory, std::int64_t record,
+  /// `key_id` is the record's (its records row, read in the same transaction; empty: plaintext).
+  void schedule_shred(const std::string& memory, std::int64_t record, const std::string& key_id,
                       StoreErasure& se);
+  std::set<std::int64_t> delete_pending_shreds(const std::vector<std::int64_t>& rowids);
   /// Destroys every key in pending_shreds, logging each destruction as an audit entry "shred" and
   /// removing its row in one transaction; `done` (optional) receives the destructions.
   void complete_shreds(std::vector<store_detail::KeyDestruction>* done);
@@ -607,6 +610,8 @@ struct Store::Impl {
   std::int64_t next_seq_and_head(std::string* head);
   /// Fills seq, time, prev_hash and entry_hash, inserts the row, moves the head anchor.
   void append_audit(AuditEntry& e);
+  /// The same for several entries in order, chained to each other (one read of the head).
+  void append_audits(const std::vector<AuditEntry*>& entries);
   std::vector<AuditEntry> read_audit();
   /// Checks the chain of `entries` and the head anchor; fills the last state of every memory.
   void check_chain(const std::vector<AuditEntry>& entries, StoreVerification& v,
@@ -647,6 +652,7 @@ struct Store::Impl {
     std::string after_sha256;
     StoredReserveRemoval removal;
     std::int64_t group = -1;  // the record's bounds group
+    std::string key_id;       // the record's data key (empty: plaintext)
   };
   /// Forget by reference from the stored rows (docs/store.md "Forget without a restore"), or
   /// nullopt (nothing written) when a condition fails: the caller then runs the ordinary forget.

@@ -276,7 +276,7 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   Store::Impl::Statement del(
       im.db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
   del.bind(1, row.id).bind(2, record_lo(audit_record)).bind(3, record_hi(audit_record)).run();
-  if (im.key_store != nullptr) im.schedule_shred(row.id, name, audit_record, se);
+  if (im.key_store != nullptr) im.schedule_shred(name, audit_record, rr.key_id, se);
   // The record's bounds leave its group: the blob is written again without them (write_screening
   // after this step), under a fresh group key in an encrypted store.
   im.leave_bounds_group(row, audit_record, rr.bounds_group, rec.size(), &se);

@@ -44,8 +44,8 @@ void Store::Impl::open_key_store(bool fresh) {
   try {
     key_store = std::make_unique<KeyStore>(db.postgres() ? keys_path : key_store_path(), ko);
   } catch (const NotFound& e) {
-    throw FormatError("store '" + path + "' is encrypted but its key store '" +
-                      key_store_path() + "' is missing: " + e.what());
+    throw FormatError("store '" + path + "' is encrypted but its key store '" + key_store_path() +
+                      "' is missing: " + e.what());
   }
 }
 
@@ -269,9 +269,9 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
   std::map<std::int64_t, std::int64_t> rows_of;  // record -> its token rows
   for (TokenId id : ts.ids) ++rows_of[record_of(id)];
   std::vector<std::int64_t> created;
-  join_bounds_groups(memory_id, std::vector<std::pair<std::int64_t, std::int64_t>>(
-                                    rows_of.begin(), rows_of.end()),
-                     &created);
+  join_bounds_groups(
+      memory_id, std::vector<std::pair<std::int64_t, std::int64_t>>(rows_of.begin(), rows_of.end()),
+      &created);
   if (key_store != nullptr) {
     std::vector<KeyOwner> owners;
     for (const auto& [r, n] : rows_of) owners.push_back({memory_id, r});
@@ -316,7 +316,8 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
   if (audit_mode) {
     // Each record's bucket digests, for forgets without a restore (store_forget_stored.cpp).
     std::map<std::int64_t, std::vector<int>> rows;
-    for (int i = 0; i < ts.size(); ++i) rows[record_of(ts.ids[static_cast<std::size_t>(i)])].push_back(i);
+    for (int i = 0; i < ts.size(); ++i)
+      rows[record_of(ts.ids[static_cast<std::size_t>(i)])].push_back(i);
     for (auto& [record, idx] : rows) {
       std::sort(idx.begin(), idx.end(), [&](int a, int b) {
         return ts.ids[static_cast<std::size_t>(a)] < ts.ids[static_cast<std::size_t>(b)];
@@ -330,22 +331,36 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
         one.values.row(static_cast<Eigen::Index>(k)) = ts.values.row(idx[k]);
       }
       const auto it = sealers.find(record);
-      write_record_buckets(memory_id, record, one, it == sealers.end() ? nullptr : it->second.get());
+      write_record_buckets(memory_id, record, one,
+                           it == sealers.end() ? nullptr : it->second.get());
     }
   }
 }
 
-void Store::Impl::schedule_shred(std::int64_t memory_id, const std::string& memory,
-                                 std::int64_t record, StoreErasure& se) {
-  Statement q(db.handle(), "SELECT key_id FROM records WHERE memory_id = ?1 AND record = ?2");
-  q.bind(1, memory_id).bind(2, record);
-  if (!q.step() || q.is_null(0)) return;  // a plaintext record: nothing to destroy
-  const std::string key_id = q.text(0);
+void Store::Impl::schedule_shred(const std::string& memory, std::int64_t record,
+                                 const std::string& key_id, StoreErasure& se) {
+  if (key_id.empty()) return;  // a plaintext record: nothing to destroy
   se.data_key_id = key_id;
   se.data_key_sha256 = key_store->get(key_id).wrapped_sha256;
   Statement ins(db.handle(),
                 "INSERT INTO pending_shreds(key_id, memory, record) VALUES (?1, ?2, ?3)");
   ins.bind(1, key_id).bind(2, memory).bind(3, record).run();
+}
+
+// Deletes these pending_shreds rows, a few per statement (one round trip on PostgreSQL for a
+// forget's two); returns the rowids this transaction deleted.
+std::set<std::int64_t> Store::Impl::delete_pending_shreds(const std::vector<std::int64_t>& rowids) {
+  constexpr std::size_t kPerStatement = 16;
+  std::set<std::int64_t> deleted;
+  for (std::size_t at = 0; at < rowids.size(); at += kPerStatement) {
+    const std::size_t n = std::min(kPerStatement, rowids.size() - at);
+    std::string sql = "DELETE FROM pending_shreds WHERE rowid IN (";
+    for (std::size_t k = 0; k < n; ++k) sql += (k == 0 ? "?" : ", ?") + std::to_string(k + 1);
+    Statement del(db.handle(), sql + ") RETURNING rowid");
+    for (std::size_t k = 0; k < n; ++k) del.bind(static_cast<int>(k + 1), rowids[at + k]);
+    while (del.step()) deleted.insert(del.int64(0));
+  }
+  return deleted;
 }
 
 void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
@@ -355,45 +370,50 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
     std::string key_id, memory;
     std::int64_t record;
   };
-  std::vector<Pending> pending;
-  {
-    Statement q(db.handle(),
-                "SELECT rowid, key_id, memory, record FROM pending_shreds ORDER BY rowid");
-    while (q.step()) pending.push_back({q.int64(0), q.text(1), q.text(2), q.int64(3)});
-  }
-  if (pending.empty()) return;
   // Every pending key (a forget's data key and its bounds group's old key) in one key-store
   // transaction and one WAL truncation; destroy is idempotent, so a repeat is safe. The same
   // transaction makes the spare key of every group that has none (the one whose spare the forget
   // used): the next erasure in the group then writes nothing to the key store before its commit.
-  std::vector<std::string> ids;
-  for (const Pending& p : pending) ids.push_back(p.key_id);
+  // Both lists in one query (one round trip on PostgreSQL): pending rows first, by rowid.
+  std::vector<Pending> pending;
   std::vector<KeyOwner> spares;
   {
     Statement q(db.handle(),
-                "SELECT memory_id, group_id FROM bounds_groups WHERE key_id IS NOT NULL AND "
-                "next_key_id IS NULL ORDER BY memory_id, group_id");
-    while (q.step()) spares.push_back(KeyOwner::bounds_group(q.int64(0), q.int64(1)));
+                "SELECT 0, rowid, key_id, memory, record FROM pending_shreds UNION ALL SELECT 1, "
+                "memory_id, NULL, NULL, group_id FROM bounds_groups WHERE key_id IS NOT NULL AND "
+                "next_key_id IS NULL ORDER BY 1, 2, 5");
+    while (q.step()) {
+      if (q.int64(0) == 0) {
+        pending.push_back({q.int64(1), q.text(2), q.text(3), q.int64(4)});
+      } else {
+        spares.push_back(KeyOwner::bounds_group(q.int64(1), q.int64(4)));
+      }
+    }
   }
+  if (pending.empty()) return;
+  std::vector<std::string> ids;
+  for (const Pending& p : pending) ids.push_back(p.key_id);
   std::vector<NewDataKey> made;
   drop_cached_group_keys(ids);
   const std::vector<KeyDestruction> destroyed = key_store->destroy_and_create(ids, spares, &made);
   // The log of the destructions need not wait for the disk: if a crash of the machine loses it,
-  // the pending rows are still there and the next open repeats it (destroy is idempotent). A
-  // forget's WAL checkpoint right after syncs it anyway.
-  RelaxedCommit relaxed(db);
+  // the pending rows are still there and the next open repeats it (destroy is idempotent). It is
+  // synced with the next synchronous commit or checkpoint; not even the header of a WAL that the
+  // forget's checkpoint emptied is synced for it.
+  RelaxedCommit relaxed(db, true);
   Transaction t(db, true, path, options.busy_timeout_ms);
   relaxed.in_transaction();
-  Statement del(db.handle(), "DELETE FROM pending_shreds WHERE rowid = ?1");
-  std::vector<KeyDestruction> logged;
+  std::vector<std::int64_t> rowids;
+  for (const Pending& p : pending) rowids.push_back(p.rowid);
+  const std::set<std::int64_t> mine = delete_pending_shreds(rowids);  // the others: completed
+  std::vector<KeyDestruction> logged;                                 // by another process
+  std::vector<AuditEntry> entries;
+  entries.reserve(pending.size());
   for (std::size_t i = 0; i < pending.size(); ++i) {
     const Pending& p = pending[i];
     const KeyDestruction& d = destroyed[i];
-    del.bind(1, p.rowid).run();
-    const bool mine = db.changes() > 0;  // else another process completed it
-    del.reset();
-    if (!mine) continue;
-    AuditEntry e;
+    if (mine.count(p.rowid) == 0) continue;
+    AuditEntry& e = entries.emplace_back();
     e.operation = "shred";
     e.record = p.record;
     nlohmann::json c = d.to_json();
@@ -403,9 +423,11 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
     c["key_kind"] = d.owner.is_bounds_group() ? "bounds group key" : "record data key";
     if (d.owner.is_bounds_group()) c["bounds_group"] = d.owner.group();
     e.certificate = c.dump();
-    append_audit(e);
     logged.push_back(d);
   }
+  std::vector<AuditEntry*> log;
+  for (AuditEntry& e : entries) log.push_back(&e);
+  append_audits(log);
   Statement spare(db.handle(),
                   "UPDATE bounds_groups SET next_key_id = ?3 WHERE memory_id = ?1 AND group_id = "
                   "?2 AND next_key_id IS NULL AND key_id IS NOT NULL");
