@@ -70,6 +70,7 @@ class PgStatement : public StatementBackend {
     put(index, std::string(static_cast<const char*>(data), bytes), 1);
   }
   bool step() override;
+  void defer() override;
   void reset() override {
     res_.reset();
     executed_ = false;
@@ -104,6 +105,12 @@ class PgStatement : public StatementBackend {
       throw StoreError("SQL column " + std::to_string(col) + " read without a current row");
   }
   const char* raw(int col) const { return PQgetvalue(res_.get(), row_, col); }
+  // The bound values as libpq takes them (unset: NULL).
+  struct Params {
+    std::vector<const char*> values;
+    std::vector<int> lengths;
+  };
+  Params params() const;
   PgConnection& c_;
   std::string name_;  // of the prepared statement; empty: a statement translated to nothing
   std::vector<std::string> values_;
@@ -125,6 +132,13 @@ class PgConnection : public DatabaseBackend {
   void commit() override;
   void rollback() noexcept override {
     relaxed_commit_ = false;
+    in_transaction_ = false;
+    if (pipelined()) {
+      try {
+        end_pipeline("rolling back");
+      } catch (...) {  // the statements' failure is why it rolls back
+      }
+    }
     if (PQtransactionStatus(conn_) != PQTRANS_IDLE) Result(PQexec(conn_, "ROLLBACK"), &PQclear);
     if (pragma_table_created_) pragma_table_ready_ = pragma_table_created_ = false;
   }
@@ -135,6 +149,15 @@ class PgConnection : public DatabaseBackend {
     const char* n = PQcmdTuples(const_cast<PGresult*>(r));
     changes_ = n != nullptr && *n != '\0' ? std::strtoll(n, nullptr, 10) : 0;
   }
+  // Deferred statements (Statement::defer): queued in libpq's pipeline mode inside a
+  // transaction, their results read by end_pipeline.
+  bool can_defer() const { return kPipelining && in_transaction_; }
+  bool pipelined() const;
+  void send_prepared(const std::string& name, int n, const char* const* values, const int* lengths,
+                     const int* formats);
+  /// Sends a sync, reads every queued result in order, leaves pipeline mode and returns the last
+  /// result; throws the first failure once all were read.
+  Result end_pipeline(const std::string& what);
 
  private:
   Result run(const char* sql, const std::string& what);
@@ -146,6 +169,13 @@ class PgConnection : public DatabaseBackend {
   bool pragma_table_ready_ = false;    // svattn_pragma exists (checked once per connection)
   bool pragma_table_created_ = false;  // ... created by the open transaction
   bool relaxed_commit_ = false;        // the open transaction's COMMIT does not wait for the disk
+  bool in_transaction_ = false;        // begin() succeeded; no commit or rollback since
+#ifdef LIBPQ_HAS_PIPELINING
+  static constexpr bool kPipelining = true;
+#else
+  static constexpr bool kPipelining = false;  // libpq before 14: defer() runs at once
+#endif
+  void send_sql(const char* sql);
 };
 
 void PgStatement::bind_double(int index, double v) {
@@ -157,27 +187,52 @@ void PgStatement::bind_double(int index, double v) {
   put(index, buf, 0);
 }
 
+PgStatement::Params PgStatement::params() const {
+  const std::size_t n = values_.size();
+  Params p{std::vector<const char*>(n), std::vector<int>(n)};
+  for (std::size_t i = 0; i < n; ++i) {
+    p.values[i] = set_[i] ? values_[i].data() : nullptr;
+    p.lengths[i] = static_cast<int>(values_[i].size());
+  }
+  return p;
+}
+
 bool PgStatement::step() {
   if (!executed_) {
     executed_ = true;
     row_ = -1;
     if (name_.empty()) return false;
     const int n = static_cast<int>(values_.size());
-    std::vector<const char*> v(n);
-    std::vector<int> len(n);
-    for (int i = 0; i < n; ++i) {
-      v[i] = set_[i] ? values_[i].data() : nullptr;
-      len[i] = static_cast<int>(values_[i].size());
+    const Params p = params();
+    if (c_.pipelined()) {  // deferred statements are waiting: this one ends their round trip
+      c_.send_prepared(name_, n, p.values.data(), p.lengths.data(), formats_.data());
+      res_ = c_.end_pipeline("executing SQL");
+    } else {
+      res_.reset(PQexecPrepared(c_.conn(), name_.c_str(), n, p.values.data(), p.lengths.data(),
+                                formats_.data(), 1));
+      const ExecStatusType st = PQresultStatus(res_.get());
+      if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
+        throw_pg(c_.conn(), res_.get(), "executing SQL");
     }
-    res_.reset(
-        PQexecPrepared(c_.conn(), name_.c_str(), n, v.data(), len.data(), formats_.data(), 1));
-    const ExecStatusType st = PQresultStatus(res_.get());
-    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)
-      throw_pg(c_.conn(), res_.get(), "executing SQL");
     c_.set_changes(res_.get());
   }
   if (res_ == nullptr) return false;
   return ++row_ < PQntuples(res_.get());
+}
+
+void PgStatement::defer() {
+  if (!c_.can_defer()) {
+    while (step()) {
+    }
+    return;
+  }
+  executed_ = true;
+  res_.reset();
+  row_ = -1;
+  if (name_.empty()) return;
+  const Params p = params();
+  c_.send_prepared(name_, static_cast<int>(values_.size()), p.values.data(), p.lengths.data(),
+                   formats_.data());
 }
 
 // Decodes a binary NUMERIC holding an integer (sum() of integers); the fraction is dropped.
@@ -312,7 +367,62 @@ PgConnection::PgConnection(const std::string& conninfo, const std::string& displ
       "configuring");
 }
 
+#ifdef LIBPQ_HAS_PIPELINING
+bool PgConnection::pipelined() const { return PQpipelineStatus(conn_) != PQ_PIPELINE_OFF; }
+
+void PgConnection::send_prepared(const std::string& name, int n, const char* const* values,
+                                 const int* lengths, const int* formats) {
+  if (!pipelined() && PQenterPipelineMode(conn_) != 1)
+    throw_pg(conn_, nullptr, "entering pipeline mode");
+  if (PQsendQueryPrepared(conn_, name.c_str(), n, values, lengths, formats, 1) != 1)
+    throw_pg(conn_, nullptr, "sending SQL");
+}
+
+void PgConnection::send_sql(const char* sql) {
+  if (!pipelined() && PQenterPipelineMode(conn_) != 1)
+    throw_pg(conn_, nullptr, "entering pipeline mode");
+  if (PQsendQueryParams(conn_, sql, 0, nullptr, nullptr, nullptr, nullptr, 0) != 1)
+    throw_pg(conn_, nullptr, "sending SQL");
+}
+
+// Each statement's result is followed by a null; the sync's result ends the pipeline. Statements
+// after a failed one are answered PIPELINE_ABORTED. Two nulls in a row: the connection is gone.
+Result PgConnection::end_pipeline(const std::string& what) {
+  Result failed(nullptr, &PQclear), last(nullptr, &PQclear);
+  bool synced = PQpipelineSync(conn_) == 1;
+  bool was_null = false;
+  while (synced) {
+    Result r(PQgetResult(conn_), &PQclear);
+    if (r == nullptr) {
+      if (was_null) synced = false;
+      was_null = true;
+      continue;
+    }
+    was_null = false;
+    const ExecStatusType st = PQresultStatus(r.get());
+    if (st == PGRES_PIPELINE_SYNC) break;
+    if (st == PGRES_PIPELINE_ABORTED) continue;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+      if (failed == nullptr) failed = std::move(r);
+    } else {
+      last = std::move(r);
+    }
+  }
+  if (synced) PQexitPipelineMode(conn_);
+  if (failed != nullptr) throw_pg(conn_, failed.get(), what);
+  if (!synced) throw_pg(conn_, nullptr, what + " (the pipeline did not complete)");
+  return last;
+}
+#else
+bool PgConnection::pipelined() const { return false; }
+void PgConnection::send_prepared(const std::string&, int, const char* const*, const int*,
+                                 const int*) {}
+void PgConnection::send_sql(const char*) {}
+Result PgConnection::end_pipeline(const std::string&) { return Result(nullptr, &PQclear); }
+#endif
+
 Result PgConnection::run(const char* sql, const std::string& what) {
+  if (pipelined()) end_pipeline(what);  // deferred statements first (a round trip of their own)
   Result r(PQexec(conn_, sql), &PQclear);
   const ExecStatusType st = PQresultStatus(r.get());
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) throw_pg(conn_, r.get(), what);
@@ -326,6 +436,7 @@ std::vector<std::string> PgConnection::primary_key(const std::string& table) {
       "a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass($1) AND i.indisprimary ORDER BY "
       "array_position(i.indkey::int2[], a.attnum)";
   const char* v[1] = {table.c_str()};
+  if (pipelined()) end_pipeline("reading a primary key");  // deferred statements first
   Result r(PQexecParams(conn_, sql, 1, nullptr, v, nullptr, nullptr, 0), &PQclear);
   if (PQresultStatus(r.get()) != PGRES_TUPLES_OK) throw_pg(conn_, r.get(), "reading a primary key");
   std::vector<std::string> key;
@@ -336,6 +447,7 @@ std::vector<std::string> PgConnection::primary_key(const std::string& table) {
 std::unique_ptr<StatementBackend> PgConnection::prepare(const char* sql) {
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
+    if (pipelined()) end_pipeline("executing SQL");  // PQprepare waits for its answer
     std::vector<std::string> parts =
         sqlite_to_postgres(sql, [this](const std::string& t) { return primary_key(t); });
     std::string pg;
@@ -370,8 +482,10 @@ void PgConnection::exec(const std::string& sql) {
 
 void PgConnection::begin(bool immediate, const std::string& store, int busy_timeout_ms) {
   relaxed_commit_ = false;
+  if (pipelined()) end_pipeline("starting a transaction on '" + store + "'");
   if (!immediate) {
     run("BEGIN ISOLATION LEVEL REPEATABLE READ", "starting a transaction on '" + store + "'");
+    in_transaction_ = true;
     return;
   }
   // One write lock per store (its schema), held to the end of the transaction: writers are
@@ -412,13 +526,23 @@ void PgConnection::begin(bool immediate, const std::string& store, int busy_time
     }
     pragma_table_ready_ = true;
   }
+  in_transaction_ = true;
 }
 
 void PgConnection::commit() {
   const bool relaxed = relaxed_commit_;
   relaxed_commit_ = false;
-  // SET LOCAL holds for this transaction only; it and COMMIT go in one round trip.
-  Result r = run(relaxed ? "SET LOCAL synchronous_commit TO OFF; COMMIT" : "COMMIT", "committing");
+  in_transaction_ = false;
+  // SET LOCAL holds for this transaction only; it and COMMIT go in one round trip, with the
+  // deferred statements if there are any (a pipeline takes one statement per query).
+  Result r(nullptr, &PQclear);
+  if (pipelined()) {
+    if (relaxed) send_sql("SET LOCAL synchronous_commit TO OFF");
+    send_sql("COMMIT");
+    r = end_pipeline("committing");
+  } else {
+    r = run(relaxed ? "SET LOCAL synchronous_commit TO OFF; COMMIT" : "COMMIT", "committing");
+  }
   pragma_table_created_ = false;
   // COMMIT of a transaction that an error aborted answers ROLLBACK.
   if (std::strcmp(PQcmdStatus(r.get()), "COMMIT") != 0)

@@ -28,6 +28,11 @@ class StatementBackend {
   virtual void bind_text(int index, const std::string& v) = 0;
   virtual void bind_blob(int index, const void* data, std::size_t bytes) = 0;
   virtual bool step() = 0;
+  /// Statement::defer: by default the statement runs now.
+  virtual void defer() {
+    while (step()) {
+    }
+  }
   virtual void reset() = 0;
   virtual std::int64_t int64(int col) const = 0;
   virtual double real(int col) const = 0;
@@ -88,6 +93,14 @@ class Statement {
   bool step() { return s_->step(); }
   /// Steps a statement that returns no rows.
   void run();
+  /// Runs a statement that returns no rows inside a transaction whose commit is the only thing
+  /// that needs its outcome. SQLite runs it now. PostgreSQL sends it without waiting and reads
+  /// its result with that of the next statement that returns rows, or with the COMMIT, all in one
+  /// round trip (libpq's pipeline mode). Its failure is thrown there, and the transaction then
+  /// rolls back. Later statements see its effect; changes() does not report it. Outside a
+  /// transaction it runs now on both backends. The statement may be reset and bound again at
+  /// once.
+  void defer() { s_->defer(); }
   void reset() { s_->reset(); }
 
   std::int64_t int64(int col) const { return s_->int64(col); }

@@ -21,12 +21,19 @@ std::int64_t Store::Impl::next_seq_and_head(std::string* head) {
 
 void Store::Impl::append_audit(AuditEntry& e) { append_audits({&e}); }
 
-// One read of the chain's head for all the entries, one INSERT per few entries (one round trip
-// on PostgreSQL for a forget's two `shred` entries), one update of the anchor.
-void Store::Impl::append_audits(const std::vector<AuditEntry*>& entries) {
+// One read of the chain's head for all the entries, one INSERT per few entries, one update of the
+// anchor; the writes are deferred (Statement::defer: on PostgreSQL they travel with the next
+// statement that reads, or the COMMIT).
+void Store::Impl::append_audits(const std::vector<AuditEntry*>& entries, const AuditHead* known) {
   if (entries.empty()) return;
   std::string head;
-  std::int64_t seq = next_seq_and_head(&head);
+  std::int64_t seq = 0;
+  if (known != nullptr) {
+    head = known->hash;
+    seq = known->seq + 1;
+  } else {
+    seq = next_seq_and_head(&head);
+  }
   for (AuditEntry* e : entries) {
     e->seq = seq++;
     e->prev_hash = head;
@@ -63,12 +70,12 @@ void Store::Impl::append_audits(const std::vector<AuditEntry*>& entries) {
           .bind(b + 10, e.prev_hash)
           .bind(b + 11, e.entry_hash);
     }
-    ins.run();
+    ins.defer();
   }
   Statement meta(db.handle(),
                  "UPDATE meta SET value = CASE key WHEN 'audit_head_seq' THEN ?1 ELSE ?2 END "
                  "WHERE key IN ('audit_head_seq', 'audit_head_hash')");
-  meta.bind(1, std::to_string(entries.back()->seq)).bind(2, head).run();
+  meta.bind(1, std::to_string(entries.back()->seq)).bind(2, head).defer();
 }
 
 std::vector<AuditEntry> Store::Impl::read_audit() {

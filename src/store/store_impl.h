@@ -372,7 +372,7 @@ struct Store::Impl {
   /// `key_id` is the record's (its records row, read in the same transaction; empty: plaintext).
   void schedule_shred(const std::string& memory, std::int64_t record, const std::string& key_id,
                       StoreErasure& se);
-  std::set<std::int64_t> delete_pending_shreds(const std::vector<std::int64_t>& rowids);
+  void delete_pending_shreds(const std::vector<std::int64_t>& rowids);
   /// Destroys every key in pending_shreds, logging each destruction as an audit entry "shred" and
   /// removing its row in one transaction; `done` (optional) receives the destructions.
   void complete_shreds(std::vector<store_detail::KeyDestruction>* done);
@@ -611,7 +611,13 @@ struct Store::Impl {
   /// Fills seq, time, prev_hash and entry_hash, inserts the row, moves the head anchor.
   void append_audit(AuditEntry& e);
   /// The same for several entries in order, chained to each other (one read of the head).
-  void append_audits(const std::vector<AuditEntry*>& entries);
+  /// `head` (optional): the chain's head as the caller read it inside this write transaction
+  /// (seq 0 and kZeroHash for an empty chain); then the head is not read again.
+  struct AuditHead {
+    std::int64_t seq = 0;
+    std::string hash;
+  };
+  void append_audits(const std::vector<AuditEntry*>& entries, const AuditHead* head = nullptr);
   std::vector<AuditEntry> read_audit();
   /// Checks the chain of `entries` and the head anchor; fills the last state of every memory.
   void check_chain(const std::vector<AuditEntry>& entries, StoreVerification& v,

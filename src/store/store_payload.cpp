@@ -344,58 +344,51 @@ void Store::Impl::schedule_shred(const std::string& memory, std::int64_t record,
   se.data_key_sha256 = key_store->get(key_id).wrapped_sha256;
   Statement ins(db.handle(),
                 "INSERT INTO pending_shreds(key_id, memory, record) VALUES (?1, ?2, ?3)");
-  ins.bind(1, key_id).bind(2, memory).bind(3, record).run();
+  ins.bind(1, key_id).bind(2, memory).bind(3, record).defer();
 }
 
-// Deletes these pending_shreds rows, a few per statement (one round trip on PostgreSQL for a
-// forget's two); returns the rowids this transaction deleted.
-std::set<std::int64_t> Store::Impl::delete_pending_shreds(const std::vector<std::int64_t>& rowids) {
+// Deletes these pending_shreds rows, a few per statement, deferred (Statement::defer).
+void Store::Impl::delete_pending_shreds(const std::vector<std::int64_t>& rowids) {
   constexpr std::size_t kPerStatement = 16;
-  std::set<std::int64_t> deleted;
   for (std::size_t at = 0; at < rowids.size(); at += kPerStatement) {
     const std::size_t n = std::min(kPerStatement, rowids.size() - at);
     std::string sql = "DELETE FROM pending_shreds WHERE rowid IN (";
     for (std::size_t k = 0; k < n; ++k) sql += (k == 0 ? "?" : ", ?") + std::to_string(k + 1);
-    Statement del(db.handle(), sql + ") RETURNING rowid");
+    Statement del(db.handle(), sql + ")");
     for (std::size_t k = 0; k < n; ++k) del.bind(static_cast<int>(k + 1), rowids[at + k]);
-    while (del.step()) deleted.insert(del.int64(0));
+    del.defer();
   }
-  return deleted;
 }
+
+namespace {
+
+AuditEntry shred_entry(const KeyDestruction& d, const std::string& memory, std::int64_t record) {
+  AuditEntry e;
+  e.operation = "shred";
+  e.record = record;
+  nlohmann::json c = d.to_json();
+  c["operation"] = "shred";
+  c["memory"] = memory;
+  c["record"] = record;
+  c["key_kind"] = d.owner.is_bounds_group() ? "bounds group key" : "record data key";
+  if (d.owner.is_bounds_group()) c["bounds_group"] = d.owner.group();
+  e.certificate = c.dump();
+  return e;
+}
+
+}  // namespace
 
 void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
   if (key_store == nullptr || options.read_only) return;
+  // At open (no `done`), usually nothing is pending: one read without the write lock says so.
+  if (done == nullptr &&
+      db.query_int("SELECT count(*) FROM (SELECT 1 FROM pending_shreds LIMIT 1) p") == 0)
+    return;
   struct Pending {
     std::int64_t rowid;
     std::string key_id, memory;
     std::int64_t record;
   };
-  // Every pending key (a forget's data key and its bounds group's old key) in one key-store
-  // transaction and one WAL truncation; destroy is idempotent, so a repeat is safe. The same
-  // transaction makes the spare key of every group that has none (the one whose spare the forget
-  // used): the next erasure in the group then writes nothing to the key store before its commit.
-  // Both lists in one query (one round trip on PostgreSQL): pending rows first, by rowid.
-  std::vector<Pending> pending;
-  std::vector<KeyOwner> spares;
-  {
-    Statement q(db.handle(),
-                "SELECT 0, rowid, key_id, memory, record FROM pending_shreds UNION ALL SELECT 1, "
-                "memory_id, NULL, NULL, group_id FROM bounds_groups WHERE key_id IS NOT NULL AND "
-                "next_key_id IS NULL ORDER BY 1, 2, 5");
-    while (q.step()) {
-      if (q.int64(0) == 0) {
-        pending.push_back({q.int64(1), q.text(2), q.text(3), q.int64(4)});
-      } else {
-        spares.push_back(KeyOwner::bounds_group(q.int64(1), q.int64(4)));
-      }
-    }
-  }
-  if (pending.empty()) return;
-  std::vector<std::string> ids;
-  for (const Pending& p : pending) ids.push_back(p.key_id);
-  std::vector<NewDataKey> made;
-  drop_cached_group_keys(ids);
-  const std::vector<KeyDestruction> destroyed = key_store->destroy_and_create(ids, spares, &made);
   // The log of the destructions need not wait for the disk: if a crash of the machine loses it,
   // the pending rows are still there and the next open repeats it (destroy is idempotent). It is
   // synced with the next synchronous commit or checkpoint; not even the header of a WAL that the
@@ -403,40 +396,59 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
   RelaxedCommit relaxed(db, true);
   Transaction t(db, true, path, options.busy_timeout_ms);
   relaxed.in_transaction();
+  // Read under the write lock, every pending row is this transaction's to complete: another
+  // process completes it before (the row is gone) or after (it waits for this commit). Every
+  // pending key (a forget's data key and its bounds group's old key) dies in one key-store
+  // transaction and one WAL truncation. The same transaction makes the spare key of every group
+  // that has none (the one whose spare the forget used): the next erasure in the group then writes
+  // nothing to the key store before its commit. Both lists and the audit chain's head in one
+  // query (one round trip on PostgreSQL): pending rows first.
+  std::vector<Pending> pending;
+  std::vector<KeyOwner> spares;
+  AuditHead head{0, kZeroHash};
+  {
+    Statement q(db.handle(),
+                "SELECT 0, rowid, key_id, memory, record FROM pending_shreds UNION ALL SELECT 1, "
+                "memory_id, NULL, NULL, group_id FROM bounds_groups WHERE key_id IS NOT NULL AND "
+                "next_key_id IS NULL UNION ALL SELECT 2, seq, NULL, entry_hash, NULL FROM (SELECT "
+                "seq, entry_hash FROM audit ORDER BY seq DESC LIMIT 1) h ORDER BY 1, 2, 5");
+    while (q.step()) {
+      if (q.int64(0) == 0) {
+        pending.push_back({q.int64(1), q.text(2), q.text(3), q.int64(4)});
+      } else if (q.int64(0) == 1) {
+        spares.push_back(KeyOwner::bounds_group(q.int64(1), q.int64(4)));
+      } else {
+        head = {q.int64(1), q.text(3)};
+      }
+    }
+  }
+  if (pending.empty()) return;  // rolled back: nothing was written
+  std::vector<std::string> ids;
   std::vector<std::int64_t> rowids;
-  for (const Pending& p : pending) rowids.push_back(p.rowid);
-  const std::set<std::int64_t> mine = delete_pending_shreds(rowids);  // the others: completed
-  std::vector<KeyDestruction> logged;                                 // by another process
+  for (const Pending& p : pending) {
+    ids.push_back(p.key_id);
+    rowids.push_back(p.rowid);
+  }
+  std::vector<NewDataKey> made;
+  drop_cached_group_keys(ids);
+  const std::vector<KeyDestruction> destroyed = key_store->destroy_and_create(ids, spares, &made);
+  delete_pending_shreds(rowids);
   std::vector<AuditEntry> entries;
   entries.reserve(pending.size());
-  for (std::size_t i = 0; i < pending.size(); ++i) {
-    const Pending& p = pending[i];
-    const KeyDestruction& d = destroyed[i];
-    if (mine.count(p.rowid) == 0) continue;
-    AuditEntry& e = entries.emplace_back();
-    e.operation = "shred";
-    e.record = p.record;
-    nlohmann::json c = d.to_json();
-    c["operation"] = "shred";
-    c["memory"] = p.memory;
-    c["record"] = p.record;
-    c["key_kind"] = d.owner.is_bounds_group() ? "bounds group key" : "record data key";
-    if (d.owner.is_bounds_group()) c["bounds_group"] = d.owner.group();
-    e.certificate = c.dump();
-    logged.push_back(d);
-  }
+  for (std::size_t i = 0; i < pending.size(); ++i)
+    entries.push_back(shred_entry(destroyed[i], pending[i].memory, pending[i].record));
   std::vector<AuditEntry*> log;
   for (AuditEntry& e : entries) log.push_back(&e);
-  append_audits(log);
+  append_audits(log, &head);
   Statement spare(db.handle(),
                   "UPDATE bounds_groups SET next_key_id = ?3 WHERE memory_id = ?1 AND group_id = "
                   "?2 AND next_key_id IS NULL AND key_id IS NOT NULL");
-  for (std::size_t i = 0; i < made.size(); ++i) {  // a spare another process set first: an orphan
-    spare.bind(1, spares[i].memory_id).bind(2, spares[i].group()).bind(3, made[i].key_id).run();
+  for (std::size_t i = 0; i < made.size(); ++i) {
+    spare.bind(1, spares[i].memory_id).bind(2, spares[i].group()).bind(3, made[i].key_id).defer();
     spare.reset();
   }
   t.commit();
-  if (done != nullptr) done->insert(done->end(), logged.begin(), logged.end());
+  if (done != nullptr) done->insert(done->end(), destroyed.begin(), destroyed.end());
 }
 
 }  // namespace svattn

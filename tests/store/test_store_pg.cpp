@@ -215,7 +215,7 @@ TEST_P(StoreBackends, PersistedBoundsEqualTheSqliteStoresAndSeedTheReopenedMemor
     sqlite3_finalize(q);
   }
   EXPECT_EQ(std::count(want.begin(), want.end(), ','), 32);  // 33 groups
-  EXPECT_GT(want.size(), 33u * 2 * 100);                      // none of them empty
+  EXPECT_GT(want.size(), 33u * 2 * 100);                     // none of them empty
   const std::string got = stores().raw_text(
       "p", stores().pg() ? "SELECT string_agg(coalesce(encode(bounds, 'hex'), ''), ',' ORDER BY "
                            "group_id) FROM bounds_groups"
@@ -242,6 +242,64 @@ TEST_P(StoreBackends, ErrorsHaveTheSameTypes) {
   add_records(s, "m", {1}, kPerRecord, kDim);
   EXPECT_THROW(add_records(s, "m", {1}, kPerRecord, kDim), AlreadyExists);
   EXPECT_EQ(s.memory_info("m").records, 1);
+}
+
+// Statement::defer (docs/store.md "Round trips"): a deferred write is seen by the transaction's
+// next read; a failing one (here a duplicate key) is thrown no later than the commit, nothing of
+// its transaction is committed, and the connection serves the next transaction. Outside a
+// transaction a deferred statement runs at once.
+TEST_P(StoreBackends, DeferredStatementsFailByTheCommitAndNothingOfTheirTransactionLands) {
+  using store_detail::Database;
+  using store_detail::Statement;
+  using store_detail::Transaction;
+  const std::string at = stores().at_without_keys("d");
+  const auto open = [&] {
+    return pg() ? Database::postgres(at, "d", 1000)
+                : Database(at, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  };
+  Database db = open();
+  db.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT NOT NULL)");
+  const auto insert = [&](std::int64_t id) {
+    Statement ins(db.handle(), "INSERT INTO t(id, v) VALUES (?1, ?2)");
+    ins.bind(1, id).bind(2, "v" + std::to_string(id)).defer();
+  };
+  {
+    Transaction t(db, true, "d", 1000);
+    insert(1);
+    insert(2);
+    EXPECT_EQ(db.query_int("SELECT count(*) FROM t"), 2);  // the read ends the deferred writes
+    insert(3);
+    t.commit();
+  }
+  Database other = open();
+  EXPECT_EQ(other.query_int("SELECT count(*) FROM t"), 3);
+  EXPECT_THROW(
+      {
+        Transaction t(db, true, "d", 1000);
+        insert(4);
+        insert(1);  // a duplicate: the statements after it are not run either
+        insert(5);
+        t.commit();
+      },
+      StoreError);
+  EXPECT_THROW(
+      {
+        Transaction t(db, true, "d", 1000);
+        insert(6);
+        insert(2);
+        db.query_int("SELECT count(*) FROM t");
+      },
+      StoreError);
+  EXPECT_EQ(other.query_int("SELECT count(*) FROM t"), 3);
+  EXPECT_EQ(db.query_int("SELECT count(*) FROM t WHERE id > 3"), 0);
+  insert(7);  // no transaction: runs (and commits) at once
+  EXPECT_EQ(other.query_int("SELECT count(*) FROM t WHERE id = 7"), 1);
+  {
+    Transaction t(db, true, "d", 1000);
+    insert(8);
+    t.commit();
+  }
+  EXPECT_EQ(other.query_int("SELECT count(*) FROM t"), 5);
 }
 
 TEST_P(StoreBackends, LockedStoreGivesStoreBusyAfterTheTimeout) {
@@ -331,8 +389,9 @@ TEST_F(StorePg, BulkImportRefreshesThePlannersStatistics) {
   Store s(schema.uri(""), create_opts(false));
   RawPg raw(schema.name());
   const auto last_analyze = [&] {
-    return raw.query("SELECT coalesce(last_analyze::text, '') FROM pg_stat_user_tables WHERE "
-                     "schemaname = current_schema() AND relname = 'tokens'");
+    return raw.query(
+        "SELECT coalesce(last_analyze::text, '') FROM pg_stat_user_tables WHERE "
+        "schemaname = current_schema() AND relname = 'tokens'");
   };
   const auto estimated_rows = [&](const std::string& table, std::int64_t memory_id) {
     const std::string plan = raw.query("EXPLAIN SELECT * FROM " + table +
