@@ -117,35 +117,24 @@ void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, co
   write_state_hash(row.id, a.after_sha256, e.seq);
 }
 
-std::optional<OpResult> Store::Impl::add_stored(const std::string& name, std::int64_t record,
-                                                const TokenSet& ts) {
+std::optional<OpResult> Store::Impl::add_stored(const MemoryRow& row, std::int64_t record,
+                                                const TokenSet& ts, Transaction& t) {
   if (options.read_only || !options.without_restore || schema_version < kFirstSchemaWithHashV2)
     return std::nullopt;
-  const auto t0 = OpClock::now();
+  if (ts.keys.cols() != row.dim || ts.values.cols() != row.value_dim) return std::nullopt;
+  std::optional<StoredAdd> a = plan_stored_add(row, record, ts);
+  if (!a) return std::nullopt;  // nothing was written
   OpResult res;
-  Transaction t(db, true, path, options.busy_timeout_ms);
-  try {
-    const MemoryRow row = read_memory_row(name);
-    if (ts.keys.cols() != row.dim || ts.values.cols() != row.value_dim) return std::nullopt;
-    std::optional<StoredAdd> a = plan_stored_add(row, record, ts);
-    if (!a) return std::nullopt;  // rolled back: nothing was written
-    write_stored_add(row, record, ts, *a, res);
-    res.memory_tokens = static_cast<int>(a->n_after);
-    Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
-    q.bind(1, row.id);
-    q.step();
-    res.memory_records = q.int64(0);
-    const auto k0 = OpClock::now();
-    t.commit();
-    res.commit_seconds = seconds_since(k0);
-    new_key_ids.clear();
-  } catch (...) {
-    t.rollback();
-    cache.erase(name);
-    discard_new_keys();
-    throw;
-  }
-  res.total_seconds = seconds_since(t0);
+  write_stored_add(row, record, ts, *a, res);
+  res.memory_tokens = static_cast<int>(a->n_after);
+  Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
+  q.bind(1, row.id);
+  q.step();
+  res.memory_records = q.int64(0);
+  const auto k0 = OpClock::now();
+  t.commit();
+  res.commit_seconds = seconds_since(k0);
+  new_key_ids.clear();
   return res;
 }
 

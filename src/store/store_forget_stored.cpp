@@ -279,44 +279,30 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   write_state_hash(row.id, f.after_sha256, e.seq);
 }
 
-std::optional<ForgetResult> Store::Impl::forget_stored(const std::string& name,
-                                                       std::int64_t record) {
+std::optional<ForgetResult> Store::Impl::forget_stored(const MemoryRow& row, std::int64_t record,
+                                                       Transaction& t) {
   if (options.read_only || !options.without_restore || !options.certificate_check ||
       !options.certificate_reference || options.certificate_resolve ||
       schema_version < kFirstSchemaWithHashV2)
     return std::nullopt;
-  const auto t0 = OpClock::now();
   ForgetResult fr;
-  {
-    Transaction t(db, true, path, options.busy_timeout_ms);
-    try {
-      const MemoryRow row = read_memory_row(name);
-      std::optional<StoredForget> f = plan_stored_forget(row, record);
-      if (!f) return std::nullopt;  // rolled back: nothing was written
-      const auto c0 = OpClock::now();
-      fr.certificate = removal_certificate(f->removal);
-      fr.certificate.verify.from_stored_rows = true;
-      fr.certificate_seconds = seconds_since(c0);
-      if (!fr.certificate.verify.ok()) return std::nullopt;  // the ordinary path re-derives
-      write_stored_forget(row, record, *f, fr);
-      fr.memory_tokens = static_cast<int>(f->removal.after.n);
-      Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
-      q.bind(1, row.id);
-      q.step();
-      fr.memory_records = q.int64(0);
-      const auto k0 = OpClock::now();
-      t.commit();
-      fr.commit_seconds = seconds_since(k0);
-      new_key_ids.clear();  // the bounds group's fresh key is referenced now
-    } catch (...) {
-      t.rollback();
-      cache.erase(name);
-      discard_new_keys();
-      throw;
-    }
-  }
-  finish_forget(fr);
-  fr.total_seconds = seconds_since(t0);
+  std::optional<StoredForget> f = plan_stored_forget(row, record);
+  if (!f) return std::nullopt;  // nothing was written
+  const auto c0 = OpClock::now();
+  fr.certificate = removal_certificate(f->removal);
+  fr.certificate.verify.from_stored_rows = true;
+  fr.certificate_seconds = seconds_since(c0);
+  if (!fr.certificate.verify.ok()) return std::nullopt;  // the ordinary path re-derives
+  write_stored_forget(row, record, *f, fr);
+  fr.memory_tokens = static_cast<int>(f->removal.after.n);
+  Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
+  q.bind(1, row.id);
+  q.step();
+  fr.memory_records = q.int64(0);
+  const auto k0 = OpClock::now();
+  t.commit();
+  fr.commit_seconds = seconds_since(k0);
+  new_key_ids.clear();  // the bounds group's fresh key is referenced now
   return fr;
 }
 

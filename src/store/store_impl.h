@@ -660,9 +660,11 @@ struct Store::Impl {
     std::int64_t group = -1;  // the record's bounds group
     std::string key_id;       // the record's data key (empty: plaintext)
   };
-  /// Forget by reference from the stored rows (docs/store.md "Forget without a restore"), or
-  /// nullopt (nothing written) when a condition fails: the caller then runs the ordinary forget.
-  std::optional<ForgetResult> forget_stored(const std::string& name, std::int64_t record);
+  /// Forget by reference from the stored rows (docs/store.md "Forget without a restore") inside
+  /// the forget's write transaction `t` (the memory's row read in it), committed; or nullopt
+  /// (nothing written) when a condition fails: the ordinary forget then goes on in `t`.
+  std::optional<ForgetResult> forget_stored(const MemoryRow& row, std::int64_t record,
+                                            store_detail::Transaction& t);
   std::optional<StoredForget> plan_stored_forget(const MemoryRow& row, std::int64_t record);
   void write_stored_forget(const MemoryRow& row, std::int64_t record, StoredForget& f,
                            ForgetResult& fr);
@@ -697,10 +699,11 @@ struct Store::Impl {
     std::int64_t n_after = 0, support_margin = 0, support_error = 0;
     long kernel_evaluations = 0;
   };
-  /// Add from the stored rows when every new token is strictly inside the description, or
-  /// nullopt (nothing written): the caller then runs the ordinary add. `ts` is validated.
-  std::optional<OpResult> add_stored(const std::string& name, std::int64_t record,
-                                     const TokenSet& ts);
+  /// Add from the stored rows when every new token is strictly inside the description, inside
+  /// the add's write transaction `t` (the memory's row read in it), committed; or nullopt
+  /// (nothing written): the ordinary add then goes on in `t`. `ts` is validated.
+  std::optional<OpResult> add_stored(const MemoryRow& row, std::int64_t record, const TokenSet& ts,
+                                     store_detail::Transaction& t);
   std::optional<StoredAdd> plan_stored_add(const MemoryRow& row, std::int64_t record,
                                            const TokenSet& ts);
   void write_stored_add(const MemoryRow& row, std::int64_t record, const TokenSet& ts, StoredAdd& a,

@@ -19,9 +19,12 @@ struct Store::Impl::OpContext {
 };
 
 // Defaults of the steps; an operation overrides what it needs. The skeleton calls, in one BEGIN
-// IMMEDIATE transaction: check(record, row) for every record of `records`, prepare(), apply()
-// (timed as memory_seconds), write() (rows and the certificate), then appends the audit entry,
-// writes the state and commits; after_commit() runs once the transaction is over.
+// IMMEDIATE transaction: without_restore() once the memory's row is read (an add or forget from
+// the stored rows: the committed result, or nullopt having written nothing), then, unless it
+// committed, check(record, row) for every record of `records`, prepare(), apply() (timed as
+// memory_seconds), write() (rows and the certificate), appends the audit entry, writes the state
+// and commits; after_commit() runs once the transaction is over. One transaction for both paths:
+// on PostgreSQL a fallback costs no second lock and BEGIN.
 template <class Result>
 struct Store::Impl::OpSteps {
   using ResultType = Result;
@@ -32,6 +35,9 @@ struct Store::Impl::OpSteps {
   bool defer_bounds = false;  // write_screening(..., defer): import chunks but the last
   std::vector<std::int64_t> bounds_groups;  // groups rewritten besides the records' (a forget's)
   Result make_result() const { return Result{}; }
+  std::optional<Result> without_restore(Store::Impl&, const MemoryRow&, Transaction&) {
+    return std::nullopt;
+  }
   void prepare(Store::Impl&, Store::Impl::OpContext&) {}
   void after_commit(Store::Impl&, Result&) {}
 };
@@ -60,6 +66,7 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
     Transaction t(db, true, path, options.busy_timeout_ms);
     try {
       const MemoryRow row = read_memory_row(name);
+      if (auto done = op.without_restore(*this, row, t)) return std::move(*done);
       Cached& c = ensure_loaded(row);
       for (std::int64_t r : op.records) op.check(r, read_record(row.id, r));
       OpContext ctx{row, *c.memory, State{}};
@@ -116,6 +123,7 @@ struct Store::Impl::AddOp : Store::Impl::OpSteps<OpResult> {
   const RowMatrix& keys;
   const RowMatrix* values;
   TokenSet ts;
+  const TokenSet* stored = nullptr;  // the validated tokens, for an add from the stored rows
   AddOp(const std::string& n, std::int64_t record, const RowMatrix& k, const RowMatrix* v)
       : name(n), keys(k), values(v) {
     operation = "add";
@@ -126,6 +134,10 @@ struct Store::Impl::AddOp : Store::Impl::OpSteps<OpResult> {
     if (rr.exists) {
       throw AlreadyExists("memory '" + name + "' already has record " + std::to_string(record));
     }
+  }
+  std::optional<OpResult> without_restore(Store::Impl& im, const MemoryRow& row, Transaction& t) {
+    if (stored == nullptr) return std::nullopt;
+    return im.add_stored(row, audit_record, *stored, t);
   }
   void prepare(Store::Impl&, Store::Impl::OpContext& ctx);
   OpDiagnostics apply(Store::Impl::OpContext& ctx) { return ctx.mem.add_batch(ts); }
@@ -195,25 +207,20 @@ OpResult Store::add_record(const std::string& name, std::int64_t record, const R
                            const RowMatrix* values) {
   check_record(record);
   const RowMatrix& vals = values != nullptr ? *values : keys;
+  Impl::AddOp op(name, record, keys, values);
+  TokenSet ts;
   if (keys.rows() >= 1 && keys.rows() <= kMaxPosition + 1 && vals.rows() == keys.rows()) {
     // A record that stays in reserve is added from the stored rows (store_add_stored.cpp); bad
     // input and every other case take the ordinary path, which reports it.
-    TokenSet ts;
     ts.keys = keys;
     ts.values = vals;
     for (Eigen::Index i = 0; i < keys.rows(); ++i) ts.ids.push_back(store_token_id(record, i));
-    bool valid = true;
     try {
       ts.validate();
-    } catch (const Error&) {
-      valid = false;
-    }
-    if (valid) {
-      std::optional<OpResult> stored = impl_->add_stored(name, record, ts);
-      if (stored) return std::move(*stored);
+      op.stored = &ts;
+    } catch (const Error&) {  // the ordinary path reports it
     }
   }
-  Impl::AddOp op(name, record, keys, values);
   return impl_->run_op(name, op);
 }
 
@@ -240,6 +247,10 @@ struct Store::Impl::ForgetOp : Store::Impl::OpSteps<ForgetResult> {
         if (ctx.mem.contains(id)) in_memory.push_back(id);
     }
     token_count = rec.size();
+  }
+  std::optional<ForgetResult> without_restore(Store::Impl& im, const MemoryRow& row,
+                                              Transaction& t) {
+    return im.forget_stored(row, audit_record, t);
   }
   OpDiagnostics apply(Store::Impl::OpContext& ctx) { return ctx.mem.remove_batch(in_memory); }
   std::string write(Store::Impl& im, Store::Impl::OpContext& ctx, const State& after,
@@ -291,8 +302,6 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
 
 ForgetResult Store::forget_record(const std::string& name, std::int64_t record) {
   check_record(record);
-  std::optional<ForgetResult> stored = impl_->forget_stored(name, record);
-  if (stored) return std::move(*stored);
   Impl::ForgetOp op(name, record);
   return impl_->run_op(name, op);
 }
