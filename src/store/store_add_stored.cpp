@@ -127,14 +127,7 @@ std::optional<OpResult> Store::Impl::add_stored(const MemoryRow& row, std::int64
   OpResult res;
   write_stored_add(row, record, ts, *a, res);
   res.memory_tokens = static_cast<int>(a->n_after);
-  Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
-  q.bind(1, row.id);
-  q.step();
-  res.memory_records = q.int64(0);
-  const auto k0 = OpClock::now();
-  t.commit();
-  res.commit_seconds = seconds_since(k0);
-  new_key_ids.clear();
+  commit_op(row.id, t, res);
   return res;
 }
 

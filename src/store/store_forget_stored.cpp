@@ -295,14 +295,7 @@ std::optional<ForgetResult> Store::Impl::forget_stored(const MemoryRow& row, std
   if (!fr.certificate.verify.ok()) return std::nullopt;  // the ordinary path re-derives
   write_stored_forget(row, record, *f, fr);
   fr.memory_tokens = static_cast<int>(f->removal.after.n);
-  Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
-  q.bind(1, row.id);
-  q.step();
-  fr.memory_records = q.int64(0);
-  const auto k0 = OpClock::now();
-  t.commit();
-  fr.commit_seconds = seconds_since(k0);
-  new_key_ids.clear();  // the bounds group's fresh key is referenced now
+  commit_op(row.id, t, fr);  // the bounds group's fresh key is referenced now
   return fr;
 }
 

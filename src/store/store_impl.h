@@ -635,6 +635,9 @@ struct Store::Impl {
   /// The skeleton of every mutating operation (docs/store.md "Operations").
   template <class Op>
   auto run_op(const std::string& name, Op& op) -> decltype(op.make_result());
+  /// An operation's last steps in its write transaction: the memory's record count into `out`,
+  /// the commit (timed); the keys made in the transaction are referenced from then on.
+  void commit_op(std::int64_t memory_id, store_detail::Transaction& t, OpResult& out);
   AuditEntry import_chunk(const std::string& name, const ImportPlan& plan,
                           const std::vector<std::size_t>& chunk, const RowMatrix& keys,
                           const RowMatrix& vals, ImportProgress& totals, bool last);

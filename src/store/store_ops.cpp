@@ -58,6 +58,17 @@ static void check_mode_change(bool suspend, bool currently_suspended, const std:
   }
 }
 
+void Store::Impl::commit_op(std::int64_t memory_id, Transaction& t, OpResult& out) {
+  Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
+  q.bind(1, memory_id);
+  q.step();
+  out.memory_records = q.int64(0);
+  const auto k0 = OpClock::now();
+  t.commit();
+  out.commit_seconds = seconds_since(k0);
+  new_key_ids.clear();  // the keys made in the transaction are referenced now
+}
+
 template <class Op>
 auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_result()) {
   require_writable();
@@ -93,15 +104,8 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
                       op.defer_bounds, op.bounds_groups);
       out.screening_seconds = seconds_since(s0);
       out.memory_tokens = ctx.mem.size();
-      Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
-      q.bind(1, row.id);
-      q.step();
-      out.memory_records = q.int64(0);
-      const auto k0 = OpClock::now();
-      t.commit();
-      out.commit_seconds = seconds_since(k0);
+      commit_op(row.id, t, out);
       c.seq = e.seq;
-      new_key_ids.clear();
       return out;
     } catch (...) {
       // Neither the file nor the object changes: the memory is restored from the file on next use.
