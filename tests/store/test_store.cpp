@@ -14,8 +14,8 @@ namespace {
 using store_test::add_records;
 using store_test::patterns_of;
 using store_test::random_keys;
-using store_test::rbf_settings;
 using store_test::RawDb;
+using store_test::rbf_settings;
 using store_test::scan_store_files;
 using store_test::TempDir;
 
@@ -80,7 +80,8 @@ TEST(Store, ErasedBytesAreGoneFromEveryFile) {
     std::vector<std::uint8_t> buf(reinterpret_cast<const std::uint8_t*>(f32.data()),
                                   reinterpret_cast<const std::uint8_t*>(f32.data() + f32.size()));
     std::size_t found = 0;
-    for (const auto& p : pats.fp32_pairs) found += store_test::count_occurrences(buf, p.data(), 8) > 0;
+    for (const auto& p : pats.fp32_pairs)
+      found += store_test::count_occurrences(buf, p.data(), 8) > 0;
     EXPECT_EQ(found, pats.fp32_pairs.size());
   }
   const ForgetResult f = store.forget_record("m", 3);
@@ -105,6 +106,40 @@ TEST(Store, ErasedBytesAreGoneFromEveryFile) {
   store.forget_record("m", 8);
   store = Store(path);
   EXPECT_EQ(scan_store_files(path, pats).fp64_found, 0u);
+}
+
+// A Store keeps its compiled SQLite statements per connection (sqlite_db.cpp, StatementPool).
+// Another connection's schema change (an index created, then dropped) makes SQLite recompile them
+// on their next step: the same operations then give the same state, audit head and bytes of the
+// record's keys as on a store whose schema never changed.
+TEST(Store, PooledStatementsRecompileAfterAnotherConnectionChangesTheSchema) {
+  TempDir dir;
+  StoreOptions o;
+  o.create = true;
+  const auto run = [&](const std::string& path, bool change_schema) {
+    Store s(path, o);
+    s.create_memory("m", rbf_settings(0.05), kDim, kDim);
+    add_records(s, "m", {0, 1, 2, 3, 4, 5}, kPerRecord, kDim);
+    s.forget_record("m", 1);  // every statement of an add and a forget is in the pool now
+    RawDb raw(path);
+    if (change_schema) EXPECT_EQ(raw.exec("CREATE INDEX test_extra ON tokens(record)"), SQLITE_OK);
+    add_records(s, "m", {6}, kPerRecord, kDim);
+    s.forget_record("m", 2);
+    if (change_schema) EXPECT_EQ(raw.exec("DROP INDEX test_extra"), SQLITE_OK);
+    s.forget_record("m", 3);
+    add_records(s, "m", {7}, kPerRecord, kDim);
+    const StoreVerification v = s.verify();
+    EXPECT_TRUE(v.integrity_ok && v.chain_ok) << (v.problems.empty() ? "" : v.problems[0]);
+    return std::make_pair(s.memory_info("m").state_sha256, s.memory("m").state().ids);
+  };
+  const auto changed = run(dir.file("changed.db"), true);
+  const auto same = run(dir.file("same.db"), false);
+  EXPECT_EQ(changed.first, same.first);
+  EXPECT_EQ(changed.second, same.second);
+  EXPECT_EQ(RawDb(dir.file("changed.db"))
+                .query_int("SELECT count(*) FROM sqlite_master WHERE name "
+                           "= 'test_extra'"),
+            0);
 }
 
 TEST(Store, ErasedBytesAreGoneWhenRowsSpillToOverflowPages) {
@@ -299,10 +334,13 @@ TEST_F(StoreAuditTamper, TriggersRefuseUpdatesAndDeletes) {
 }
 
 TEST_F(StoreAuditTamper, EditingAnyFieldOfAnyRowIsDetected) {
-  const char* edits[] = {"token_count = token_count + 1", "operation = operation || 'x'",
-                         "memory = 'x'",                  "record = record + 1",
+  const char* edits[] = {"token_count = token_count + 1",
+                         "operation = operation || 'x'",
+                         "memory = 'x'",
+                         "record = record + 1",
                          "time_utc = '2000-01-01T00:00:00.000Z'",
-                         "certificate = '{}'",             "state_after = state_before",
+                         "certificate = '{}'",
+                         "state_after = state_before",
                          "prev_hash = entry_hash"};
   int k = 0;
   for (int seq = 1; seq <= entries_; ++seq) {
@@ -314,9 +352,9 @@ TEST_F(StoreAuditTamper, EditingAnyFieldOfAnyRowIsDetected) {
     for (const char* edit : edits) {
       // A store-level shred entry has empty states: this edit changes nothing.
       if (shred && std::string(edit) == "state_after = state_before") continue;
-      const std::string p = tampered("t" + std::to_string(k++) + ".db",
-                                     "UPDATE audit SET " + std::string(edit) +
-                                         " WHERE seq = " + std::to_string(seq));
+      const std::string p =
+          tampered("t" + std::to_string(k++) + ".db",
+                   "UPDATE audit SET " + std::string(edit) + " WHERE seq = " + std::to_string(seq));
       const StoreVerification v = Store(p).verify();
       EXPECT_FALSE(v.ok()) << "seq " << seq << ": " << edit;
       EXPECT_FALSE(v.chain_ok) << "seq " << seq << ": " << edit;
@@ -326,10 +364,10 @@ TEST_F(StoreAuditTamper, EditingAnyFieldOfAnyRowIsDetected) {
 
 TEST_F(StoreAuditTamper, DeletedReorderedAndForgedRowsAreDetected) {
   // Last row deleted (the head anchor catches it).
-  EXPECT_FALSE(Store(tampered("del_last.db", "DELETE FROM audit WHERE seq = " +
-                                                 std::to_string(entries_)))
-                   .verify()
-                   .ok());
+  EXPECT_FALSE(
+      Store(tampered("del_last.db", "DELETE FROM audit WHERE seq = " + std::to_string(entries_)))
+          .verify()
+          .ok());
   // A middle row deleted.
   EXPECT_FALSE(Store(tampered("del_mid.db", "DELETE FROM audit WHERE seq = 3")).verify().ok());
   // Two rows swapped (reordered).
@@ -357,8 +395,9 @@ TEST_F(StoreAuditTamper, DeletedReorderedAndForgedRowsAreDetected) {
 TEST_F(StoreAuditTamper, TamperedStateOrTokensAreDetected) {
   // A coefficient changed.
   const StoreVerification a =
-      Store(tampered("alpha.db", "UPDATE support SET alpha = alpha * 1.0000001 WHERE token_id = "
-                                 "(SELECT min(token_id) FROM support)"))
+      Store(tampered("alpha.db",
+                     "UPDATE support SET alpha = alpha * 1.0000001 WHERE token_id = "
+                     "(SELECT min(token_id) FROM support)"))
           .verify();
   EXPECT_FALSE(a.ok());
   // A key byte changed: the stored state no longer matches a re-solve of the tokens.
@@ -374,8 +413,8 @@ TEST_F(StoreAuditTamper, TamperedStateOrTokensAreDetected) {
   EXPECT_THROW(s.memory("m"), FormatError);
   EXPECT_THROW(s.add_record("m", 50, random_keys(4, kDim, 50)), FormatError);
   // The stored hash changed.
-  EXPECT_FALSE(Store(tampered("hash.db", "UPDATE memories SET state_sha256 = '" +
-                                             std::string(64, 'a') + "'"))
+  EXPECT_FALSE(Store(tampered("hash.db",
+                              "UPDATE memories SET state_sha256 = '" + std::string(64, 'a') + "'"))
                    .verify()
                    .ok());
 }
