@@ -175,6 +175,7 @@ class PgConnection : public DatabaseBackend {
 #else
   static constexpr bool kPipelining = false;  // libpq before 14: defer() runs at once
 #endif
+  void enter_pipeline();
   void send_sql(const char* sql);
 };
 
@@ -221,11 +222,7 @@ bool PgStatement::step() {
 }
 
 void PgStatement::defer() {
-  if (!c_.can_defer()) {
-    while (step()) {
-    }
-    return;
-  }
+  if (!c_.can_defer()) return StatementBackend::defer();  // runs now
   executed_ = true;
   res_.reset();
   row_ = -1;
@@ -370,17 +367,20 @@ PgConnection::PgConnection(const std::string& conninfo, const std::string& displ
 #ifdef LIBPQ_HAS_PIPELINING
 bool PgConnection::pipelined() const { return PQpipelineStatus(conn_) != PQ_PIPELINE_OFF; }
 
-void PgConnection::send_prepared(const std::string& name, int n, const char* const* values,
-                                 const int* lengths, const int* formats) {
+void PgConnection::enter_pipeline() {
   if (!pipelined() && PQenterPipelineMode(conn_) != 1)
     throw_pg(conn_, nullptr, "entering pipeline mode");
+}
+
+void PgConnection::send_prepared(const std::string& name, int n, const char* const* values,
+                                 const int* lengths, const int* formats) {
+  enter_pipeline();
   if (PQsendQueryPrepared(conn_, name.c_str(), n, values, lengths, formats, 1) != 1)
     throw_pg(conn_, nullptr, "sending SQL");
 }
 
 void PgConnection::send_sql(const char* sql) {
-  if (!pipelined() && PQenterPipelineMode(conn_) != 1)
-    throw_pg(conn_, nullptr, "entering pipeline mode");
+  enter_pipeline();
   if (PQsendQueryParams(conn_, sql, 0, nullptr, nullptr, nullptr, nullptr, 0) != 1)
     throw_pg(conn_, nullptr, "sending SQL");
 }

@@ -215,7 +215,7 @@ TEST_P(StoreBackends, PersistedBoundsEqualTheSqliteStoresAndSeedTheReopenedMemor
     sqlite3_finalize(q);
   }
   EXPECT_EQ(std::count(want.begin(), want.end(), ','), 32);  // 33 groups
-  EXPECT_GT(want.size(), 33u * 2 * 100);                     // none of them empty
+  EXPECT_GT(want.size(), 33u * 2 * 100);                      // none of them empty
   const std::string got = stores().raw_text(
       "p", stores().pg() ? "SELECT string_agg(coalesce(encode(bounds, 'hex'), ''), ',' ORDER BY "
                            "group_id) FROM bounds_groups"
@@ -389,9 +389,8 @@ TEST_F(StorePg, BulkImportRefreshesThePlannersStatistics) {
   Store s(schema.uri(""), create_opts(false));
   RawPg raw(schema.name());
   const auto last_analyze = [&] {
-    return raw.query(
-        "SELECT coalesce(last_analyze::text, '') FROM pg_stat_user_tables WHERE "
-        "schemaname = current_schema() AND relname = 'tokens'");
+    return raw.query("SELECT coalesce(last_analyze::text, '') FROM pg_stat_user_tables WHERE "
+                     "schemaname = current_schema() AND relname = 'tokens'");
   };
   const auto estimated_rows = [&](const std::string& table, std::int64_t memory_id) {
     const std::string plan = raw.query("EXPLAIN SELECT * FROM " + table +
