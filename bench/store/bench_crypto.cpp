@@ -1,7 +1,8 @@
 // Encryption-at-rest micro-benchmark (issue 14, docs/performance.md "Encryption at rest"):
 // AES-256-GCM seal/open throughput of one record's key and value bytes against a plain memcpy of
-// the same bytes in the same run, per-token blobs (the store's current layout: one key and one
-// value blob per token) and per-record blobs; data-key creation in the key store; and the projected
+// the same bytes in the same run, per-field blobs (schema 6's layout: one key and one value blob
+// per token), token messages (schema 7's layout: one message per token, split over its key and
+// value columns) and per-record blobs; data-key creation in the key store; and the projected
 // cost of encrypting an import of --tokens tokens. Prints Markdown.
 //   bench_crypto [--record 24] [--d 64] [--tokens 200000] [--mb 256] [--reps 5] [--dir /tmp]
 #include <unistd.h>
@@ -124,7 +125,8 @@ RecordField field_of(int f) { return f % 2 ? RecordField::kValue : RecordField::
 // Seconds per record: memcpy baseline, per-token and per-record seal/open (one Sealer / Opener per
 // record, as the store would use them: one data key per record). Exits 1 if a round trip differs.
 struct CryptoTimes {
-  double memcpy = 0, seal_tok = 0, open_tok = 0, seal_rec = 0, open_rec = 0;
+  double memcpy = 0, seal_tok = 0, open_tok = 0, seal_msg = 0, open_msg = 0, seal_rec = 0,
+         open_rec = 0;
 };
 
 CryptoTimes measure_tokens(const Args& a, const Record& r, const SecretKey& key, CryptoTimes t) {
@@ -155,6 +157,43 @@ CryptoTimes measure_tokens(const Args& a, const Record& r, const SecretKey& key,
   });
   if (dst != r.bytes) {
     std::fprintf(stderr, "bench_crypto: per-token round trip differs\n");
+    std::exit(1);
+  }
+  return t;
+}
+
+// One token message per token (Sealer::seal_token): the key and value of token p are fields 2p
+// and 2p + 1 of the record's bytes.
+CryptoTimes measure_token_messages(const Args& a, const Record& r, const SecretKey& key,
+                                   CryptoTimes t) {
+  const std::size_t fb = r.field_bytes;
+  std::vector<std::uint8_t> dst(r.bytes.size());
+  std::vector<std::vector<std::uint8_t>> kc(static_cast<std::size_t>(a.record)),
+      vc(static_cast<std::size_t>(a.record));
+  const auto seal_all = [&](Sealer& sealer, long i) {
+    for (int p = 0; p < a.record; ++p) {
+      const std::uint8_t* k = r.bytes.data() + 2 * p * fb;
+      sealer.seal_token(aad_of(i, p, RecordField::kToken), k, fb, k + fb, fb, kc[p], vc[p]);
+    }
+  };
+  t.seal_msg = per_record(a, r, [&](long i) {
+    Sealer sealer(key);
+    seal_all(sealer, i);
+  });
+  Sealer zero(key);
+  seal_all(zero, 0);
+  t.open_msg = per_record(a, r, [&](long) {
+    Opener opener(key);
+    for (int p = 0; p < a.record; ++p) {
+      std::uint8_t* k = dst.data() + 2 * p * fb;
+      std::memcpy(k, kc[p].data() + kTokenKeyOverhead, fb);  // the store copies, then opens
+      std::memcpy(k + fb, vc[p].data(), fb);
+      opener.open_token_in_place(aad_of(0, p, RecordField::kToken), kc[p].data(),
+                                 vc[p].data() + fb, k, fb, k + fb, fb);
+    }
+  });
+  if (dst != r.bytes) {
+    std::fprintf(stderr, "bench_crypto: token-message round trip differs\n");
     std::exit(1);
   }
   return t;
@@ -236,8 +275,10 @@ void print(const Args& a, const Record& r, const CryptoTimes& c, const KeyTimes&
   std::printf("median of %d repetitions of ~%d MB each, one thread\n\n", a.reps, a.mb);
   std::printf("| operation (one record) | us | MB/s | x memcpy |\n|---|---:|---:|---:|\n");
   row("memcpy (baseline)", c.memcpy, rb, c.memcpy);
-  row("seal, per-token blobs (key + value of each token)", c.seal_tok, rb, c.memcpy);
-  row("open, per-token blobs", c.open_tok, rb, c.memcpy);
+  row("seal, per-field blobs (key, value of each token; schema 6)", c.seal_tok, rb, c.memcpy);
+  row("open, per-field blobs", c.open_tok, rb, c.memcpy);
+  row("seal, token messages (one per token; schema 7)", c.seal_msg, rb, c.memcpy);
+  row("open, token messages", c.open_msg, rb, c.memcpy);
   row("seal, per-record blobs (all keys, all values)", c.seal_rec, rb, c.memcpy);
   row("open, per-record blobs", c.open_rec, rb, c.memcpy);
   const double n = static_cast<double>(records);
@@ -246,9 +287,12 @@ void print(const Args& a, const Record& r, const CryptoTimes& c, const KeyTimes&
       a.tokens, records, n * rb / 1e6);
   std::printf("| part | seconds |\n|---|---:|\n");
   std::printf("| memcpy of the same bytes | %.4f |\n", n * c.memcpy);
-  std::printf("| seal, per-token blobs | %.4f |\n", n * c.seal_tok);
+  std::printf("| seal, per-field blobs | %.4f |\n", n * c.seal_tok);
+  std::printf("| seal, token messages | %.4f |\n", n * c.seal_msg);
   std::printf("| seal, per-record blobs | %.4f |\n", n * c.seal_rec);
-  std::printf("| open (store open), per-token blobs | %.4f |\n", n * c.open_tok);
+  std::printf("| open (store open), per-field blobs | %.4f |\n", n * c.open_tok);
+  std::printf("| open (store open), token messages | %.4f |\n", n * c.open_msg);
+  std::printf("| open (store open), per-record blobs | %.4f |\n", n * c.open_rec);
   for (int w = 0; w < 2; ++w) {
     const char* how = w ? "wrapped by a master key" : "unwrapped";
     std::printf("| create %ld data keys in the key store, %s (one transaction) | %.4f |\n", records,
@@ -267,6 +311,7 @@ int main(int argc, char** argv) {
   const Record r = make_record(a);
   const SecretKey key = SecretKey::random();
   CryptoTimes c = measure_tokens(a, r, key, CryptoTimes{});
+  c = measure_token_messages(a, r, key, c);
   c = measure_records(a, r, key, c);
   const long records = (a.tokens + a.record - 1) / a.record;
   const KeyTimes k = measure_keys(a, records);

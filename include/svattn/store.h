@@ -68,9 +68,9 @@ inline std::int64_t position_of(TokenId id) { return id & kMaxPosition; }
 /// Store schema version written to PRAGMA user_version and the meta table. Version 2 added the
 /// persisted screening bounds, 3 per-record encryption, 4 the version-2 state hash (docs/math.md
 /// §6), 5 per-record screening bounds, 6 the bounds groups (screening bounds sealed per group of
-/// records under a group key); an older file is upgraded in place when opened for writing
-/// (docs/store.md "Schema").
-constexpr int kStoreSchemaVersion = 6;
+/// records under a group key), 7 token messages (a token's key and value sealed as one message);
+/// an older file is upgraded in place when opened for writing (docs/store.md "Schema").
+constexpr int kStoreSchemaVersion = 7;
 /// PRAGMA application_id of a store file: ASCII "SVAT".
 constexpr std::int32_t kStoreApplicationId = 0x53564154;
 

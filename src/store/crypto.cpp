@@ -222,6 +222,7 @@ const char* to_string(RecordField f) {
     case RecordField::kBuckets: return "bucket digests";
     case RecordField::kBounds: return "screening bounds";
     case RecordField::kBoundsGroup: return "bounds group";
+    case RecordField::kToken: return "token";
   }
   return "?";
 }
@@ -270,16 +271,20 @@ Sealer::~Sealer() {
   OPENSSL_cleanse(base_.data(), base_.size());
 }
 
-void Sealer::seal_into(const RecordAad& aad, const void* plain, std::size_t n,
-                       std::vector<std::uint8_t>& out) {
-  out.resize(n + kSealOverhead);
-  out[0] = kSealVersion;
-  std::uint8_t* nonce = out.data() + 1;
+void Sealer::next_nonce(std::uint8_t* nonce) {
   std::memcpy(nonce, base_.data(), kNonceBytes);
   std::uint64_t low = 0;
   for (int i = 0; i < 8; ++i) low |= std::uint64_t{nonce[4 + i]} << (8 * i);
   low += count_++;
   for (int i = 0; i < 8; ++i) nonce[4 + i] = static_cast<std::uint8_t>(low >> (8 * i));
+}
+
+void Sealer::seal_into(const RecordAad& aad, const void* plain, std::size_t n,
+                       std::vector<std::uint8_t>& out) {
+  out.resize(n + kSealOverhead);
+  out[0] = kSealVersion;
+  std::uint8_t* nonce = out.data() + 1;
+  next_nonce(nonce);
   const auto a = aad.encode();
   std::uint8_t* ct = out.data() + 1 + kNonceBytes;
   int len = 0;
@@ -289,6 +294,30 @@ void Sealer::seal_into(const RecordAad& aad, const void* plain, std::size_t n,
       update_all(ctx_, EVP_EncryptUpdate, ct, static_cast<const std::uint8_t*>(plain), n) &&
       EVP_EncryptFinal_ex(ctx_, ct + n, &len) == 1 &&
       EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), ct + n) == 1;
+  if (!ok) throw StoreError("OpenSSL: AES-256-GCM encryption failed");
+}
+
+void Sealer::seal_token(const RecordAad& aad, const void* key, std::size_t kn, const void* value,
+                        std::size_t vn, std::vector<std::uint8_t>& key_out,
+                        std::vector<std::uint8_t>& value_out) {
+  SVATTN_ASSERT(aad.field == RecordField::kToken, "a token message's associated data is kToken");
+  key_out.resize(kn + kTokenKeyOverhead);
+  value_out.resize(vn + kTokenValueOverhead);
+  key_out[0] = kTokenSealVersion;
+  std::uint8_t* nonce = key_out.data() + 1;
+  next_nonce(nonce);
+  const auto a = aad.encode();
+  std::uint8_t* tag = value_out.data() + vn;
+  int len = 0;
+  const bool ok =
+      EVP_EncryptInit_ex2(ctx_, nullptr, nullptr, nonce, nullptr) == 1 &&
+      EVP_EncryptUpdate(ctx_, nullptr, &len, a.data(), static_cast<int>(a.size())) == 1 &&
+      update_all(ctx_, EVP_EncryptUpdate, key_out.data() + kTokenKeyOverhead,
+                 static_cast<const std::uint8_t*>(key), kn) &&
+      update_all(ctx_, EVP_EncryptUpdate, value_out.data(), static_cast<const std::uint8_t*>(value),
+                 vn) &&
+      EVP_EncryptFinal_ex(ctx_, tag, &len) == 1 &&
+      EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, static_cast<int>(kTagBytes), tag) == 1;
   if (!ok) throw StoreError("OpenSSL: AES-256-GCM encryption failed");
 }
 
@@ -310,39 +339,55 @@ void Opener::open_into(const RecordAad& aad, const void* sealed, std::size_t sea
                           " bytes, the sealed blob holds " + std::to_string(n));
   }
   const auto* s = static_cast<const std::uint8_t*>(sealed);
-  open_parts(aad, s, s + 1 + kNonceBytes, s + 1 + kNonceBytes + n, static_cast<std::uint8_t*>(out),
-             n);
+  open_parts(aad, kSealVersion, s, s + 1 + kNonceBytes + n,
+             {s + 1 + kNonceBytes, static_cast<std::uint8_t*>(out), n}, {nullptr, nullptr, 0});
 }
 
 void Opener::open_in_place(const RecordAad& aad, const std::uint8_t* header,
                            const std::uint8_t* tag, void* buf, std::size_t n) {
   auto* b = static_cast<std::uint8_t*>(buf);
-  open_parts(aad, header, b, tag, b, n);  // GCM is a stream mode: in == out is allowed
+  // GCM is a stream mode: in == out is allowed.
+  open_parts(aad, kSealVersion, header, tag, {b, b, n}, {nullptr, nullptr, 0});
 }
 
-void Opener::open_parts(const RecordAad& aad, const std::uint8_t* header, const std::uint8_t* in,
-                        const std::uint8_t* tag, std::uint8_t* out, std::size_t n) {
-  if (header[0] != kSealVersion) {
-    OPENSSL_cleanse(out, n);
-    throw RecordTampered(aad, "has unknown seal version " + std::to_string(header[0]));
+void Opener::open_token_in_place(const RecordAad& aad, const std::uint8_t* header,
+                                 const std::uint8_t* tag, void* key_buf, std::size_t kn,
+                                 void* value_buf, std::size_t vn) {
+  auto* k = static_cast<std::uint8_t*>(key_buf);
+  auto* v = static_cast<std::uint8_t*>(value_buf);
+  open_parts(aad, kTokenSealVersion, header, tag, {k, k, kn}, {v, v, vn});
+}
+
+void Opener::open_parts(const RecordAad& aad, std::uint8_t version, const std::uint8_t* header,
+                        const std::uint8_t* tag, Piece first, Piece second) {
+  const auto wipe = [&] {
+    OPENSSL_cleanse(first.out, first.n);
+    if (second.n > 0) OPENSSL_cleanse(second.out, second.n);
+  };
+  if (header[0] != version) {
+    wipe();
+    throw RecordTampered(aad, "has seal version " + std::to_string(header[0]) + ", expected " +
+                                  std::to_string(version));
   }
   const auto a = aad.encode();
   std::uint8_t expected[kTagBytes];
   std::memcpy(expected, tag, kTagBytes);
   // The expected tag goes in with the nonce (one provider call instead of a ctrl after the data:
-  // a restore opens two blobs per token, and OpenSSL's per-call overhead dominates 512-byte blobs).
+  // a restore opens one message per token, and OpenSSL's per-call overhead dominates them).
   const OSSL_PARAM with_tag[] = {
       OSSL_PARAM_construct_octet_string(OSSL_CIPHER_PARAM_AEAD_TAG, expected, kTagBytes),
       OSSL_PARAM_construct_end()};
   int len = 0;
   if (EVP_DecryptInit_ex2(ctx_, nullptr, nullptr, header + 1, with_tag) != 1 ||
       EVP_DecryptUpdate(ctx_, nullptr, &len, a.data(), static_cast<int>(a.size())) != 1 ||
-      !update_all(ctx_, EVP_DecryptUpdate, out, in, n)) {
-    OPENSSL_cleanse(out, n);
+      !update_all(ctx_, EVP_DecryptUpdate, first.out, first.in, first.n) ||
+      !update_all(ctx_, EVP_DecryptUpdate, second.out, second.in, second.n)) {
+    wipe();
     throw StoreError("OpenSSL: AES-256-GCM decryption failed to start");
   }
-  if (EVP_DecryptFinal_ex(ctx_, out + n, &len) != 1) {
-    OPENSSL_cleanse(out, n);
+  std::uint8_t none[1];
+  if (EVP_DecryptFinal_ex(ctx_, none, &len) != 1) {
+    wipe();
     throw RecordTampered(aad,
                          "failed authentication: its ciphertext, tag, nonce or associated data "
                          "was altered, it was moved from another record, or the data key is not "

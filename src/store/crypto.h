@@ -22,6 +22,12 @@ constexpr std::size_t kTagBytes = 16;    ///< GCM 128-bit tag
 constexpr std::uint8_t kSealVersion = 1;
 /// Bytes a sealed blob adds to its plaintext: version (1) + nonce (12) + tag (16).
 constexpr std::size_t kSealOverhead = 1 + kNonceBytes + kTagBytes;
+/// A token message (schema 7; docs/store.md "Token messages"): a token's key and value sealed as
+/// one GCM message split over the two columns. The key column holds kTokenSealVersion | nonce |
+/// the key's ciphertext, the value column the value's ciphertext | tag.
+constexpr std::uint8_t kTokenSealVersion = 2;
+constexpr std::size_t kTokenKeyOverhead = 1 + kNonceBytes;  ///< bytes before the key's ciphertext
+constexpr std::size_t kTokenValueOverhead = kTagBytes;      ///< bytes after the value's ciphertext
 /// Size of a wrapped data key: version (1) + nonce (12) + encrypted key (32) + tag (16).
 constexpr std::size_t kWrappedKeyBytes = 1 + kNonceBytes + kKeyBytes + kTagBytes;
 
@@ -54,13 +60,15 @@ class SecretKey {
 /// kBuckets: the record's persisted bucket digests (position -1; docs/store.md "Forget without a
 /// restore"). kBounds: a record's screening bounds (schema 5, read only). kBoundsGroup: the
 /// screening bounds of a bounds group (schema 6; record_id holds the group id, position -1;
-/// docs/store.md "Bounds groups").
+/// docs/store.md "Bounds groups"). kKey / kValue: a token's key or value as its own message (up
+/// to schema 6); kToken: a token's key and value as one token message (schema 7).
 enum class RecordField : std::uint8_t {
   kKey = 1,
   kValue = 2,
   kBuckets = 3,
   kBounds = 4,
-  kBoundsGroup = 5
+  kBoundsGroup = 5,
+  kToken = 6
 };
 const char* to_string(RecordField f);
 
@@ -113,8 +121,15 @@ class Sealer {
   /// random draw). The nonce base and count carry on, so the sealer's nonces still never repeat,
   /// under whichever key, and each key's nonces start at an independent random point.
   void rekey(const SecretKey& key);
+  /// Seals a token's key (`kn` bytes) and value (`vn` bytes) as one token message (aad.field is
+  /// RecordField::kToken): `key_out` = kTokenSealVersion | nonce | key ciphertext (kn +
+  /// kTokenKeyOverhead bytes), `value_out` = value ciphertext | tag (vn + kTokenValueOverhead).
+  void seal_token(const RecordAad& aad, const void* key, std::size_t kn, const void* value,
+                  std::size_t vn, std::vector<std::uint8_t>& key_out,
+                  std::vector<std::uint8_t>& value_out);
 
  private:
+  void next_nonce(std::uint8_t* nonce);  // base + count (mod 2^64 in its last 8 bytes)
   evp_cipher_ctx_st* ctx_ = nullptr;
   std::array<std::uint8_t, kNonceBytes> base_{};
   std::uint64_t count_ = 0;
@@ -136,10 +151,23 @@ class Opener {
   /// are decrypted in place. The same errors as open_into; on failure `buf` is zeroed.
   void open_in_place(const RecordAad& aad, const std::uint8_t* header, const std::uint8_t* tag,
                      void* buf, std::size_t n);
+  /// Opens a token message (Sealer::seal_token) whose parts were split apart: `header` is the key
+  /// column's first kTokenKeyOverhead bytes, `tag` the value column's last kTagBytes; `key_buf`
+  /// (`kn` bytes) and `value_buf` (`vn`) hold the ciphertexts and are decrypted in place. The same
+  /// errors as open_into; on failure both buffers are zeroed.
+  void open_token_in_place(const RecordAad& aad, const std::uint8_t* header,
+                           const std::uint8_t* tag, void* key_buf, std::size_t kn, void* value_buf,
+                           std::size_t vn);
 
  private:
-  void open_parts(const RecordAad& aad, const std::uint8_t* header, const std::uint8_t* in,
-                  const std::uint8_t* tag, std::uint8_t* out, std::size_t n);
+  /// One piece of a message's ciphertext and where its plaintext goes (in == out allowed).
+  struct Piece {
+    const std::uint8_t* in;
+    std::uint8_t* out;
+    std::size_t n;
+  };
+  void open_parts(const RecordAad& aad, std::uint8_t version, const std::uint8_t* header,
+                  const std::uint8_t* tag, Piece first, Piece second);
   evp_cipher_ctx_st* ctx_ = nullptr;
 };
 

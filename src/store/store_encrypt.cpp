@@ -128,10 +128,8 @@ std::int64_t seal_record(Database& db, const std::string& path, const PlainRecor
   std::vector<std::uint8_t> kb, vb;
   for (const PlainToken& t : rows) {
     const std::int64_t pos = position_of(t.id);
-    sealer.seal_into({r.memory_id, r.record, pos, RecordField::kKey}, t.key.data(), t.key.size(),
-                     kb);
-    sealer.seal_into({r.memory_id, r.record, pos, RecordField::kValue}, t.value.data(),
-                     t.value.size(), vb);
+    sealer.seal_token({r.memory_id, r.record, pos, RecordField::kToken}, t.key.data(),
+                      t.key.size(), t.value.data(), t.value.size(), kb, vb);
     put.bind(1, t.rowid).bind_blob(2, kb.data(), kb.size()).bind_blob(3, vb.data(), vb.size());
     put.run();
     put.reset();

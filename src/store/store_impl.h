@@ -134,6 +134,13 @@ class PipelinedOpen {
   /// (`out_bytes`, exactly the opened size: InvalidArgument otherwise).
   void add(Opener& op, const RecordAad& aad, const void* blob, std::size_t n, void* out,
            std::size_t out_bytes);
+  /// Queues a token message (Sealer::seal_token) to be opened under `op`: its key column at
+  /// `key_blob` (kn + kTokenKeyOverhead bytes) and value column at `value_blob` (vn +
+  /// kTokenValueOverhead bytes; sizes checked by the caller) into `key_out` (kn bytes) and
+  /// `value_out` (vn bytes).
+  void add_token(Opener& op, const RecordAad& aad, const std::uint8_t* key_blob,
+                 const std::uint8_t* value_blob, void* key_out, std::size_t kn, void* value_out,
+                 std::size_t vn);
   /// Opens everything queued; rethrows the first failure (RecordTampered names its record). A
   /// caller that failed itself calls it before rethrowing its own error, so that an earlier
   /// token's failure (queued or in the worker) is the one reported.
@@ -147,6 +154,8 @@ class PipelinedOpen {
     std::array<std::uint8_t, kTagBytes> tag;
     void* buf;  // holds the ciphertext until opened in place
     std::size_t bytes;
+    void* value_buf;  // a token message's value part (aad.field == kToken), else unused
+    std::size_t value_bytes;
   };
   using Batch = std::vector<Item>;
   static void open_batch(const Batch& b);
@@ -164,27 +173,36 @@ class PipelinedOpen {
   std::exception_ptr failure_;  // of the last batch the worker ran
 };
 
+/// Where a token row's payload is in a result row: its key and value blob columns, and how many
+/// doubles a key and a value hold.
+struct PayloadColumns {
+  int key = 1;
+  int value = 2;
+  int dim = 0;
+  int value_dim = 0;
+};
+
 /// Opens the payloads (key and value blobs) of token rows at the row-I/O boundary (docs/store.md
-/// "Encryption at rest"): a row whose record has no key id is plaintext (dim doubles); otherwise
-/// it is a sealed blob opened under the record's data key, looked up in the key store once per
-/// record and kept only as long as this reader.
+/// "Encryption at rest"): a row whose record has no key id is plaintext (dim doubles in each
+/// column); otherwise it is sealed under the record's data key, looked up in the key store once
+/// per record and kept only as long as this reader. A sealed row holds one token message (seal
+/// version 2, written since schema 7) or two messages, one per column (seal version 1, written up
+/// to schema 6); the key column's first byte says which (docs/store.md "Token messages").
 class PayloadReader {
  public:
   PayloadReader(KeyStore* keys, const std::string& store_path, std::int64_t memory_id)
       : keys_(keys), path_(store_path), memory_id_(memory_id) {}
-  /// Decodes column `col` of `q` (`cols` doubles) into `out`; the record's key id is column
-  /// `key_col` (NULL: plaintext). FormatError naming the token on a wrong size, RecordTampered on
-  /// failed authentication, RecordShredded when the record's key was destroyed.
-  void read(const Statement& q, int col, int key_col, int cols, double* out, RecordField field,
-            TokenId id);
-  /// The same with the record's key id given (nullptr: plaintext) instead of read from `q`.
-  void read_with_key(const Statement& q, int col, const std::string* key_id, int cols, double* out,
-                     RecordField field, TokenId id);
-  /// As read_with_key with the record's opener given (from opener(), once per record; nullptr:
-  /// plaintext), but a sealed blob is queued on `pipe` instead of opened now (`out` must stay
-  /// valid until pipe.finish()); a plaintext one is copied now.
-  void read_queued(PipelinedOpen& pipe, const Statement& q, int col, Opener* op, int cols,
-                   double* out, RecordField field, TokenId id);
+  /// Decodes the key and value of token `id` (columns `c` of `q`) into `key` (c.dim doubles) and
+  /// `value` (c.value_dim); the record's key id is column `key_id_col` (NULL: plaintext).
+  /// FormatError naming the token on a wrong size, RecordTampered on failed authentication,
+  /// RecordShredded when the record's key was destroyed.
+  void read_token(const Statement& q, const PayloadColumns& c, int key_id_col, double* key,
+                  double* value, TokenId id);
+  /// As read_token with the record's opener given (from opener(), once per record; nullptr:
+  /// plaintext), but sealed payloads are queued on `pipe` instead of opened now (`key` and
+  /// `value` must stay valid until pipe.finish()); plaintext ones are copied now.
+  void read_token_queued(PipelinedOpen& pipe, const Statement& q, const PayloadColumns& c,
+                         Opener* op, double* key, double* value, TokenId id);
   /// The opener of a record's data key (looked up once; RecordShredded when destroyed).
   Opener& opener(const std::string& key_id, std::int64_t record);
   /// Reads every live key of the memory in one scan of the key store (a pass over all records,
@@ -194,9 +212,10 @@ class PayloadReader {
 
  private:
   std::unique_ptr<Opener> open_key(const std::string& key_id, std::int64_t record);
-  /// The bytes of a payload blob after its size check (FormatError naming the token).
-  std::size_t checked_size(const Statement& q, int col, bool sealed, int cols, RecordField field,
-                           TokenId id) const;
+  enum class Layout { kPlain, kTwoMessages, kTokenMessage };
+  /// The layout of a token row's payload after its size checks (FormatError naming the token).
+  Layout checked_layout(const Statement& q, const PayloadColumns& c, bool sealed,
+                        TokenId id) const;
   [[noreturn]] void throw_foreign_key(const std::string& key_id, std::int64_t record,
                                       const KeyOwner& owner) const;
   struct PrefetchedKey {

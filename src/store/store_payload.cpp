@@ -113,45 +113,87 @@ void PayloadReader::throw_foreign_key(const std::string& key_id, std::int64_t re
                     " record " + std::to_string(owner.record_id));
 }
 
-void PayloadReader::read(const Statement& q, int col, int key_col, int cols, double* out,
-                         RecordField field, TokenId id) {
-  if (q.is_null(key_col)) return read_with_key(q, col, nullptr, cols, out, field, id);
-  const std::string key_id = q.text(key_col);
-  read_with_key(q, col, &key_id, cols, out, field, id);
-}
-
-std::size_t PayloadReader::checked_size(const Statement& q, int col, bool sealed, int cols,
-                                        RecordField field, TokenId id) const {
-  const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
-  const std::size_t have = static_cast<std::size_t>(q.bytes(col));
-  const std::size_t want = sealed ? need + kSealOverhead : need;
-  if (have != want) {
-    throw FormatError("store '" + path_ + "': token " + std::to_string(id) + " has a " +
-                      to_string(field) + " blob of " + std::to_string(have) + " bytes, expected " +
-                      std::to_string(want) + (sealed ? " (sealed)" : ""));
+PayloadReader::Layout PayloadReader::checked_layout(const Statement& q, const PayloadColumns& c,
+                                                    bool sealed, TokenId id) const {
+  Layout layout = Layout::kPlain;
+  std::size_t key_extra = 0;
+  std::size_t value_extra = 0;
+  if (sealed) {
+    const bool token_message = q.bytes(c.key) > 0 && static_cast<const std::uint8_t*>(
+                                                         q.blob_data(c.key))[0] == kTokenSealVersion;
+    layout = token_message ? Layout::kTokenMessage : Layout::kTwoMessages;
+    key_extra = token_message ? kTokenKeyOverhead : kSealOverhead;
+    value_extra = token_message ? kTokenValueOverhead : kSealOverhead;
   }
-  return have;
+  const char* what = layout == Layout::kPlain          ? ""
+                     : layout == Layout::kTokenMessage ? " (sealed token message)"
+                                                       : " (sealed)";
+  const auto check = [&](int col, int cols, std::size_t extra, const char* field) {
+    const std::size_t want = static_cast<std::size_t>(cols) * sizeof(double) + extra;
+    const auto have = static_cast<std::size_t>(q.bytes(col));
+    if (have != want) {
+      throw FormatError("store '" + path_ + "': token " + std::to_string(id) + " has a " + field +
+                        " blob of " + std::to_string(have) + " bytes, expected " +
+                        std::to_string(want) + what);
+    }
+  };
+  check(c.key, c.dim, key_extra, "key");
+  check(c.value, c.value_dim, value_extra, "value");
+  return layout;
 }
 
-void PayloadReader::read_with_key(const Statement& q, int col, const std::string* key_id, int cols,
-                                  double* out, RecordField field, TokenId id) {
-  const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
-  const std::size_t have = checked_size(q, col, key_id != nullptr, cols, field, id);
-  if (key_id == nullptr) {
-    if (need > 0) std::memcpy(out, q.blob_data(col), need);
-    return;
+void PayloadReader::read_token(const Statement& q, const PayloadColumns& c, int key_id_col,
+                               double* key, double* value, TokenId id) {
+  Opener* op = nullptr;
+  if (!q.is_null(key_id_col)) op = &opener(q.text(key_id_col), record_of(id));
+  const Layout layout = checked_layout(q, c, op != nullptr, id);
+  const auto kn = static_cast<std::size_t>(c.dim) * sizeof(double);
+  const auto vn = static_cast<std::size_t>(c.value_dim) * sizeof(double);
+  const auto* kb = static_cast<const std::uint8_t*>(q.blob_data(c.key));
+  const auto* vb = static_cast<const std::uint8_t*>(q.blob_data(c.value));
+  const RecordAad at{memory_id_, record_of(id), position_of(id), RecordField::kToken};
+  switch (layout) {
+    case Layout::kPlain:
+      if (kn > 0) std::memcpy(key, kb, kn);
+      if (vn > 0) std::memcpy(value, vb, vn);
+      return;
+    case Layout::kTwoMessages:
+      op->open_into({at.memory_id, at.record_id, at.position, RecordField::kKey}, kb,
+                    kn + kSealOverhead, key, kn);
+      op->open_into({at.memory_id, at.record_id, at.position, RecordField::kValue}, vb,
+                    vn + kSealOverhead, value, vn);
+      return;
+    case Layout::kTokenMessage:
+      if (kn > 0) std::memcpy(key, kb + kTokenKeyOverhead, kn);
+      if (vn > 0) std::memcpy(value, vb, vn);
+      op->open_token_in_place(at, kb, vb + vn, key, kn, value, vn);
+      return;
   }
-  const RecordAad aad{memory_id_, record_of(id), position_of(id), field};
-  opener(*key_id, aad.record_id).open_into(aad, q.blob_data(col), have, out, need);
 }
 
-void PayloadReader::read_queued(PipelinedOpen& pipe, const Statement& q, int col, Opener* op,
-                                int cols, double* out, RecordField field, TokenId id) {
-  if (op == nullptr) return read_with_key(q, col, nullptr, cols, out, field, id);
-  const std::size_t need = static_cast<std::size_t>(cols) * sizeof(double);
-  const std::size_t have = checked_size(q, col, true, cols, field, id);
-  pipe.add(*op, {memory_id_, record_of(id), position_of(id), field}, q.blob_data(col), have, out,
-           need);
+void PayloadReader::read_token_queued(PipelinedOpen& pipe, const Statement& q,
+                                      const PayloadColumns& c, Opener* op, double* key,
+                                      double* value, TokenId id) {
+  const Layout layout = checked_layout(q, c, op != nullptr, id);
+  const auto kn = static_cast<std::size_t>(c.dim) * sizeof(double);
+  const auto vn = static_cast<std::size_t>(c.value_dim) * sizeof(double);
+  const auto* kb = static_cast<const std::uint8_t*>(q.blob_data(c.key));
+  const auto* vb = static_cast<const std::uint8_t*>(q.blob_data(c.value));
+  const std::int64_t r = record_of(id);
+  const std::int64_t pos = position_of(id);
+  switch (layout) {
+    case Layout::kPlain:
+      if (kn > 0) std::memcpy(key, kb, kn);
+      if (vn > 0) std::memcpy(value, vb, vn);
+      return;
+    case Layout::kTwoMessages:
+      pipe.add(*op, {memory_id_, r, pos, RecordField::kKey}, kb, kn + kSealOverhead, key, kn);
+      pipe.add(*op, {memory_id_, r, pos, RecordField::kValue}, vb, vn + kSealOverhead, value, vn);
+      return;
+    case Layout::kTokenMessage:
+      pipe.add_token(*op, {memory_id_, r, pos, RecordField::kToken}, kb, vb, key, kn, value, vn);
+      return;
+  }
 }
 
 // ------------------------------------------------------------------------ PipelinedOpen
@@ -186,13 +228,39 @@ void PipelinedOpen::add(Opener& op, const RecordAad& aad, const void* blob, std:
   std::memcpy(it.tag.data(), b + it.header.size() + bytes, it.tag.size());
   it.buf = out;
   it.bytes = bytes;
+  it.value_buf = nullptr;
+  it.value_bytes = 0;
   if (bytes > 0) std::memcpy(out, b + it.header.size(), bytes);
   if (filling_.size() >= kPipelineBatch) submit();
 }
 
+void PipelinedOpen::add_token(Opener& op, const RecordAad& aad, const std::uint8_t* key_blob,
+                              const std::uint8_t* value_blob, void* key_out, std::size_t kn,
+                              void* value_out, std::size_t vn) {
+  if (filling_.empty()) filling_.reserve(kPipelineBatch);
+  Item& it = filling_.emplace_back();
+  it.op = &op;
+  it.aad = aad;
+  std::memcpy(it.header.data(), key_blob, it.header.size());
+  std::memcpy(it.tag.data(), value_blob + vn, it.tag.size());
+  it.buf = key_out;
+  it.bytes = kn;
+  it.value_buf = value_out;
+  it.value_bytes = vn;
+  if (kn > 0) std::memcpy(key_out, key_blob + kTokenKeyOverhead, kn);
+  if (vn > 0) std::memcpy(value_out, value_blob, vn);
+  if (filling_.size() >= kPipelineBatch) submit();
+}
+
 void PipelinedOpen::open_batch(const Batch& b) {
-  for (const Item& it : b)
-    it.op->open_in_place(it.aad, it.header.data(), it.tag.data(), it.buf, it.bytes);
+  for (const Item& it : b) {
+    if (it.aad.field == RecordField::kToken) {
+      it.op->open_token_in_place(it.aad, it.header.data(), it.tag.data(), it.buf, it.bytes,
+                                 it.value_buf, it.value_bytes);
+    } else {
+      it.op->open_in_place(it.aad, it.header.data(), it.tag.data(), it.buf, it.bytes);
+    }
+  }
 }
 
 void PipelinedOpen::submit() {
@@ -304,10 +372,9 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
     if (sealers.empty()) {
       ins.bind_blob(5, key, kb).bind_blob(6, value, vb);
     } else {
-      Sealer& s = *sealers.at(record_of(id));
-      s.seal_into({memory_id, record_of(id), position_of(id), RecordField::kKey}, key, kb, kbuf);
-      s.seal_into({memory_id, record_of(id), position_of(id), RecordField::kValue}, value, vb,
-                  vbuf);
+      sealers.at(record_of(id))
+          ->seal_token({memory_id, record_of(id), position_of(id), RecordField::kToken}, key, kb,
+                       value, vb, kbuf, vbuf);
       ins.bind_blob(5, kbuf.data(), kbuf.size()).bind_blob(6, vbuf.data(), vbuf.size());
     }
     ins.run();

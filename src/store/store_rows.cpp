@@ -141,9 +141,8 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row, PayloadReader* re
       if (rec->suspended) continue;
       if (i >= rows) throw StoreError("store '" + path + "': token count changed while reading");
       ts.ids.push_back(id);
-      pr.read_queued(pipe, q, 1, op, row.dim, ts.keys.row(i).data(), RecordField::kKey, id);
-      pr.read_queued(pipe, q, 2, op, row.value_dim, ts.values.row(i).data(), RecordField::kValue,
-                     id);
+      pr.read_token_queued(pipe, q, {1, 2, row.dim, row.value_dim}, op, ts.keys.row(i).data(),
+                           ts.values.row(i).data(), id);
       ++i;
     }
     pipe.finish();
@@ -329,8 +328,7 @@ std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int val
   while (q.step()) {
     const TokenId id = q.int64(0);
     const double a = q.real(1);
-    pr.read(q, 2, 4, dim, key.data(), RecordField::kKey, id);  // the digest is of plaintext
-    pr.read(q, 3, 4, value_dim, value.data(), RecordField::kValue, id);
+    pr.read_token(q, {2, 3, dim, value_dim}, 4, key.data(), value.data(), id);  // plaintext digest
     dg.row(id, a, key.data(), dim, value.data(), value_dim);
     if (out != nullptr && a > 0) {
       alpha.push_back(a);
@@ -494,9 +492,8 @@ TokenSet Store::Impl::record_tokens(const MemoryRow& row, std::int64_t record) {
     ids.push_back(id);
     keys.resize(keys.size() + static_cast<std::size_t>(row.dim));
     values.resize(values.size() + static_cast<std::size_t>(row.value_dim));
-    pr.read(q, 1, 3, row.dim, keys.data() + keys.size() - row.dim, RecordField::kKey, id);
-    pr.read(q, 2, 3, row.value_dim, values.data() + values.size() - row.value_dim,
-            RecordField::kValue, id);
+    pr.read_token(q, {1, 2, row.dim, row.value_dim}, 3, keys.data() + keys.size() - row.dim,
+                  values.data() + values.size() - row.value_dim, id);
   }
   TokenSet ts;
   const auto n = static_cast<Eigen::Index>(ids.size());

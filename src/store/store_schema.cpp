@@ -244,7 +244,8 @@ void Store::Impl::open() {
 // tokens); from version 2 records.key_id, meta 'encryption' and pending_shreds are added; from
 // version 3 every memory's state hash is checked in the version-1 format and rewritten in the
 // current one (store_rehash.cpp); from version 5 every record joins a bounds group and the
-// screening bounds move into the groups' blobs (store_screening_legacy.cpp). A read-only
+// screening bounds move into the groups' blobs (store_screening_legacy.cpp); from version 6 only
+// the version number changes (token messages are written from then on). A read-only
 // connection reads an older store as it is. Keys made for the groups are destroyed again if the
 // upgrade fails.
 void Store::Impl::upgrade_schema() {
@@ -285,6 +286,8 @@ void Store::Impl::upgrade_schema_in_transaction() {
     db.exec("ALTER TABLE records ADD COLUMN bounds_group INTEGER");
     db.exec(kBoundsGroupsSql);
   }
+  // v7: token messages (docs/store.md "Token messages"). Nothing to rewrite: rows sealed before
+  // keep their two messages and are read as such; rows written from now on hold one.
   db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES ('encryption', 'none')");
   db.exec(kPendingShredsSql);
   encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
@@ -299,7 +302,7 @@ void Store::Impl::upgrade_schema_in_transaction() {
   const std::int64_t rehashed = version < 4 ? rehash_states(version, &unverified) : 0;
   std::int64_t rows = 0;
   for (const MemoryRow& row : all_memory_rows()) place_unplaced_records(row.id);
-  if (version >= 2) {
+  if (version >= 2 && version < kFirstSchemaWithBoundsGroups) {
     for (const MemoryRow& row : all_memory_rows()) regroup_screening(row, version);
   }
   if (had_record_bounds) db.exec("UPDATE records SET bounds = NULL WHERE bounds IS NOT NULL");

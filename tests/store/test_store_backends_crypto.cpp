@@ -394,8 +394,11 @@ TEST_P(StoreBackendsCrypto, EncryptConvertsAPlaintextStore) {
   const nlohmann::json j = encryption_result_to_json(r);
   EXPECT_EQ(j.contains("residual"), pg());
   EXPECT_EQ(stores().raw_int("s", "SELECT count(*) FROM records WHERE key_id IS NULL"), 0);
+  // Every row a token message (docs/store.md "Token messages").
   EXPECT_EQ(stores().raw_int("s", "SELECT count(*) FROM tokens WHERE length(key) <> " +
-                                      std::to_string(kDim * 8 + store_detail::kSealOverhead)),
+                                      std::to_string(kDim * 8 + store_detail::kTokenKeyOverhead) +
+                                      " OR length(value) <> " +
+                                      std::to_string(kDim * 8 + store_detail::kTokenValueOverhead)),
             0);
   // Three records' data keys and their bounds group's key (docs/store.md "Bounds groups").
   EXPECT_EQ(stores().keys_int("s", "SELECT count(*) FROM data_keys WHERE live = 1"), 4);

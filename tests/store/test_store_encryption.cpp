@@ -89,11 +89,15 @@ TEST(StoreEncryption, NewStoreIsEncryptedAndNoPlaintextReachesFiles) {
   const auto b = store_detail::backup_database(p, dir.file("b.db"));
   EXPECT_FALSE(b.keys_included);
   EXPECT_EQ(scan_store_files(dir.file("b.db"), pats).fp64_found, 0u);
-  // Every record names a data key; every payload is a sealed blob.
+  // Every record names a data key; every token row holds one token message (docs/store.md
+  // "Token messages").
   RawDb raw(p);
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE key_id IS NULL"), 0);
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM tokens WHERE length(key) != " +
-                          std::to_string(kDim * 8 + store_detail::kSealOverhead)),
+                          std::to_string(kDim * 8 + store_detail::kTokenKeyOverhead) +
+                          " OR length(value) != " +
+                          std::to_string(kDim * 8 + store_detail::kTokenValueOverhead) +
+                          " OR substr(key, 1, 1) != x'02'"),
             0);
   // The memory still answers from the plaintext (restored from the sealed rows).
   Store re(p);

@@ -155,7 +155,8 @@ TEST(StoreRehash, Version4And5StoresMoveTheirBoundsIntoGroups) {
       EXPECT_EQ(nlohmann::json::parse(up.certificate).at("bounds_groups"), 1);
     }
     EXPECT_NE(testing::internal::GetCapturedStderr().find(
-                  std::string("upgraded from schema version ") + (v5 ? "5" : "4") + " to 6"),
+                  std::string("upgraded from schema version ") + (v5 ? "5" : "4") + " to " +
+                  std::to_string(kStoreSchemaVersion)),
               std::string::npos);
     {
       RawDb raw(path);
@@ -179,4 +180,70 @@ TEST(StoreRehash, Version4And5StoresMoveTheirBoundsIntoGroups) {
     (void)again.memory("a");
     EXPECT_TRUE(again.last_restore("a").screening_used);
   }
+}
+
+// Schema 6 sealed a token's key and value as two messages; schema 7 writes one token message per
+// token (docs/store.md "Token messages"). The upgrade rewrites no row: the old rows keep their
+// layout, new records are written in the new one, and a store mixing both restores, verifies,
+// forgets from either layout and hashes exactly like the plaintext store given the same operations.
+TEST(StoreRehash, Version6StoreKeepsItsRowsAndMixesInTokenMessages) {
+  std::string hash_after[2];
+  for (const std::string name : {"v6_plain", "v6_enc"}) {
+    SCOPED_TRACE(name);
+    const bool enc = name == "v6_enc";
+    TempDir dir;
+    const std::string path = fixture(dir, name);
+    // Token rows by the first byte of their key column: 1 = two messages, 2 = a token message.
+    const auto rows_with_first_byte = [&](int b) {
+      RawDb raw(path);
+      return raw.query_int("SELECT count(*) FROM tokens WHERE substr(key, 1, 1) = x'0" +
+                           std::to_string(b) + "'");
+    };
+    ASSERT_EQ(rows_with_first_byte(1), enc ? 50 : 0);  // 40 active, 10 suspended
+    State before;
+    {
+      StoreOptions ro;
+      ro.read_only = true;
+      Store r(path, ro);
+      before = r.stored_state("a");
+      EXPECT_EQ(before.ids.size(), 40u);
+      EXPECT_EQ(r.memory("a").state_sha256(), before.state_sha256);
+      EXPECT_TRUE(r.verify().ok());
+    }
+    testing::internal::CaptureStderr();
+    {
+      Store s(path);
+      EXPECT_EQ(s.memory("a").state_sha256(), before.state_sha256);
+      EXPECT_EQ(s.audit().back().operation, "upgrade");
+      s.add_record("a", 6, random_keys(10, 4, 66));
+    }
+    EXPECT_NE(testing::internal::GetCapturedStderr().find(
+                  "upgraded from schema version 6 to " + std::to_string(kStoreSchemaVersion)),
+              std::string::npos);
+    EXPECT_EQ(rows_with_first_byte(1), enc ? 50 : 0);  // nothing rewritten
+    EXPECT_EQ(rows_with_first_byte(2), enc ? 10 : 0);  // record 6: one message per token
+    {
+      RawDb raw(path);
+      EXPECT_EQ(raw.query_int("SELECT count(*) FROM tokens WHERE length(key) = " +
+                              std::to_string(enc ? 4 * 8 + 13 : 4 * 8) + " AND length(value) = " +
+                              std::to_string(enc ? 4 * 8 + 16 : 4 * 8)),
+                enc ? 10 : 60);
+    }
+    Store s(path);  // a new restore reads both layouts
+    const State mixed = s.stored_state("a");
+    EXPECT_EQ(mixed.ids.size(), 50u);
+    EXPECT_EQ(s.memory("a").state_sha256(), mixed.state_sha256);
+    BatchSettings bs;
+    bs.problem = s.memory("a").settings().problem;
+    EXPECT_EQ(solve_batch(s.memory("a").tokens(), bs).state.state_sha256, mixed.state_sha256);
+    StoreVerification v = s.verify();
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems.front());
+    EXPECT_TRUE(s.forget_record("a", 1).certificate.verify.ok());  // an old-layout record
+    EXPECT_TRUE(s.forget_record("a", 6).certificate.verify.ok());  // a token-message record
+    s.resume_record("a", 4);
+    v = s.verify();
+    EXPECT_TRUE(v.ok()) << (v.problems.empty() ? "" : v.problems.front());
+    hash_after[enc ? 1 : 0] = Store(path).memory("a").state_sha256();
+  }
+  EXPECT_EQ(hash_after[0], hash_after[1]);  // hashes are computed on the plaintext
 }
