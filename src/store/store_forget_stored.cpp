@@ -250,6 +250,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   se.token_rows_erased = static_cast<std::int64_t>(f.ids.size());
   se.tokens_removed_from_memory = static_cast<std::int64_t>(f.ids.size());
   se.encryption = encryption;
+  describe_erasure(se);  // PostgreSQL: what the erasure rests on, as on the ordinary path
   Statement del(db.handle(),
                 "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
   del.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record)).run();

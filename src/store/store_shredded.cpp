@@ -2,7 +2,9 @@
 // file from before their erasure, restored next to the current key store (docs/store.md "Shredded
 // records"): finding them on open, purging them on a writable open (rows deleted, memory re-solved
 // from the remaining tokens, audit entry "purge"), and excluding them on a read-only open.
+#include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "store_impl.h"
 #include "svattn/batch_solver.h"
@@ -40,28 +42,53 @@ void Store::Impl::find_shredded() {
   shredded.clear();
   shredded_found.clear();
   if (key_store == nullptr || !has_key_id_column) return;
-  // One primary-key lookup per tombstone (the tombstone names its owner), not a scan of records:
-  // a record re-added after its erasure has a new key and is not shredded.
-  Statement q(db.handle(),
-              "SELECT r.key_id, m.name, r.suspended, (SELECT count(*) FROM tokens t WHERE "
-              "t.memory_id = r.memory_id AND t.token_id BETWEEN ?3 AND ?4) FROM records r JOIN "
-              "memories m ON m.id = r.memory_id WHERE r.memory_id = ?1 AND r.record = ?2");
-  for (const KeyLookup& k : key_store->tombstones()) {
-    if (k.owner.is_bounds_group()) continue;  // a bounds group's key seals no record's rows
-    q.bind(1, k.owner.memory_id).bind(2, k.owner.record_id);
-    q.bind(3, record_lo(k.owner.record_id)).bind(4, record_hi(k.owner.record_id));
-    if (q.step() && !q.is_null(0) && q.text(0) == k.key_id) {
-      ShreddedRecord r;
-      r.memory = q.text(1);
-      r.record = k.owner.record_id;
-      r.key_id = k.key_id;
-      r.destroyed_utc = k.destroyed_utc;
-      r.suspended = q.int64(2) != 0;
-      r.tokens = q.int64(3);
-      shredded[k.owner.memory_id][r.record] = shredded_found.size();
-      shredded_found.push_back(std::move(r));
+  std::vector<KeyLookup> tombs;
+  for (KeyLookup& k : key_store->tombstones()) {
+    if (!k.owner.is_bounds_group()) tombs.push_back(std::move(k));  // a group seals no rows
+  }
+  // The tombstones' records, kShredQueryChunk per query by their primary key (one round trip per
+  // chunk on PostgreSQL, not one per erased record; the last chunk repeats its last pair), in
+  // ascending (memory, record). A record is shredded when its row names a destroyed key: one
+  // re-added after its erasure has a new key.
+  constexpr std::size_t kShredQueryChunk = 64;
+  std::string pairs;
+  for (std::size_t i = 0; i < kShredQueryChunk; ++i) {
+    pairs += (i > 0 ? ", (?" : "(?") + std::to_string(2 * i + 1) + ", ?" +
+             std::to_string(2 * i + 2) + ")";
+  }
+  const std::string lo = "r.record * " + std::to_string(record_lo(1));
+  const std::string sql =
+      "SELECT r.memory_id, r.record, r.key_id, m.name, r.suspended, (SELECT count(*) FROM tokens "
+      "t WHERE t.memory_id = r.memory_id AND t.token_id BETWEEN " + lo + " AND " + lo + " + " +
+      std::to_string(kMaxPosition) + ") FROM records r JOIN memories m ON m.id = r.memory_id " +
+      "WHERE (r.memory_id, r.record) IN (" + pairs + ") ORDER BY r.memory_id, r.record";
+  // Every tombstone of a record (erased, re-added under a new key, erased again: two).
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<const KeyLookup*>> by_record;
+  for (const KeyLookup& k : tombs) by_record[{k.owner.memory_id, k.owner.record_id}].push_back(&k);
+  std::vector<std::pair<std::int64_t, std::int64_t>> recs;
+  for (const auto& [rec, ks] : by_record) recs.push_back(rec);
+  for (std::size_t first = 0; first < recs.size(); first += kShredQueryChunk) {
+    Statement q(db.handle(), sql.c_str());
+    for (std::size_t i = 0; i < kShredQueryChunk; ++i) {
+      const auto& [memory_id, record] = recs[std::min(first + i, recs.size() - 1)];
+      q.bind(static_cast<int>(2 * i + 1), memory_id).bind(static_cast<int>(2 * i + 2), record);
     }
-    q.reset();
+    while (q.step()) {
+      if (q.is_null(2)) continue;
+      const std::string key_id = q.text(2);
+      for (const KeyLookup* k : by_record.at({q.int64(0), q.int64(1)})) {
+        if (k->key_id != key_id) continue;
+        ShreddedRecord r;
+        r.memory = q.text(3);
+        r.record = k->owner.record_id;
+        r.key_id = k->key_id;
+        r.destroyed_utc = k->destroyed_utc;
+        r.suspended = q.int64(4) != 0;
+        r.tokens = q.int64(5);
+        shredded[k->owner.memory_id][r.record] = shredded_found.size();
+        shredded_found.push_back(std::move(r));
+      }
+    }
   }
 }
 

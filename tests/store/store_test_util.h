@@ -183,6 +183,16 @@ class RawDb {
     sqlite3_finalize(s);
     return v;
   }
+  /// The first column of the first row as text ("" when there is none or it is NULL).
+  std::string query_text(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr);
+    std::string v;
+    if (s != nullptr && sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0) != nullptr)
+      v = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    return v;
+  }
   sqlite3* handle() { return db_; }
 
  private:

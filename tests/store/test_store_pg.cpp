@@ -137,6 +137,42 @@ TEST_P(StoreBackends, ErasedStoreHashesLikeOneThatNeverSawTheRecord) {
   EXPECT_TRUE(b.verify().ok());
 }
 
+// A forget without a restore (a fresh Store, a reserve-only record; docs/store.md "Operations
+// without a restore") certifies the same erasure as the ordinary path: on PostgreSQL that it rests
+// on key destruction (a first version left the certificate's erasure basis empty there and
+// claimed secure_delete).
+TEST_P(StoreBackends, ForgetWithoutARestoreSaysWhatTheErasureRestsOn) {
+  std::int64_t reserve_only = -1;
+  {
+    Store a(stores().at("a"), create_opts());
+    a.create_memory("m", rbf_settings(0.05), kDim, kDim);
+    std::vector<std::int64_t> ids;
+    for (std::int64_t r = 0; r < 80; ++r) ids.push_back(r);
+    add_records(a, "m", ids, 2, kDim);  // 160 tokens, far more than the support
+    const State st = a.stored_state("m");
+    std::map<std::int64_t, bool> support;
+    for (std::size_t t = 0; t < st.ids.size(); ++t)
+      support[record_of(st.ids[t])] = support[record_of(st.ids[t])] || st.alpha[t] != 0.0;
+    for (const auto& [r, has] : support) {
+      if (!has && reserve_only < 0) reserve_only = r;
+    }
+  }
+  ASSERT_GE(reserve_only, 0);
+  Store a(stores().at("a"));
+  const ForgetResult f = a.forget_record("m", reserve_only);
+  EXPECT_TRUE(f.certificate.verify.from_stored_rows);
+  ASSERT_TRUE(f.certificate.store.has_value());
+  const StoreErasure& se = *f.certificate.store;
+  EXPECT_TRUE(se.data_key_destroyed);
+  EXPECT_EQ(se.secure_delete, !pg());
+  if (pg()) {
+    EXPECT_EQ(se.erasure_basis.rfind("key destruction", 0), 0u) << se.erasure_basis;
+  } else {
+    EXPECT_TRUE(se.erasure_basis.empty()) << se.erasure_basis;
+  }
+  EXPECT_EQ(RemovalCertificate::from_json(f.certificate.to_json()), f.certificate);
+}
+
 TEST_P(StoreBackends, AuditChainIsAppendOnlyAndTamperingIsDetected) {
   {
     Store s(stores().at("s"), create_opts());
