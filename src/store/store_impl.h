@@ -213,9 +213,16 @@ class PayloadReader {
  private:
   std::unique_ptr<Opener> open_key(const std::string& key_id, std::int64_t record);
   enum class Layout { kPlain, kTwoMessages, kTokenMessage };
-  /// The layout of a token row's payload after its size checks (FormatError naming the token).
-  Layout checked_layout(const Statement& q, const PayloadColumns& c, bool sealed,
-                        TokenId id) const;
+  /// A token row's payload: its layout, the key and value columns' bytes, and the plaintext sizes.
+  struct TokenRow {
+    Layout layout = Layout::kPlain;
+    const std::uint8_t* key = nullptr;
+    const std::uint8_t* value = nullptr;
+    std::size_t kn = 0;
+    std::size_t vn = 0;
+  };
+  /// The row's payload after its size checks (FormatError naming the token).
+  TokenRow checked_row(const Statement& q, const PayloadColumns& c, bool sealed, TokenId id) const;
   [[noreturn]] void throw_foreign_key(const std::string& key_id, std::int64_t record,
                                       const KeyOwner& owner) const;
   struct PrefetchedKey {

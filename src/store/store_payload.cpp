@@ -113,23 +113,37 @@ void PayloadReader::throw_foreign_key(const std::string& key_id, std::int64_t re
                     " record " + std::to_string(owner.record_id));
 }
 
-PayloadReader::Layout PayloadReader::checked_layout(const Statement& q, const PayloadColumns& c,
-                                                    bool sealed, TokenId id) const {
-  Layout layout = Layout::kPlain;
+namespace {
+
+// Copies a token's key and value bytes: a plaintext row's, or a token message's ciphertext that is
+// then opened in place.
+void copy_parts(const std::uint8_t* k, std::size_t kn, const std::uint8_t* v, std::size_t vn,
+                void* key, void* value) {
+  if (kn > 0) std::memcpy(key, k, kn);
+  if (vn > 0) std::memcpy(value, v, vn);
+}
+
+}  // namespace
+
+PayloadReader::TokenRow PayloadReader::checked_row(const Statement& q, const PayloadColumns& c,
+                                                   bool sealed, TokenId id) const {
+  TokenRow t;
+  t.key = static_cast<const std::uint8_t*>(q.blob_data(c.key));
+  t.value = static_cast<const std::uint8_t*>(q.blob_data(c.value));
+  t.kn = static_cast<std::size_t>(c.dim) * sizeof(double);
+  t.vn = static_cast<std::size_t>(c.value_dim) * sizeof(double);
   std::size_t key_extra = 0;
   std::size_t value_extra = 0;
   if (sealed) {
-    const bool token_message = q.bytes(c.key) > 0 && static_cast<const std::uint8_t*>(
-                                                         q.blob_data(c.key))[0] == kTokenSealVersion;
-    layout = token_message ? Layout::kTokenMessage : Layout::kTwoMessages;
+    const bool token_message = q.bytes(c.key) > 0 && t.key[0] == kTokenSealVersion;
+    t.layout = token_message ? Layout::kTokenMessage : Layout::kTwoMessages;
     key_extra = token_message ? kTokenKeyOverhead : kSealOverhead;
     value_extra = token_message ? kTokenValueOverhead : kSealOverhead;
   }
-  const char* what = layout == Layout::kPlain          ? ""
-                     : layout == Layout::kTokenMessage ? " (sealed token message)"
-                                                       : " (sealed)";
-  const auto check = [&](int col, int cols, std::size_t extra, const char* field) {
-    const std::size_t want = static_cast<std::size_t>(cols) * sizeof(double) + extra;
+  const char* what = t.layout == Layout::kPlain          ? ""
+                     : t.layout == Layout::kTokenMessage ? " (sealed token message)"
+                                                         : " (sealed)";
+  const auto check = [&](int col, std::size_t want, const char* field) {
     const auto have = static_cast<std::size_t>(q.bytes(col));
     if (have != want) {
       throw FormatError("store '" + path_ + "': token " + std::to_string(id) + " has a " + field +
@@ -137,36 +151,30 @@ PayloadReader::Layout PayloadReader::checked_layout(const Statement& q, const Pa
                         std::to_string(want) + what);
     }
   };
-  check(c.key, c.dim, key_extra, "key");
-  check(c.value, c.value_dim, value_extra, "value");
-  return layout;
+  check(c.key, t.kn + key_extra, "key");
+  check(c.value, t.vn + value_extra, "value");
+  return t;
 }
 
 void PayloadReader::read_token(const Statement& q, const PayloadColumns& c, int key_id_col,
                                double* key, double* value, TokenId id) {
   Opener* op = nullptr;
   if (!q.is_null(key_id_col)) op = &opener(q.text(key_id_col), record_of(id));
-  const Layout layout = checked_layout(q, c, op != nullptr, id);
-  const auto kn = static_cast<std::size_t>(c.dim) * sizeof(double);
-  const auto vn = static_cast<std::size_t>(c.value_dim) * sizeof(double);
-  const auto* kb = static_cast<const std::uint8_t*>(q.blob_data(c.key));
-  const auto* vb = static_cast<const std::uint8_t*>(q.blob_data(c.value));
+  const TokenRow t = checked_row(q, c, op != nullptr, id);
   const RecordAad at{memory_id_, record_of(id), position_of(id), RecordField::kToken};
-  switch (layout) {
+  switch (t.layout) {
     case Layout::kPlain:
-      if (kn > 0) std::memcpy(key, kb, kn);
-      if (vn > 0) std::memcpy(value, vb, vn);
+      copy_parts(t.key, t.kn, t.value, t.vn, key, value);
       return;
     case Layout::kTwoMessages:
-      op->open_into({at.memory_id, at.record_id, at.position, RecordField::kKey}, kb,
-                    kn + kSealOverhead, key, kn);
-      op->open_into({at.memory_id, at.record_id, at.position, RecordField::kValue}, vb,
-                    vn + kSealOverhead, value, vn);
+      op->open_into({at.memory_id, at.record_id, at.position, RecordField::kKey}, t.key,
+                    t.kn + kSealOverhead, key, t.kn);
+      op->open_into({at.memory_id, at.record_id, at.position, RecordField::kValue}, t.value,
+                    t.vn + kSealOverhead, value, t.vn);
       return;
     case Layout::kTokenMessage:
-      if (kn > 0) std::memcpy(key, kb + kTokenKeyOverhead, kn);
-      if (vn > 0) std::memcpy(value, vb, vn);
-      op->open_token_in_place(at, kb, vb + vn, key, kn, value, vn);
+      copy_parts(t.key + kTokenKeyOverhead, t.kn, t.value, t.vn, key, value);
+      op->open_token_in_place(at, t.key, t.value + t.vn, key, t.kn, value, t.vn);
       return;
   }
 }
@@ -174,24 +182,20 @@ void PayloadReader::read_token(const Statement& q, const PayloadColumns& c, int 
 void PayloadReader::read_token_queued(PipelinedOpen& pipe, const Statement& q,
                                       const PayloadColumns& c, Opener* op, double* key,
                                       double* value, TokenId id) {
-  const Layout layout = checked_layout(q, c, op != nullptr, id);
-  const auto kn = static_cast<std::size_t>(c.dim) * sizeof(double);
-  const auto vn = static_cast<std::size_t>(c.value_dim) * sizeof(double);
-  const auto* kb = static_cast<const std::uint8_t*>(q.blob_data(c.key));
-  const auto* vb = static_cast<const std::uint8_t*>(q.blob_data(c.value));
-  const std::int64_t r = record_of(id);
-  const std::int64_t pos = position_of(id);
-  switch (layout) {
+  const TokenRow t = checked_row(q, c, op != nullptr, id);
+  const RecordAad at{memory_id_, record_of(id), position_of(id), RecordField::kToken};
+  switch (t.layout) {
     case Layout::kPlain:
-      if (kn > 0) std::memcpy(key, kb, kn);
-      if (vn > 0) std::memcpy(value, vb, vn);
+      copy_parts(t.key, t.kn, t.value, t.vn, key, value);
       return;
     case Layout::kTwoMessages:
-      pipe.add(*op, {memory_id_, r, pos, RecordField::kKey}, kb, kn + kSealOverhead, key, kn);
-      pipe.add(*op, {memory_id_, r, pos, RecordField::kValue}, vb, vn + kSealOverhead, value, vn);
+      pipe.add(*op, {at.memory_id, at.record_id, at.position, RecordField::kKey}, t.key,
+               t.kn + kSealOverhead, key, t.kn);
+      pipe.add(*op, {at.memory_id, at.record_id, at.position, RecordField::kValue}, t.value,
+               t.vn + kSealOverhead, value, t.vn);
       return;
     case Layout::kTokenMessage:
-      pipe.add_token(*op, {memory_id_, r, pos, RecordField::kToken}, kb, vb, key, kn, value, vn);
+      pipe.add_token(*op, at, t.key, t.value, key, t.kn, value, t.vn);
       return;
   }
 }
@@ -247,8 +251,7 @@ void PipelinedOpen::add_token(Opener& op, const RecordAad& aad, const std::uint8
   it.bytes = kn;
   it.value_buf = value_out;
   it.value_bytes = vn;
-  if (kn > 0) std::memcpy(key_out, key_blob + kTokenKeyOverhead, kn);
-  if (vn > 0) std::memcpy(value_out, value_blob, vn);
+  copy_parts(key_blob + kTokenKeyOverhead, kn, value_blob, vn, key_out, value_out);
   if (filling_.size() >= kPipelineBatch) submit();
 }
 

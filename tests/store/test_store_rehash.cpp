@@ -72,6 +72,21 @@ void expect_upgraded(const std::string& path, const State& before) {
   EXPECT_EQ(s.stored_state("empty").state_sha256, fresh.state_sha256());
 }
 
+// A read-only open of a fixture with version-2 hashes (schema 4 or later), read in its own layout:
+// memory 'a' restores to its stored state (40 tokens), seeded by the persisted screening bounds,
+// and the store verifies. Returns the stored state.
+State read_as_it_is(const std::string& path) {
+  StoreOptions ro;
+  ro.read_only = true;
+  Store r(path, ro);
+  const State st = r.stored_state("a");
+  EXPECT_EQ(st.ids.size(), 40u);
+  EXPECT_EQ(r.memory("a").state_sha256(), st.state_sha256);
+  EXPECT_TRUE(r.last_restore("a").screening_used);
+  EXPECT_TRUE(r.verify().ok());
+  return st;
+}
+
 }  // namespace
 
 TEST(StoreRehash, PlaintextVersion3StoreIsReadThenUpgraded) {
@@ -134,17 +149,7 @@ TEST(StoreRehash, Version4And5StoresMoveTheirBoundsIntoGroups) {
       epoch_before = raw.query_int("SELECT epoch FROM screening WHERE memory_id = 1");
       if (v5) EXPECT_EQ(raw.query_int("SELECT count(*) FROM records WHERE bounds IS NOT NULL"), 5);
     }
-    State before;
-    {
-      StoreOptions ro;
-      ro.read_only = true;
-      Store r(path, ro);
-      before = r.stored_state("a");
-      EXPECT_EQ(before.ids.size(), 40u);
-      EXPECT_EQ(r.memory("a").state_sha256(), before.state_sha256);
-      EXPECT_TRUE(r.last_restore("a").screening_used);  // the older layout, read as it is
-      EXPECT_TRUE(r.verify().ok());
-    }
+    const State before = read_as_it_is(path);
     testing::internal::CaptureStderr();
     {
       Store s(path);
@@ -200,16 +205,7 @@ TEST(StoreRehash, Version6StoreKeepsItsRowsAndMixesInTokenMessages) {
                            std::to_string(b) + "'");
     };
     ASSERT_EQ(rows_with_first_byte(1), enc ? 50 : 0);  // 40 active, 10 suspended
-    State before;
-    {
-      StoreOptions ro;
-      ro.read_only = true;
-      Store r(path, ro);
-      before = r.stored_state("a");
-      EXPECT_EQ(before.ids.size(), 40u);
-      EXPECT_EQ(r.memory("a").state_sha256(), before.state_sha256);
-      EXPECT_TRUE(r.verify().ok());
-    }
+    const State before = read_as_it_is(path);
     testing::internal::CaptureStderr();
     {
       Store s(path);
