@@ -59,13 +59,7 @@ void run_sequence(Store& s) {
 }
 
 std::string screening_support_sha(const std::string& path) {
-  RawDb raw(path);
-  sqlite3_stmt* q = nullptr;
-  sqlite3_prepare_v2(raw.handle(), "SELECT support_sha256 FROM screening", -1, &q, nullptr);
-  std::string out;
-  if (sqlite3_step(q) == SQLITE_ROW) out = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
-  sqlite3_finalize(q);
-  return out;
+  return RawDb(path).query_text("SELECT support_sha256 FROM screening");
 }
 
 TEST(StoreEncryption, NewStoreIsEncryptedAndNoPlaintextReachesFiles) {
@@ -385,15 +379,8 @@ TEST(StoreEncryption, SchemaTwoStoreIsUpgradedInPlaceAndStaysPlaintext) {
 }
 
 std::string key_id_of(const std::string& path, std::int64_t record) {
-  RawDb raw(path);
-  sqlite3_stmt* q = nullptr;
-  sqlite3_prepare_v2(raw.handle(), "SELECT key_id FROM records WHERE record = ?1", -1, &q, nullptr);
-  sqlite3_bind_int64(q, 1, record);
-  std::string out;
-  if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL)
-    out = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
-  sqlite3_finalize(q);
-  return out;
+  return RawDb(path).query_text("SELECT key_id FROM records WHERE record = " +
+                                std::to_string(record));
 }
 
 // A forget's result times its parts (docs/api.md, OpResult): the bounds written, the commit, the
