@@ -358,6 +358,11 @@ void Opener::open_token_in_place(const RecordAad& aad, const std::uint8_t* heade
   open_parts(aad, kTokenSealVersion, header, tag, {k, k, kn}, {v, v, vn});
 }
 
+void Opener::open_token(const RecordAad& aad, const std::uint8_t* header, const std::uint8_t* tag,
+                        Piece key, Piece value) {
+  open_parts(aad, kTokenSealVersion, header, tag, key, value);
+}
+
 void Opener::open_parts(const RecordAad& aad, std::uint8_t version, const std::uint8_t* header,
                         const std::uint8_t* tag, Piece first, Piece second) {
   const auto wipe = [&] {

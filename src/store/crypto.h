@@ -158,14 +158,19 @@ class Opener {
   void open_token_in_place(const RecordAad& aad, const std::uint8_t* header,
                            const std::uint8_t* tag, void* key_buf, std::size_t kn, void* value_buf,
                            std::size_t vn);
-
- private:
   /// One piece of a message's ciphertext and where its plaintext goes (in == out allowed).
   struct Piece {
     const std::uint8_t* in;
     std::uint8_t* out;
     std::size_t n;
   };
+  /// Opens a token message from its key ciphertext `key` and value ciphertext `value`, wherever
+  /// they are (in place, or straight from the two columns into their destinations); `header` and
+  /// `tag` as for open_token_in_place. The same errors; on failure both outputs are zeroed.
+  void open_token(const RecordAad& aad, const std::uint8_t* header, const std::uint8_t* tag,
+                  Piece key, Piece value);
+
+ private:
   void open_parts(const RecordAad& aad, std::uint8_t version, const std::uint8_t* header,
                   const std::uint8_t* tag, Piece first, Piece second);
   evp_cipher_ctx_st* ctx_ = nullptr;

@@ -62,7 +62,7 @@ class PgStatement : public StatementBackend {
  public:
   PgStatement(PgConnection& c, std::string name, int nparams)
       : c_(c), name_(std::move(name)), values_(nparams), set_(nparams, 0), formats_(nparams, 0) {}
-  ~PgStatement() override = default;
+  ~PgStatement() override { drain(); }
   void bind_int64(int index, std::int64_t v) override { put(index, std::to_string(v), 0); }
   void bind_double(int index, double v) override;
   void bind_text(int index, const std::string& v) override { put(index, v, 0); }
@@ -72,6 +72,7 @@ class PgStatement : public StatementBackend {
   bool step() override;
   void defer() override;
   void reset() override {
+    drain();
     res_.reset();
     executed_ = false;
     std::fill(set_.begin(), set_.end(), 0);
@@ -89,6 +90,7 @@ class PgStatement : public StatementBackend {
     check_col(col);
     return PQgetisnull(res_.get(), row_, col) != 0;
   }
+  void stream() override;
 
  private:
   void put(int index, std::string v, int format) {
@@ -111,6 +113,9 @@ class PgStatement : public StatementBackend {
     std::vector<int> lengths;
   };
   Params params() const;
+  void send_streamed(const Params& p);
+  bool next_streamed();
+  void drain() noexcept;
   PgConnection& c_;
   std::string name_;  // of the prepared statement; empty: a statement translated to nothing
   std::vector<std::string> values_;
@@ -119,6 +124,8 @@ class PgStatement : public StatementBackend {
   Result res_{nullptr, &PQclear};
   int row_ = -1;
   bool executed_ = false;
+  bool stream_ = false;     // Statement::stream was called
+  bool streaming_ = false;  // a streamed result is being read: more rows (or its end) follow
 };
 
 class PgConnection : public DatabaseBackend {
@@ -199,6 +206,7 @@ PgStatement::Params PgStatement::params() const {
 }
 
 bool PgStatement::step() {
+  if (streaming_) return next_streamed();
   if (!executed_) {
     executed_ = true;
     row_ = -1;
@@ -208,6 +216,9 @@ bool PgStatement::step() {
     if (c_.pipelined()) {  // deferred statements are waiting: this one ends their round trip
       c_.send_prepared(name_, n, p.values.data(), p.lengths.data(), formats_.data());
       res_ = c_.end_pipeline("executing SQL");
+    } else if (stream_) {
+      send_streamed(p);
+      return next_streamed();
     } else {
       res_.reset(PQexecPrepared(c_.conn(), name_.c_str(), n, p.values.data(), p.lengths.data(),
                                 formats_.data(), 1));
@@ -219,6 +230,51 @@ bool PgStatement::step() {
   }
   if (res_ == nullptr) return false;
   return ++row_ < PQntuples(res_.get());
+}
+
+// Sends the statement for single-row mode; its rows are read by next_streamed().
+void PgStatement::send_streamed(const Params& p) {
+  executed_ = true;
+  row_ = -1;
+  if (PQsendQueryPrepared(c_.conn(), name_.c_str(), static_cast<int>(values_.size()),
+                          p.values.data(), p.lengths.data(), formats_.data(), 1) != 1)
+    throw_pg(c_.conn(), nullptr, "executing SQL");
+  streaming_ = true;
+  if (PQsetSingleRowMode(c_.conn()) != 1) {
+    drain();
+    throw StoreError("executing SQL: libpq refused single-row mode");
+  }
+}
+
+void PgStatement::stream() {
+  stream_ = true;
+  // Sent now, so that the server works on it while the caller prepares for its rows; with
+  // deferred statements waiting it runs (whole) at the first step instead.
+  if (!executed_ && !name_.empty() && !c_.pipelined()) send_streamed(params());
+}
+
+// One row of a streamed result per call; its end (a final result without rows) or its failure
+// (after the rows before it) ends the stream, and libpq's closing null is read then.
+bool PgStatement::next_streamed() {
+  res_.reset(PQgetResult(c_.conn()));
+  const ExecStatusType st = res_ == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(res_.get());
+  if (st == PGRES_SINGLE_TUPLE) {
+    row_ = 0;
+    return true;
+  }
+  Result last = std::move(res_);
+  res_.reset();
+  drain();
+  if (st != PGRES_TUPLES_OK) throw_pg(c_.conn(), last.get(), "executing SQL");
+  return false;
+}
+
+// Reads what is left of a streamed result (a scan abandoned midway, or after its end), so that the
+// connection can run the next statement.
+void PgStatement::drain() noexcept {
+  if (!streaming_) return;
+  streaming_ = false;
+  while (PGresult* r = PQgetResult(c_.conn())) PQclear(r);
 }
 
 void PgStatement::defer() {

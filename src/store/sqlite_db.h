@@ -40,6 +40,8 @@ class StatementBackend {
   virtual const void* blob_data(int col) const = 0;
   virtual int bytes(int col) const = 0;
   virtual bool is_null(int col) const = 0;
+  /// Statement::stream: by default rows are read as the backend reads them.
+  virtual void stream() {}
 };
 
 /// One connection of a backend.
@@ -110,6 +112,14 @@ class Statement {
   const void* blob_data(int col) const { return s_->blob_data(col); }
   int bytes(int col) const { return s_->bytes(col); }
   bool is_null(int col) const { return s_->is_null(col); }
+  /// After binding, before the first step: the rows are handed out as they arrive instead of
+  /// after the whole result (PostgreSQL's single-row mode, the statement sent at once; SQLite
+  /// steps row by row anyway), so a long scan is processed while the server still sends it. No
+  /// other statement runs on the connection until this one has returned its last row or is reset.
+  Statement& stream() {
+    s_->stream();
+    return *this;
+  }
 
  private:
   std::unique_ptr<StatementBackend> s_;

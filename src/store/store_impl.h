@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -116,14 +117,14 @@ class RecordShredded : public FormatError {
   std::int64_t record_;
 };
 
-/// Opens sealed blobs one batch behind the reading of their rows (a restore of an encrypted
-/// memory; docs/store.md "Encryption at rest"): the reader copies each blob's ciphertext straight
-/// into its destination (taking the first-touch page faults there, as a plaintext read does) and
-/// keeps its nonce and tag in the current batch, and a worker thread decrypts the previous batch in
-/// place meanwhile, so that the decryption overlaps the row reads instead of adding to them. One
-/// worker at a time, batches in order, so an opener is never used by two threads at once and the
-/// first failure is the earliest token's. Until it is opened a destination holds ciphertext;
-/// destinations must stay valid until finish() (or the destructor, which waits).
+/// Opens sealed blobs behind the reading of their rows (a restore of an encrypted memory;
+/// docs/store.md "Encryption at rest"): the reader copies each blob's ciphertext straight into its
+/// destination (taking the first-touch page faults there, as a plaintext read does) and keeps its
+/// nonce and tag in the current batch. Full batches end where a record does (so no opener is in two
+/// batches) and are queued for a worker thread, which opens them in place while the reader goes on
+/// without waiting for it; finish() opens what is left on both threads and reports the earliest
+/// token's failure. Destinations must stay valid until finish() (or the destructor, which stops
+/// the worker after its current batch).
 class PipelinedOpen {
  public:
   PipelinedOpen() = default;
@@ -158,19 +159,25 @@ class PipelinedOpen {
     std::size_t value_bytes;
   };
   using Batch = std::vector<Item>;
+  struct Queued {
+    Batch items;  // released once opened
+    std::exception_ptr failure;
+  };
   static void open_batch(const Batch& b);
-  void rethrow_pending();  // waits until the worker is idle; rethrows its failure
+  Item& next_item(const Opener& op);  // queues a full batch first, at a record's end
   void submit();
-  void work();  // the worker thread's loop: one batch per submit() until stopped
-  Batch filling_, running_;
+  bool open_next();  // opens the next batch nobody has taken (either thread); false: none left
+  void work();       // the worker thread's loop until stopped
+  Batch filling_;
+  std::deque<Queued> queue_;  // in reading order; a deque keeps taken batches in place
+  std::size_t taken_ = 0;     // batches taken by a thread
+  std::size_t opened_ = 0;    // ... and done
   // One worker thread for the whole pass, started by the first full batch (a pass of fewer blobs
   // never starts one), instead of a thread per batch.
   std::thread worker_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  bool busy_ = false;  // running_ is handed to the worker and not done yet
   bool stop_ = false;
-  std::exception_ptr failure_;  // of the last batch the worker ran
 };
 
 /// Where a token row's payload is in a result row: its key and value blob columns, and how many

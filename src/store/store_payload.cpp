@@ -1,6 +1,9 @@
 // The row-I/O boundary of token payloads (docs/store.md "Encryption at rest"): sealing a record's
 // key and value bytes under its own data key when token rows are written, opening them when they
 // are read, and the key store the data keys live in. Everything above this file sees plaintext.
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -172,9 +175,10 @@ void PayloadReader::read_token(const Statement& q, const PayloadColumns& c, int 
       op->open_into({at.memory_id, at.record_id, at.position, RecordField::kValue}, t.value,
                     t.vn + kSealOverhead, value, t.vn);
       return;
-    case Layout::kTokenMessage:
-      copy_parts(t.key + kTokenKeyOverhead, t.kn, t.value, t.vn, key, value);
-      op->open_token_in_place(at, t.key, t.value + t.vn, key, t.kn, value, t.vn);
+    case Layout::kTokenMessage:  // straight from the row into the destinations
+      op->open_token(at, t.key, t.value + t.vn,
+                     {t.key + kTokenKeyOverhead, reinterpret_cast<std::uint8_t*>(key), t.kn},
+                     {t.value, reinterpret_cast<std::uint8_t*>(value), t.vn});
       return;
   }
 }
@@ -203,7 +207,9 @@ void PayloadReader::read_token_queued(PipelinedOpen& pipe, const Statement& q,
 // ------------------------------------------------------------------------ PipelinedOpen
 
 namespace {
-constexpr std::size_t kPipelineBatch = 2048;  // blobs per batch (~1 MB of destinations at d = 64)
+// Blobs per batch (~256 KB of destinations at d = 64; a batch ends with its last record): small
+// enough that finish() soon has nothing left to wait for when the idle worker is starved.
+constexpr std::size_t kPipelineBatch = 512;
 }  // namespace
 
 PipelinedOpen::~PipelinedOpen() {
@@ -224,8 +230,7 @@ void PipelinedOpen::add(Opener& op, const RecordAad& aad, const void* blob, std:
                           " bytes, the sealed blob holds " + std::to_string(bytes));
   }
   const auto* b = static_cast<const std::uint8_t*>(blob);
-  if (filling_.empty()) filling_.reserve(kPipelineBatch);
-  Item& it = filling_.emplace_back();
+  Item& it = next_item(op);
   it.op = &op;
   it.aad = aad;
   std::memcpy(it.header.data(), b, it.header.size());
@@ -235,14 +240,12 @@ void PipelinedOpen::add(Opener& op, const RecordAad& aad, const void* blob, std:
   it.value_buf = nullptr;
   it.value_bytes = 0;
   if (bytes > 0) std::memcpy(out, b + it.header.size(), bytes);
-  if (filling_.size() >= kPipelineBatch) submit();
 }
 
 void PipelinedOpen::add_token(Opener& op, const RecordAad& aad, const std::uint8_t* key_blob,
                               const std::uint8_t* value_blob, void* key_out, std::size_t kn,
                               void* value_out, std::size_t vn) {
-  if (filling_.empty()) filling_.reserve(kPipelineBatch);
-  Item& it = filling_.emplace_back();
+  Item& it = next_item(op);
   it.op = &op;
   it.aad = aad;
   std::memcpy(it.header.data(), key_blob, it.header.size());
@@ -252,7 +255,13 @@ void PipelinedOpen::add_token(Opener& op, const RecordAad& aad, const std::uint8
   it.value_buf = value_out;
   it.value_bytes = vn;
   copy_parts(key_blob + kTokenKeyOverhead, kn, value_blob, vn, key_out, value_out);
-  if (filling_.size() >= kPipelineBatch) submit();
+}
+
+PipelinedOpen::Item& PipelinedOpen::next_item(const Opener& op) {
+  // A full batch ends where a record (an opener) does: two threads never share an opener.
+  if (filling_.size() >= kPipelineBatch && filling_.back().op != &op) submit();
+  if (filling_.empty()) filling_.reserve(kPipelineBatch);
+  return filling_.emplace_back();
 }
 
 void PipelinedOpen::open_batch(const Batch& b) {
@@ -267,47 +276,73 @@ void PipelinedOpen::open_batch(const Batch& b) {
 }
 
 void PipelinedOpen::submit() {
-  rethrow_pending();  // the previous batch is done before its items are reused
-  std::swap(running_, filling_);
-  filling_.clear();
-  if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
   {
     const std::lock_guard<std::mutex> lock(mutex_);
-    busy_ = true;
+    queue_.push_back({std::move(filling_), nullptr});
   }
+  filling_ = Batch();
+  if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
   changed_.notify_all();
 }
 
+bool PipelinedOpen::open_next() {
+  Queued* q = nullptr;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (taken_ == queue_.size()) return false;
+    q = &queue_[taken_++];
+  }
+  try {
+    open_batch(q->items);
+  } catch (...) {
+    q->failure = std::current_exception();
+  }
+  Batch().swap(q->items);
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ++opened_;
+  }
+  changed_.notify_all();
+  return true;
+}
+
 void PipelinedOpen::work() {
-  std::unique_lock<std::mutex> lock(mutex_);
+#ifdef SCHED_IDLE
+  // Only CPU time nothing else wants: while the rows stream in, the server and the reader can
+  // keep both cores of a small machine busy, and a worker beside them slows the scan by more than
+  // it opens. What it has not opened by the end, finish() opens on both threads. (Unsupported:
+  // it runs at normal priority.)
+  const sched_param idle{};
+  pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
+#endif
   for (;;) {
-    changed_.wait(lock, [this] { return busy_ || stop_; });
-    if (!busy_) return;  // stopped with nothing handed over
-    lock.unlock();
-    std::exception_ptr failure;
-    try {
-      open_batch(running_);
-    } catch (...) {
-      failure = std::current_exception();
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [this] { return stop_ || taken_ < queue_.size(); });
+      if (stop_) return;
     }
-    lock.lock();
-    failure_ = failure;
-    busy_ = false;
-    changed_.notify_all();
+    open_next();
   }
 }
 
-void PipelinedOpen::rethrow_pending() {
-  if (!worker_.joinable()) return;
-  std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [this] { return !busy_; });
-  if (failure_ != nullptr) std::rethrow_exception(std::exchange(failure_, nullptr));
-}
-
 void PipelinedOpen::finish() {
-  rethrow_pending();
-  open_batch(filling_);  // the last batch in this thread: nothing is left to overlap
-  filling_.clear();
+  if (!worker_.joinable()) {  // a pass of less than one batch: nothing was queued
+    open_batch(filling_);
+    filling_.clear();
+    return;
+  }
+  if (!filling_.empty()) submit();
+  while (open_next()) {  // what the worker has not taken yet, beside it
+  }
+  std::deque<Queued> done;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [this] { return opened_ == queue_.size(); });
+    done.swap(queue_);
+    taken_ = opened_ = 0;
+  }
+  for (Queued& q : done)
+    if (q.failure != nullptr) std::rethrow_exception(q.failure);
 }
 
 void Store::Impl::discard_new_keys() noexcept {

@@ -115,7 +115,7 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row, PayloadReader* re
   ts.values.resize(rows, row.value_dim);
   Statement q(db.handle(),
               "SELECT token_id, key, value FROM tokens WHERE memory_id = ?1 ORDER BY token_id");
-  q.bind(1, row.id);
+  q.bind(1, row.id).stream();  // rows are read (and queued for opening) as the server sends them
   PayloadReader own = payload_reader(row.id);
   PayloadReader& pr = reader != nullptr ? *reader : own;
   const KeyStore::ReadScope keys_read(key_store.get());

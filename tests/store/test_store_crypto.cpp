@@ -173,54 +173,65 @@ TEST(StoreCrypto, CiphertextMovedToAnotherPlaceIsRefused) {
 
 // A token message (schema 7): a token's key and value as one GCM message split over two columns.
 // Round trip at several sizes (an empty value included), every altered byte of either column
-// refused with both buffers zeroed, and the message refused at any other place or as a field.
+// refused with both buffers zeroed, and the message refused at any other place or as a field;
+// opened in place and straight from the two columns into other buffers.
 TEST(StoreCrypto, ATokenMessageOpensExactlyAndRefusesEveryAlteredByte) {
   const SecretKey key = SecretKey::random();
-  for (const int vd : {0, 3, 64}) {
-    const std::vector<std::uint8_t> k = fp64_bytes(1, 64, 40 + vd);
-    const std::vector<std::uint8_t> v = fp64_bytes(1, std::max(vd, 1), 50 + vd);
-    const std::size_t kn = k.size();
-    const std::size_t vn = static_cast<std::size_t>(vd) * 8;
-    const RecordAad home = aad(3, 21, 5, RecordField::kToken);
-    Sealer sealer(key);
-    std::vector<std::uint8_t> kc, vc;
-    sealer.seal_token(home, k.data(), kn, v.data(), vn, kc, vc);
-    ASSERT_EQ(kc.size(), kn + kTokenKeyOverhead);
-    ASSERT_EQ(vc.size(), vn + kTokenValueOverhead);
-    EXPECT_EQ(kc[0], kTokenSealVersion);
-    EXPECT_EQ(kc.size() + vc.size(), kn + vn + kSealOverhead);  // one message's overhead
-    // Opens one token message into the two buffers; true if authentic.
-    const auto open_token = [&](const RecordAad& at, const std::vector<std::uint8_t>& kcol,
-                                const std::vector<std::uint8_t>& vcol,
-                                std::vector<std::uint8_t>& ko, std::vector<std::uint8_t>& vo) {
-      ko.assign(kcol.begin() + kTokenKeyOverhead, kcol.end());
-      vo.assign(vcol.begin(), vcol.end() - kTokenValueOverhead);
-      Opener op(key);
-      try {
-        op.open_token_in_place(at, kcol.data(), vcol.data() + vn, ko.data(), kn, vo.data(), vn);
-        return true;
-      } catch (const RecordTampered& e) {
-        EXPECT_NE(std::string(e.what()).find(at.describe()), std::string::npos) << e.what();
-        return false;
+  for (const bool in_place : {true, false})
+    for (const int vd : {0, 3, 64}) {
+      const std::vector<std::uint8_t> k = fp64_bytes(1, 64, 40 + vd);
+      const std::vector<std::uint8_t> v = fp64_bytes(1, std::max(vd, 1), 50 + vd);
+      const std::size_t kn = k.size();
+      const std::size_t vn = static_cast<std::size_t>(vd) * 8;
+      const RecordAad home = aad(3, 21, 5, RecordField::kToken);
+      Sealer sealer(key);
+      std::vector<std::uint8_t> kc, vc;
+      sealer.seal_token(home, k.data(), kn, v.data(), vn, kc, vc);
+      ASSERT_EQ(kc.size(), kn + kTokenKeyOverhead);
+      ASSERT_EQ(vc.size(), vn + kTokenValueOverhead);
+      EXPECT_EQ(kc[0], kTokenSealVersion);
+      EXPECT_EQ(kc.size() + vc.size(), kn + vn + kSealOverhead);  // one message's overhead
+      // Opens one token message into the two buffers; true if authentic.
+      const auto open_token = [&](const RecordAad& at, const std::vector<std::uint8_t>& kcol,
+                                  const std::vector<std::uint8_t>& vcol,
+                                  std::vector<std::uint8_t>& ko, std::vector<std::uint8_t>& vo) {
+        Opener op(key);
+        try {
+          if (in_place) {
+            ko.assign(kcol.begin() + kTokenKeyOverhead, kcol.end());
+            vo.assign(vcol.begin(), vcol.end() - kTokenValueOverhead);
+            op.open_token_in_place(at, kcol.data(), vcol.data() + vn, ko.data(), kn, vo.data(), vn);
+          } else {
+            ko.assign(kn, 0xAB);
+            vo.assign(vn, 0xAB);
+            op.open_token(at, kcol.data(), vcol.data() + vn,
+                          {kcol.data() + kTokenKeyOverhead, ko.data(), kn},
+                          {vcol.data(), vo.data(), vn});
+          }
+          return true;
+        } catch (const RecordTampered& e) {
+          EXPECT_NE(std::string(e.what()).find(at.describe()), std::string::npos) << e.what();
+          return false;
+        }
+      };
+      std::vector<std::uint8_t> ko, vo;
+      ASSERT_TRUE(open_token(home, kc, vc, ko, vo));
+      EXPECT_EQ(ko, k);
+      EXPECT_EQ(vo,
+                std::vector<std::uint8_t>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(vn)));
+      for (std::size_t i = 0; i < kc.size() + vc.size(); ++i) {
+        std::vector<std::uint8_t> kt = kc, vt = vc;
+        (i < kc.size() ? kt[i] : vt[i - kc.size()]) ^= 0x01;
+        EXPECT_FALSE(open_token(home, kt, vt, ko, vo)) << "altered byte " << i;
+        EXPECT_EQ(ko, std::vector<std::uint8_t>(kn, 0)) << i;  // zeroed, never unauthenticated
+        EXPECT_EQ(vo, std::vector<std::uint8_t>(vn, 0)) << i;
       }
-    };
-    std::vector<std::uint8_t> ko, vo;
-    ASSERT_TRUE(open_token(home, kc, vc, ko, vo));
-    EXPECT_EQ(ko, k);
-    EXPECT_EQ(vo, std::vector<std::uint8_t>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(vn)));
-    for (std::size_t i = 0; i < kc.size() + vc.size(); ++i) {
-      std::vector<std::uint8_t> kt = kc, vt = vc;
-      (i < kc.size() ? kt[i] : vt[i - kc.size()]) ^= 0x01;
-      EXPECT_FALSE(open_token(home, kt, vt, ko, vo)) << "altered byte " << i;
-      EXPECT_EQ(ko, std::vector<std::uint8_t>(kn, 0)) << i;  // zeroed, never unauthenticated
-      EXPECT_EQ(vo, std::vector<std::uint8_t>(vn, 0)) << i;
+      for (const RecordAad& other :
+           {aad(3, 21, 6, RecordField::kToken), aad(3, 22, 5, RecordField::kToken),
+            aad(4, 21, 5, RecordField::kToken), aad(3, 21, 5, RecordField::kKey)}) {
+        EXPECT_FALSE(open_token(other, kc, vc, ko, vo)) << other.describe();
+      }
     }
-    for (const RecordAad& other : {aad(3, 21, 6, RecordField::kToken),
-                                   aad(3, 22, 5, RecordField::kToken), aad(4, 21, 5, RecordField::kToken),
-                                   aad(3, 21, 5, RecordField::kKey)}) {
-      EXPECT_FALSE(open_token(other, kc, vc, ko, vo)) << other.describe();
-    }
-  }
 }
 
 TEST(StoreCrypto, AssociatedDataHasAFixedWidthEncoding) {

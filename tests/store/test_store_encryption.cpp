@@ -222,55 +222,48 @@ TEST(StoreEncryption, TamperedOrMovedCiphertextIsRefusedNamingTheRecord) {
 // later, different problem (a truncated blob) first.
 // n = 1,500: 3,000 blobs, one worker batch, then the rest in the caller; n = 3,500: 7,000 blobs,
 // three batches on the one worker thread of the restore.
-void import_large(Store& s, int n = 1500) {
+void import_large(Store& s, int n = 1500, int per_record = kPerRecord) {
   s.create_memory("m", rbf_settings(0.05, 1.5), kDim, kDim);
   std::vector<std::int64_t> recs;
-  for (int i = 0; i < n; ++i) recs.push_back(1 + i / kPerRecord);
+  for (int i = 0; i < n; ++i) recs.push_back(1 + i / per_record);
   s.import_records("m", recs, random_keys(n, kDim, 4242));
 }
 
-TEST(StoreEncryption, PipelinedRestoreEqualsThePlaintextStore) {
+// The same `n` tokens (records of `per_record`) imported into an encrypted and a plaintext store:
+// the encrypted store's pipelined restore gives the same state, keys and values, and verifies.
+void expect_restores_alike(int n, int per_record = kPerRecord) {
   TempDir dir;
   {
     Store enc(dir.file("e.db"), opts(true));
     Store pln(dir.file("p.db"), opts(false));
-    import_large(enc);
-    import_large(pln);
+    import_large(enc, n, per_record);
+    import_large(pln, n, per_record);
   }
   Store e2(dir.file("e.db"));
   Store p2(dir.file("p.db"));
-  EXPECT_EQ(e2.memory("m").state_sha256(), p2.memory("m").state_sha256());
-  EXPECT_EQ(e2.memory("m").tokens(e2.memory("m").state().ids).keys,
-            p2.memory("m").tokens(p2.memory("m").state().ids).keys);
+  const Memory& e = e2.memory("m");
+  const Memory& p = p2.memory("m");
+  EXPECT_EQ(e.state_sha256(), p.state_sha256());
+  EXPECT_EQ(e.tokens(e.state().ids).keys, p.tokens(p.state().ids).keys);
+  EXPECT_EQ(e.tokens(e.state().ids).values, p.tokens(p.state().ids).values);
   EXPECT_TRUE(e2.verify().ok());
 }
 
+TEST(StoreEncryption, PipelinedRestoreEqualsThePlaintextStore) { expect_restores_alike(1500); }
+
 TEST(StoreEncryption, PipelinedRestoreOverSeveralWorkerBatchesEqualsThePlaintextStore) {
-  TempDir dir;
-  {
-    Store enc(dir.file("e.db"), opts(true));
-    Store pln(dir.file("p.db"), opts(false));
-    import_large(enc, 3500);
-    import_large(pln, 3500);
-  }
-  Store e2(dir.file("e.db"));
-  Store p2(dir.file("p.db"));
-  EXPECT_EQ(e2.memory("m").state_sha256(), p2.memory("m").state_sha256());
-  EXPECT_EQ(e2.memory("m").tokens(e2.memory("m").state().ids).keys,
-            p2.memory("m").tokens(p2.memory("m").state().ids).keys);
-  EXPECT_EQ(e2.memory("m").tokens(e2.memory("m").state().ids).values,
-            p2.memory("m").tokens(p2.memory("m").state().ids).values);
+  expect_restores_alike(3500);
 }
 
 // Imports `n` tokens into an encrypted store, applies `updates` to its file behind the store's
 // back, and expects the memory's (pipelined) restore to be refused naming `record`.
 void expect_restore_refused_naming(int n, std::initializer_list<const char*> updates,
-                                   const std::string& record) {
+                                   const std::string& record, int per_record = kPerRecord) {
   TempDir dir;
   const std::string p = dir.file("s.db");
   {
     Store s(p, opts(true));
-    import_large(s, n);
+    import_large(s, n, per_record);
   }
   {
     RawDb raw(p);
@@ -285,8 +278,8 @@ void expect_restore_refused_naming(int n, std::initializer_list<const char*> upd
   }
 }
 
-// A tampered blob in the worker's second batch (tokens 1,024-2,047) is reported when the reader
-// hands over the third; a truncated blob in the fourth batch is never reached first.
+// A tampered blob in a batch queued behind the first (record 160) is reported, not the truncated
+// row of record 320 the reader meets later.
 TEST(StoreEncryption, PipelinedRestoreReportsATamperedRecordInALaterWorkerBatch) {
   expect_restore_refused_naming(
       3500,
@@ -306,8 +299,9 @@ TEST(StoreEncryption, PipelinedRestoreReportsTheEarliestTamperedRecord) {
       "record 20");
 }
 
-// Both failures after the first worker batch (tokens 1,024 on): the tampered blob is still queued
-// in the caller's batch when the reader meets the truncated one, and is the one reported.
+// Both failures after the first batch and in one (a batch holds 52 records of 10 tokens): the
+// tampered blob (record 110) is still in the batch being filled when the reader meets the
+// truncated row (record 130), and is the one reported.
 TEST(StoreEncryption, PipelinedRestoreReportsAQueuedTamperedRecordBeforeALaterTruncatedOne) {
   expect_restore_refused_naming(
       1500,
@@ -315,6 +309,18 @@ TEST(StoreEncryption, PipelinedRestoreReportsAQueuedTamperedRecordBeforeALaterTr
        "record = 110 AND position = 2",
        "UPDATE tokens SET value = substr(value, 1, 10) WHERE record = 130 AND position = 0"},
       "record 110");
+}
+
+// Records longer than a batch of the pipelined restore (a batch ends with a record, so these
+// batches outgrow it): the restore equals the plaintext store's, and a tampered token late in the
+// second long record is reported by its record.
+TEST(StoreEncryption, PipelinedRestoreOfRecordsLongerThanABatch) {
+  expect_restores_alike(2100, 700);
+  expect_restore_refused_naming(
+      2100,
+      {"UPDATE tokens SET value = (SELECT value FROM tokens WHERE record = 2 AND position = 1) "
+       "WHERE record = 2 AND position = 650"},
+      "record 2", 700);
 }
 
 TEST(StoreEncryption, MissingKeyStoreIsAClearError) {
