@@ -21,8 +21,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -183,7 +185,11 @@ int main(int argc, char** argv) {
   std::string tmpl = a.dir + "/svattn_bench_backends_XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) return 2;
+  if (::mkdtemp(buf.data()) == nullptr) {
+    std::fprintf(stderr, "bench_store_backends: cannot create a directory under --dir %s: %s\n",
+                 a.dir.c_str(), std::strerror(errno));
+    return 2;
+  }
   const std::string dir = buf.data();
   std::mt19937_64 gen(a.seed);
   const RowMatrix x = gaussian(a.n, a.d, gen);
