@@ -184,6 +184,7 @@ class PgConnection : public DatabaseBackend {
 #endif
   void enter_pipeline();
   void send_sql(const char* sql);
+  int prepare_and_describe(const std::string& name, const std::string& sql);
 };
 
 void PgStatement::bind_double(int index, double v) {
@@ -500,6 +501,24 @@ std::vector<std::string> PgConnection::primary_key(const std::string& table) {
   return key;
 }
 
+// Prepares `sql` as `name` and returns its number of parameters: with pipelining the prepare and
+// its description go in one round trip, without it in two.
+int PgConnection::prepare_and_describe(const std::string& name, const std::string& sql) {
+#ifdef LIBPQ_HAS_PIPELINING
+  enter_pipeline();
+  if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), 0, nullptr) != 1 ||
+      PQsendDescribePrepared(conn_, name.c_str()) != 1)
+    throw_pg(conn_, nullptr, "preparing SQL");
+  const Result d = end_pipeline("preparing SQL");  // the description, after the prepare's result
+#else
+  Result r(PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr), &PQclear);
+  if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) throw_pg(conn_, r.get(), "preparing SQL");
+  Result d(PQdescribePrepared(conn_, name.c_str()), &PQclear);
+  if (PQresultStatus(d.get()) != PGRES_COMMAND_OK) throw_pg(conn_, d.get(), "preparing SQL");
+#endif
+  return PQnparams(d.get());
+}
+
 std::unique_ptr<StatementBackend> PgConnection::prepare(const char* sql) {
   auto it = prepared_.find(sql);
   if (it == prepared_.end()) {
@@ -516,11 +535,7 @@ std::unique_ptr<StatementBackend> PgConnection::prepare(const char* sql) {
     int nparams = 0;
     if (!pg.empty()) {
       name = "svattn_" + std::to_string(prepared_.size() + 1);
-      Result r(PQprepare(conn_, name.c_str(), pg.c_str(), 0, nullptr), &PQclear);
-      if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) throw_pg(conn_, r.get(), "preparing SQL");
-      Result d(PQdescribePrepared(conn_, name.c_str()), &PQclear);
-      if (PQresultStatus(d.get()) != PGRES_COMMAND_OK) throw_pg(conn_, d.get(), "preparing SQL");
-      nparams = PQnparams(d.get());
+      nparams = prepare_and_describe(name, pg);
     }
     it = prepared_.emplace(sql, std::make_pair(name, nparams)).first;
   }
