@@ -36,11 +36,14 @@ void Store::Impl::open_key_store(bool fresh) {
   ko.master = master_key_source(options);
   // A missing key store is created only for a store that has never sealed a record (a fresh
   // store, or one whose creation was interrupted between the two files); otherwise every record
-  // would silently become unreadable.
+  // would silently become unreadable. A read-only open never creates one and does not ask; the
+  // question stops at the first sealed record.
   bool sealed_any = false;
-  if (!fresh) {
-    sealed_any = has_key_id_column &&
-                 db.query_int("SELECT count(*) FROM records WHERE key_id IS NOT NULL") > 0;
+  if (!fresh && !options.read_only) {
+    sealed_any =
+        has_key_id_column && db.query_int(
+                                 "SELECT count(*) FROM (SELECT 1 FROM records WHERE key_id IS NOT "
+                                 "NULL LIMIT 1) r") > 0;
   }
   ko.create = !sealed_any && !options.read_only;
   ko.read_only = options.read_only;

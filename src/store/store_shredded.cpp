@@ -36,6 +36,22 @@ std::unique_ptr<Memory> solve_from(const MemoryRow& row, const TokenSet& tokens)
   return std::make_unique<Memory>(Memory::restore(row.settings, tokens, br.state));
 }
 
+// The lookup of `pairs` (memory, record) primary keys (parameters 1 .. 2 pairs) for
+// find_shredded: each record's key id, memory name, suspension and token rows.
+std::string shredded_lookup_sql(std::size_t pairs) {
+  std::string in;
+  for (std::size_t i = 0; i < pairs; ++i) {
+    in += (i > 0 ? ", (?" : "(?") + std::to_string(2 * i + 1) + ", ?" + std::to_string(2 * i + 2) +
+          ")";
+  }
+  const std::string lo = "r.record * " + std::to_string(record_lo(1));
+  return "SELECT r.memory_id, r.record, r.key_id, m.name, r.suspended, (SELECT count(*) FROM "
+         "tokens t WHERE t.memory_id = r.memory_id AND t.token_id BETWEEN " +
+         lo + " AND " + lo + " + " + std::to_string(kMaxPosition) +
+         ") FROM records r JOIN memories m ON m.id = " +
+         "r.memory_id WHERE (r.memory_id, r.record) IN (" + in + ") ORDER BY r.memory_id, r.record";
+}
+
 }  // namespace
 
 void Store::Impl::find_shredded() {
@@ -46,31 +62,22 @@ void Store::Impl::find_shredded() {
   for (KeyLookup& k : key_store->tombstones()) {
     if (!k.owner.is_bounds_group()) tombs.push_back(std::move(k));  // a group seals no rows
   }
-  // The tombstones' records, kShredQueryChunk per query by their primary key (one round trip per
-  // chunk on PostgreSQL, not one per erased record; the last chunk repeats its last pair), in
-  // ascending (memory, record). A record is shredded when its row names a destroyed key: one
-  // re-added after its erasure has a new key.
+  // The tombstones' records, up to kShredQueryChunk per query by their primary key (one round
+  // trip per chunk on PostgreSQL, not one per erased record), in ascending (memory, record); the
+  // last query asks for exactly the records left, so that a store with a few erasures does not
+  // plan and run a 64-pair lookup on every open. A record is shredded when its row names a
+  // destroyed key: one re-added after its erasure has a new key.
   constexpr std::size_t kShredQueryChunk = 64;
-  std::string pairs;
-  for (std::size_t i = 0; i < kShredQueryChunk; ++i) {
-    pairs += (i > 0 ? ", (?" : "(?") + std::to_string(2 * i + 1) + ", ?" +
-             std::to_string(2 * i + 2) + ")";
-  }
-  const std::string lo = "r.record * " + std::to_string(record_lo(1));
-  const std::string sql =
-      "SELECT r.memory_id, r.record, r.key_id, m.name, r.suspended, (SELECT count(*) FROM tokens "
-      "t WHERE t.memory_id = r.memory_id AND t.token_id BETWEEN " + lo + " AND " + lo + " + " +
-      std::to_string(kMaxPosition) + ") FROM records r JOIN memories m ON m.id = r.memory_id " +
-      "WHERE (r.memory_id, r.record) IN (" + pairs + ") ORDER BY r.memory_id, r.record";
   // Every tombstone of a record (erased, re-added under a new key, erased again: two).
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<const KeyLookup*>> by_record;
   for (const KeyLookup& k : tombs) by_record[{k.owner.memory_id, k.owner.record_id}].push_back(&k);
   std::vector<std::pair<std::int64_t, std::int64_t>> recs;
   for (const auto& [rec, ks] : by_record) recs.push_back(rec);
   for (std::size_t first = 0; first < recs.size(); first += kShredQueryChunk) {
-    Statement q(db.handle(), sql.c_str());
-    for (std::size_t i = 0; i < kShredQueryChunk; ++i) {
-      const auto& [memory_id, record] = recs[std::min(first + i, recs.size() - 1)];
+    const std::size_t chunk = std::min(kShredQueryChunk, recs.size() - first);
+    Statement q(db.handle(), shredded_lookup_sql(chunk).c_str());
+    for (std::size_t i = 0; i < chunk; ++i) {
+      const auto& [memory_id, record] = recs[first + i];
       q.bind(static_cast<int>(2 * i + 1), memory_id).bind(static_cast<int>(2 * i + 2), record);
     }
     while (q.step()) {
