@@ -7,16 +7,24 @@
 
 namespace svattn::detail {
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+bool check_kernel_avx512::cpu_has() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+}
+bool check_kernel_avx2::cpu_has() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+bool check_kernel_avx512::cpu_has() { return false; }
+bool check_kernel_avx2::cpu_has() { return false; }
+#endif
+
 namespace {
 using Run = void (*)(const CheckKernelArgs&, double*, double*);
 Run choose() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (check_kernel_avx512::kBuilt && __builtin_cpu_supports("avx512f") &&
-      __builtin_cpu_supports("avx512dq"))
+  if (check_kernel_avx512::kBuilt && check_kernel_avx512::cpu_has())
     return check_kernel_avx512::run;
-  if (check_kernel_avx2::kBuilt && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return check_kernel_avx2::run;
-#endif
+  if (check_kernel_avx2::kBuilt && check_kernel_avx2::cpu_has()) return check_kernel_avx2::run;
   return check_kernel_baseline::run;
 }
 }  // namespace

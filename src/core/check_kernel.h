@@ -30,10 +30,12 @@ void run(const CheckKernelArgs& a, double* ka, double* kdiag);
 }
 namespace check_kernel_avx512 {
 extern const bool kBuilt;  ///< compiled with AVX-512 F+DQ (else it forwards to baseline)
+bool cpu_has();            ///< this CPU has AVX-512 F+DQ (a built copy runs only then)
 void run(const CheckKernelArgs& a, double* ka, double* kdiag);
 }  // namespace check_kernel_avx512
 namespace check_kernel_avx2 {
 extern const bool kBuilt;  ///< this copy was compiled with AVX2+FMA (else it forwards to baseline)
+bool cpu_has();            ///< this CPU has AVX2 and FMA (a built copy runs only then)
 void run(const CheckKernelArgs& a, double* ka, double* kdiag);
 }  // namespace check_kernel_avx2
 

@@ -41,12 +41,8 @@ using KernelCopy = void (*)(const detail::CheckKernelArgs&, double*, double*);
 // AVX-512 one on an AVX2-only machine), and the run-time choice.
 std::vector<KernelCopy> runnable_copies() {
   std::vector<KernelCopy> runs{detail::check_kernel_baseline::run};
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    runs.push_back(detail::check_kernel_avx2::run);
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
-    runs.push_back(detail::check_kernel_avx512::run);
-#endif
+  if (detail::check_kernel_avx2::cpu_has()) runs.push_back(detail::check_kernel_avx2::run);
+  if (detail::check_kernel_avx512::cpu_has()) runs.push_back(detail::check_kernel_avx512::run);
   runs.push_back(detail::check_kernel_block);
   return runs;
 }
@@ -54,9 +50,10 @@ std::vector<KernelCopy> runnable_copies() {
 }  // namespace
 
 TEST(CheckKernel, BothCopiesMatchTheScalarKernel) {
-  if (runnable_copies().size() < 4) {
+  const std::vector<KernelCopy> copies = runnable_copies();
+  if (copies.size() < 4) {
     std::printf("CheckKernel: this CPU runs %zu of the 3 ISA copies (no AVX-512 or no AVX2)\n",
-                runnable_copies().size() - 1);
+                copies.size() - 1);
   }
   const RowMatrix X = make_keys(Stream::kGaussian, 37, 5, 3);
   const RowMatrix XS = make_keys(Stream::kGaussian, 13, 5, 4);
@@ -84,7 +81,7 @@ TEST(CheckKernel, BothCopiesMatchTheScalarKernel) {
     Eigen::VectorXd want, want_d;
     reference(k, X, XS, a, want, want_d);
     Eigen::VectorXd ka(37), kd(37);
-    for (KernelCopy run : runnable_copies()) {
+    for (KernelCopy run : copies) {
       ka.setConstant(NAN);
       kd.setConstant(NAN);
       run(args, ka.data(), kd.data());
