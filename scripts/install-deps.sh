@@ -21,6 +21,7 @@ pkgs=(
   libsvm-dev libsvm-tools  # external oracle (tests and comparisons only)
   gnuplot-nox              # plots
   pybind11-dev python3-dev python3-numpy python3-pytest   # Python package (for /usr/bin/python3)
+  python3-venv python3-pip python3-setuptools python3-wheel  # its wheel, installed in a venv by the tests
 )
 if [ -z "${SVATTN_NO_TORCH:-}" ]; then
   # libopenblas0-pthread: without it Debian's LibTorch falls back to reference BLAS (~20x slower).

@@ -36,7 +36,7 @@ from ._core import (  # noqa: F401  (re-exported)
 )
 from ._store import HAVE_STORE, Store, store_token_id
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401  (generated from CMakeLists.txt)
 
 __all__ = [
     "AlreadyExistsError", "BatchDiagnostics", "BatchResult", "BatchSettings", "FormatError",

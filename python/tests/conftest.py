@@ -11,6 +11,13 @@ import pytest
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "torch: needs svattn.torch (LibTorch op library)")
+    venv = os.environ.get("SVATTN_EXPECT_INSTALLED")
+    if venv:
+        # ctest runs the suite against the wheel installed in this venv, never the build tree.
+        import svattn
+        where = os.path.realpath(svattn.__file__)
+        if not where.startswith(os.path.realpath(venv) + os.sep):
+            raise pytest.UsageError(f"svattn imported from {where}, not from the venv {venv}")
 
 
 @pytest.fixture
