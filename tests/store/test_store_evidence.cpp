@@ -317,6 +317,19 @@ TEST_F(Evidence, PolyKernelVerifiesIndependently) {
   expect_all_verify(export_dir());
 }
 
+TEST_F(Evidence, RidgeZeroLinearKernelVerifiesWithUniquenessNotEstablished) {
+  MemorySettings ms = rbf_settings(0.1);
+  ms.problem.kernel.type = KernelType::kLinear;
+  ms.problem.ridge = 0;
+  fill(ms, 20, 2, 3);
+  forget(Forget::kSupport);
+  const std::string dir = export_dir();
+  expect_all_verify(dir);
+  const nlohmann::json out = nlohmann::json::parse(run_verifier(dir, tmp_).out);
+  for (const auto& c : out["checks"])
+    if (c["name"] == "uniqueness") EXPECT_EQ(c["result"], "not established");
+}
+
 // ------------------------------------------------------------------------------------- tampering
 
 class EvidenceTamper : public Evidence {
