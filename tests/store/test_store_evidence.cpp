@@ -498,6 +498,45 @@ TEST_F(EvidenceCli, ExportWritesTheFilesAndRefusesANonEmptyDirectory) {
   EXPECT_EQ(leftovers, 0u);
 }
 
+// A store whose coefficients or b were altered from outside is exported as stored, and memory
+// verify and the independent verifier both refuse it; one whose stored hash was altered cannot be
+// restored, and export refuses it itself (exit 2, nothing written).
+TEST_F(EvidenceCli, TamperedStoreIsExportedAsStoredAndBothVerifiersRefuseIt) {
+  fill(rbf_settings(0.1), 12, 2, 3);
+  forget(Forget::kSupport);
+  const std::vector<std::string> edits{
+      "UPDATE support SET alpha = alpha * 1.001 WHERE token_id = (SELECT min(token_id) FROM "
+      "support)",
+      "UPDATE memories SET b = b + 1e-4"};
+  for (std::size_t k = 0; k < edits.size(); ++k) {
+    const std::string copy = tmp_.file("t" + std::to_string(k) + ".db");
+    store_test::copy_store(store_, copy);
+    {
+      store_test::RawDb db(copy);
+      ASSERT_EQ(db.exec(edits[k]), SQLITE_OK) << edits[k];
+    }
+    EXPECT_EQ(cli({"memory", "verify", copy}).code, 1) << edits[k];
+    const std::string out = tmp_.file("t" + std::to_string(k));
+    const RunResult ex = cli({"memory", "export", copy, "--memory", "m", "--out", out});
+    ASSERT_EQ(ex.code, 0) << edits[k] << "\n" << ex.err;
+    const RunResult py = run_verifier(out, tmp_);
+    EXPECT_EQ(py.code, 1) << edits[k] << "\n" << py.out;
+    EXPECT_FALSE(cpp_verifies(out)) << edits[k];
+  }
+  const std::string copy = tmp_.file("hash.db");
+  store_test::copy_store(store_, copy);
+  {
+    store_test::RawDb db(copy);
+    ASSERT_EQ(db.exec("UPDATE memories SET state_sha256 = '" + std::string(64, 'a') + "'"),
+              SQLITE_OK);
+  }
+  EXPECT_EQ(cli({"memory", "verify", copy}).code, 1);
+  const RunResult ex = cli({"memory", "export", copy, "--memory", "m", "--out", tmp_.file("hash")});
+  EXPECT_EQ(ex.code, 2);  // the store's own warnings precede the error line
+  EXPECT_NE(ex.err_lines().back().find("does not match its tokens"), std::string::npos) << ex.err;
+  EXPECT_FALSE(fs::exists(tmp_.file("hash")));
+}
+
 TEST_F(EvidenceCli, ReceiptOfARealErasureNamesEverythingADpoFiles) {
   fill(rbf_settings(0.1), 20, 3, 4);
   const std::string backup = tmp_.file("before.db");
