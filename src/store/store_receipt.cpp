@@ -1,7 +1,7 @@
 // `erasure_receipt`: what a data-protection officer files for one erased record, gathered from the
 // audit chain, the recorded certificate, the key store and the named backups, with checks of its
 // own (docs/audit.md "Erasure receipt"). Rendering is in store_receipt_render.cpp.
-#include <algorithm>
+#include <filesystem>
 
 #include "receipt_checks.h"
 #include "svattn/errors.h"
@@ -141,7 +141,7 @@ ErasureReceipt erasure_receipt(const std::string& store_path, const StoreOptions
   Store store(store_path, o);
   const MemoryInfo info = store.memory_info(memory);  // NotFound
   ErasureReceipt r;
-  r.store = store_path;
+  r.store = std::filesystem::absolute(store_path).lexically_normal().string();
   r.memory = memory;
   r.record = record;
   r.reason = reason;

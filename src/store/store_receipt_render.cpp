@@ -193,6 +193,7 @@ std::string render_receipt_markdown(const ErasureReceipt& r) {
     o += "\n## " + s.title + "\n\n";
     if (!s.rows.empty()) o += "| | |\n| --- | --- |\n";
     for (const auto& [k, v] : s.rows) o += "| " + md_escape(k) + " | " + md_escape(v) + " |\n";
+    if (!s.rows.empty() && (!s.checks.empty() || !s.paragraphs.empty())) o += "\n";
     for (const ReceiptCheck& c : s.checks)
       o += "- **" + md_escape(c.name) + "**: " + outcome(c) +
            (c.detail.empty() ? "" : " — " + md_escape(c.detail)) + "\n";

@@ -570,6 +570,21 @@ TEST_F(EvidenceCli, ReceiptOfRowsDeletedByHandIsRefused) {
   EXPECT_TRUE(r.out.empty());
 }
 
+TEST_F(EvidenceCli, ReceiptOfAnEditedAuditChainIsRefused) {
+  fill(rbf_settings(0.1), 10, 2, 3);
+  const std::int64_t record = forget(Forget::kSupport).entry.record;
+  EXPECT_EQ(receipt(record).code, 0);
+  {
+    store_test::RawDb db(store_);
+    ASSERT_EQ(db.exec("DROP TRIGGER audit_no_update"), SQLITE_OK);
+    ASSERT_EQ(db.exec("UPDATE audit SET token_count = token_count + 1 WHERE operation = 'forget'"),
+              SQLITE_OK);
+  }
+  const RunResult r = receipt(record);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("audit_chain"), std::string::npos) << r.err;
+}
+
 TEST_F(EvidenceCli, ReceiptWhoseKeyWasNotDestroyedIsRefused) {
   fill(rbf_settings(0.1), 10, 2, 3);
   const std::string keys = store_ + ".keys";
