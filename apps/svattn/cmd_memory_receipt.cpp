@@ -51,7 +51,7 @@ int run_receipt(const ReceiptOptions& o) {
     if (o.common.json) print_json(r.to_json());
     return 1;
   }
-  const std::string text = o.common.json    ? r.to_json().dump(2) + "\n"
+  const std::string text = o.common.json        ? r.to_json().dump(2) + "\n"
                            : o.format == "html" ? render_receipt_html(r)
                                                 : render_receipt_markdown(r);
   if (o.out.empty()) {

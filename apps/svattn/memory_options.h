@@ -1,9 +1,8 @@
 // The options every `svattn memory ...` subcommand shares (the store, the memory, the busy timeout,
 // --json, the master key; docs/store.md "Master key"), for cmd_memory*.cpp.
 #pragma once
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "svattn/store.h"
 

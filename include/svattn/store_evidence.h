@@ -62,8 +62,8 @@ struct ErasureReceipt {
   std::int64_t record = 0;
   std::string reason;
   std::string generated_utc;
-  nlohmann::json settings;  ///< memory_settings_to_json plus dim, value_dim
-  AuditEntry forget;        ///< the forget entry (seq 0: none found)
+  nlohmann::json settings;         ///< memory_settings_to_json plus dim, value_dim
+  AuditEntry forget;               ///< the forget entry (seq 0: none found)
   std::vector<AuditEntry> shreds;  ///< the shred entries of its keys
   std::int64_t tokens_removed = 0;
   std::int64_t token_rows_erased = 0;
@@ -77,8 +77,8 @@ struct ErasureReceipt {
   std::vector<ReceiptCheck> certificate_checks;  ///< the certificate's own checks, as recorded
   std::string current_state_sha256;
   std::int64_t audit_head_seq = 0;
-  std::string audit_head_hash;   ///< the last entry's hash
-  std::string anchor_hash;       ///< meta audit_head_hash
+  std::string audit_head_hash;  ///< the last entry's hash
+  std::string anchor_hash;      ///< meta audit_head_hash
   std::vector<ReceiptBackup> backups;
   std::vector<ReceiptCheck> checks;  ///< the receipt's own checks, in order
   bool ok() const;

@@ -265,7 +265,7 @@ void register_evidence(py::module_& m) {
         d["failure"] = r.first_failure();
         d["receipt"] = json_to_python(r.to_json());
         d["text"] = r.ok() ? py::cast(format == "html" ? render_receipt_html(r)
-                                                        : render_receipt_markdown(r))
+                                                       : render_receipt_markdown(r))
                            : py::none();
         return d;
       },

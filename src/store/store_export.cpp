@@ -83,8 +83,8 @@ fs::path prepare_target(const std::string& out_dir) {
     throw IoError("--out: parent directory of '" + out_dir + "' does not exist");
   }
   std::random_device rd;
-  const fs::path tmp = parent / (".svattn-export-" + std::to_string(::getpid()) + "-" +
-                                 std::to_string(rd()));
+  const fs::path tmp =
+      parent / (".svattn-export-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
   if (!fs::create_directory(tmp, ec) || ec) {
     throw IoError("--out: cannot create a directory beside '" + out_dir + "': " + ec.message());
   }

@@ -23,9 +23,11 @@ ReceiptCheck check_chain(const std::vector<AuditEntry>& entries, ErasureReceipt&
   std::int64_t seq = 1;
   for (const AuditEntry& e : entries) {
     std::string bad;
-    if (e.seq != seq) bad = "sequence number " + std::to_string(e.seq) + " where " +
-                            std::to_string(seq) + " was expected";
-    else if (e.prev_hash != prev) bad = "prev_hash does not match the previous entry";
+    if (e.seq != seq)
+      bad = "sequence number " + std::to_string(e.seq) + " where " + std::to_string(seq) +
+            " was expected";
+    else if (e.prev_hash != prev)
+      bad = "prev_hash does not match the previous entry";
     else if (sha256_hex(canonical_audit_bytes(e)) != e.entry_hash)
       bad = "entry hash does not match its contents";
     if (!bad.empty()) {
@@ -47,8 +49,10 @@ ReceiptCheck check_chain(const std::vector<AuditEntry>& entries, ErasureReceipt&
                "…) is not the last entry's hash (" + r.audit_head_hash.substr(0, 16) + "…)";
     return c;
   }
-  c.detail = std::to_string(entries.size()) + " entries linked, hashes recomputed, head anchor "
-             "equals entry " + std::to_string(r.audit_head_seq);
+  c.detail = std::to_string(entries.size()) +
+             " entries linked, hashes recomputed, head anchor "
+             "equals entry " +
+             std::to_string(r.audit_head_seq);
   return c;
 }
 
@@ -93,8 +97,8 @@ ReceiptCheck check_current_state(const std::vector<AuditEntry>& entries, const M
   std::string last;
   for (const AuditEntry& e : entries)
     if (e.memory == r.memory && !e.state_after.empty()) last = e.state_after;
-  r.current_state_sha256 = info.file_state_sha256.empty() ? info.state_sha256
-                                                          : info.file_state_sha256;
+  r.current_state_sha256 =
+      info.file_state_sha256.empty() ? info.state_sha256 : info.file_state_sha256;
   if (last == r.current_state_sha256)
     return {"state_recorded", true, "the stored state is the last state the chain recorded"};
   return {"state_recorded", false,
@@ -128,11 +132,11 @@ void check_erasure(Store& store, const std::vector<AuditEntry>& entries, const S
 
 ErasureReceipt erasure_receipt(const std::string& store_path, const StoreOptions& options,
                                const std::string& memory, std::int64_t record,
-                               const std::string& reason,
-                               const std::vector<std::string>& backups) {
+                               const std::string& reason, const std::vector<std::string>& backups) {
   if (store_path.rfind("postgresql:", 0) == 0 || store_path.rfind("postgres:", 0) == 0) {
-    throw InvalidArgument("receipt: STORE must be an SQLite store file (PostgreSQL stores: run "
-                          "memory verify and memory audit)");
+    throw InvalidArgument(
+        "receipt: STORE must be an SQLite store file (PostgreSQL stores: run "
+        "memory verify and memory audit)");
   }
   check_utf8(reason, "--reason");
   StoreOptions o = options;

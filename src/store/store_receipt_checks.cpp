@@ -1,9 +1,8 @@
 // The erasure receipt's checks of the recorded certificate, of the key destruction (audit chain and
 // key store) and of the named backups (docs/audit.md "Erasure receipt").
-#include "receipt_checks.h"
-
 #include "key_store.h"
 #include "master_key.h"
+#include "receipt_checks.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
 #include "svattn/io.h"
@@ -81,7 +80,10 @@ ReceiptCheck receipt_check_certificate(const RemovalCertificate& cert, ErasureRe
   if (!v.ok()) {
     return {"certificate", false,
             std::string("the recorded optimality check failed (") +
-                (!v.feasible ? "feasibility" : !v.kkt_ok ? "kkt_signs_all_tokens" : "hash") + ")"};
+                (!v.feasible ? "feasibility"
+                 : !v.kkt_ok ? "kkt_signs_all_tokens"
+                             : "hash") +
+                ")"};
   }
   if (cert.before.state_sha256 != r.forget.state_before ||
       cert.after.state_sha256 != r.forget.state_after) {

@@ -85,7 +85,8 @@ std::vector<std::string> guarantees(const ErasureReceipt& r) {
                          : "Ridge μ > 0: the optimum is unique, so the state after the erasure "
                            "is the only optimal state for the remaining tokens.");
   p.push_back(
-      "The audit chain is tamper-evident, not tamper-proof: keep the head hash printed here outside "
+      "The audit chain is tamper-evident, not tamper-proof: keep the head hash printed here "
+      "outside "
       "the store (in the ticket) so that a later rewrite of the history is detectable. Hashes are "
       "bit-identical on the same build and platform (docs/math.md §3).");
   return p;
@@ -164,12 +165,23 @@ std::string html_escape(const std::string& t) {
   std::string o;
   for (const char c : t) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -178,8 +190,7 @@ std::string html_escape(const std::string& t) {
 std::string md_escape(const std::string& t) {
   std::string o;
   for (const char c : t) {
-    if (c == '|' || c == '\\' || c == '*' || c == '_' || c == '`' || c == '<')
-      o += '\\';
+    if (c == '|' || c == '\\' || c == '*' || c == '_' || c == '`' || c == '<') o += '\\';
     o += c == '\n' ? ' ' : c;
   }
   return o;
@@ -234,29 +245,46 @@ std::string render_receipt_html(const ErasureReceipt& r) {
 nlohmann::json ErasureReceipt::to_json() const {
   auto checks_json = [](const std::vector<ReceiptCheck>& cs) {
     nlohmann::json a = nlohmann::json::array();
-    for (const ReceiptCheck& c : cs) a.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+    for (const ReceiptCheck& c : cs)
+      a.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
     return a;
   };
   nlohmann::json backups_json = nlohmann::json::array();
   for (const ReceiptBackup& b : backups) {
-    backups_json.push_back({{"path", b.path}, {"sha256", b.sha256}, {"bytes", b.bytes},
+    backups_json.push_back({{"path", b.path},
+                            {"sha256", b.sha256},
+                            {"bytes", b.bytes},
                             {"audit_head_seq", b.audit_head_seq},
                             {"taken_before_erasure", b.taken_before_erasure},
-                            {"holds_record", b.holds_record}, {"key_id", b.key_id},
-                            {"covered", b.covered}, {"note", b.note}});
+                            {"holds_record", b.holds_record},
+                            {"key_id", b.key_id},
+                            {"covered", b.covered},
+                            {"note", b.note}});
   }
-  return {{"receipt", "svattn-erasure-receipt-v1"}, {"ok", ok()}, {"store", store},
-          {"memory", memory}, {"record", record}, {"reason", reason},
-          {"generated_utc", generated_utc}, {"settings", settings},
+  return {{"receipt", "svattn-erasure-receipt-v1"},
+          {"ok", ok()},
+          {"store", store},
+          {"memory", memory},
+          {"record", record},
+          {"reason", reason},
+          {"generated_utc", generated_utc},
+          {"settings", settings},
           {"forget", forget.seq > 0 ? audit_entry_to_json(forget) : nlohmann::json()},
-          {"tokens_removed", tokens_removed}, {"token_rows_erased", token_rows_erased},
-          {"encryption", encryption}, {"data_key_id", data_key_id},
-          {"data_key_sha256", data_key_sha256}, {"key_destroyed_utc", key_destroyed_utc},
-          {"key_store_state", key_store_state}, {"certificate_argument", certificate_argument},
+          {"tokens_removed", tokens_removed},
+          {"token_rows_erased", token_rows_erased},
+          {"encryption", encryption},
+          {"data_key_id", data_key_id},
+          {"data_key_sha256", data_key_sha256},
+          {"key_destroyed_utc", key_destroyed_utc},
+          {"key_store_state", key_store_state},
+          {"certificate_argument", certificate_argument},
           {"certificate_checks", checks_json(certificate_checks)},
-          {"current_state_sha256", current_state_sha256}, {"audit_head_seq", audit_head_seq},
-          {"audit_head_hash", audit_head_hash}, {"anchor_hash", anchor_hash},
-          {"backups", backups_json}, {"checks", checks_json(checks)}};
+          {"current_state_sha256", current_state_sha256},
+          {"audit_head_seq", audit_head_seq},
+          {"audit_head_hash", audit_head_hash},
+          {"anchor_hash", anchor_hash},
+          {"backups", backups_json},
+          {"checks", checks_json(checks)}};
 }
 
 }  // namespace svattn

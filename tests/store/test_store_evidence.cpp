@@ -35,7 +35,8 @@ struct Npy {
 
 Npy read_npy(const std::string& path) {
   const std::string b = test::read_text(path);
-  const std::size_t hlen = static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
+  const std::size_t hlen =
+      static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8);
   const std::string header = b.substr(10, hlen);
   Npy n;
   const auto d = header.find("'descr': '") + 10;
@@ -45,7 +46,8 @@ Npy read_npy(const std::string& path) {
   std::size_t at = 0;
   while (at < dims.size()) {
     const std::size_t comma = dims.find(',', at);
-    const std::string item = dims.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    const std::string item =
+        dims.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     if (item.find_first_of("0123456789") != std::string::npos) n.shape.push_back(std::stoull(item));
     if (comma == std::string::npos) break;
     at = comma + 1;
@@ -57,7 +59,9 @@ Npy read_npy(const std::string& path) {
 void write_npy_raw(const std::string& path, const Npy& n) {
   std::string dims;
   for (std::size_t k = 0; k < n.shape.size(); ++k)
-    dims += std::to_string(n.shape[k]) + (n.shape.size() == 1 ? "," : k + 1 < n.shape.size() ? ", " : "");
+    dims += std::to_string(n.shape[k]) + (n.shape.size() == 1      ? ","
+                                          : k + 1 < n.shape.size() ? ", "
+                                                                   : "");
   std::string header =
       "{'descr': '" + n.descr + "', 'fortran_order': False, 'shape': (" + dims + "), }";
   header.append((64 - (11 + header.size()) % 64) % 64, ' ');
@@ -109,7 +113,7 @@ Loaded load_export(const std::string& dir) {
   l.state.status = status_from_string(st.at("status").get<std::string>());
   l.state.warmup = st.at("warmup").get<bool>();
   for (std::size_t t = 0; t < l.part.size(); ++t) {
-    auto& set = l.part[t] == 1 ? l.state.partition.margin
+    auto& set = l.part[t] == 1   ? l.state.partition.margin
                 : l.part[t] == 2 ? l.state.partition.error
                                  : l.state.partition.reserve;
     set.push_back(l.state.ids[t]);
@@ -134,12 +138,13 @@ void save_export(const std::string& dir, const Loaded& l, nlohmann::json st) {
   write_npy_raw(dir + "/ids.npy", {"<i8", {n}, raw_of(l.state.ids)});
   write_npy_raw(dir + "/alpha.npy", {"<f8", {n}, raw_of(l.state.alpha)});
   write_npy_raw(dir + "/partition.npy", {"|i1", {n}, raw_of(l.part)});
-  write_npy_raw(dir + "/keys.npy",
-                {"<f8", {n, static_cast<std::size_t>(l.state.dim)},
-                 std::string(reinterpret_cast<const char*>(l.tokens.keys.data()),
-                             l.tokens.keys.size() * sizeof(double))});
+  write_npy_raw(dir + "/keys.npy", {"<f8",
+                                    {n, static_cast<std::size_t>(l.state.dim)},
+                                    std::string(reinterpret_cast<const char*>(l.tokens.keys.data()),
+                                                l.tokens.keys.size() * sizeof(double))});
   write_npy_raw(dir + "/values.npy",
-                {"<f8", {n, static_cast<std::size_t>(l.state.value_dim)},
+                {"<f8",
+                 {n, static_cast<std::size_t>(l.state.value_dim)},
                  std::string(reinterpret_cast<const char*>(l.tokens.values.data()),
                              l.tokens.values.size() * sizeof(double))});
   st["b"] = l.state.b;
@@ -162,8 +167,8 @@ bool cpp_verifies(const std::string& dir) {
 }
 
 RunResult run_verifier(const std::string& dir, const TempDir& tmp, const std::string& cert = "") {
-  std::vector<std::string> args{"PYTHONPATH=" + kVerifierPath, SVATTN_PYTHON, "-m", "svattn_verify",
-                                dir, "--json"};
+  std::vector<std::string> args{
+      "PYTHONPATH=" + kVerifierPath, SVATTN_PYTHON, "-m", "svattn_verify", dir, "--json"};
   if (!cert.empty()) {
     args.push_back("--certificate");
     args.push_back(cert);
@@ -181,7 +186,6 @@ std::vector<std::string> failed_checks(const RunResult& r) {
       out.push_back(c["name"].get<std::string>());
   return out;
 }
-
 
 // -------------------------------------------------------------------------------------- fixture
 
@@ -243,7 +247,11 @@ class Evidence : public ::testing::Test {
     const RunResult py = run_verifier(dir, tmp_, cert_);
     EXPECT_EQ(py.code, 0) << py.out << py.err;
     EXPECT_TRUE(cpp_verifies(dir));
-    Store s(store_, [] { StoreOptions o; o.read_only = true; return o; }());
+    Store s(store_, [] {
+      StoreOptions o;
+      o.read_only = true;
+      return o;
+    }());
     EXPECT_TRUE(s.verify().ok());
   }
 };
@@ -366,9 +374,9 @@ class EvidenceTamper : public Evidence {
     const std::vector<std::string> failed = failed_checks(py);
     for (const std::string& e : expected)
       EXPECT_NE(std::find(failed.begin(), failed.end(), e), failed.end()) << e << "\n" << py.out;
-    const bool cpp_ok = cpp_verifies(dir_) &&
-                        (!with_cert || l_.state.state_sha256 ==
-                                           read_json(cert_)["after"]["state_sha256"]);
+    const bool cpp_ok =
+        cpp_verifies(dir_) &&
+        (!with_cert || l_.state.state_sha256 == read_json(cert_)["after"]["state_sha256"]);
     EXPECT_FALSE(cpp_ok) << "svattn's verifier accepted what the independent one refused";
   }
 };
@@ -450,7 +458,6 @@ TEST_F(EvidenceTamper, MissingOrMalformedFilesAreBadInput) {
   EXPECT_EQ(run_verifier(tmp_.file("nowhere"), tmp_).code, 2);
 }
 
-
 // ---------------------------------------------------------------------------------- the CLI
 
 class EvidenceCli : public Evidence {
@@ -462,8 +469,8 @@ class EvidenceCli : public Evidence {
     return test::run_binary("/usr/bin/env", all, tmp_);
   }
   RunResult receipt(std::int64_t record, std::vector<std::string> extra = {}) {
-    std::vector<std::string> a{"memory", "receipt", store_, "--memory", "m", "--record",
-                               std::to_string(record)};
+    std::vector<std::string> a{
+        "memory", "receipt", store_, "--memory", "m", "--record", std::to_string(record)};
     a.insert(a.end(), extra.begin(), extra.end());
     return cli(a);
   }
@@ -485,9 +492,8 @@ TEST_F(EvidenceCli, ExportWritesTheFilesAndRefusesANonEmptyDirectory) {
   EXPECT_EQ(run_verifier(out, tmp_).code, 0);
   test::expect_bad_input(cli({"memory", "export", store_, "--memory", "m", "--out", out}),
                          {"--out", "not empty"});
-  test::expect_bad_input(cli({"memory", "export", store_, "--memory", "nope", "--out",
-                              tmp_.file("out2")}),
-                         {"nope"});
+  test::expect_bad_input(
+      cli({"memory", "export", store_, "--memory", "nope", "--out", tmp_.file("out2")}), {"nope"});
   EXPECT_FALSE(fs::exists(tmp_.file("out2")));
   fs::create_directory(tmp_.file("empty"));
   EXPECT_EQ(cli({"memory", "export", store_, "--memory", "m", "--out", tmp_.file("empty")}).code,
@@ -544,9 +550,9 @@ TEST_F(EvidenceCli, ReceiptOfARealErasureNamesEverythingADpoFiles) {
   const RunResult md = receipt(record, {"--reason", "ticket DPO-17", "--backup", backup});
   ASSERT_EQ(md.code, 0) << md.err;
   for (const char* text :
-       {"Erasure receipt: record", "ticket DPO-17", "Verdict: all", "audit\\_chain", "forget\\_entry",
-        "key\\_destroyed", "SHA-256 of the wrapped key", "shredded", "the whole model",
-        "Audit mode", "Ridge μ > 0", "ciphertext under the destroyed key"})
+       {"Erasure receipt: record", "ticket DPO-17", "Verdict: all", "audit\\_chain",
+        "forget\\_entry", "key\\_destroyed", "SHA-256 of the wrapped key", "shredded",
+        "the whole model", "Audit mode", "Ridge μ > 0", "ciphertext under the destroyed key"})
     EXPECT_NE(md.out.find(text), std::string::npos) << text << "\n" << md.out;
   const RunResult html = receipt(record, {"--format", "html", "--out", tmp_.file("r.html")});
   ASSERT_EQ(html.code, 0) << html.err;
