@@ -563,6 +563,24 @@ TEST_F(EvidenceCli, ReceiptOfARealErasureNamesEverythingADpoFiles) {
   EXPECT_EQ(receipt(record, {"--format", "html", "--out", tmp_.file("r.html")}).code, 2);
 }
 
+// A backup taken before the erasure, read beside the current key store: the erased record is
+// shredded, the export is the memory without it and verifies independently.
+TEST_F(EvidenceCli, ExportOfARestoredBackupLeavesTheShreddedRecordOut) {
+  fill(rbf_settings(0.1), 12, 2, 3);
+  const std::string backup = tmp_.file("before.db");
+  const std::int64_t record = forget_after_backup(backup);
+  fs::copy_file(store_ + ".keys", backup + ".keys");
+  const std::string out = tmp_.file("restored");
+  const RunResult ex = cli({"memory", "export", backup, "--memory", "m", "--out", out});
+  ASSERT_EQ(ex.code, 0) << ex.err;
+  const nlohmann::json manifest = read_json(out + "/manifest.json");
+  EXPECT_EQ(manifest["n"], 22);
+  for (const auto& r : manifest["records"]) EXPECT_NE(r["record"], record);
+  EXPECT_EQ(manifest["state_sha256"], read_json(cert_)["after"]["state_sha256"]);
+  EXPECT_EQ(run_verifier(out, tmp_, cert_).code, 0);
+  EXPECT_TRUE(cpp_verifies(out));
+}
+
 TEST_F(EvidenceCli, ReceiptOfRowsDeletedByHandIsRefused) {
   fill(rbf_settings(0.1), 10, 2, 3);
   {
