@@ -167,9 +167,8 @@ State exported_state(Store& store, const std::string& memory, const MemoryInfo& 
   return info.shredded_records > 0 ? mem.state() : store.stored_state(memory);
 }
 
-nlohmann::json manifest_json(const std::string& store_path, const std::string& memory,
-                             const MemoryInfo& info, const State& s, Store& store,
-                             const ExportFiles& files) {
+nlohmann::json manifest_json(const std::string& memory, const MemoryInfo& info, const State& s,
+                             Store& store, const ExportFiles& files) {
   const std::vector<AuditEntry> audit = store.audit();
   nlohmann::json records = nlohmann::json::array();
   for (const RecordInfo& r : store.records(memory)) {
@@ -177,7 +176,7 @@ nlohmann::json manifest_json(const std::string& store_path, const std::string& m
     records.push_back({{"record", r.record}, {"tokens", r.tokens}});
   }
   return {{"format", "svattn-export-v1"},
-          {"store", store_path},
+          {"store", store.path()},  // a PostgreSQL URI without its password
           {"memory", memory},
           {"exported_utc", store_detail::now_utc()},
           {"mode", to_string(info.settings.mode)},
@@ -216,7 +215,7 @@ MemoryExport export_memory(const std::string& store_path, const StoreOptions& op
     files.add(tmp, "state.json", state_json(s).dump(2) + "\n", "b, hash, status, sizes");
     files.add(tmp, "settings.json", settings_json(info.settings, s).dump(2) + "\n",
               "memory settings, dim, value_dim");
-    const nlohmann::json manifest = manifest_json(store_path, memory, info, s, store, files);
+    const nlohmann::json manifest = manifest_json(memory, info, s, store, files);
     write_bytes(tmp / "manifest.json", manifest.dump(2) + "\n");
     files.names.push_back("manifest.json");
     std::error_code ec;

@@ -3,6 +3,7 @@
 // own (docs/audit.md "Erasure receipt"). Rendering is in store_receipt_render.cpp.
 #include <filesystem>
 
+#include "pg_uri.h"
 #include "receipt_checks.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
@@ -133,7 +134,7 @@ void check_erasure(Store& store, const std::vector<AuditEntry>& entries, const S
 ErasureReceipt erasure_receipt(const std::string& store_path, const StoreOptions& options,
                                const std::string& memory, std::int64_t record,
                                const std::string& reason, const std::vector<std::string>& backups) {
-  if (store_path.rfind("postgresql:", 0) == 0 || store_path.rfind("postgres:", 0) == 0) {
+  if (store_detail::is_postgres_uri(store_path)) {
     throw InvalidArgument(
         "receipt: STORE must be an SQLite store file (PostgreSQL stores: run "
         "memory verify and memory audit)");
