@@ -87,12 +87,13 @@ struct ErasureReceipt {
   nlohmann::json to_json() const;
 };
 
-/// Builds the receipt of record `record`'s erasure from memory `memory` of the SQLite store at
-/// `store_path` (opened read-only) and checks it: the audit chain and its anchor, the forget entry,
-/// the record's absence, the recorded certificate, the key's destruction in the audit chain and in
-/// the key store, and each backup in `backups`. A failed check is in `checks` (ok() false), never
-/// an exception. Throws NotFound for an unknown memory, InvalidArgument for a PostgreSQL URI or a
-/// reason that is not valid UTF-8, and like Store's constructor.
+/// Builds the receipt of record `record`'s erasure from memory `memory` of the store at
+/// `store_path` (an SQLite file or a postgresql:// URI, opened read-only) and checks it: the audit
+/// chain and its anchor, the forget entry, the record's absence, the recorded certificate, the
+/// key's destruction in the audit chain and in the key store, and each backup copy (an SQLite
+/// file) in `backups`. A failed check is in `checks` (ok() false), never an exception. Throws
+/// NotFound for an unknown memory, InvalidArgument for a reason that is not valid UTF-8, and like
+/// Store's constructor.
 ErasureReceipt erasure_receipt(const std::string& store_path, const StoreOptions& options,
                                const std::string& memory, std::int64_t record,
                                const std::string& reason,

@@ -12,8 +12,7 @@
 
 namespace svattn::store_detail {
 
-/// A read-only SQLite connection for the rows the public Store API does not give: the chain's
-/// head anchor in meta, and the rows of a backup copy.
+/// A read-only SQLite connection to a backup copy (the rows the public Store API does not give).
 class ReadOnlyDb {
  public:
   explicit ReadOnlyDb(const std::string& path);  ///< IoError naming the path
@@ -32,9 +31,11 @@ class ReadOnlyDb {
 /// the states and the token count the forget entry records. Fills certificate_argument/_checks.
 ReceiptCheck receipt_check_certificate(const RemovalCertificate& cert, ErasureReceipt& r);
 /// "key_destroyed": a shred entry after the forget names the certificate's data key with the same
-/// wrapped-key hash, and the key store answers "shredded" for it (plaintext: not applicable).
+/// wrapped-key hash, and the key store (`key_store`: Store::key_store_path) answers "shredded"
+/// for it (plaintext: not applicable).
 ReceiptCheck receipt_check_key(const RemovalCertificate& cert, const std::vector<AuditEntry>& all,
-                               const StoreOptions& o, ErasureReceipt& r);
+                               const StoreOptions& o, const std::string& key_store,
+                               ErasureReceipt& r);
 /// "backup PATH" per named copy: taken before the erasure (its chain a prefix of the store's,
 /// ending before the forget), and its rows of the record sealed under the destroyed key.
 void receipt_check_backups(const std::vector<std::string>& paths,

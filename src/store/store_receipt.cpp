@@ -5,6 +5,7 @@
 
 #include "pg_uri.h"
 #include "receipt_checks.h"
+#include "sqlite_db.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
 #include "svattn/io.h"
@@ -16,9 +17,22 @@ namespace {
 
 const std::string kZeroHash(64, '0');
 
+// The head anchor the store keeps in meta (docs/store.md "Audit log"), read without the Store.
+std::string read_anchor(const std::string& store_path, int busy_timeout_ms) {
+  using store_detail::Database;
+  Database db;
+  if (store_detail::is_postgres_uri(store_path)) {
+    const store_detail::PgLocation loc = store_detail::parse_postgres_uri(store_path);
+    db = Database::postgres(loc.conninfo, loc.display, busy_timeout_ms);
+  } else {
+    db = Database(store_path, SQLITE_OPEN_READONLY);
+  }
+  return db.query_text("SELECT value FROM meta WHERE key = 'audit_head_hash'");
+}
+
 // The chain: sequence 1..N, prev links, recomputed entry hashes, and the anchor in meta.
 ReceiptCheck check_chain(const std::vector<AuditEntry>& entries, ErasureReceipt& r,
-                         const std::string& store_path) {
+                         const std::string& store_path, int busy_timeout_ms) {
   ReceiptCheck c{"audit_chain", true, ""};
   std::string prev = kZeroHash;
   std::int64_t seq = 1;
@@ -41,9 +55,7 @@ ReceiptCheck check_chain(const std::vector<AuditEntry>& entries, ErasureReceipt&
   }
   r.audit_head_seq = entries.empty() ? 0 : entries.back().seq;
   r.audit_head_hash = entries.empty() ? kZeroHash : entries.back().entry_hash;
-  store_detail::ReadOnlyDb db(store_path);
-  for (const auto& row : db.rows("SELECT value FROM meta WHERE key = 'audit_head_hash'"))
-    r.anchor_hash = row[0];
+  r.anchor_hash = read_anchor(store_path, busy_timeout_ms);
   if (r.anchor_hash != r.audit_head_hash) {
     c.ok = false;
     c.detail = "the head anchor in meta (" + r.anchor_hash.substr(0, 16) +
@@ -125,7 +137,7 @@ void check_erasure(Store& store, const std::vector<AuditEntry>& entries, const S
   }
   r.checks.push_back(check_absent(store, entries, r));
   r.checks.push_back(store_detail::receipt_check_certificate(cert, r));
-  r.checks.push_back(store_detail::receipt_check_key(cert, entries, o, r));
+  r.checks.push_back(store_detail::receipt_check_key(cert, entries, o, store.key_store_path(), r));
   store_detail::receipt_check_backups(backups, entries, r);
 }
 
@@ -134,11 +146,6 @@ void check_erasure(Store& store, const std::vector<AuditEntry>& entries, const S
 ErasureReceipt erasure_receipt(const std::string& store_path, const StoreOptions& options,
                                const std::string& memory, std::int64_t record,
                                const std::string& reason, const std::vector<std::string>& backups) {
-  if (store_detail::is_postgres_uri(store_path)) {
-    throw InvalidArgument(
-        "receipt: STORE must be an SQLite store file (PostgreSQL stores: run "
-        "memory verify and memory audit)");
-  }
   check_utf8(reason, "--reason");
   StoreOptions o = options;
   o.read_only = true;
@@ -146,7 +153,9 @@ ErasureReceipt erasure_receipt(const std::string& store_path, const StoreOptions
   Store store(store_path, o);
   const MemoryInfo info = store.memory_info(memory);  // NotFound
   ErasureReceipt r;
-  r.store = std::filesystem::absolute(store_path).lexically_normal().string();
+  r.store = store_detail::is_postgres_uri(store_path)
+                ? store.path()  // without a password
+                : std::filesystem::absolute(store_path).lexically_normal().string();
   r.memory = memory;
   r.record = record;
   r.reason = reason;
@@ -156,7 +165,7 @@ ErasureReceipt erasure_receipt(const std::string& store_path, const StoreOptions
   r.settings["dim"] = info.dim;
   r.settings["value_dim"] = info.value_dim;
   const std::vector<AuditEntry> entries = store.audit();
-  r.checks.push_back(check_chain(entries, r, store_path));
+  r.checks.push_back(check_chain(entries, r, store_path, o.busy_timeout_ms));
   r.checks.push_back(check_current_state(entries, info, r));
   r.checks.push_back(find_forget(entries, r));
   if (r.forget.seq > 0) check_erasure(store, entries, o, backups, r);

@@ -116,11 +116,11 @@ const AuditEntry* shred_of(const std::vector<AuditEntry>& all, const ErasureRece
 }
 
 std::string key_store_state(const std::string& key_id, const StoreOptions& o,
-                            const std::string& store) {
+                            const std::string& key_store) {
   KeyStoreOptions ko;
   ko.read_only = true;
   if (master_key_given(o)) ko.master = master_key_source(o);
-  KeyStore keys(KeyStore::path_for(store), ko);
+  KeyStore keys(key_store, ko);
   try {
     return to_string(keys.get(key_id).state);
   } catch (const NotFound&) {
@@ -131,7 +131,8 @@ std::string key_store_state(const std::string& key_id, const StoreOptions& o,
 }  // namespace
 
 ReceiptCheck receipt_check_key(const RemovalCertificate& cert, const std::vector<AuditEntry>& all,
-                               const StoreOptions& o, ErasureReceipt& r) {
+                               const StoreOptions& o, const std::string& key_store,
+                               ErasureReceipt& r) {
   if (!cert.store || cert.store->data_key_id.empty()) {
     return {"key_destroyed", true,
             "not applicable: the record was stored in plaintext (no data key); the erasure rests "
@@ -158,7 +159,7 @@ ReceiptCheck receipt_check_key(const RemovalCertificate& cert, const std::vector
                     " names another wrapped key than the certificate (hash differs)"};
       }
     }
-    const std::string state = key_store_state(id, o, r.store);
+    const std::string state = key_store_state(id, o, key_store);
     if (id == r.data_key_id) r.key_store_state = state;
     if (state != "shredded") {
       return {"key_destroyed", false, "the key store answers '" + state + "' for key " + id};

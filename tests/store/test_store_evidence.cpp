@@ -10,6 +10,9 @@
 
 #include "cli/cli_test_util.h"
 #include "store/store_test_util.h"
+#ifdef SVATTN_TEST_POSTGRES
+#include "store/pg_test_util.h"
+#endif
 #include "svattn/hash.h"
 #include "svattn/io.h"
 #include "svattn/store_evidence.h"
@@ -643,6 +646,32 @@ TEST_F(EvidenceCli, ReceiptBadInputIsExitTwo) {
   EXPECT_EQ(never.code, 1);
   EXPECT_NE(never.err.find("forget_entry"), std::string::npos) << never.err;
 }
+
+#ifdef SVATTN_TEST_POSTGRES
+// The same on a PostgreSQL store: the export verifies independently, the receipt reads the anchor
+// and the key store from the URI, and a record never erased is refused.
+class EvidencePg : public EvidenceCli {};
+
+TEST_F(EvidencePg, ExportVerifiesAndTheReceiptReadsTheUri) {
+  SVATTN_REQUIRE_PG();
+  store_test::PgSchema schema;
+  store_ = schema.uri(tmp_.file("pg.keys"));
+  fill(rbf_settings(0.1), 12, 2, 3);
+  const std::int64_t record = forget(Forget::kSupport).entry.record;
+  const std::string out = tmp_.file("pgexport");
+  ASSERT_EQ(cli({"memory", "export", store_, "--memory", "m", "--out", out}).code, 0);
+  EXPECT_EQ(run_verifier(out, tmp_, cert_).code, 0);
+  EXPECT_TRUE(cpp_verifies(out));
+  const RunResult ok = receipt(record, {"--reason", "DPO-18"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("key\\_destroyed**: passed"), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("postgresql://"), std::string::npos);
+  const std::int64_t other = record == 0 ? 1 : 0;
+  const RunResult refused = receipt(other);
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_NE(refused.err.find("forget_entry"), std::string::npos) << refused.err;
+}
+#endif
 
 }  // namespace
 }  // namespace svattn
