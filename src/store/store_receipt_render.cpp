@@ -57,11 +57,12 @@ std::vector<std::string> guarantees(const ErasureReceipt& r) {
   std::vector<std::string> p;
   const bool bounded = r.settings.value("mode", "") == "bounded";
   const double ridge = r.settings.value("ridge", 0.0);
-  p.push_back(
-      "Guaranteed: the memory's state after the erasure (hash above) is, bit for bit, the state "
-      "svattn computes for the remaining tokens alone, as if the record had never been added; its "
-      "optimality was checked by the certificate listed above and can be re-checked without "
-      "svattn (svattn memory export, then python3 -m svattn_verify).");
+  p.push_back(std::string("Guaranteed: the memory's state after the erasure (hash above) is, bit "
+                          "for bit, the state svattn computes for the ") +
+              (bounded ? "tokens it retained, without the record's"
+                       : "remaining tokens alone, as if the record had never been added") +
+              "; its optimality was checked by the certificate listed above and can be "
+              "re-checked without svattn (svattn memory export, then python3 -m svattn_verify).");
   p.push_back(r.data_key_id.empty()
                   ? "Plaintext store: no data key existed, so none was destroyed. The record's "
                     "rows were deleted with secure_delete; copies of the file made before the "

@@ -584,6 +584,17 @@ TEST_F(EvidenceCli, ExportOfARestoredBackupLeavesTheShreddedRecordOut) {
   EXPECT_TRUE(cpp_verifies(out));
 }
 
+TEST_F(EvidenceCli, ReceiptOfABoundedMemoryStatesWhatExactnessMeansThere) {
+  MemorySettings ms = rbf_settings(0.1);
+  ms.mode = MemoryMode::kBounded;
+  fill(ms, 20, 2, 3);
+  const RunResult r = receipt(forget(Forget::kSupport).entry.record);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("Bounded mode: this memory evicts reserve tokens"), std::string::npos);
+  EXPECT_NE(r.out.find("tokens it retained"), std::string::npos);
+  EXPECT_EQ(r.out.find("as if the record had never been added"), std::string::npos);
+}
+
 TEST_F(EvidenceCli, ReceiptOfRowsDeletedByHandIsRefused) {
   fill(rbf_settings(0.1), 10, 2, 3);
   {
