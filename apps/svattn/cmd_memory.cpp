@@ -5,23 +5,15 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 #include "cli_common.h"
 #include "commands.h"
+#include "memory_options.h"
 #include "svattn/io.h"
 #include "svattn/store.h"
 
 namespace svattn::cli {
 namespace {
-
-struct Common {
-  std::string store;
-  std::string memory;
-  int busy_timeout_ms = 5000;
-  bool json = false;
-  std::string master_key_file;  // --master-key-file (else SVATTN_MASTER_KEY_FILE / _KEY)
-};
 
 struct CreateOptions {
   Common common;
@@ -66,54 +58,6 @@ struct QueryOptions {
   Common common;
   std::string queries;
 };
-
-// Every command that opens the store takes --master-key-file; backup copies the data file only
-// and reads no key.
-void add_store_arg(CLI::App* sub, Common& c, bool with_memory, bool with_master_key = true) {
-  sub->add_option("STORE", c.store, "store file (SQLite)")->required();
-  if (with_memory) sub->add_option("--memory", c.memory, "memory name")->required();
-  sub->add_option("--busy-timeout", c.busy_timeout_ms,
-                  "milliseconds to wait for another process's lock before failing")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  add_json_flag(sub, c.json);
-  if (!with_master_key) return;
-  sub->add_option("--master-key-file", c.master_key_file,
-                  "file holding the master key that wraps the data keys (64 hex digits, mode "
-                  "0600); default: $SVATTN_MASTER_KEY_FILE, else $SVATTN_MASTER_KEY (the key "
-                  "itself); never the key on the command line");
-}
-
-// The master key (docs/store.md "Master key"): --master-key-file, else the file named by
-// SVATTN_MASTER_KEY_FILE, else the key in SVATTN_MASTER_KEY (set but empty is an error, not none).
-void set_master_key(const Common& c, StoreOptions& o) {
-  const char* file_env = std::getenv("SVATTN_MASTER_KEY_FILE");
-  if (!c.master_key_file.empty()) {
-    o.master_key_file = c.master_key_file;
-  } else if (file_env != nullptr && *file_env != '\0') {
-    o.master_key_file = file_env;
-  } else if (std::getenv("SVATTN_MASTER_KEY") != nullptr) {
-    o.master_key_env = "SVATTN_MASTER_KEY";
-  }
-}
-
-StoreOptions store_options(const Common& c, bool create = false) {
-  StoreOptions o;
-  o.create = create;
-  o.busy_timeout_ms = c.busy_timeout_ms;
-  set_master_key(c, o);
-  return o;
-}
-
-// verify, show, audit and query never write: they work on files the user cannot write. No command
-// runs the O(file) quick_check on open (StoreOptions::check_on_open, off by default): pages they
-// read are still checked by SQLite, and `verify` runs the full integrity_check.
-StoreOptions read_only_options(const Common& c, bool quick_check = false) {
-  StoreOptions o = store_options(c);
-  o.read_only = true;
-  o.check_on_open = quick_check;
-  return o;
-}
 
 void print_entry_line(const AuditEntry& e) {
   fmt::print("audit       entry {} ({}), hash {}\n", e.seq, e.time_utc, e.entry_hash);

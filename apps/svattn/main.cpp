@@ -1,4 +1,5 @@
 // svattn command-line tool: parse, call the library, print. Subcommands live in cmd_*.cpp.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -34,7 +35,12 @@ int main(int argc, char** argv) {
       "svattn: support-vector attention memory with certified eviction and exact forgetting"};
   app.require_subcommand(1);
   int exit_code = 0;
-  for (auto& [name, setup] : svattn::cli::registry()) setup(app, exit_code);
+  // In name order, whatever the order of static initialisation: a nested subcommand's registrar
+  // ("memory export") runs after its parent's ("memory").
+  auto& commands = svattn::cli::registry();
+  std::stable_sort(commands.begin(), commands.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [name, setup] : commands) setup(app, exit_code);
   svattn::cli::apply_input_policy(app);
   try {
     app.parse(argc, argv);

@@ -11,6 +11,7 @@
 #include "py_memory.h"
 #include "state_types.h"
 #include "svattn/store.h"
+#include "svattn/store_evidence.h"
 
 namespace svattn::python {
 
@@ -222,9 +223,61 @@ void def_queries(py::class_<PyStore>& c) {
            "Checkpoints the WAL and closes; later calls raise ValueError.");
 }
 
+// export_memory and erasure_receipt (docs/audit.md), each opening the store read-only.
+void register_evidence(py::module_& m) {
+  m.def(
+      "export_memory",
+      [](const std::string& path, const std::string& memory, const std::string& out_dir,
+         const std::string& master_key_file) {
+        StoreOptions o;
+        o.master_key_file = master_key_file;
+        MemoryExport e;
+        {
+          py::gil_scoped_release nogil;
+          e = export_memory(path, o, memory, out_dir);
+        }
+        py::dict d;
+        d["directory"] = e.directory;
+        d["memory"] = e.memory;
+        d["tokens"] = e.tokens;
+        d["records"] = e.records;
+        d["state_sha256"] = e.state_sha256;
+        d["files"] = e.files;
+        return d;
+      },
+      py::arg("path"), py::arg("memory"), py::arg("out_dir"), py::arg("master_key_file") = "");
+  m.def(
+      "erasure_receipt",
+      [](const std::string& path, const std::string& memory, std::int64_t record,
+         const std::string& reason, const std::vector<std::string>& backups,
+         const std::string& format, const std::string& master_key_file) {
+        if (format != "md" && format != "html")
+          throw InvalidArgument("format must be 'md' or 'html', got '" + format + "'");
+        StoreOptions o;
+        o.master_key_file = master_key_file;
+        ErasureReceipt r;
+        {
+          py::gil_scoped_release nogil;
+          r = erasure_receipt(path, o, memory, record, reason, backups);
+        }
+        py::dict d;
+        d["ok"] = r.ok();
+        d["failure"] = r.first_failure();
+        d["receipt"] = json_to_python(r.to_json());
+        d["text"] = r.ok() ? py::cast(format == "html" ? render_receipt_html(r)
+                                                       : render_receipt_markdown(r))
+                           : py::none();
+        return d;
+      },
+      py::arg("path"), py::arg("memory"), py::arg("record"), py::arg("reason") = "",
+      py::arg("backups") = std::vector<std::string>{}, py::arg("format") = "md",
+      py::arg("master_key_file") = "");
+}
+
 }  // namespace
 
 void register_store(py::module_& m) {
+  register_evidence(m);
   register_store_types(m);
   m.def("store_token_id", &store_token_id, py::arg("record"), py::arg("position"),
         "Token id of (record, position): record << 23 | position.");

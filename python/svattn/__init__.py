@@ -34,7 +34,7 @@ from ._core import (  # noqa: F401  (re-exported)
     Tolerances,
     VerifyReport,
 )
-from ._store import HAVE_STORE, Store, store_token_id
+from ._store import HAVE_STORE, Store, erasure_receipt, export_memory, store_token_id
 
 from ._version import __version__  # noqa: F401  (generated from CMakeLists.txt)
 
@@ -44,7 +44,7 @@ __all__ = [
     "Partition", "ProblemSettings", "RemovalCertificate", "ResolveCheck", "State", "StateSummary",
     "Store", "StoreBusyError", "StoreError",
     "StoreFullError", "Tolerances", "VerifyReport", "removal_certificate", "solve",
-    "store_token_id", "verify_state", "HAVE_STORE",
+    "store_token_id", "verify_state", "HAVE_STORE", "erasure_receipt", "export_memory",
 ]
 
 

@@ -348,6 +348,11 @@ class StoreVerification:
 
 POSITION_BITS: int
 def store_token_id(record: int, position: int) -> int: ...
+def export_memory(path: str, memory: str, out_dir: str,
+                  master_key_file: str = "") -> Dict[str, Any]: ...
+def erasure_receipt(path: str, memory: str, record: int, reason: str = "",
+                    backups: List[str] = ..., format: str = "md",
+                    master_key_file: str = "") -> Dict[str, Any]: ...
 
 class _Store:
     def __init__(self, path: str, *, create: bool = False, busy_timeout_ms: int = 5000,

@@ -15,6 +15,30 @@ else:  # pragma: no cover - store-less builds
         raise RuntimeError("svattn was built without the store (SVATTN_BUILD_STORE=OFF)")
 
 
+def export_memory(path: str, memory: str, out_dir: str, *,
+                  master_key_file: Optional[str] = None) -> dict:
+    """Writes memory ``memory``'s remaining tokens, stored state, settings and a manifest into
+    ``out_dir`` (new or empty) for the independent verifier ``tools/svattn_verify``
+    (docs/audit.md "Export"). Returns what was written: directory, tokens, records, state_sha256,
+    files."""
+    if not HAVE_STORE:
+        raise RuntimeError("svattn was built without the store (SVATTN_BUILD_STORE=OFF)")
+    return _core.export_memory(str(path), memory, str(out_dir), master_key_file or "")
+
+
+def erasure_receipt(path: str, memory: str, record: int, *, reason: str = "",
+                    backups: Iterable[str] = (), format: str = "md",
+                    master_key_file: Optional[str] = None) -> dict:
+    """The erasure receipt of ``record`` (docs/audit.md "Erasure receipt"): a dict with ``ok``,
+    ``failure`` (the first failed check, "" when ok), ``receipt`` (every field and check) and
+    ``text`` (the Markdown or self-contained HTML page; None when a check failed: a refused
+    receipt is never rendered)."""
+    if not HAVE_STORE:
+        raise RuntimeError("svattn was built without the store (SVATTN_BUILD_STORE=OFF)")
+    return _core.erasure_receipt(str(path), memory, int(record), reason,
+                                 [str(b) for b in backups], format, master_key_file or "")
+
+
 class Store:
     """An audited store of named memories (one SQLite file). Every operation is one transaction and
     one audit entry; ``forget_record`` erases a record exactly and returns its certificate.

@@ -109,3 +109,22 @@ def test_two_processes_forget_and_query(tmp_path, keys200):
         assert seen and set(seen) <= hashes  # every observed state is one the audit log records
         assert seen[-1] == st.memory_info("m").state_sha256
         assert st.verify().ok
+
+
+def test_export_and_receipt_from_python(tmp_path, keys200):
+    st, _ = make_store(tmp_path / "s.db", keys200)
+    with st:
+        st.forget_record("m", 3)
+    out = tmp_path / "export"
+    e = svattn.export_memory(str(tmp_path / "s.db"), "m", str(out))
+    assert e["tokens"] == 140 and e["records"] == 7 and (out / "alpha.npy").exists()
+    assert np.load(out / "ids.npy").tolist() == sorted(
+        svattn.store_token_id(r, p) for r in range(8) if r != 3 for p in range(20))
+    r = svattn.erasure_receipt(str(tmp_path / "s.db"), "m", 3, reason="DPO-17", format="html")
+    assert r["ok"] and r["failure"] == "" and "<script" not in r["text"]
+    assert "DPO-17" in r["text"] and r["receipt"]["key_store_state"] == "shredded"
+    refused = svattn.erasure_receipt(str(tmp_path / "s.db"), "m", 4)
+    assert not refused["ok"] and refused["text"] is None
+    assert refused["failure"].startswith("forget_entry")
+    with pytest.raises(svattn.AlreadyExistsError):
+        svattn.export_memory(str(tmp_path / "s.db"), "m", str(out))
