@@ -20,7 +20,8 @@ export SVATTN_BUILD_DIR="$build" PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 "$venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps --no-index \
   -w "$build/python-wheel" "$src"
 "$venv/bin/python" -m pip install -q --no-index --no-deps "$build"/python-wheel/svattn-*.whl
-"$venv/bin/python" - <<'PY'
+# From / : the current directory must not shadow the installed package (build/python has svattn/).
+cd / && "$venv/bin/python" - <<'PY'
 import os, sys, svattn
 where = os.path.dirname(svattn.__file__)
 assert where.startswith(sys.prefix), f"svattn imported from {where}, not from the venv {sys.prefix}"
