@@ -1,5 +1,7 @@
 // The erasure receipt's checks of the recorded certificate, of the key destruction (audit chain and
 // key store) and of the named backups (docs/audit.md "Erasure receipt").
+#include <cstdio>
+
 #include "key_store.h"
 #include "master_key.h"
 #include "receipt_checks.h"
@@ -66,8 +68,11 @@ ReceiptCheck receipt_check_certificate(const RemovalCertificate& cert, ErasureRe
   for (const std::string& name : v.checks) {
     std::string detail;
     if (name == "uniqueness") detail = v.uniqueness_reason;
-    if (name == "kkt_signs_all_tokens")
-      detail = "max violation " + std::to_string(v.max_kkt_violation);
+    if (name == "kkt_signs_all_tokens") {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.3g", v.max_kkt_violation);
+      detail = std::string("max violation ") + buf;
+    }
     if (name == "hash" && v.argument == CertificateArgument::kReference)
       detail = "reference state " + v.reference_sha256.substr(0, 16) + "…";
     r.certificate_checks.push_back({name, certificate_check_ok(v, name), detail});
