@@ -514,5 +514,66 @@ TEST_F(LmCheckpoint, DumpKeysWritesNormalisedKeysOfTheRequestedHead) {
 #endif
 }
 
+// Certified inference on a trained model: every (window, layer, head, chunk) memory of the exact
+// path is checked by the independent verifier; the batched path's partitions are compared with it.
+TEST_F(LmCheckpoint, EvalCertifiesEveryMemoryOnTheExactPath) {
+  REQUIRE_DATA();
+  DataSpec s;
+  s.corpus = "shakespeare";
+  s.data_dir = data_dir();
+  Corpus c = Corpus::load(s);
+  EvalOptions eo;
+  eo.split = Split::kValid;
+  eo.seq = 64;
+  eo.windows = 6;
+  LoadedCheckpoint ck = load_checkpoint(dir_->file("run"), [](layers::LmConfig& m) {
+    m.attention.hybrid.path = layers::GlobalPath::kExact;
+    m.attention.hybrid.certify = true;
+    m.attention.hybrid.check_agreement = true;
+  });
+  EvalResult r = evaluate(ck.model, c, eo);
+  ASSERT_EQ(r.diagnostics.size(), 2u);
+  for (const auto& d : r.diagnostics) {
+    // 6 windows x 2 heads x 1 chunk with a memory (seq 64, chunk 32), in one batch.
+    EXPECT_EQ(d.certified_units, 12);
+    EXPECT_EQ(d.verified_units, d.certified_units);
+    EXPECT_GE(d.support_mean, 16.0 - 1e-9);
+    EXPECT_GE(d.partition_agreement, 0.0);
+    EXPECT_LE(d.partition_agreement, 1.0);
+    EXPECT_EQ(d.agreement_units, 12);
+  }
+  // The exact path computes what the batched path's evaluation would up to its solver: the same
+  // windows, a BPC within 0.05 bits.
+  LoadedCheckpoint bat = load_checkpoint(dir_->file("run"));
+  EvalResult rb = evaluate(bat.model, c, eo);
+  EXPECT_NEAR(r.bpc, rb.bpc, 0.05);
+#ifdef SVATTN_CLI
+  TempDir d("lm-certify");
+  auto e = svattn::test::run_binary(SVATTN_CLI,
+                                    {"eval", "--checkpoint", dir_->file("run"), "--data-dir", data_dir(),
+                                     "--split", "valid", "--windows", "4", "--threads", "1",
+                                     "--global-path", "exact", "--certify", "--check-agreement", "--json"},
+                                    d);
+  ASSERT_EQ(e.code, 0) << e.err;
+  auto j = nlohmann::json::parse(e.out);
+  EXPECT_EQ(j["global_path"], "exact");
+  ASSERT_EQ(j["layers"].size(), 2u);
+  for (const auto& l : j["layers"]) {
+    EXPECT_EQ(l["certified_memories"].get<long>(), 8);
+    EXPECT_EQ(l["verified_memories"].get<long>(), 8);
+    EXPECT_EQ(l["verified_share"].get<double>(), 1.0);
+    EXPECT_EQ(l["agreement_units"].get<long>(), 8);
+    EXPECT_TRUE(l.contains("partition_agreement"));
+  }
+  // The batched path carries no certificate: --certify without the exact path is bad input.
+  auto b = svattn::test::run_binary(SVATTN_CLI,
+                                    {"eval", "--checkpoint", dir_->file("run"), "--data-dir", data_dir(),
+                                     "--windows", "1", "--certify"},
+                                    d);
+  EXPECT_EQ(b.code, 2);
+  EXPECT_NE(b.err.find("--global-path exact"), std::string::npos) << b.err;
+#endif
+}
+
 }  // namespace
 }  // namespace svattn::lm
