@@ -66,6 +66,9 @@ int run_train(TrainCliOptions& c, CLI::App* sub) {
     fmt::print("parameters: {}\n", trainer.parameters());
     if (p.model.attention.type == layers::AttentionType::kSlidingWindow)
       fmt::print("sliding window: {}\n", p.model.attention.window);
+    if (p.model.attention.type == layers::AttentionType::kHybrid)
+      fmt::print("hybrid memory: {} path, chunk {}\n",
+                 layers::to_string(p.model.attention.hybrid.path), p.model.attention.hybrid.chunk);
     fmt::print("data: {} ({}, {} bytes; train {} bytes, valid {} bytes)\n", corpus.label(), corpus.path(),
                corpus.size(), tr.second - tr.first, va.second - va.first);
     fmt::print("batch {} x seq {}, lr {}, steps {}{}, threads {}, OpenBLAS kernels {}\n", p.train.batch,

@@ -172,6 +172,10 @@ TEST(LmPresets, ParameterCountsAndStateMatchedWindow) {
   EXPECT_GT(n10, 9'500'000);
   EXPECT_LT(n10, 10'500'000);
   EXPECT_EQ(make_preset("hybrid-token-3m").model.attention.hybrid.gate, layers::GateType::kPerToken);
+  // The sized hybrids train on the exact path; the test model on the batched one.
+  for (const char* name : {"hybrid-800k", "hybrid-token-800k", "hybrid-3m", "hybrid-10m"})
+    EXPECT_EQ(make_preset(name).model.attention.hybrid.path, layers::GlobalPath::kExact) << name;
+  EXPECT_EQ(make_preset("tiny").model.attention.hybrid.path, layers::GlobalPath::kBatched);
   EXPECT_THROW(make_preset("hybrid-5m"), InvalidArgument);
   for (const auto& name : preset_names()) {
     Preset p = make_preset(name);
@@ -217,6 +221,42 @@ TEST(LmTrainer, TinyPresetLossFallsOnShakespeare) {
   EXPECT_LT(j["gate_memory_share"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(j["gate_local_share"].get<double>(), 1.0 - j["gate_memory_share"].get<double>());
   EXPECT_TRUE(fs::exists(d.file("run") + "/summary.json"));
+}
+
+// Training on the exact path (--global-path exact): finite, falling losses, the path stored in the
+// checkpoint, and every memory of the trained model verified by the certificate checker.
+TEST(LmTrainer, TinyTrainsOnTheExactPath) {
+  REQUIRE_DATA();
+  TempDir d("lm-exact");
+  TrainOptions o = tiny_options(d.file("run"), 30);
+  o.global_path = "exact";
+  o.eval_every = 0;
+  Trainer t(o);
+  TrainResult r = t.run();
+  ASSERT_EQ(r.steps.size(), 30u);
+  for (const auto& st : r.steps) EXPECT_TRUE(std::isfinite(st.loss)) << st.step;
+  EXPECT_LT(r.steps.back().loss, r.steps.front().loss - 1.0);
+  LoadedCheckpoint ck = load_checkpoint(d.file("run"), [](layers::LmConfig& m) {
+    EXPECT_EQ(m.attention.hybrid.path, layers::GlobalPath::kExact);
+    m.attention.hybrid.certify = true;
+  });
+  DataSpec s;
+  s.corpus = "shakespeare";
+  s.data_dir = data_dir();
+  EvalOptions eo;
+  eo.split = Split::kValid;
+  eo.seq = 64;
+  eo.windows = 8;
+  EvalResult e = evaluate(ck.model, Corpus::load(s), eo);
+  for (const auto& l : e.diagnostics) {
+    EXPECT_EQ(l.certified_units, 8 * 2);
+    EXPECT_EQ(l.verified_units, l.certified_units);
+  }
+  // Resuming on the other path is refused.
+  TrainOptions again = tiny_options(d.file("run"), 40);
+  again.resume = true;
+  again.global_path = "batched";
+  EXPECT_THROW(Trainer{again}, InvalidArgument);
 }
 
 // Bit-identical resume: the batch of step s is a pure function of (seed, s); parameters, AdamW
