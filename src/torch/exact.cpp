@@ -122,9 +122,9 @@ Unit capture(const Memory& mem, std::int64_t q_begin, std::int64_t q_end, bool c
     std::sort(sorted.begin(), sorted.end());
     SVATTN_ASSERT(sorted == S, "margin order disagrees with the canonical partition");
     if (order.empty()) {
-      // S = ∅: every support token sits at C (|E| C = 1) and b is any point of an open interval
-      // (docs/math.md §3, step 5). No coefficient moves with the keys: the memory keeps no
-      // bordered inverse and the backward has no implicit term (docs/layers.md).
+      // S = ∅: every support token sits at C (|E| C = 1) and b is the midpoint of its feasible
+      // interval (docs/math.md §3, step 5). No coefficient moves with the keys: the memory keeps
+      // no bordered inverse and the backward has no implicit term (docs/layers.md §1).
       u.R = MatrixXd(0, 0);
     } else {
       u.R = mem.bordered_inverse();
