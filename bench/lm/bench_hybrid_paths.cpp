@@ -83,26 +83,51 @@ void print_ratio(const char* label, const Model& a, const Model& b) {
               *std::min_element(r.begin(), r.end()), *std::max_element(r.begin(), r.end()));
 }
 
-int run(int argc, char** argv) {
+struct Options {
   std::string checkpoint;
   std::int64_t rounds = 5, warmup = 1;
   int threads = 1;
   svattn::lm::DataSpec spec;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
       if (i + 1 >= argc) throw svattn::InvalidArgument(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--checkpoint") checkpoint = next();
-    else if (a == "--rounds") rounds = std::stoll(next());
-    else if (a == "--warmup") warmup = std::stoll(next());
-    else if (a == "--threads") threads = std::stoi(next());
-    else if (a == "--data-dir") spec.data_dir = next();
+    if (a == "--checkpoint") o.checkpoint = next();
+    else if (a == "--rounds") o.rounds = std::stoll(next());
+    else if (a == "--warmup") o.warmup = std::stoll(next());
+    else if (a == "--threads") o.threads = std::stoi(next());
+    else if (a == "--data-dir") o.spec.data_dir = next();
     else throw svattn::InvalidArgument("unknown option " + a);
   }
-  if (checkpoint.empty()) throw svattn::InvalidArgument("--checkpoint DIR is required");
-  if (rounds < 1 || warmup < 0) throw svattn::InvalidArgument("--rounds >= 1, --warmup >= 0");
+  if (o.checkpoint.empty()) throw svattn::InvalidArgument("--checkpoint DIR is required");
+  if (o.rounds < 1 || o.warmup < 0) throw svattn::InvalidArgument("--rounds >= 1, --warmup >= 0");
+  return o;
+}
+
+void print_tables(const std::vector<Model>& models) {
+  std::printf("\n| model | median s/step | SV forward share |\n|---|---:|---:|\n");
+  for (const auto& m : models) {
+    double sv = 0, tot = 0;
+    for (std::size_t i = 0; i < m.seconds.size(); ++i) sv += m.sv_seconds[i], tot += m.seconds[i];
+    std::printf("| %s | %.3f | %.0f %% |\n", m.name.c_str(), median(m.seconds), 100 * sv / tot);
+  }
+  std::printf("\n| ratio (per round) | median | min | max |\n|---|---:|---:|---:|\n");
+  print_ratio("exact / batched", models[0], models[1]);
+  print_ratio("exact / window", models[0], models[2]);
+  print_ratio("batched / window", models[1], models[2]);
+}
+
+int run(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
+  const std::string& checkpoint = opt.checkpoint;
+  const std::int64_t rounds = opt.rounds, warmup = opt.warmup;
+  const int threads = opt.threads;
   svattn::lm::set_threads(threads);
   using svattn::layers::GlobalPath;
   auto on = [&](GlobalPath p) {
@@ -115,11 +140,13 @@ int run(int argc, char** argv) {
     throw svattn::InvalidArgument("--checkpoint " + checkpoint + " is not a hybrid model");
   const std::string preset = ex.config.value("preset", "");
   const auto dash = preset.rfind('-');
-  if (dash == std::string::npos) throw svattn::InvalidArgument("preset '" + preset + "' has no size");
+  if (dash == std::string::npos)
+    throw svattn::InvalidArgument("checkpoint preset '" + preset +
+                                  "' is not a sized hybrid preset (hybrid-800k, hybrid-3m, ...)");
   const auto& tr = ex.config.at("train");
   const std::int64_t batch = tr.at("batch").get<std::int64_t>(), seq = tr.at("seq").get<std::int64_t>();
   const std::int64_t chunk = cfg.attention.hybrid.chunk;
-  svattn::lm::Corpus corpus = svattn::lm::checkpoint_corpus(ex.config, spec);
+  svattn::lm::Corpus corpus = svattn::lm::checkpoint_corpus(ex.config, opt.spec);
 
   std::vector<Model> models;
   models.push_back(make_model("exact", ex.model));
@@ -160,16 +187,7 @@ int run(int argc, char** argv) {
       m.sv_seconds.push_back(sv);
     }
   }
-  std::printf("\n| model | median s/step | SV forward share |\n|---|---:|---:|\n");
-  for (const auto& m : models) {
-    double sv = 0, tot = 0;
-    for (std::size_t i = 0; i < m.seconds.size(); ++i) sv += m.sv_seconds[i], tot += m.seconds[i];
-    std::printf("| %s | %.3f | %.0f %% |\n", m.name.c_str(), median(m.seconds), 100 * sv / tot);
-  }
-  std::printf("\n| ratio (per round) | median | min | max |\n|---|---:|---:|---:|\n");
-  print_ratio("exact / batched", models[0], models[1]);
-  print_ratio("exact / window", models[0], models[2]);
-  print_ratio("batched / window", models[1], models[2]);
+  print_tables(models);
   return 0;
 }
 
