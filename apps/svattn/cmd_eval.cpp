@@ -44,7 +44,8 @@ int run_eval(EvalCliOptions& o) {
       if (c.attention.hybrid.path != layers::GlobalPath::kExact)
         throw InvalidArgument(
             "--certify needs the exact path (add --global-path exact): the hybrid runs the " +
-            layers::to_string(c.attention.hybrid.path) + " path, whose memories carry no certificate");
+            layers::to_string(c.attention.hybrid.path) +
+            " path, whose memories carry no certificate");
       c.attention.hybrid.certify = true;
     }
   });

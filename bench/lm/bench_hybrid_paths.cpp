@@ -37,8 +37,8 @@ struct Model {
 Model make_model(std::string name, CharLm lm) {
   Model m{std::move(name), std::move(lm), nullptr, {}, {}};
   m.lm->train();
-  m.opt = std::make_unique<torch::optim::AdamW>(m.lm->parameters(),
-                                                torch::optim::AdamWOptions(1e-4));
+  m.opt =
+      std::make_unique<torch::optim::AdamW>(m.lm->parameters(), torch::optim::AdamWOptions(1e-4));
   return m;
 }
 
@@ -53,8 +53,7 @@ double step(Model& m, const Tensor& w, double* sv) {
   loss.backward();
   torch::nn::utils::clip_grad_norm_(m.lm->parameters(), 1.0);
   m.opt->step();
-  const double dt =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   *sv = 0;
   for (const auto& d : m.lm->diagnostics()) *sv += d.solver_seconds;
   return dt;
@@ -98,12 +97,18 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw svattn::InvalidArgument(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--checkpoint") o.checkpoint = next();
-    else if (a == "--rounds") o.rounds = std::stoll(next());
-    else if (a == "--warmup") o.warmup = std::stoll(next());
-    else if (a == "--threads") o.threads = std::stoi(next());
-    else if (a == "--data-dir") o.spec.data_dir = next();
-    else throw svattn::InvalidArgument("unknown option " + a);
+    if (a == "--checkpoint")
+      o.checkpoint = next();
+    else if (a == "--rounds")
+      o.rounds = std::stoll(next());
+    else if (a == "--warmup")
+      o.warmup = std::stoll(next());
+    else if (a == "--threads")
+      o.threads = std::stoi(next());
+    else if (a == "--data-dir")
+      o.spec.data_dir = next();
+    else
+      throw svattn::InvalidArgument("unknown option " + a);
   }
   if (o.checkpoint.empty()) throw svattn::InvalidArgument("--checkpoint DIR is required");
   if (o.rounds < 1 || o.warmup < 0) throw svattn::InvalidArgument("--rounds >= 1, --warmup >= 0");
@@ -144,7 +149,8 @@ int run(int argc, char** argv) {
     throw svattn::InvalidArgument("checkpoint preset '" + preset +
                                   "' is not a sized hybrid preset (hybrid-800k, hybrid-3m, ...)");
   const auto& tr = ex.config.at("train");
-  const std::int64_t batch = tr.at("batch").get<std::int64_t>(), seq = tr.at("seq").get<std::int64_t>();
+  const std::int64_t batch = tr.at("batch").get<std::int64_t>(),
+                     seq = tr.at("seq").get<std::int64_t>();
   const std::int64_t chunk = cfg.attention.hybrid.chunk;
   svattn::lm::Corpus corpus = svattn::lm::checkpoint_corpus(ex.config, opt.spec);
 
@@ -152,8 +158,8 @@ int run(int argc, char** argv) {
   models.push_back(make_model("exact", ex.model));
   models.push_back(make_model("batched", ba.model));
   // The window: chunk + the trained hybrid's mean support on the first batch.
-  const Tensor w0 = windows(corpus, svattn::lm::batch_offsets(corpus, svattn::lm::Split::kTrain,
-                                                              batch, seq, 99, 0), seq);
+  const Tensor w0 = windows(
+      corpus, svattn::lm::batch_offsets(corpus, svattn::lm::Split::kTrain, batch, seq, 99, 0), seq);
   double support = 0;
   {
     torch::NoGradGuard ng;
@@ -169,15 +175,17 @@ int run(int argc, char** argv) {
   models.push_back(make_model("swa W " + std::to_string(swa.model.attention.window),
                               svattn::lm::seeded_char_lm(swa.model, 1234)));
 
-  std::printf("%s step %lld (%s), batch %lld x seq %lld, chunk %lld, %d thread(s), OpenBLAS %s; "
-              "%lld rounds after %lld untimed\n",
-              preset.c_str(), static_cast<long long>(ex.step), corpus.label().c_str(),
-              static_cast<long long>(batch), static_cast<long long>(seq),
-              static_cast<long long>(chunk), threads, svattn::lm::blas_core_name().c_str(),
-              static_cast<long long>(rounds), static_cast<long long>(warmup));
+  std::printf(
+      "%s step %lld (%s), batch %lld x seq %lld, chunk %lld, %d thread(s), OpenBLAS %s; "
+      "%lld rounds after %lld untimed\n",
+      preset.c_str(), static_cast<long long>(ex.step), corpus.label().c_str(),
+      static_cast<long long>(batch), static_cast<long long>(seq), static_cast<long long>(chunk),
+      threads, svattn::lm::blas_core_name().c_str(), static_cast<long long>(rounds),
+      static_cast<long long>(warmup));
   for (std::int64_t r = 0; r < warmup + rounds; ++r) {
     const Tensor w = windows(
-        corpus, svattn::lm::batch_offsets(corpus, svattn::lm::Split::kTrain, batch, seq, 7, r), seq);
+        corpus, svattn::lm::batch_offsets(corpus, svattn::lm::Split::kTrain, batch, seq, 7, r),
+        seq);
     for (std::size_t k = 0; k < models.size(); ++k) {
       Model& m = models[(k + static_cast<std::size_t>(r)) % models.size()];
       double sv = 0;

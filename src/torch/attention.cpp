@@ -362,8 +362,9 @@ HybridSvAttentionImpl::HybridSvAttentionImpl(const AttentionConfig& config)
 }
 
 // Partition agreement and max |Δα| of the batched against the exact path (check_agreement).
-void HybridSvAttentionImpl::record_agreement(const Tensor& batched_role, const Tensor& batched_alpha,
-                                             const Tensor& exact_role, const Tensor& exact_alpha) {
+void HybridSvAttentionImpl::record_agreement(const Tensor& batched_role,
+                                             const Tensor& batched_alpha, const Tensor& exact_role,
+                                             const Tensor& exact_alpha) {
   auto agree = partition_agreement(batched_role, exact_role);
   diag_.partition_agreement = agree.first;
   diag_.agreement_units = agree.second;
@@ -419,8 +420,8 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
       torch::NoGradGuard ng;
       BatchedInfo bi;
       sv_batched_chunked_attention(ks.detach(), v.detach(), qs.detach(),
-                                   lsig.defined() ? lsig.detach() : lsig, L,
-                                   hs.batched_settings(), &bi);
+                                   lsig.defined() ? lsig.detach() : lsig, L, hs.batched_settings(),
+                                   &bi);
       record_agreement(bi.role, bi.alpha, info.role, info.alpha);
     }
   } else {

@@ -128,9 +128,9 @@ Unit capture(const Memory& mem, std::int64_t q_begin, std::int64_t q_end, bool c
       u.R = MatrixXd(0, 0);
     } else {
       u.R = mem.bordered_inverse();
-      SVATTN_ASSERT(u.R.rows() == static_cast<Eigen::Index>(u.margin.size()) + 1 &&
-                        u.R.cols() == u.R.rows(),
-                    "bordered inverse size disagrees with the margin order");
+      SVATTN_ASSERT(
+          u.R.rows() == static_cast<Eigen::Index>(u.margin.size()) + 1 && u.R.cols() == u.R.rows(),
+          "bordered inverse size disagrees with the margin order");
     }
   } else {
     u.R = MatrixXd(0, 0);
