@@ -16,9 +16,15 @@ struct EvalCliOptions {
   lm::DataSpec data;
   std::int64_t windows = 0, seq = 0, batch = 16;
   int threads = 2;
-  bool check_agreement = false, json = false;
+  bool check_agreement = false, certify = false, json = false;
   bool seq_given = false;  // --seq appeared on the command line
 };
+
+double verified_share(const layers::AttentionDiagnostics& d) {
+  return d.certified_units > 0
+             ? static_cast<double>(d.verified_units) / static_cast<double>(d.certified_units)
+             : std::nan("");
+}
 
 int run_eval(EvalCliOptions& o) {
   lm::set_threads(o.threads);
@@ -34,9 +40,21 @@ int run_eval(EvalCliOptions& o) {
     if (!o.global_path.empty())
       c.attention.hybrid.path = layers::global_path_from_string(o.global_path);
     if (o.check_agreement) c.attention.hybrid.check_agreement = true;
+    if (o.certify && c.attention.type == layers::AttentionType::kHybrid) {
+      if (c.attention.hybrid.path != layers::GlobalPath::kExact)
+        throw InvalidArgument(
+            "--certify needs the exact path (add --global-path exact): the hybrid runs the " +
+            layers::to_string(c.attention.hybrid.path) +
+            " path, whose memories carry no certificate");
+      c.attention.hybrid.certify = true;
+    }
   });
   if (o.check_agreement && ck.model->config().attention.type != layers::AttentionType::kHybrid)
     throw InvalidArgument("--check-agreement needs a hybrid model; checkpoint " + ck.directory +
+                          " holds a " + layers::to_string(ck.model->config().attention.type) +
+                          " model");
+  if (o.certify && ck.model->config().attention.type != layers::AttentionType::kHybrid)
+    throw InvalidArgument("--certify needs a hybrid model; checkpoint " + ck.directory +
                           " holds a " + layers::to_string(ck.model->config().attention.type) +
                           " model");
   if (!o.global_path.empty() && ck.model->config().attention.type != layers::AttentionType::kHybrid)
@@ -80,6 +98,11 @@ int run_eval(EvalCliOptions& o) {
         l["agreement_units"] = d.agreement_units;
         l["coefficient_error"] = d.coefficient_error;
       }
+      if (o.certify) {
+        l["certified_memories"] = d.certified_units;
+        l["verified_memories"] = d.verified_units;
+        l["verified_share"] = verified_share(d);
+      }
       layers_j.push_back(l);
     }
     j["global_path"] = layers::to_string(ck.model->config().attention.hybrid.path);
@@ -102,9 +125,15 @@ int run_eval(EvalCliOptions& o) {
           fmt::print(
               ", batched/exact partition agreement {:.4f} over {} units, max |dalpha| {:.2e}",
               d.partition_agreement, d.agreement_units, d.coefficient_error);
+        if (o.certify)
+          fmt::print(", certificates verified {} of {} memories ({:.4f})", d.verified_units,
+                     d.certified_units, verified_share(d));
         fmt::print("\n");
       }
   }
+  if (o.certify)
+    for (const auto& d : r.diagnostics)
+      if (d.verified_units != d.certified_units) return 1;  // a memory failed its certificate
   return 0;
 }
 
@@ -128,9 +157,12 @@ Registrar reg("eval", [](CLI::App& app, int& exit_code) {
   sub->add_option("--batch", o->batch, "windows per forward")->capture_default_str();
   sub->add_option("--global-path", o->global_path,
                   "hybrid: exact | batched (default: the checkpoint's)");
-  sub->add_flag(
-      "--check-agreement", o->check_agreement,
-      "hybrid batched path: also solve every memory exactly and report the partition agreement");
+  sub->add_flag("--check-agreement", o->check_agreement,
+                "hybrid: also solve every memory with the other path (batched or exact) and "
+                "report the batched/exact partition agreement");
+  sub->add_flag("--certify", o->certify,
+                "hybrid exact path: check every memory's state with the independent verifier and "
+                "report the share verified (exit 1 if any memory fails)");
   sub->add_option("--threads", o->threads, "LibTorch intra-op threads")->capture_default_str();
   add_json_flag(sub, o->json);
   sub->callback([o, seq, &exit_code] {

@@ -23,7 +23,7 @@ struct TrainCliOptions {
                log_every = 0, chunk = 0;
   double lr = 0, svm_C = 0;
   int fista_iterations = 0;
-  std::string gate;
+  std::string gate, global_path;
   bool quiet = false, no_plot = false;
 };
 
@@ -51,6 +51,7 @@ int run_train(TrainCliOptions& c, CLI::App* sub) {
   if (sub->count("--C") > 0) t.svm_C = c.svm_C;
   if (sub->count("--chunk") > 0) t.chunk = c.chunk;
   if (sub->count("--fista-iterations") > 0) t.fista_iterations = c.fista_iterations;
+  if (sub->count("--global-path") > 0) t.global_path = c.global_path;
   if (sub->count("--preset") == 0) t.preset.clear();
   if (t.preset.empty() && !t.resume) throw InvalidArgument("--preset is required for a new run");
   t.progress = !c.quiet;
@@ -65,6 +66,9 @@ int run_train(TrainCliOptions& c, CLI::App* sub) {
     fmt::print("parameters: {}\n", trainer.parameters());
     if (p.model.attention.type == layers::AttentionType::kSlidingWindow)
       fmt::print("sliding window: {}\n", p.model.attention.window);
+    if (p.model.attention.type == layers::AttentionType::kHybrid)
+      fmt::print("hybrid memory: {} path, chunk {}\n",
+                 layers::to_string(p.model.attention.hybrid.path), p.model.attention.hybrid.chunk);
     fmt::print("data: {} ({}, {} bytes; train {} bytes, valid {} bytes)\n", corpus.label(), corpus.path(),
                corpus.size(), tr.second - tr.first, va.second - va.first);
     fmt::print("batch {} x seq {}, lr {}, steps {}{}, threads {}, OpenBLAS kernels {}\n", p.train.batch,
@@ -120,6 +124,9 @@ Registrar reg("train", [](CLI::App& app, int& exit_code) {
   sub->add_option("--C", o->svm_C, "hybrid: box bound C of the SV memory");
   sub->add_option("--chunk", o->chunk, "hybrid chunk length (swa: the chunk part of the window)");
   sub->add_option("--fista-iterations", o->fista_iterations, "hybrid: FISTA iterations of the batched path");
+  sub->add_option("--global-path", o->global_path,
+                  "hybrid: memory solver, exact (fp64 core, certified) | batched (FISTA + repair); "
+                  "default: the preset's");
   sub->add_option("--matched-support", o->t.matched_support,
                   "swa: average support |S u E| to match (default: documented hybrid-3m measurement)");
   sub->add_option("--match-run", o->t.match_run, "swa: read the average support from this hybrid run directory");

@@ -57,7 +57,10 @@ LmConfig base_model(std::int64_t d_model, std::int64_t n_layers, std::int64_t n_
   // state-matched window).
   auto& h = m.attention.hybrid;
   h.chunk = 64;
-  h.path = layers::GlobalPath::kBatched;
+  // The exact fp64 path trains: certified memories from the first step, and on trained keys a
+  // step costs 0.6x the batched path's (docs/performance.md "Hybrid training paths"). The batched
+  // FISTA path stays available (train --global-path batched) and keeps its settings below.
+  h.path = layers::GlobalPath::kExact;
   h.gate = layers::GateType::kChunkFrozen;
   h.problem.C = 1.0 / 16;
   h.problem.kernel.bandwidth = 1.0;
@@ -97,6 +100,9 @@ Preset make_preset(const std::string& name, double matched_support) {
   if (name == "tiny" || name == "tiny-swa") {
     p.model = base_model(32, 2, 2);
     p.model.attention.hybrid.chunk = 32;
+    // The test model trains on the batched path, so the trainer's tests cover that solver too
+    // (the exact path's training is tested with --global-path exact).
+    p.model.attention.hybrid.path = layers::GlobalPath::kBatched;
     p.model.attention.hybrid.batched.iterations = 30;
     p.model.attention.scan_chunk = 32;
     p.train.batch = 8;
@@ -147,7 +153,7 @@ Preset make_preset(const std::string& name, double matched_support) {
     a.type = AttentionType::kHybrid;
     if (kind == "hybrid-token") a.hybrid.gate = layers::GateType::kPerToken;
     p.description = dims + ", hybrid SV attention (chunk " + std::to_string(a.hybrid.chunk) +
-                    ", C 1/16, batched FISTA path, " + layers::to_string(a.hybrid.gate) + " gate)";
+                    ", C 1/16, " + layers::to_string(a.hybrid.gate) + " gate)";
   } else if (kind == "swa") {
     a.type = AttentionType::kSlidingWindow;
     a.window = layers::state_matched_window(a.hybrid.chunk, support);

@@ -456,6 +456,12 @@ void Trainer::init(TrainOptions options) {
     same("seq", o.seq, t.seq);
     same("lr", o.lr, t.lr);
     same("warmup", o.warmup, t.warmup);
+    if (o.global_path) {
+      const auto stored = s.preset.model.attention.hybrid.path;
+      if (layers::global_path_from_string(*o.global_path) != stored)
+        throw InvalidArgument("--global-path " + *o.global_path + " differs from the checkpoint's " +
+                              layers::to_string(stored));
+    }
     const auto stored_steps = ck.config.at("steps").get<std::int64_t>();
     if (o.steps != stored_steps && o.progress)
       std::cerr << "note: --steps " << o.steps << " differs from the checkpoint's " << stored_steps
@@ -479,6 +485,7 @@ void Trainer::init(TrainOptions options) {
     if (o.gate) a.hybrid.gate = layers::gate_type_from_string(*o.gate);
     if (o.svm_C) a.hybrid.problem.C = *o.svm_C;
     if (o.fista_iterations) a.hybrid.batched.iterations = *o.fista_iterations;
+    if (o.global_path) a.hybrid.path = layers::global_path_from_string(*o.global_path);
     if (o.chunk) {
       if (a.type == layers::AttentionType::kSlidingWindow) {
         const double support_part = static_cast<double>(a.window - a.hybrid.chunk);
@@ -861,6 +868,8 @@ EvalResult evaluate(layers::CharLm& model, const Corpus& corpus, const EvalOptio
           acc[l].support_per_head[hh] += d[l].support_per_head[hh];
         acc[l].fista_residual = std::max(acc[l].fista_residual, d[l].fista_residual);
         acc[l].negative_coefficients += d[l].negative_coefficients;
+        acc[l].certified_units += d[l].certified_units;
+        acc[l].verified_units += d[l].verified_units;
         if (std::isfinite(d[l].partition_agreement)) {
           const long units = acc[l].agreement_units + d[l].agreement_units;
           if (units > 0)

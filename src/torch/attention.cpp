@@ -248,6 +248,8 @@ void HybridSettings::validate() const {
                 "C " + std::to_string(batched.problem.C));
   if (batched.bounded && !bounded)
     bad_setting("hybrid.batched.bounded", "false or equal to hybrid.bounded", batched.bounded);
+  if (certify && path != GlobalPath::kExact)
+    bad_setting("hybrid.certify", "false on the batched path (no certificate)", to_string(path));
   try {
     batched_settings().validate();
   } catch (const InvalidArgument& e) {
@@ -259,6 +261,7 @@ ExactSettings HybridSettings::exact_settings() const {
   ExactSettings es;
   es.problem = problem;
   es.bounded = bounded;
+  es.certify = certify;
   return es;
 }
 
@@ -358,6 +361,20 @@ HybridSvAttentionImpl::HybridSvAttentionImpl(const AttentionConfig& config)
   gate_proj_->weight.zero_();
 }
 
+// Partition agreement and max |Δα| of the batched against the exact path (check_agreement).
+void HybridSvAttentionImpl::record_agreement(const Tensor& batched_role,
+                                             const Tensor& batched_alpha, const Tensor& exact_role,
+                                             const Tensor& exact_alpha) {
+  auto agree = partition_agreement(batched_role, exact_role);
+  diag_.partition_agreement = agree.first;
+  diag_.agreement_units = agree.second;
+  diag_.coefficient_error =
+      (batched_alpha.to(torch::kFloat64).cpu() - exact_alpha.to(torch::kFloat64).cpu())
+          .abs()
+          .max()
+          .item<double>();
+}
+
 Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   const auto& hs = config_.hybrid;
   auto qkv = project_qkv(x);
@@ -394,6 +411,19 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
     support = info.support;
     role = info.role;
     alpha = info.alpha;
+    if (hs.certify) {
+      Tensor checked = info.verified.narrow(2, 1, nc - 1);
+      diag_.certified_units = (checked >= 0).sum().item<std::int64_t>();
+      diag_.verified_units = (checked == 1).sum().item<std::int64_t>();
+    }
+    if (hs.check_agreement) {
+      torch::NoGradGuard ng;
+      BatchedInfo bi;
+      sv_batched_chunked_attention(ks.detach(), v.detach(), qs.detach(),
+                                   lsig.defined() ? lsig.detach() : lsig, L, hs.batched_settings(),
+                                   &bi);
+      record_agreement(bi.role, bi.alpha, info.role, info.alpha);
+    }
   } else {
     BatchedInfo info;
     o_glob = sv_batched_chunked_attention(ks, v, qs, lsig, L, hs.batched_settings(), &info);
@@ -408,11 +438,7 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
       sv_exact_chunked_attention(ks.detach(), v.detach(), qs.detach(),
                                  lsig.defined() ? lsig.detach() : lsig, L, hs.exact_settings(),
                                  &ex);
-      auto agree = partition_agreement(info.role, ex.role);
-      diag_.partition_agreement = agree.first;
-      diag_.agreement_units = agree.second;
-      diag_.coefficient_error =
-          (info.alpha.to(torch::kFloat64).cpu() - ex.alpha).abs().max().item<double>();
+      record_agreement(info.role, info.alpha, ex.role, ex.alpha);
     }
   }
   diag_.solver_seconds =

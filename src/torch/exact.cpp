@@ -12,6 +12,7 @@
 #include <string>
 
 #include "check_settings.h"
+#include "svattn/certificate.h"
 #include "svattn/errors.h"
 
 namespace svattn::layers {
@@ -45,6 +46,7 @@ struct Unit {
   std::vector<std::int64_t> margin;   // positions in the row order of R (after the border)
   MatrixXd R;                         // bordered inverse, (|margin|+1)^2
   long events = 0, fallbacks = 0;
+  std::int8_t verified = -1;  // certify: 1 the verifier accepts the state, 0 it does not
 };
 
 // Packs units into a flat tensor list (5 tensors per unit) for the autograd context.
@@ -85,13 +87,16 @@ Unit unpack(const std::vector<Tensor>& list, std::size_t index) {
   return u;
 }
 
-// Captures the current state of `mem` (token ids are positions) as a unit.
-Unit capture(const Memory& mem, std::int64_t q_begin, std::int64_t q_end) {
+// Captures the current state of `mem` (token ids are positions) as a unit; with `certify` the
+// state is also checked against the memory's tokens by the independent verifier (docs/math.md §7).
+Unit capture(const Memory& mem, std::int64_t q_begin, std::int64_t q_end, bool certify) {
   Unit u;
   u.q_begin = q_begin;
   u.q_end = q_end;
   u.mem_size = mem.size();
   State st = mem.state();
+  if (certify)
+    u.verified = verify_state(mem.tokens(), st, mem.settings().tolerances, false).ok() ? 1 : 0;
   u.warmup = st.warmup;
   u.b = st.b;
   u.status = st.status;
@@ -110,18 +115,25 @@ Unit capture(const Memory& mem, std::int64_t q_begin, std::int64_t q_end) {
       r = 2;
     u.role.push_back(r);
   }
-  if (!u.warmup) {
+  if (!u.warmup && u.mem_size > 0) {
     const std::vector<TokenId> order = mem.margin_order();
     u.margin.assign(order.begin(), order.end());
-    u.R = mem.bordered_inverse();
-    SVATTN_ASSERT(
-        u.R.rows() == static_cast<Eigen::Index>(u.margin.size()) + 1 && u.R.cols() == u.R.rows(),
-        "bordered inverse size disagrees with the margin order");
     std::vector<TokenId> sorted(order.begin(), order.end());
     std::sort(sorted.begin(), sorted.end());
     SVATTN_ASSERT(sorted == S, "margin order disagrees with the canonical partition");
+    if (order.empty()) {
+      // S = ∅: every support token sits at C (|E| C = 1) and b is the midpoint of its feasible
+      // interval (docs/math.md §3, step 5). No coefficient moves with the keys: the memory keeps
+      // no bordered inverse and the backward has no implicit term (docs/layers.md §1).
+      u.R = MatrixXd(0, 0);
+    } else {
+      u.R = mem.bordered_inverse();
+      SVATTN_ASSERT(
+          u.R.rows() == static_cast<Eigen::Index>(u.margin.size()) + 1 && u.R.cols() == u.R.rows(),
+          "bordered inverse size disagrees with the margin order");
+    }
   } else {
-    u.R = MatrixXd::Zero(1, 1);
+    u.R = MatrixXd(0, 0);
   }
   return u;
 }
@@ -347,7 +359,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
         Memory mem(settings.memory_settings(sigma), static_cast<int>(s.d), static_cast<int>(s.dv));
         if (chunk == 0) {
           OpDiagnostics dg = mem.add_batch(token_rows(x, v, 0, s.N, s.d, s.dv));
-          Unit u = capture(mem, 0, s.M);
+          Unit u = capture(mem, 0, s.M, settings.certify);
           u.events = dg.events;
           u.fallbacks = dg.batch_fallbacks;
           unit_readout(u, x, v, q, o, s.d, s.dv, sigma);
@@ -362,7 +374,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
           if (c > 0) {
             OpDiagnostics dg = mem.add_batch(token_rows(x, v, qb - chunk, qb, s.d, s.dv));
             if (settings.bounded) mem.evict_reserve(&dg);
-            u = capture(mem, qb, qe);
+            u = capture(mem, qb, qe, settings.certify);
             u.events = dg.events;
             u.fallbacks = dg.batch_fallbacks;
             unit_readout(u, x, v, q, o, s.d, s.dv, sigma);
@@ -384,6 +396,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
       info->b = torch::zeros(shape, torch::kFloat64);
       info->support = torch::zeros(shape, torch::kInt64);
       info->memory_size = torch::zeros(shape, torch::kInt64);
+      info->verified = torch::full(shape, -1, torch::kInt8);
       info->status.assign(units.size(), Status::kEmpty);
       info->events = 0;
       info->batch_fallbacks = 0;
@@ -399,6 +412,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
         info->b.data_ptr<double>()[k] = u.b;
         info->support.data_ptr<std::int64_t>()[k] = static_cast<std::int64_t>(u.support.size());
         info->memory_size.data_ptr<std::int64_t>()[k] = u.mem_size;
+        info->verified.data_ptr<std::int8_t>()[k] = u.verified;
         info->status[k] = u.status;
         info->events += u.events;
         info->batch_fallbacks += u.fallbacks;

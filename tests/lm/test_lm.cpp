@@ -172,6 +172,10 @@ TEST(LmPresets, ParameterCountsAndStateMatchedWindow) {
   EXPECT_GT(n10, 9'500'000);
   EXPECT_LT(n10, 10'500'000);
   EXPECT_EQ(make_preset("hybrid-token-3m").model.attention.hybrid.gate, layers::GateType::kPerToken);
+  // The sized hybrids train on the exact path; the test model on the batched one.
+  for (const char* name : {"hybrid-800k", "hybrid-token-800k", "hybrid-3m", "hybrid-10m"})
+    EXPECT_EQ(make_preset(name).model.attention.hybrid.path, layers::GlobalPath::kExact) << name;
+  EXPECT_EQ(make_preset("tiny").model.attention.hybrid.path, layers::GlobalPath::kBatched);
   EXPECT_THROW(make_preset("hybrid-5m"), InvalidArgument);
   for (const auto& name : preset_names()) {
     Preset p = make_preset(name);
@@ -217,6 +221,42 @@ TEST(LmTrainer, TinyPresetLossFallsOnShakespeare) {
   EXPECT_LT(j["gate_memory_share"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(j["gate_local_share"].get<double>(), 1.0 - j["gate_memory_share"].get<double>());
   EXPECT_TRUE(fs::exists(d.file("run") + "/summary.json"));
+}
+
+// Training on the exact path (--global-path exact): finite, falling losses, the path stored in the
+// checkpoint, and every memory of the trained model verified by the certificate checker.
+TEST(LmTrainer, TinyTrainsOnTheExactPath) {
+  REQUIRE_DATA();
+  TempDir d("lm-exact");
+  TrainOptions o = tiny_options(d.file("run"), 30);
+  o.global_path = "exact";
+  o.eval_every = 0;
+  Trainer t(o);
+  TrainResult r = t.run();
+  ASSERT_EQ(r.steps.size(), 30u);
+  for (const auto& st : r.steps) EXPECT_TRUE(std::isfinite(st.loss)) << st.step;
+  EXPECT_LT(r.steps.back().loss, r.steps.front().loss - 1.0);
+  LoadedCheckpoint ck = load_checkpoint(d.file("run"), [](layers::LmConfig& m) {
+    EXPECT_EQ(m.attention.hybrid.path, layers::GlobalPath::kExact);
+    m.attention.hybrid.certify = true;
+  });
+  DataSpec s;
+  s.corpus = "shakespeare";
+  s.data_dir = data_dir();
+  EvalOptions eo;
+  eo.split = Split::kValid;
+  eo.seq = 64;
+  eo.windows = 8;
+  EvalResult e = evaluate(ck.model, Corpus::load(s), eo);
+  for (const auto& l : e.diagnostics) {
+    EXPECT_EQ(l.certified_units, 8 * 2);
+    EXPECT_EQ(l.verified_units, l.certified_units);
+  }
+  // Resuming on the other path is refused.
+  TrainOptions again = tiny_options(d.file("run"), 40);
+  again.resume = true;
+  again.global_path = "batched";
+  EXPECT_THROW(Trainer{again}, InvalidArgument);
 }
 
 // Bit-identical resume: the batch of step s is a pure function of (seed, s); parameters, AdamW
@@ -511,6 +551,67 @@ TEST_F(LmCheckpoint, DumpKeysWritesNormalisedKeysOfTheRequestedHead) {
                                       d);
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("--layer 5"), std::string::npos) << bad.err;
+#endif
+}
+
+// Certified inference on a trained model: every (window, layer, head, chunk) memory of the exact
+// path is checked by the independent verifier; the batched path's partitions are compared with it.
+TEST_F(LmCheckpoint, EvalCertifiesEveryMemoryOnTheExactPath) {
+  REQUIRE_DATA();
+  DataSpec s;
+  s.corpus = "shakespeare";
+  s.data_dir = data_dir();
+  Corpus c = Corpus::load(s);
+  EvalOptions eo;
+  eo.split = Split::kValid;
+  eo.seq = 64;
+  eo.windows = 6;
+  LoadedCheckpoint ck = load_checkpoint(dir_->file("run"), [](layers::LmConfig& m) {
+    m.attention.hybrid.path = layers::GlobalPath::kExact;
+    m.attention.hybrid.certify = true;
+    m.attention.hybrid.check_agreement = true;
+  });
+  EvalResult r = evaluate(ck.model, c, eo);
+  ASSERT_EQ(r.diagnostics.size(), 2u);
+  for (const auto& d : r.diagnostics) {
+    // 6 windows x 2 heads x 1 chunk with a memory (seq 64, chunk 32), in one batch.
+    EXPECT_EQ(d.certified_units, 12);
+    EXPECT_EQ(d.verified_units, d.certified_units);
+    EXPECT_GE(d.support_mean, 16.0 - 1e-9);
+    EXPECT_GE(d.partition_agreement, 0.0);
+    EXPECT_LE(d.partition_agreement, 1.0);
+    EXPECT_EQ(d.agreement_units, 12);
+  }
+  // The exact path computes what the batched path's evaluation would up to its solver: the same
+  // windows, a BPC within 0.05 bits.
+  LoadedCheckpoint bat = load_checkpoint(dir_->file("run"));
+  EvalResult rb = evaluate(bat.model, c, eo);
+  EXPECT_NEAR(r.bpc, rb.bpc, 0.05);
+#ifdef SVATTN_CLI
+  TempDir d("lm-certify");
+  auto e = svattn::test::run_binary(SVATTN_CLI,
+                                    {"eval", "--checkpoint", dir_->file("run"), "--data-dir", data_dir(),
+                                     "--split", "valid", "--windows", "4", "--threads", "1",
+                                     "--global-path", "exact", "--certify", "--check-agreement", "--json"},
+                                    d);
+  ASSERT_EQ(e.code, 0) << e.err;
+  auto j = nlohmann::json::parse(e.out);
+  EXPECT_EQ(j["global_path"], "exact");
+  ASSERT_EQ(j["layers"].size(), 2u);
+  for (const auto& l : j["layers"]) {
+    EXPECT_EQ(l["certified_memories"].get<long>(), 8);
+    EXPECT_EQ(l["verified_memories"].get<long>(), 8);
+    EXPECT_EQ(l["verified_share"].get<double>(), 1.0);
+    EXPECT_EQ(l["agreement_units"].get<long>(), 8);
+    EXPECT_TRUE(l.contains("partition_agreement"));
+  }
+  // The batched path carries no certificate: --certify without the exact path is bad input.
+  auto b = svattn::test::run_binary(SVATTN_CLI,
+                                    {"eval", "--checkpoint", dir_->file("run"), "--data-dir", data_dir(),
+                                     "--windows", "1", "--certify"},
+                                    d);
+  EXPECT_EQ(b.code, 2);
+  EXPECT_NE(b.err.find("--global-path exact"), std::string::npos) << b.err;
 #endif
 }
 

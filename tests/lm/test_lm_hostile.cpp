@@ -1,7 +1,7 @@
 // Regression tests of hostile-but-fair `train` / `eval` input (issue 18 rows 11, 12 and the LM
 // items): a chunk longer than the sequence costs what the sequence costs, every split is checked
-// before the first step (nothing written), a learning rate fp32 cannot hold is exit 2, eval's --seq
-// and --check-agreement are validated, and an edited checkpoint config is a plain FormatError.
+// before the first step (nothing written), a learning rate fp32 cannot hold is exit 2, eval's --seq,
+// --check-agreement and --certify are validated, and an edited checkpoint config is a plain FormatError.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -90,6 +90,8 @@ TEST(LmHostile, EvalOptionsAreValidated) {
   }
   expect_bad_input(run({"eval", "--checkpoint", swa, "--data", data, "--check-agreement"}, dir),
                    {"--check-agreement", "hybrid"});
+  expect_bad_input(run({"eval", "--checkpoint", swa, "--data", data, "--certify"}, dir),
+                   {"--certify", "hybrid"});
 }
 
 // An edited config (shapes no longer those of model.pt, manifest updated to match) is exit 2

@@ -200,6 +200,22 @@ TEST(AttentionModules, HybridDiagnosticsAndGradients) {
   e->forward(x).pow(2).sum().backward();
   EXPECT_GT(e->named_parameters()["log_sigma"].grad().abs().max().item<double>(), 0);
   EXPECT_GT(e->named_parameters()["gate_proj.weight"].grad().abs().max().item<double>(), 0);
+  // On the exact path check_agreement runs the batched path beside it, and certify verifies every
+  // memory (2 sequences x 4 heads x 4 chunks with a memory).
+  const auto& de = e->diagnostics();
+  EXPECT_EQ(de.agreement_units, 2 * 4 * 4);
+  EXPECT_GE(de.partition_agreement, 0.0);
+  EXPECT_LE(de.partition_agreement, 1.0);
+  EXPECT_EQ(de.certified_units, 0);
+  c.hybrid.certify = true;
+  auto ce = make_attention(c);
+  ce->to(torch::kFloat64);
+  ce->forward(x);
+  EXPECT_EQ(ce->diagnostics().certified_units, 2 * 4 * 4);
+  EXPECT_EQ(ce->diagnostics().verified_units, 2 * 4 * 4);
+  std::printf("[hybrid exact] agreement with batched %.3f (%ld), coef err %.2e, verified %ld of %ld\n",
+              de.partition_agreement, de.agreement_units, de.coefficient_error,
+              ce->diagnostics().verified_units, ce->diagnostics().certified_units);
 }
 
 // Issue 17 item 6: the problem lives once in HybridSettings; a nested batched.problem that
@@ -222,6 +238,13 @@ TEST(AttentionSettings, ProblemOnceAndOneMessageFormat) {
   EXPECT_EQ(message(h).rfind("hybrid.batched.problem must be left at its defaults", 0), 0u) << message(h);
   h.batched.problem = h.problem;
   EXPECT_EQ(message(h), "");
+  h.certify = true;  // the batched path carries no certificate
+  EXPECT_EQ(message(h).rfind("hybrid.certify must be false on the batched path", 0), 0u) << message(h);
+  h.path = GlobalPath::kExact;
+  EXPECT_EQ(message(h), "");
+  EXPECT_TRUE(h.exact_settings().certify);
+  h.certify = false;
+  h.path = GlobalPath::kBatched;
   h.problem.C = -1;
   EXPECT_EQ(message(h), "hybrid.problem.C must be finite and > 0, got -1");
   BatchedSettings b;

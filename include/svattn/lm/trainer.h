@@ -42,6 +42,7 @@ struct TrainOptions {
   std::optional<double> svm_C;                  ///< hybrid: box bound C
   std::optional<std::int64_t> chunk;            ///< hybrid chunk (swa: the window's chunk part)
   std::optional<int> fista_iterations;          ///< hybrid batched path
+  std::optional<std::string> global_path;       ///< hybrid: "exact" | "batched" memory solver
   double matched_support = -1;      ///< swa-*: average support to match (< 0: default)
   std::string match_run;            ///< swa-*: read the average support from this hybrid run
   int threads = 2;

@@ -80,9 +80,14 @@ struct HybridSettings {
   BatchedSettings batched;
   /// Fixes the gate of every chunk >= 1 to this value in [0, 1] (ablation, tests).
   std::optional<double> gate_override;
-  /// Batched path: also run the exact path (no gradient) on the same keys and report the partition
-  /// agreement and coefficient error in the diagnostics (slow; for evaluation).
+  /// Also solve every memory with the other path (no gradient) on the same keys and report the
+  /// partition agreement and coefficient error between the batched and the exact path in the
+  /// diagnostics, whichever path the layer runs (slow; for evaluation).
   bool check_agreement = false;
+  /// Exact path: check every memory's state with the independent verifier
+  /// (ExactSettings::certify) and report the verified share in the diagnostics (for evaluation).
+  /// validate() rejects it on the batched path, whose memories carry no certificate.
+  bool certify = false;
   /// Also count the distinct key vectors of every memory's support and the coefficient spread
   /// among exact duplicates (diagnostics; layers::distinct_support, for evaluation).
   bool count_distinct_support = false;
@@ -123,6 +128,9 @@ struct AttentionDiagnostics {
   double partition_agreement = std::nan("");  ///< check_agreement: batched vs exact rate
   long agreement_units = 0;
   double coefficient_error = std::nan("");  ///< check_agreement: max |alpha_batched - alpha_exact|
+  /// certify: memories (chunks >= 1) whose state the verifier checked, and of those it accepted.
+  long certified_units = 0;
+  long verified_units = 0;
   long negative_coefficients = 0;           ///< batched path: margin coefficients <= 0
   double solver_seconds = 0;                ///< time in the SV memory (forward)
 };
@@ -184,6 +192,8 @@ class HybridSvAttentionImpl : public AttentionImpl {
   torch::Tensor gate_bias_;               // [H]
   torch::nn::Linear gate_proj_{nullptr};  // D -> H
   torch::Tensor last_gate_;
+  void record_agreement(const torch::Tensor& batched_role, const torch::Tensor& batched_alpha,
+                        const torch::Tensor& exact_role, const torch::Tensor& exact_alpha);
 };
 
 /// Builds the module named by config.type.

@@ -29,6 +29,10 @@ struct ExactSettings {
   /// SVDD of the support of chunk c-1's memory plus chunk c-1's tokens). Default false: the memory
   /// of chunk c holds every token of chunks 0..c-1 (SPEC §9).
   bool bounded = false;
+  /// Check every memory's captured state with the independent verifier (svattn::verify_state:
+  /// feasibility, KKT signs on every token held, canonical hash; O(n |S ∪ E| d) per memory) and
+  /// report the outcome in ExactInfo::verified. For evaluation: the gradient does not change.
+  bool certify = false;
 
   /// Throws svattn::InvalidArgument naming the bad field ("problem.C must be ..., got ...").
   void validate() const;
@@ -40,11 +44,14 @@ struct ExactSettings {
 /// role over the positions of the key sequence: 0 = reserve or not in the memory, 1 = margin,
 /// 2 = error. Units are ordered (b, h) or (b, h, c) row-major.
 struct ExactInfo {
-  torch::Tensor role;          ///< int8 [B, H, N] or [B, H, nC, T] (chunk 0 all zero)
-  torch::Tensor alpha;         ///< fp64, same shape, 0 outside S ∪ E
-  torch::Tensor b;             ///< fp64 [B, H] or [B, H, nC] (chunk 0: 0)
-  torch::Tensor support;       ///< int64 [B, H] or [B, H, nC]: |S ∪ E|
-  torch::Tensor memory_size;   ///< int64 [B, H] or [B, H, nC]: tokens held by the memory
+  torch::Tensor role;         ///< int8 [B, H, N] or [B, H, nC, T] (chunk 0 all zero)
+  torch::Tensor alpha;        ///< fp64, same shape, 0 outside S ∪ E
+  torch::Tensor b;            ///< fp64 [B, H] or [B, H, nC] (chunk 0: 0)
+  torch::Tensor support;      ///< int64 [B, H] or [B, H, nC]: |S ∪ E|
+  torch::Tensor memory_size;  ///< int64 [B, H] or [B, H, nC]: tokens held by the memory
+  /// int8, same shape as b: 1 the verifier accepts the memory's state against the tokens it holds,
+  /// 0 it does not, -1 not checked (ExactSettings::certify off; chunk 0, which has no memory).
+  torch::Tensor verified;
   std::vector<Status> status;  ///< one per unit
   long events = 0;             ///< solver events summed over units
   long batch_fallbacks = 0;    ///< core operations finished by a batch re-solve
