@@ -138,6 +138,17 @@ struct Memory::Impl final : detail::KernelAccess {
   std::vector<std::uint64_t> spread_epoch;                   // row epoch at the snapshot
   double move_l1 = 0, move_mass = 0;
   std::vector<MoveEntry> move_log;
+  // The snapshot costs a scan of the token's row at every exact gradient; it pays only where the
+  // bound then clears tokens (removals from a restored memory), not on a stream of adds, where it
+  // clears almost none. So it is adaptive (docs/math.md §4 "The spread bound"): per window of
+  // kSpreadWindow snapshots taken, the clears per snapshot decide whether the next window takes
+  // every snapshot or one in kSpreadSample exact gradients (which keeps measuring the rate). A
+  // token without a snapshot has spread_s = inf (the bound is off for it), so either choice is
+  // sound; the state never depends on it.
+  static constexpr long kSpreadWindow = 256, kSpreadSample = 64, kSpreadPayoff = 8;
+  bool spread_every = true;  // this window takes every snapshot
+  long spread_decisions = 0, spread_taken = 0;
+  mutable long spread_hits = 0;  // clears by the spread bound in this window
   mutable std::vector<double> move_suffix_sums;  // move_suffix_sums[k] = sum of amounts from k on
   mutable bool move_dirty = false;
   // The path's current support as dense weights over the column positions (load_support).
@@ -231,6 +242,7 @@ struct Memory::Impl final : detail::KernelAccess {
   double screen_limit(double extra0, double b0, double extra1, double b1) const;
   void check_slack_index() const;
   void spread_snapshot(int i);
+  bool spread_take();
   void record_move(int j, double amount);
   void compact_move_log();
   double young_movement(std::uint64_t epoch) const;
@@ -260,6 +272,8 @@ struct Memory::Impl final : detail::KernelAccess {
                                              const std::vector<char>* skip, OpDiagnostics& dg);
   void set_from_canonical(const detail::CanonicalResult& res, const std::vector<char>* skip);
   void finish(OpDiagnostics& dg);
+  bool screened_twin(const detail::CanonicalResult& res, const std::vector<char>& skip,
+                     double extra);
   void rebuild_margin(bool force, OpDiagnostics& dg);
   void batch_rebuild(OpDiagnostics& dg, bool boundary = false);
 };
