@@ -21,7 +21,10 @@ bool is_warmup(int n, double C) { return static_cast<double>(n) * C <= 1.0 + 1e-
 // |g_i - g_j| <= 2 sqrt(delta (scale + delta)) + delta (sum_k a_k = 1), about 2e-5 scale; a support
 // token has g_j <= max(kkt_tol scale, alpha_tol min(C, 1) gamma_j) with gamma_j <= 4 scale. The
 // limit adds these with a margin of 50 on the twin term.
+bool g_twin_filter = true;
+
 double twin_gradient_limit(double scale, const Tolerances& tol, double C) {
+  if (!g_twin_filter) return std::numeric_limits<double>::infinity();
   return tol.kkt_tol * scale + 8 * tol.alpha_tol * std::min(C, 1.0) * scale + 1e-3 * scale;
 }
 

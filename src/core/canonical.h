@@ -92,6 +92,9 @@ bool is_warmup(int n, double C);
 /// kernel twin in the support (docs/math.md §1 "Duplicate keys"); the duplicate check reads the
 /// rows of the others only.
 double twin_gradient_limit(double scale, const Tolerances& tol, double C);
+/// true (default): the duplicate check skips reserve tokens above twin_gradient_limit; false: it
+/// reads every token's row (the check before; tests compare the two).
+extern bool g_twin_filter;
 /// Ridge 0: whether a token of `support` or of `reserve` (slots) is a kernel twin of a support
 /// token that can trade mass with it (the check behind Status::kSingular).
 bool has_tradable_duplicate(KernelAccess& ka, const std::vector<int>& support,

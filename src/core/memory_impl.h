@@ -121,6 +121,13 @@ struct Memory::Impl final : detail::KernelAccess {
   std::vector<double> slack_key_now;         // per slot: key of that entry (NaN: not indexed)
   double bref_absmax = 0;                    // >= |b_at_refresh_i| of every indexed token
   std::vector<detail::SlackIndex::Entry> slack_held;  // scratch of one query
+  // A query that finds a large share of the tokens below its threshold (a stream of adds moves w
+  // at every step) is cheaper as a scan of slack_key_now than as heap pops: the next query scans
+  // after a query that visited more than 1 in kSlackScanShare tokens (the same candidates either
+  // way, docs/math.md §4 "The slack index"). While queries scan, the heap is not kept (no push
+  // per exact gradient); it is rebuilt from slack_key_now when they return to it.
+  static constexpr long kSlackScanShare = 8;
+  bool slack_scan_next = false;
   // The spread bound (docs/math.md §4 "The spread bound"), a second test for the tokens the
   // drift bound cannot clear. Every coefficient change moves the mass-conserving displacement; with
   // kappa_i, s_i the centre and half-range of token i's cached kernel values when its gradient was
@@ -286,18 +293,36 @@ void Memory::Impl::for_each_screen_candidate(Limit&& limit, Visit&& visit) {
     return;
   }
   if (slack_index.size() > 2 * static_cast<std::size_t>(num_tokens) + 4096) rebuild_slack_index();
-  slack_index.flush();
-  slack_held.clear();
-  detail::SlackIndex::Entry e;
-  while (slack_index.pop_below(limit(), &e)) {
-    if (e.version != slack_version[e.slot]) continue;  // stale: the token changed since
-    slack_held.push_back(e);
-    visit(e.slot);
+  long visited = 0;
+  if (slack_scan_next) {
+    // The same candidates by a scan of the keys (in slot order; the threshold only shrinks, so
+    // a token skipped at a smaller threshold than the heap would have seen is still proven).
+    for (int i = 0; i < slots_used; ++i) {
+      const double k = slack_key_now[i];  // NaN (skipped) unless a live reserve token
+      if (!(k - 1e-14 * std::abs(k) <= limit())) continue;
+      ++visited;
+      visit(i);
+    }
+  } else {
+    slack_index.flush();
+    slack_held.clear();
+    detail::SlackIndex::Entry e;
+    while (slack_index.pop_below(limit(), &e)) {
+      if (e.version != slack_version[e.slot]) continue;  // stale: the token changed since
+      slack_held.push_back(e);
+      ++visited;
+      visit(e.slot);
+    }
+    // Entries whose token was not refreshed go back; refreshed ones pushed their new entry.
+    for (const detail::SlackIndex::Entry& h : slack_held)
+      if (h.version == slack_version[h.slot]) slack_index.push(h);
+    slack_index.flush();
   }
-  // Entries whose token was not refreshed go back; refreshed ones pushed their new entry.
-  for (const detail::SlackIndex::Entry& h : slack_held)
-    if (h.version == slack_version[h.slot]) slack_index.push(h);
-  slack_index.flush();
+  // The next query scans when this one visited more than 1 in kSlackScanShare tokens: a heap pop
+  // and push-back per candidate then cost more than reading every key once.
+  const bool scan = visited * kSlackScanShare > num_tokens;
+  if (slack_scan_next && !scan) rebuild_slack_index();  // scans do not keep the heap
+  slack_scan_next = scan;
 }
 
 }  // namespace svattn

@@ -221,7 +221,7 @@ void Memory::Impl::screen_touch(int i) {
   const double key = slack_key(i);
   slack_key_now[i] = key;
   bref_absmax = std::max(bref_absmax, std::abs(b_at_refresh[i]));
-  slack_index.push({key, i, slack_version[i]});
+  if (!slack_scan_next) slack_index.push({key, i, slack_version[i]});
 }
 
 // A fresh index of every live reserve token (drops the stale entries).
