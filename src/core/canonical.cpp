@@ -16,7 +16,7 @@ namespace svattn::detail {
 
 bool is_warmup(int n, double C) { return static_cast<double>(n) * C <= 1.0 + 1e-9; }
 
-// docs/math.md §1 "Duplicate keys": computed K_ij = K_ii = K_jj leaves ||phi_i - phi_j||^2 <= 4
+// docs/math.md §1, "μ = 0 and duplicates": computed K_ij = K_ii = K_jj leaves ||phi_i - phi_j||^2 <= 4
 // delta in reals (delta >= the error of one computed kernel value, taken as 1e-10 scale), so
 // |g_i - g_j| <= 2 sqrt(delta (scale + delta)) + delta (sum_k a_k = 1), about 2e-5 scale; a support
 // token has g_j <= max(kkt_tol scale, alpha_tol min(C, 1) gamma_j) with gamma_j <= 4 scale. The
@@ -310,7 +310,7 @@ KktReport kkt_report(const Refiner& r, const CanonicalResult& res) {
 /// (docs/math.md §1): the state is reported `singular`, never as a certified optimum.
 /// Only the support and the reserve tokens in `reserve` are examined: a reserve token whose
 /// gradient exceeds twin_gradient_limit cannot be a twin of a support token (docs/math.md §1,
-/// "Duplicate keys"), so the caller leaves it out without reading its row.
+/// "μ = 0 and duplicates"), so the caller leaves it out without reading its row.
 bool has_tradable_duplicate(KernelAccess& ka, const std::vector<int>& support,
                             const std::vector<int>& reserve, const CanonicalResult& res) {
   for (int j : support) ka.require(j);

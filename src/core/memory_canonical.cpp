@@ -121,8 +121,8 @@ void Memory::Impl::finish(OpDiagnostics& dg) {
 
 // Ridge 0: the duplicate check of the canonical refinement for the reserve tokens it skipped.
 // Only those whose screening bound (grown by the refinement's own `extra`) does not prove g_i above
-// the twin limit can be kernel twins of a support token (docs/math.md §1 "Duplicate keys"); the
-// slack index lists them without visiting the others.
+// the twin limit can be kernel twins of a support token (docs/math.md §1, "μ = 0 and
+// duplicates"); the slack index lists them without visiting the others.
 bool Memory::Impl::screened_twin(const detail::CanonicalResult& res, const std::vector<char>& skip,
                                  double extra) {
   const double limit =

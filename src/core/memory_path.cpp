@@ -52,7 +52,7 @@ struct Memory::Impl::PathWalk {
   // Tokens that entered the margin set by a step of length 0 in this walk. A second such entry is
   // refused: duplicate keys (K_ij = K_ii = K_jj up to the ridge) give gradients and sensitivities
   // at round-off level, and one token could otherwise enter and leave at zero length without end
-  // (docs/math.md §4 "Degenerate steps"). The canonical refinement decides the token's set.
+  // (docs/math.md §4, "Degenerate steps"). The canonical refinement decides the token's set.
   std::vector<int> zero_entered;
   std::vector<int> elist;    // error tokens (their gradients are tracked exactly)
   std::vector<double>& gam;  // gamma_i = d g_i / d a_c of tracked tokens
