@@ -297,11 +297,13 @@ void Memory::Impl::for_each_screen_candidate(Limit&& limit, Visit&& visit) {
   if (slack_scan_next) {
     // The same candidates by a scan of the keys (in slot order; the threshold only shrinks, so
     // a token skipped at a smaller threshold than the heap would have seen is still proven).
+    double lim = limit();
     for (int i = 0; i < slots_used; ++i) {
       const double k = slack_key_now[i];  // NaN (skipped) unless a live reserve token
-      if (!(k - 1e-14 * std::abs(k) <= limit())) continue;
+      if (!(k - 1e-14 * std::abs(k) <= lim)) continue;
       ++visited;
       visit(i);
+      lim = limit();
     }
   } else {
     slack_index.flush();

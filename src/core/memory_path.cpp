@@ -72,6 +72,7 @@ struct Memory::Impl::PathWalk {
   bool net_ok = true;  // false after a step that refreshed every reserve token
   std::vector<int> marked;
   double step_round = 0;  // the coefficients' rounding in one step, as mass change
+  int steps_taken = 0;
   // Sensitivities of the current step.
   Eigen::VectorXd beta;  // (beta_b, beta_S) = d(b, a_S) / d a_c
   int posc = -1, beta_end = 0;
@@ -109,12 +110,16 @@ struct Memory::Impl::PathWalk {
 
   bool run() {
     if (!walk()) return false;
-    if (m.exact_offset && net_ok && detail::g_net_displacement) account_net_displacement();
+    // One step is a straight segment: its net displacement is its length (the O(|S ∪ E|^2)
+    // quadratic form would only confirm it).
+    if (m.exact_offset && net_ok && detail::g_net_displacement && steps_taken > 1)
+      account_net_displacement();
     return true;
   }
 
   bool walk() {
     for (int step = 0; step < m.settings.max_steps_per_op; ++step) {
+      ++steps_taken;
       Next next;
       if (m.margin.empty()) {
         next = offset_only_step();
