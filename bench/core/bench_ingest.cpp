@@ -4,7 +4,7 @@
 // memory built by solve_batch + Memory::restore. Public API only. Prints Markdown tables.
 //   bench_ingest [--n 20000] [--d 64] [--sigma2-per-dim 1] [--C 0.01] [--chunks 1,24,64]
 //                [--removal-chunk 24] [--margin-tokens 10] [--records 2] [--reps 1] [--seed 42]
-//                [--stream gaussian|clustered]
+//                [--stream gaussian|clustered] [--ridge 1e-6]
 #include <time.h>
 
 #include <algorithm>
@@ -24,6 +24,12 @@ namespace {
 struct Config {
   bench::BenchProblem p;
   std::string stream = "gaussian";
+  double ridge = ProblemSettings{}.ridge;
+  ProblemSettings settings() const {
+    ProblemSettings s = p.settings();
+    s.ridge = ridge;
+    return s;
+  }
   int n = 20000, margin_tokens = 10, records = 2, reps = 1, removal_chunk = 24;
   std::vector<int> chunks;
 };
@@ -75,7 +81,7 @@ double retrain_seconds(const RowMatrix& x, int n, const std::vector<TokenId>& re
     if (std::find(removed.begin(), removed.end(), i) == removed.end()) keep.push_back(i);
   const TokenSet t = rows(x, keep);
   BatchSettings bs;
-  bs.problem = c.p.settings();
+  bs.problem = c.settings();
   return bench::median_time(c.reps, [&] { solve_batch(t, bs); });
 }
 
@@ -83,7 +89,7 @@ double retrain_seconds(const RowMatrix& x, int n, const std::vector<TokenId>& re
 Memory ingest(const RowMatrix& x, int chunk, const Config& c, const std::string& batch_sha,
               double batch_s) {
   MemorySettings ms;
-  ms.problem = c.p.settings();
+  ms.problem = c.settings();
   Memory m(ms, c.p.d, c.p.d);
   std::vector<double> per_add;
   OpDiagnostics tot;
@@ -177,6 +183,7 @@ int main(int argc, char** argv) {
   c.p.C = args.num("C", 0.01);
   c.p.seed = static_cast<std::uint64_t>(args.num("seed", 42));
   c.stream = args.get("stream", "gaussian");
+  c.ridge = args.num("ridge", c.ridge);
   c.chunks = args.ints("chunks", "1,24,64");
   c.removal_chunk = static_cast<int>(args.num("removal-chunk", 24));
   c.margin_tokens = static_cast<int>(args.num("margin-tokens", 10));
@@ -191,12 +198,12 @@ int main(int argc, char** argv) {
   const RowMatrix x = make_keys(c);
   const TokenSet all = rows(x, range(0, c.n));
   BatchSettings bs;
-  bs.problem = c.p.settings();
+  bs.problem = c.settings();
   State batch_state;
   const double batch_s = bench::median_time(c.reps, [&] { batch_state = solve_batch(all, bs).state; });
   std::printf("### Stream ingest by add: %s keys, n = %d, d = %d, RBF sigma^2 = %g d, C = %g, "
               "ridge = %g\n\n",
-              c.stream.c_str(), c.n, c.p.d, c.p.sigma2_per_dim, c.p.C, c.p.settings().ridge);
+              c.stream.c_str(), c.n, c.p.d, c.p.sigma2_per_dim, c.p.C, c.settings().ridge);
   std::printf("| chunk | n | add, all chunks (s) | CPU (s) | tokens/s | per add median / max (ms) | events | "
               "gradients recomputed | batch fallbacks | hash = batch | batch solve of n (s) | add / "
               "batch |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
@@ -224,7 +231,7 @@ int main(int argc, char** argv) {
               "re-add |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n");
   removal_rows("add", built, x, c, retrain1, retrain_rec);
   MemorySettings ms;
-  ms.problem = c.p.settings();
+  ms.problem = c.settings();
   Memory restored = Memory::restore(ms, all, batch_state);
   removal_rows("restore", restored, x, c, retrain1, retrain_rec);
   return 0;
