@@ -101,10 +101,11 @@ Memory ingest(const RowMatrix& x, int chunk, const Config& c, const std::string&
   }
   const double total = bench::now_seconds() - t0, cpu = cpu_seconds() - c0;
   std::sort(per_add.begin(), per_add.end());
-  std::printf("| %d | %d | %.3f | %.3f | %.0f | %.3f / %.3f | %ld | %ld | %ld | %s | %.3f | %.1fx |\n",
-              chunk, c.n, total, cpu, c.n / total, 1e3 * bench::median(per_add),
-              1e3 * per_add.back(), tot.events, tot.tracked, tot.batch_fallbacks,
-              m.state_sha256() == batch_sha ? "yes" : "NO", batch_s, total / batch_s);
+  std::printf(
+      "| %d | %d | %.3f | %.3f | %.0f | %.3f / %.3f | %ld | %ld | %ld | %s | %.3f | %.1fx |\n",
+      chunk, c.n, total, cpu, c.n / total, 1e3 * bench::median(per_add), 1e3 * per_add.back(),
+      tot.events, tot.tracked, tot.batch_fallbacks, m.state_sha256() == batch_sha ? "yes" : "NO",
+      batch_s, total / batch_s);
   std::fflush(stdout);
   return m;
 }
@@ -117,8 +118,8 @@ std::vector<TokenId> record_with(const State& st, int support, int chunk, int wh
   for (int k = 0; k < support; ++k)
     rec.push_back(sup[(static_cast<std::size_t>(k) * sup.size() / 3 + which * 7 + 1) % sup.size()]);
   const auto& res = st.partition.reserve;
-  for (std::size_t k = static_cast<std::size_t>(which) * 101; rec.size() < static_cast<std::size_t>(chunk);
-       k += res.size() / chunk)
+  for (std::size_t k = static_cast<std::size_t>(which) * 101;
+       rec.size() < static_cast<std::size_t>(chunk); k += res.size() / chunk)
     rec.push_back(res[k % res.size()]);
   return rec;
 }
@@ -142,8 +143,8 @@ void remove_and_readd(Memory& m, const RowMatrix& x, const std::vector<TokenId>&
   r.hash_back = r.hash_back && m.state_sha256() == sha;
 }
 
-void removal_rows(const char* path, Memory& m, const RowMatrix& x, const Config& c,
-                  double retrain1, const std::vector<double>& retrain_rec) {
+void removal_rows(const char* path, Memory& m, const RowMatrix& x, const Config& c, double retrain1,
+                  const std::vector<double>& retrain_rec) {
   const State st = m.state();
   const auto& margin = st.partition.margin;
   Removals mr;
@@ -153,21 +154,21 @@ void removal_rows(const char* path, Memory& m, const RowMatrix& x, const Config&
   const double med = bench::median(mr.seconds);
   std::printf("| %s | margin token | %d | %.2f / %.2f | %.2f | %.0f | %.3f | %.0fx | %s |\n", path,
               count, 1e3 * med, 1e3 * *std::max_element(mr.seconds.begin(), mr.seconds.end()),
-              1e3 * bench::median(mr.cpu),
-              bench::median(mr.tracked), retrain1, retrain1 / med, mr.hash_back ? "yes" : "NO");
+              1e3 * bench::median(mr.cpu), bench::median(mr.tracked), retrain1, retrain1 / med,
+              mr.hash_back ? "yes" : "NO");
   for (int s = 0; s < 3; ++s) {
     const int support = s == 0 ? 0 : s == 1 ? 1 : 3;
     Removals rr;
     for (int k = 0; k < c.records; ++k)
       remove_and_readd(m, x, record_with(st, support, c.removal_chunk, k), rr);
     const double rmed = bench::median(rr.seconds);
-    std::printf("| %s | %d-token record, %d support | %d | %.2f / %.2f | %.2f | %.0f | %.3f | %.0fx | "
-                "%s |\n",
-                path, c.removal_chunk, support, c.records, 1e3 * rmed,
-                1e3 * *std::max_element(rr.seconds.begin(), rr.seconds.end()),
-                1e3 * bench::median(rr.cpu),
-                bench::median(rr.tracked), retrain_rec[s], retrain_rec[s] / rmed,
-                rr.hash_back ? "yes" : "NO");
+    std::printf(
+        "| %s | %d-token record, %d support | %d | %.2f / %.2f | %.2f | %.0f | %.3f | %.0fx | "
+        "%s |\n",
+        path, c.removal_chunk, support, c.records, 1e3 * rmed,
+        1e3 * *std::max_element(rr.seconds.begin(), rr.seconds.end()), 1e3 * bench::median(rr.cpu),
+        bench::median(rr.tracked), retrain_rec[s], retrain_rec[s] / rmed,
+        rr.hash_back ? "yes" : "NO");
   }
   std::fflush(stdout);
 }
@@ -200,13 +201,17 @@ int main(int argc, char** argv) {
   BatchSettings bs;
   bs.problem = c.settings();
   State batch_state;
-  const double batch_s = bench::median_time(c.reps, [&] { batch_state = solve_batch(all, bs).state; });
-  std::printf("### Stream ingest by add: %s keys, n = %d, d = %d, RBF sigma^2 = %g d, C = %g, "
-              "ridge = %g\n\n",
-              c.stream.c_str(), c.n, c.p.d, c.p.sigma2_per_dim, c.p.C, c.settings().ridge);
-  std::printf("| chunk | n | add, all chunks (s) | CPU (s) | tokens/s | per add median / max (ms) | events | "
-              "gradients recomputed | batch fallbacks | hash = batch | batch solve of n (s) | add / "
-              "batch |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
+  const double batch_s =
+      bench::median_time(c.reps, [&] { batch_state = solve_batch(all, bs).state; });
+  std::printf(
+      "### Stream ingest by add: %s keys, n = %d, d = %d, RBF sigma^2 = %g d, C = %g, "
+      "ridge = %g\n\n",
+      c.stream.c_str(), c.n, c.p.d, c.p.sigma2_per_dim, c.p.C, c.settings().ridge);
+  std::printf(
+      "| chunk | n | add, all chunks (s) | CPU (s) | tokens/s | per add median / max (ms) | events "
+      "| "
+      "gradients recomputed | batch fallbacks | hash = batch | batch solve of n (s) | add / "
+      "batch |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n");
   Memory built(MemorySettings{}, 1, 1);
   bool have_built = false;
   for (int chunk : c.chunks) {
@@ -224,11 +229,13 @@ int main(int argc, char** argv) {
   std::vector<double> retrain_rec;
   for (int support : {0, 1, 3})
     retrain_rec.push_back(retrain_seconds(x, c.n, record_with(st, support, c.removal_chunk, 0), c));
-  std::printf("\n### Removal after the build: by add (chunks of %d) and by solve_batch + restore\n\n",
-              c.removal_chunk);
-  std::printf("| memory built by | removal | count | median / max (ms) | CPU median (ms) | "
-              "gradients recomputed (median) | retrain (s) | retrain / removal | hash back after "
-              "re-add |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+  std::printf(
+      "\n### Removal after the build: by add (chunks of %d) and by solve_batch + restore\n\n",
+      c.removal_chunk);
+  std::printf(
+      "| memory built by | removal | count | median / max (ms) | CPU median (ms) | "
+      "gradients recomputed (median) | retrain (s) | retrain / removal | hash back after "
+      "re-add |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n");
   removal_rows("add", built, x, c, retrain1, retrain_rec);
   MemorySettings ms;
   ms.problem = c.settings();

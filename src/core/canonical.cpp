@@ -16,8 +16,8 @@ namespace svattn::detail {
 
 bool is_warmup(int n, double C) { return static_cast<double>(n) * C <= 1.0 + 1e-9; }
 
-// docs/math.md §1, "μ = 0 and duplicates": computed K_ij = K_ii = K_jj leaves ||phi_i - phi_j||^2 <= 4
-// delta in reals (delta >= the error of one computed kernel value, taken as 1e-10 scale), so
+// docs/math.md §1, "μ = 0 and duplicates": computed K_ij = K_ii = K_jj leaves ||phi_i - phi_j||^2
+// <= 4 delta in reals (delta >= the error of one computed kernel value, taken as 1e-10 scale), so
 // |g_i - g_j| <= 2 sqrt(delta (scale + delta)) + delta (sum_k a_k = 1), about 2e-5 scale; a support
 // token has g_j <= max(kkt_tol scale, alpha_tol min(C, 1) gamma_j) with gamma_j <= 4 scale. The
 // limit adds these with a margin of 50 on the twin term.

@@ -155,7 +155,7 @@ struct Memory::Impl final : detail::KernelAccess {
   static constexpr long kSpreadWindow = 256, kSpreadSample = 64, kSpreadPayoff = 8;
   bool spread_every = true;  // this window takes every snapshot
   long spread_decisions = 0, spread_taken = 0;
-  mutable long spread_hits = 0;  // clears by the spread bound in this window
+  mutable long spread_hits = 0;                  // clears by the spread bound in this window
   mutable std::vector<double> move_suffix_sums;  // move_suffix_sums[k] = sum of amounts from k on
   mutable bool move_dirty = false;
   // The path's current support as dense weights over the column positions (load_support).
