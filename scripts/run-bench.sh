@@ -5,8 +5,8 @@ set -euo pipefail
 build=${1:-build}; out=${2:-out/bench}
 mkdir -p "$out"
 core="$build/bench/core"
-if [[ ! -x "$core/bench_batch" || ! -x "$core/bench_forget" ]]; then
-  echo "run-bench: $core/bench_batch or bench_forget missing (configure with SVATTN_BUILD_BENCH=ON and libsvm-dev installed)" >&2
+if [[ ! -x "$core/bench_batch" || ! -x "$core/bench_forget" || ! -x "$core/bench_ingest" ]]; then
+  echo "run-bench: $core/bench_batch, bench_forget or bench_ingest missing (configure with SVATTN_BUILD_BENCH=ON and libsvm-dev installed)" >&2
   exit 2
 fi
 {
@@ -15,6 +15,9 @@ fi
   "$core/bench_batch" --n 1000,5000 --reps 3
   echo
   "$core/bench_forget" --n 1000,5000,20000 --stream-n 1000,5000,20000 --reps 3
+  echo
+  # The user's path: ingest by add, removals from that memory beside a restored one.
+  "$core/bench_ingest" --n 20000 --chunks 1,24,64 --margin-tokens 10 --records 2
 } | tee "$out/core.md"
 echo "run-bench: tables saved to $out/core.md" >&2
 

@@ -16,6 +16,18 @@ namespace svattn::detail {
 
 bool is_warmup(int n, double C) { return static_cast<double>(n) * C <= 1.0 + 1e-9; }
 
+// docs/math.md §1, "μ = 0 and duplicates": computed K_ij = K_ii = K_jj leaves ||phi_i - phi_j||^2
+// <= 4 delta in reals (delta >= the error of one computed kernel value, taken as 1e-10 scale), so
+// |g_i - g_j| <= 2 sqrt(delta (scale + delta)) + delta (sum_k a_k = 1), about 2e-5 scale; a support
+// token has g_j <= max(kkt_tol scale, alpha_tol min(C, 1) gamma_j) with gamma_j <= 4 scale. The
+// limit adds these with a margin of 50 on the twin term.
+bool g_twin_filter = true;
+
+double twin_gradient_limit(double scale, const Tolerances& tol, double C) {
+  if (!g_twin_filter) return std::numeric_limits<double>::infinity();
+  return tol.kkt_tol * scale + 8 * tol.alpha_tol * std::min(C, 1.0) * scale + 1e-3 * scale;
+}
+
 bool g_reuse_row_prefixes = true;
 
 namespace {
@@ -289,32 +301,46 @@ KktReport kkt_report(const Refiner& r, const CanonicalResult& res) {
   return k;
 }
 
+}  // namespace
+
 /// Ridge 0 only: true when two tokens have identical kernel columns (K_ij = K_ii = K_jj, i.e.
 /// duplicate keys, or keys the kernel cannot tell apart in fp64) and mass can move between them
 /// inside the box: one is margin, or one is error and the other reserve. Then every split of their
 /// mass is optimal, the optimum is not unique and which split a path reaches depends on the path
 /// (docs/math.md §1): the state is reported `singular`, never as a certified optimum.
-bool has_tradable_duplicate(KernelAccess& ka, const std::vector<int>& active,
-                            const CanonicalResult& res) {
-  std::vector<int> support;
-  for (int j : active)
-    if (res.set[j] != Set::kReserve) support.push_back(j);
+/// Only the support and the reserve tokens in `reserve` are examined: a reserve token whose
+/// gradient exceeds twin_gradient_limit cannot be a twin of a support token (docs/math.md §1,
+/// "μ = 0 and duplicates"), so the caller leaves it out without reading its row.
+bool has_tradable_duplicate(KernelAccess& ka, const std::vector<int>& support,
+                            const std::vector<int>& reserve, const CanonicalResult& res) {
   for (int j : support) ka.require(j);
-  for (int i : active) {
+  const double* kd = ka.diag_values();
+  std::vector<int> pos;
+  std::vector<double> dj;
+  for (int j : support) {
+    pos.push_back(ka.pos(j));
+    dj.push_back(kd[j]);
+  }
+  auto twin_of = [&](int i) {
     const double* row = ka.row(i);
-    for (int j : support) {
+    const double di = kd[i];
+    for (size_t t = 0; t < support.size(); ++t) {
+      const double kij = row[pos[t]];
+      if (!(kij == di && kij == dj[t])) continue;
+      const int j = support[t];
       if (j == i) continue;
       const bool tradable = res.set[j] == Set::kMargin || res.set[i] == Set::kMargin ||
                             res.set[i] == Set::kReserve;
-      if (!tradable) continue;  // both at the upper bound C
-      const double kij = row[ka.pos(j)];
-      if (kij == ka.diag(i) && kij == ka.diag(j)) return true;
+      if (tradable) return true;  // (else both at the upper bound C)
     }
-  }
+    return false;
+  };
+  for (int i : support)
+    if (twin_of(i)) return true;
+  for (int i : reserve)
+    if (twin_of(i)) return true;
   return false;
 }
-
-}  // namespace
 
 CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_guess,
                              const ProblemSettings& p, const Tolerances& tol,
@@ -555,9 +581,15 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
     res.b = res.margin.empty() ? 0.0 : bsum / static_cast<double>(res.margin.size());
     for (int i : r.all_active()) res.g[i] = acc[i] + mu * res.alpha[i] - ka.diag(i) / 2 + res.b;
   }
-  if (res.status == Status::kOptimal && mu == 0 &&
-      has_tradable_duplicate(ka, r.all_active(), res)) {
-    res.status = Status::kSingular;
+  if (res.status == Status::kOptimal && mu == 0) {
+    // The support and the checked reserve tokens near g = 0; screened reserve tokens are left to
+    // the caller (res.screened), which holds their bounds.
+    const double limit = twin_gradient_limit(r.scale, tol, C);
+    const std::vector<int> support = merge_by_id(ka, res.margin, res.error);
+    std::vector<int> near;
+    for (int i : r.checked)
+      if (res.set[i] == Set::kReserve && !(res.g[i] > limit)) near.push_back(i);
+    if (has_tradable_duplicate(ka, support, near, res)) res.status = Status::kSingular;
   }
   res.kkt = kkt_report(r, res);
   return res;

@@ -88,6 +88,17 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
 
 /// True when n*C <= 1 (+1e-9 slack for rounding): the warm-up regime of SPEC §1.
 bool is_warmup(int n, double C);
+/// Ridge 0: a reserve token whose gradient exceeds this limit (scale = max(1, max_i K_ii)) has no
+/// kernel twin in the support (docs/math.md §1, "μ = 0 and duplicates"); the duplicate check reads
+/// the rows of the others only.
+double twin_gradient_limit(double scale, const Tolerances& tol, double C);
+/// true (default): the duplicate check skips reserve tokens above twin_gradient_limit; false: it
+/// reads every token's row (the check before; tests compare the two).
+extern bool g_twin_filter;
+/// Ridge 0: whether a token of `support` or of `reserve` (slots) is a kernel twin of a support
+/// token that can trade mass with it (the check behind Status::kSingular).
+bool has_tradable_duplicate(KernelAccess& ka, const std::vector<int>& support,
+                            const std::vector<int>& reserve, const CanonicalResult& res);
 
 }  // namespace svattn::detail
 

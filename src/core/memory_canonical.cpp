@@ -100,6 +100,9 @@ void Memory::Impl::finish(OpDiagnostics& dg) {
         });
     if (!ok) {
       res = timed_canonicalize(guess, nullptr, dg);
+    } else if (settings.problem.ridge == 0 && res.status == Status::kOptimal &&
+               screened_twin(res, skip, extra)) {
+      res.status = Status::kSingular;
     }
   }
   if (res.status != Status::kOptimal && res.status != Status::kWarmup &&
@@ -114,6 +117,27 @@ void Memory::Impl::finish(OpDiagnostics& dg) {
   if (changed) ++dg.repairs;
   set_from_canonical(res, &skip);
   rebuild_margin(changed || ++ops_since_refactor >= settings.refactor_period, dg);
+}
+
+// Ridge 0: the duplicate check of the canonical refinement for the reserve tokens it skipped.
+// Only those whose screening bound (grown by the refinement's own `extra`) does not prove g_i above
+// the twin limit can be kernel twins of a support token (docs/math.md §1, "μ = 0 and
+// duplicates"); the slack index lists them without visiting the others.
+bool Memory::Impl::screened_twin(const detail::CanonicalResult& res, const std::vector<char>& skip,
+                                 double extra) {
+  const double limit =
+      detail::twin_gradient_limit(std::max(1.0, kmax), settings.tolerances, settings.problem.C);
+  std::vector<int> near;
+  for_each_screen_candidate(
+      [&] { return screen_limit(extra + limit, res.b, extra + limit, res.b); },
+      [&](int i) {
+        if (skip[i] && !reserve_safe(i, extra + limit, res.b)) near.push_back(i);
+      });
+  if (near.empty()) return false;
+  std::vector<int> support;
+  std::merge(res.margin.begin(), res.margin.end(), res.error.begin(), res.error.end(),
+             std::back_inserter(support), [&](int x, int y) { return ids[x] < ids[y]; });
+  return detail::has_tradable_duplicate(*this, support, near, res);
 }
 
 // Makes S (the path's margin list) equal the canonical margin set and refreshes R if asked.

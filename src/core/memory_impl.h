@@ -121,6 +121,13 @@ struct Memory::Impl final : detail::KernelAccess {
   std::vector<double> slack_key_now;         // per slot: key of that entry (NaN: not indexed)
   double bref_absmax = 0;                    // >= |b_at_refresh_i| of every indexed token
   std::vector<detail::SlackIndex::Entry> slack_held;  // scratch of one query
+  // A query that finds a large share of the tokens below its threshold (a stream of adds moves w
+  // at every step) is cheaper as a scan of slack_key_now than as heap pops: the next query scans
+  // after a query that visited more than 1 in kSlackScanShare tokens (the same candidates either
+  // way, docs/math.md §4 "The slack index"). While queries scan, the heap is not kept (no push
+  // per exact gradient); it is rebuilt from slack_key_now when they return to it.
+  static constexpr long kSlackScanShare = 8;
+  bool slack_scan_next = false;
   // The spread bound (docs/math.md §4 "The spread bound"), a second test for the tokens the
   // drift bound cannot clear. Every coefficient change moves the mass-conserving displacement; with
   // kappa_i, s_i the centre and half-range of token i's cached kernel values when its gradient was
@@ -138,6 +145,17 @@ struct Memory::Impl final : detail::KernelAccess {
   std::vector<std::uint64_t> spread_epoch;                   // row epoch at the snapshot
   double move_l1 = 0, move_mass = 0;
   std::vector<MoveEntry> move_log;
+  // The snapshot costs a scan of the token's row at every exact gradient; it pays only where the
+  // bound then clears tokens (removals from a restored memory), not on a stream of adds, where it
+  // clears almost none. So it is adaptive (docs/math.md §4 "The spread bound"): per window of
+  // kSpreadWindow snapshots taken, the clears per snapshot decide whether the next window takes
+  // every snapshot or one in kSpreadSample exact gradients (which keeps measuring the rate). A
+  // token without a snapshot has spread_s = inf (the bound is off for it), so either choice is
+  // sound; the state never depends on it.
+  static constexpr long kSpreadWindow = 256, kSpreadSample = 64, kSpreadPayoff = 8;
+  bool spread_every = true;  // this window takes every snapshot
+  long spread_decisions = 0, spread_taken = 0;
+  mutable long spread_hits = 0;                  // clears by the spread bound in this window
   mutable std::vector<double> move_suffix_sums;  // move_suffix_sums[k] = sum of amounts from k on
   mutable bool move_dirty = false;
   // The path's current support as dense weights over the column positions (load_support).
@@ -231,6 +249,7 @@ struct Memory::Impl final : detail::KernelAccess {
   double screen_limit(double extra0, double b0, double extra1, double b1) const;
   void check_slack_index() const;
   void spread_snapshot(int i);
+  bool spread_take();
   void record_move(int j, double amount);
   void compact_move_log();
   double young_movement(std::uint64_t epoch) const;
@@ -260,6 +279,8 @@ struct Memory::Impl final : detail::KernelAccess {
                                              const std::vector<char>* skip, OpDiagnostics& dg);
   void set_from_canonical(const detail::CanonicalResult& res, const std::vector<char>* skip);
   void finish(OpDiagnostics& dg);
+  bool screened_twin(const detail::CanonicalResult& res, const std::vector<char>& skip,
+                     double extra);
   void rebuild_margin(bool force, OpDiagnostics& dg);
   void batch_rebuild(OpDiagnostics& dg, bool boundary = false);
 };
@@ -272,18 +293,38 @@ void Memory::Impl::for_each_screen_candidate(Limit&& limit, Visit&& visit) {
     return;
   }
   if (slack_index.size() > 2 * static_cast<std::size_t>(num_tokens) + 4096) rebuild_slack_index();
-  slack_index.flush();
-  slack_held.clear();
-  detail::SlackIndex::Entry e;
-  while (slack_index.pop_below(limit(), &e)) {
-    if (e.version != slack_version[e.slot]) continue;  // stale: the token changed since
-    slack_held.push_back(e);
-    visit(e.slot);
+  long visited = 0;
+  if (slack_scan_next) {
+    // The same candidates by a scan of the keys (in slot order; the threshold only shrinks, so
+    // a token skipped at a smaller threshold than the heap would have seen is still proven).
+    double lim = limit();
+    for (int i = 0; i < slots_used; ++i) {
+      const double k = slack_key_now[i];  // NaN (skipped) unless a live reserve token
+      if (!(k - 1e-14 * std::abs(k) <= lim)) continue;
+      ++visited;
+      visit(i);
+      lim = limit();
+    }
+  } else {
+    slack_index.flush();
+    slack_held.clear();
+    detail::SlackIndex::Entry e;
+    while (slack_index.pop_below(limit(), &e)) {
+      if (e.version != slack_version[e.slot]) continue;  // stale: the token changed since
+      slack_held.push_back(e);
+      ++visited;
+      visit(e.slot);
+    }
+    // Entries whose token was not refreshed go back; refreshed ones pushed their new entry.
+    for (const detail::SlackIndex::Entry& h : slack_held)
+      if (h.version == slack_version[h.slot]) slack_index.push(h);
+    slack_index.flush();
   }
-  // Entries whose token was not refreshed go back; refreshed ones pushed their new entry.
-  for (const detail::SlackIndex::Entry& h : slack_held)
-    if (h.version == slack_version[h.slot]) slack_index.push(h);
-  slack_index.flush();
+  // The next query scans when this one visited more than 1 in kSlackScanShare tokens: a heap pop
+  // and push-back per candidate then cost more than reading every key once.
+  const bool scan = visited * kSlackScanShare > num_tokens;
+  if (slack_scan_next && !scan) rebuild_slack_index();  // scans do not keep the heap
+  slack_scan_next = scan;
 }
 
 }  // namespace svattn

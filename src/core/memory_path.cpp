@@ -47,8 +47,13 @@ struct Memory::Impl::PathWalk {
   OpDiagnostics& dg;
   const double C;
   // Per-slot arrays live in Memory::Impl (walk_*) and are reset on the entries this walk touched.
-  std::vector<char>& refused;  // Schur-guard refusals of this walk
+  std::vector<char>& refused;  // Schur-guard and degenerate-entry refusals of this walk
   std::vector<int> refused_list;
+  // Tokens that entered the margin set by a step of length 0 in this walk. A second such entry is
+  // refused: duplicate keys (K_ij = K_ii = K_jj up to the ridge) give gradients and sensitivities
+  // at round-off level, and one token could otherwise enter and leave at zero length without end
+  // (docs/math.md §4, "Degenerate steps"). The canonical refinement decides the token's set.
+  std::vector<int> zero_entered;
   std::vector<int> elist;    // error tokens (their gradients are tracked exactly)
   std::vector<double>& gam;  // gamma_i = d g_i / d a_c of tracked tokens
   std::vector<int> near;     // reserve tokens whose bound fails within the current step
@@ -67,6 +72,7 @@ struct Memory::Impl::PathWalk {
   bool net_ok = true;  // false after a step that refreshed every reserve token
   std::vector<int> marked;
   double step_round = 0;  // the coefficients' rounding in one step, as mass change
+  int steps_taken = 0;
   // Sensitivities of the current step.
   Eigen::VectorXd beta;  // (beta_b, beta_S) = d(b, a_S) / d a_c
   int posc = -1, beta_end = 0;
@@ -104,12 +110,16 @@ struct Memory::Impl::PathWalk {
 
   bool run() {
     if (!walk()) return false;
-    if (m.exact_offset && net_ok && detail::g_net_displacement) account_net_displacement();
+    // One step is a straight segment: its net displacement is its length (the O(|S ∪ E|^2)
+    // quadratic form would only confirm it).
+    if (m.exact_offset && net_ok && detail::g_net_displacement && steps_taken > 1)
+      account_net_displacement();
     return true;
   }
 
   bool walk() {
     for (int step = 0; step < m.settings.max_steps_per_op; ++step) {
+      ++steps_taken;
       Next next;
       if (m.margin.empty()) {
         next = offset_only_step();
@@ -371,6 +381,15 @@ struct Memory::Impl::PathWalk {
       return Next::kContinue;
     }
     // kEnters: an error or reserve token enters the margin set.
+    if (ev.t == 0) {
+      if (std::find(zero_entered.begin(), zero_entered.end(), who) != zero_entered.end()) {
+        refused[who] = 1;
+        refused_list.push_back(who);
+        ++dg.refused_entrants;
+        return Next::kContinue;
+      }
+      zero_entered.push_back(who);
+    }
     const double kap = m.schur(who, nullptr);
     if (kap <= m.settings.schur_tol * m.kdiag[who]) {
       refused[who] = 1;

@@ -66,6 +66,10 @@ void Memory::Impl::spread_snapshot(int i) {
     spread_s[i] = std::numeric_limits<double>::infinity();  // (no column: nothing cached)
     return;
   }
+  if (!spread_take()) {
+    spread_s[i] = std::numeric_limits<double>::infinity();  // no snapshot: the bound is off
+    return;
+  }
   const double* r = columns.row(i);
   const int own = columns.pos(i);  // a reserve token's own coefficient does not move
   const std::uint64_t re = columns.row_epoch(i);
@@ -88,6 +92,20 @@ void Memory::Impl::spread_snapshot(int i) {
   spread_l1[i] = move_l1;
   spread_mass[i] = move_mass;
   spread_young[i] = young_movement(re);
+}
+
+// Whether this exact gradient gets a spread snapshot (the adaptive rule in memory_impl.h): every
+// one while the last window's clears paid for its snapshots (kSpreadPayoff snapshots per clear at
+// most), else one in kSpreadSample. A window is kSpreadWindow snapshots taken.
+bool Memory::Impl::spread_take() {
+  ++spread_decisions;
+  if (!spread_every && spread_decisions % kSpreadSample != 0) return false;
+  if (++spread_taken == kSpreadWindow) {
+    spread_every = spread_hits * kSpreadPayoff >= spread_taken;
+    spread_hits = 0;
+    spread_taken = 0;
+  }
+  return true;
 }
 
 // Adds |da_j| = amount to the movement of j's column epoch (no column: an epoch younger than every
@@ -175,7 +193,10 @@ bool Memory::Impl::spread_safe(int i, double step_l1, double step_mass, double b
   const double scale = 1.0 + loss + std::abs(grad[i]) + std::abs(b_then) + std::abs(spread_b[i]);
   const double margin = 1e-12 * scale * std::max(1.0, kmax);
   if (lower) *lower = slack - margin;
-  if (slack > margin) ++detail::g_spread_cleared;
+  if (slack > margin) {
+    ++detail::g_spread_cleared;
+    ++spread_hits;
+  }
   return slack > margin;
 }
 
@@ -200,7 +221,7 @@ void Memory::Impl::screen_touch(int i) {
   const double key = slack_key(i);
   slack_key_now[i] = key;
   bref_absmax = std::max(bref_absmax, std::abs(b_at_refresh[i]));
-  slack_index.push({key, i, slack_version[i]});
+  if (!slack_scan_next) slack_index.push({key, i, slack_version[i]});
 }
 
 // A fresh index of every live reserve token (drops the stale entries).
