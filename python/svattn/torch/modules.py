@@ -11,7 +11,7 @@ import dataclasses
 import math
 import time
 import warnings
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import torch
@@ -89,14 +89,15 @@ class _Attention(nn.Module):
         warnings.warn("n_heads is deprecated, use num_heads", DeprecationWarning, stacklevel=2)
         return self.num_heads
 
-    def _heads(self, x: torch.Tensor):
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"hidden_states must be a torch.Tensor, got {type(x).__name__}")
+    def _heads(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if x.dim() != 3 or x.size(2) != self.hidden_size:
-            raise ValueError(f"hidden_states must be [B, T, {self.hidden_size}], got {list(x.shape)}")
-        B, T, _ = x.shape
-        split = lambda y: y.view(B, T, self.num_heads, -1).transpose(1, 2)  # noqa: E731
-        return split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
+            raise ValueError("hidden_states must be [B, T, " + str(self.hidden_size) + "], got "
+                             + str(list(x.shape)))
+        B, T = x.size(0), x.size(1)
+        q = self.q_proj(x).view(B, T, self.num_heads, -1).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.num_heads, -1).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.num_heads, -1).transpose(1, 2)
+        return q, k, v
 
     def _merge(self, o: torch.Tensor) -> torch.Tensor:
         B, _, T, _ = o.shape
@@ -127,7 +128,7 @@ class SoftmaxAttention(_Attention):
         super().__init__(hs, nh, rope, layer_idx)
         self.rope, self.rope_base = rope, rope_base
 
-    def _rope(self, q, k):
+    def _rope(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         if self.rope:
             return Fsv.apply_rope(q, self.rope_base), Fsv.apply_rope(k, self.rope_base)
         return q, k

@@ -1,0 +1,175 @@
+"""svattn.torch as PyTorch users meet it: no host sync unless diagnostics are asked for, the cache
+(step-by-step decoding equals the full forward), fla-style names with deprecated aliases, typed
+errors naming the argument, TorchScript where torch 1.13 allows, and certified forgetting."""
+import contextlib
+import os
+import warnings
+
+import pytest
+
+pytestmark = pytest.mark.torch
+if os.environ.get("SVATTN_REQUIRE_TORCH"):
+    import torch
+    import svattn.torch as st
+else:
+    torch = pytest.importorskip("torch")
+    st = pytest.importorskip("svattn.torch")
+
+import svattn  # noqa: E402
+
+
+def modules(D=16, H=2):
+    torch.manual_seed(0)
+    p = svattn.ProblemSettings(C=0.3)
+    return {
+        "softmax": st.SoftmaxAttention(D, H), "swa": st.SlidingWindowAttention(D, H, window=5),
+        "linear": st.LinearAttention(D, H, scan_chunk=4), "deltanet": st.DeltaNet(D, H, scan_chunk=4),
+        "sv_exact": st.SVAttention(D, H, st.ExactSettings(problem=p), chunk=3),
+        "sv_batched": st.SVAttention(D, H, st.BatchedSettings(problem=p), chunk=3),
+        "hybrid": st.HybridAttention(D, H, chunk=4, problem=svattn.ProblemSettings(C=0.25)),
+        "hybrid_exact": st.HybridAttention(D, H, chunk=4, path="exact", gate="token",
+                                           problem=svattn.ProblemSettings(C=0.25)),
+    }
+
+
+@contextlib.contextmanager
+def count_host_syncs():
+    """Counts Tensor.item/.cpu/.tolist/float(tensor) calls made from Python."""
+    calls = []
+    saved = {n: getattr(torch.Tensor, n) for n in ("item", "cpu", "tolist", "__float__")}
+
+    def wrap(name):
+        def f(self, *a, **k):
+            calls.append(name)
+            return saved[name](self, *a, **k)
+        return f
+    for n in saved:
+        setattr(torch.Tensor, n, wrap(n))
+    try:
+        yield calls
+    finally:
+        for n, f in saved.items():
+            setattr(torch.Tensor, n, f)
+
+
+@pytest.mark.parametrize("name", list(modules()))
+def test_forward_makes_no_host_sync_unless_asked(name):
+    m = modules()[name]
+    x = torch.randn(2, 11, 16)
+    with count_host_syncs() as calls:
+        m(x).sum().backward()
+    assert calls == [], (name, calls)
+    if name.startswith(("sv_", "hybrid")):
+        with count_host_syncs() as calls:
+            y, d = m(x, return_diagnostics=True)
+        assert calls and d["support_mean"] >= 1.0 and m.diagnostics is d  # the counter sees syncs
+        with count_host_syncs() as calls, st.record_diagnostics():
+            m(x)
+        assert calls and "support_per_head" in m.diagnostics
+
+
+@pytest.mark.parametrize("chunk,bounded", [(1, False), (3, False), (4, True)])
+def test_cached_decoding_equals_full_forward(chunk, bounded):
+    torch.manual_seed(2)
+    s = st.ExactSettings(problem=svattn.ProblemSettings(C=0.3), bounded=bounded)
+    m = st.SVAttention(16, 2, s, chunk=chunk, layer_idx=0).double()
+    with torch.no_grad():
+        m.log_sigma.copy_(torch.tensor([0.1, -0.2]))
+    x = torch.randn(2, 13, 16, dtype=torch.float64)
+    full = m(x)
+    cache = st.SVCache()
+    steps = torch.cat([m(x[:, t:t + 1], past_key_values=cache) for t in range(13)], 1)
+    assert (steps - full).abs().max() <= 1e-6
+    assert cache.get_seq_length(0) == 13 and len(cache) == 1
+    cache2 = st.SVCache()  # a prompt then single tokens
+    parts = [m(x[:, :6], past_key_values=cache2)] + [m(x[:, t:t + 1], past_key_values=cache2)
+                                                     for t in range(6, 13)]
+    assert (torch.cat(parts, 1) - full).abs().max() <= 1e-6
+
+
+def test_bind_cache_serves_a_model_that_does_not_pass_it():
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(st.SVAttention(16, 2, chunk=1), torch.nn.GELU(),
+                                st.SVAttention(16, 2, chunk=1)).double()
+    x = torch.randn(1, 9, 16, dtype=torch.float64)
+    full = model(x)
+    cache = st.SVCache()
+    with st.bind_cache(model, cache):
+        steps = torch.cat([model(x[:, t:t + 1]) for t in range(9)], 1)
+    assert (steps - full).abs().max() <= 1e-6 and sorted(cache.layers) == [0, 1]
+
+
+def test_cache_errors_name_the_argument():
+    x = torch.randn(1, 4, 16)
+    with pytest.raises(ValueError, match="past_key_values.*exact path"):
+        st.SVAttention(16, 2, st.BatchedSettings())(x, past_key_values=st.SVCache())
+    with pytest.raises(TypeError, match="past_key_values"):
+        st.SVAttention(16, 2)(x, past_key_values={})
+    m, cache = st.SVAttention(16, 2), st.SVCache()
+    m(x, past_key_values=cache)
+    with pytest.raises(ValueError, match="past_key_values: layer 0 holds B=1"):
+        m(torch.randn(2, 1, 16), past_key_values=cache)
+    with pytest.raises(KeyError, match="layer_idx"):
+        cache[5]
+    with pytest.raises(TypeError, match="cache"):
+        with st.bind_cache(m, None):
+            pass
+    with pytest.raises(TypeError, match="model"):
+        with st.bind_cache(st.SoftmaxAttention(16, 2), st.SVCache()):
+            pass
+
+
+def test_fla_names_and_deprecated_aliases():
+    m = st.SVAttention(hidden_size=16, num_heads=2, layer_idx=3)
+    assert (m.hidden_size, m.num_heads, m.head_dim, m.layer_idx) == (16, 2, 8, 3)
+    assert "Args:" in st.SVAttention.__doc__ and "hidden_size (int)" in st.DeltaNet.__doc__
+    for cls in (st.SVAttention, st.HybridAttention, st.SoftmaxAttention, st.SlidingWindowAttention,
+                st.LinearAttention, st.DeltaNet):
+        with pytest.warns(DeprecationWarning, match="d_model is deprecated, use hidden_size"):
+            old = cls(d_model=16, n_heads=2)
+        with pytest.warns(DeprecationWarning, match="n_heads is deprecated"):
+            assert old.n_heads == 2
+        with pytest.raises(TypeError, match="hidden_size or its deprecated alias d_model"):
+            cls(hidden_size=16, d_model=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        st.HybridAttention(16, 2, chunk=4)  # positional, as before: no warning
+
+
+def test_bad_arguments_raise_typed_errors_naming_them():
+    with pytest.raises(ValueError, match="hidden_size"):
+        st.SVAttention(0, 1)
+    with pytest.raises(ValueError, match="num_heads"):
+        st.SVAttention(16, 3)
+    with pytest.raises(ValueError, match="layer_idx"):
+        st.SVAttention(16, 2, layer_idx=-1)
+    with pytest.raises(ValueError, match="chunk"):
+        st.SVAttention(16, 2, chunk=0)
+    with pytest.raises(TypeError, match="settings"):
+        st.SVAttention(16, 2, settings=svattn.ProblemSettings())
+    with pytest.raises(TypeError, match="settings"):
+        st.HybridAttention(16, 2, settings=st.ExactSettings())
+    with pytest.raises(TypeError, match="overrides"):
+        st.HybridAttention(16, 2, chunks=4)
+    with pytest.raises(TypeError, match="return_diagnostics"):
+        st.SVAttention(16, 2)(torch.randn(1, 3, 16), return_diagnostics=1)
+    with pytest.raises(ValueError, match="hidden_states"):
+        st.SVAttention(16, 2)(torch.randn(1, 3, 8))
+
+
+def test_settings_are_packed_once_and_repacked_when_set():
+    m = st.SVAttention(16, 2, st.ExactSettings(problem=svattn.ProblemSettings(C=0.3)))
+    assert m._packed == (1.0, 0.3, 1e-6, False)
+    m.settings = st.BatchedSettings(problem=svattn.ProblemSettings(C=0.5), iterations=50)
+    assert m.path == "batched" and m._packed[:5] == (1.0, 0.5, 1e-6, False, 50)
+    with pytest.raises(ValueError, match="problem.C"):
+        m.settings = st.ExactSettings(problem=svattn.ProblemSettings(C=-1.0))
+
+
+def test_torchscript_on_torch_1_13():
+    x = torch.randn(1, 9, 16)
+    mods = modules()
+    for name in ("softmax", "swa", "linear", "deltanet"):
+        assert torch.allclose(torch.jit.script(mods[name])(x), mods[name](x), atol=1e-6), name
+    traced = torch.jit.trace(mods["sv_exact"], (x,), check_trace=False)
+    assert torch.allclose(traced(x), mods["sv_exact"](x), atol=1e-6)
