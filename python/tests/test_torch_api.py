@@ -173,3 +173,64 @@ def test_torchscript_on_torch_1_13():
         assert torch.allclose(torch.jit.script(mods[name])(x), mods[name](x), atol=1e-6), name
     traced = torch.jit.trace(mods["sv_exact"], (x,), check_trace=False)
     assert torch.allclose(traced(x), mods["sv_exact"](x), atol=1e-6)
+
+
+class Net(torch.nn.Module):
+    def __init__(self, layers=1, C=0.3):
+        super().__init__()
+        torch.manual_seed(4)
+        s = st.ExactSettings(problem=svattn.ProblemSettings(C=C))
+        self.emb = torch.nn.Embedding(20, 16)
+        self.attn = torch.nn.ModuleList(st.SVAttention(16, 2, s) for _ in range(layers))
+        self.out = torch.nn.Linear(16, 20)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        for a in self.attn:
+            x = x + a(x)
+        return self.out(x)
+
+
+def test_certify_one_layer_equals_never_seen_context():
+    model = Net().double()
+    ctx = torch.randint(0, 20, (1, 30), generator=torch.Generator().manual_seed(5))
+    probe = torch.randint(0, 20, (1, 4), generator=torch.Generator().manual_seed(6))
+    r = st.certify.forget_span(model, ctx, (10, 17), queries=probe)
+    assert r.ok and r.fully_covered and r.span == (10, 17) and len(r.certificates) == 2
+    for c in r.certificates:
+        assert c.removed_ids == list(range(10, 17)) and c.remaining == 23 and c.equal
+        assert c.removal.verify.ok and c.to_dict()["ok"]
+    with torch.no_grad():
+        ref = model(torch.cat([ctx[:, :10], ctx[:, 17:], probe], 1))[:, -4:]
+        kept = model(torch.cat([ctx, probe], 1))[:, -4:]
+    assert (r.outputs - ref).abs().max() <= 1e-6 < (kept - ref).abs().max()
+
+
+def test_certify_reports_mixed_keys_in_later_layers():
+    model = Net(layers=2).double()
+    ctx = torch.randint(0, 20, (1, 20), generator=torch.Generator().manual_seed(7))
+    r = st.certify.forget_span(model, ctx, (5, 8))
+    assert r.ok and not r.fully_covered and r.outputs is None
+    first = [c for c in r.certificates if c.layer == 0]
+    later = [c for c in r.certificates if c.layer == 1]
+    assert all(c.mixed_ids == [] for c in first)
+    assert all(c.mixed_ids == list(range(8, 20)) for c in later)
+    assert any("earlier layers" in s for s in r.not_covered)
+
+
+def test_certify_bad_input():
+    model = Net()
+    ctx = torch.randint(0, 20, (1, 12))
+    for span in ((5, 5), (0, 13), (-1, 3), "0:3", (1.0, 2)):
+        with pytest.raises(ValueError, match="span must be"):
+            st.certify.forget_span(model, ctx, span)
+    with pytest.raises(TypeError, match="model"):
+        st.certify.build(torch.nn.Sequential(st.SoftmaxAttention(16, 2)), torch.randn(1, 4, 16))
+    with pytest.raises(TypeError, match="model"):
+        st.certify.build(object(), ctx)
+    with pytest.raises(ValueError, match="model: SV layers \\[0\\] use the batched path"):
+        st.certify.build(st.SVAttention(16, 2, st.BatchedSettings()), torch.randn(1, 4, 16))
+    with pytest.raises(TypeError, match="cache"):
+        st.certify.forget({}, (0, 1))
+    with pytest.raises(ValueError, match="cache"):
+        st.certify.forget(st.SVCache(), (0, 1))
