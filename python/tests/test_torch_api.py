@@ -234,3 +234,32 @@ def test_certify_bad_input():
         st.certify.forget({}, (0, 1))
     with pytest.raises(ValueError, match="cache"):
         st.certify.forget(st.SVCache(), (0, 1))
+
+
+@pytest.mark.parametrize("name", [n for n in modules() if not n.startswith("sv_")]
+                         + ["hybrid_no_rope_fixed_gate"])
+def test_parity_with_cxx_layer_on_shared_weights(name):
+    if name == "hybrid_no_rope_fixed_gate":
+        m = st.HybridAttention(16, 2, chunk=4, rope=False, learn_bandwidth=False, gate_override=0.3)
+    else:
+        m = modules()[name]
+    m = m.double()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.1 * torch.randn_like(p))  # away from both sides' initialisation
+    x = torch.randn(2, 13, 16, dtype=torch.float64)
+    ref = st.reference.cxx_forward(m, x)
+    assert ref.shape == x.shape and (m(x) - ref).abs().max() <= 1e-6, name
+
+
+def test_cxx_reference_errors():
+    x = torch.randn(1, 5, 16)
+    with pytest.raises(TypeError, match="module: SVAttention has no C\\+\\+ layer"):
+        st.reference.cxx_forward(st.SVAttention(16, 2), x)
+    with pytest.raises(TypeError, match="module"):
+        st.reference.cxx_forward(torch.nn.Linear(16, 16), x)
+    m = st.LinearAttention(16, 2)
+    with pytest.raises(ValueError, match="state: missing 'q_proj.weight'"):
+        st.ops.layer_forward("linear", {"hidden_size": 16.0, "num_heads": 2.0}, {}, {}, x)
+    with pytest.raises(ValueError, match="config: unknown key 'windows'"):
+        st.ops.layer_forward("swa", {"windows": 3.0}, {}, dict(m.state_dict()), x)

@@ -13,11 +13,11 @@ from .functional import (apply_rope, causal_softmax_attention, chunk_local_atten
 from .cache import SVCache, SVLayerState, bind_cache
 from .modules import (DeltaNet, HybridAttention, LinearAttention, SlidingWindowAttention,
                       SoftmaxAttention, SVAttention, record_diagnostics)
-from . import certify  # noqa: E402
+from . import certify, reference  # noqa: E402
 from .settings import BatchedSettings, ExactSettings, HybridSettings
 
 __all__ = [
-    "BatchedSettings", "DeltaNet", "SVCache", "SVLayerState", "bind_cache", "certify",
+    "BatchedSettings", "DeltaNet", "SVCache", "SVLayerState", "bind_cache", "certify", "reference",
     "record_diagnostics", "ExactSettings", "HybridAttention", "HybridSettings",
     "LinearAttention", "SVAttention", "SlidingWindowAttention", "SoftmaxAttention", "apply_rope",
     "causal_softmax_attention", "chunk_local_attention", "delta_rule", "linear_attention",
