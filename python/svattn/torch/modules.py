@@ -54,8 +54,6 @@ def _sizes(owner: str, hidden_size: Optional[int], num_heads: Optional[int], d_m
 class _Attention(nn.Module):
     """Shared q/k/v/o projections (no bias) and head split/merge."""
 
-    __jit_unused_properties__ = ["d_model", "n_heads"]
-
     def __init__(self, hidden_size: int, num_heads: int, rope: bool = False,
                  layer_idx: Optional[int] = None) -> None:
         super().__init__()
@@ -77,17 +75,14 @@ class _Attention(nn.Module):
         self.o_proj = nn.Linear(hidden_size, hidden_size, bias=False)
         self.diagnostics: Dict[str, Any] = {}
 
-    @property
-    def d_model(self) -> int:
-        """Deprecated alias of ``hidden_size``."""
-        warnings.warn("d_model is deprecated, use hidden_size", DeprecationWarning, stacklevel=2)
-        return self.hidden_size
-
-    @property
-    def n_heads(self) -> int:
-        """Deprecated alias of ``num_heads``."""
-        warnings.warn("n_heads is deprecated, use num_heads", DeprecationWarning, stacklevel=2)
-        return self.num_heads
+    def __getattr__(self, name: str) -> Any:
+        # Deprecated aliases d_model, n_heads (resolved here, not as properties, so that
+        # TorchScript's attribute scan does not trigger their warning).
+        if name in ("d_model", "n_heads"):
+            new = "hidden_size" if name == "d_model" else "num_heads"
+            warnings.warn(f"{name} is deprecated, use {new}", DeprecationWarning, stacklevel=2)
+            return getattr(self, new)
+        return super().__getattr__(name)
 
     def _heads(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if x.dim() != 3 or x.size(2) != self.hidden_size:
