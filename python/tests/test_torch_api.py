@@ -155,6 +155,8 @@ def test_bad_arguments_raise_typed_errors_naming_them():
         st.SVAttention(16, 2)(torch.randn(1, 3, 16), return_diagnostics=1)
     with pytest.raises(ValueError, match="hidden_states"):
         st.SVAttention(16, 2)(torch.randn(1, 3, 8))
+    with pytest.raises(TypeError, match="hidden_states must be a torch.Tensor"):
+        st.DeltaNet(16, 2)([[0.0] * 16])
 
 
 def test_settings_are_packed_once_and_repacked_when_set():

@@ -85,6 +85,8 @@ class _Attention(nn.Module):
         return super().__getattr__(name)
 
     def _heads(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"hidden_states must be a torch.Tensor, got {type(x).__name__}")
         if x.dim() != 3 or x.size(2) != self.hidden_size:
             raise ValueError("hidden_states must be [B, T, " + str(self.hidden_size) + "], got "
                              + str(list(x.shape)))
