@@ -265,3 +265,14 @@ def test_cxx_reference_errors():
         st.ops.layer_forward("linear", {"hidden_size": 16.0, "num_heads": 2.0}, {}, {}, x)
     with pytest.raises(ValueError, match="config: unknown key 'windows'"):
         st.ops.layer_forward("swa", {"windows": 3.0}, {}, dict(m.state_dict()), x)
+
+
+def test_certify_span_in_the_chunk_not_yet_in_memory():
+    model = Net()
+    model.attn[0].chunk = 3
+    ctx = torch.randint(0, 20, (1, 20), generator=torch.Generator().manual_seed(8))
+    cache = st.certify.build(model, ctx)
+    assert cache[0].pending_ids == [18, 19]  # 20 tokens, chunk 3: chunk 6 is still being read
+    certs = st.certify.forget(cache, (17, 19))
+    assert all(c.ok and c.removed_ids == [17] and c.pending_removed == [18] for c in certs)
+    assert cache[0].pending_ids == [19] and len(cache[0].pending_keys) == 1
