@@ -5,6 +5,7 @@ trained on tiny-shakespeare with its loss printed.
 Data: --data PATH, else $SVATTN_DATA/tinyshakespeare/input.txt, else ../shared/data/... .
 """
 import argparse
+import contextlib
 import math
 import os
 import time
@@ -69,12 +70,15 @@ def main():
     for step in range(1, a.steps + 1):
         starts = torch.randint(0, len(data) - a.seq - 1, (a.batch,))
         batch = torch.stack([data[s:s + a.seq + 1] for s in starts])
-        logits = model(batch[:, :-1])
+        log = step == 1 or step % a.log_every == 0 or step == a.steps
+        # diagnostics copy a few numbers to the host: ask for them on logged steps only
+        with st.record_diagnostics() if log else contextlib.nullcontext():
+            logits = model(batch[:, :-1])
         loss = nn.functional.cross_entropy(logits.reshape(-1, 256), batch[:, 1:].reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if step == 1 or step % a.log_every == 0 or step == a.steps:
+        if log:
             d = model.blocks[0].attn.diagnostics
             print(f"step {step:4d}  loss {loss.item():.4f}  bpc {loss.item() / math.log(2):.3f}  "
                   f"support {d['support_mean']:.1f}  gate {d['gate_mean']:.3f}  "

@@ -56,8 +56,8 @@ class PyAsCpp:
     def step(self, x):
         return py_step(self.m, x)
 
-    def support_mean(self):
-        return self.m.diagnostics["support_mean"]
+    def support_mean(self, x):
+        return py_support_mean(self.m, x)
 
     def num_parameters(self):
         return sum(t.numel() for t in self.m.parameters())
@@ -67,6 +67,12 @@ def py_step(m, x):
     c0, t0 = time.process_time(), time.perf_counter()
     m(x).sum().backward()
     return time.perf_counter() - t0, time.process_time() - c0
+
+
+def py_support_mean(m, x):
+    """One untimed forward with diagnostics (a host sync; the timed steps compute none)."""
+    with torch.no_grad():
+        return m(x, return_diagnostics=True)[1]["support_mean"]
 
 
 def spread(ratios):
@@ -114,7 +120,8 @@ def main():
         print(f"{clock}: C++ {c_med:8.3f} s/step {tokens / c_med:8.0f} tokens/s | Python "
               f"{p_med:8.3f} s/step {tokens / p_med:8.0f} tokens/s | Python/C++ per pair: "
               f"{spread(p[k] / c[k] for c, p in rows)}; fastest steps {p_min / c_min:.3f}")
-    print(f"support mean: C++ {cpp.support_mean():.2f}, Python {py.diagnostics['support_mean']:.2f}; "
+    cpp_support = cpp.support_mean(x_cpp) if a.control == "python" else cpp.support_mean()
+    print(f"support mean: C++ {cpp_support:.2f}, Python {py_support_mean(py, x_py):.2f}; "
           f"parameters: C++ {cpp.num_parameters()}, Python {sum(t.numel() for t in py.parameters())}")
 
 

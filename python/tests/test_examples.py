@@ -50,3 +50,14 @@ def test_char_lm_loss_falls():
     losses = [float(x) for x in re.findall(r"loss (\d+\.\d+)", out)]
     assert len(losses) >= 5
     assert losses[-1] < losses[0] - 1.0, out  # from ~ln(256) = 5.5 towards < 4
+
+
+@pytest.mark.torch
+def test_certified_model_forgets_a_record():
+    pytest.importorskip("torch")
+    args = ["--data", shakespeare()] if shakespeare() else ["--data", ""]  # else synthetic records
+    out = run("certified_model.py", *args, "--steps", "10")
+    assert "certificates ok: True; fully covered: True" in out, out
+    diff, influence = map(float, re.search(r"= (\S+) \(the record moved the outputs by (\S+)\)",
+                                           out).groups())
+    assert diff <= 1e-6 and influence > 1e-6, out

@@ -47,23 +47,33 @@ def sv_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, settings: Se
     reads 0; q, k, v must share T). ``return_info`` adds {"support": [B, H] or [B, H, nC], ...}.
     """
     s = _resolve(settings, path)
-    p = s.problem
-    if isinstance(s, ExactSettings):
+    out, info = sv_attention_packed(q, k, v, s.pack(), isinstance(s, ExactSettings), log_sigma, chunk)
+    if return_info:
+        return out, info
+    return out
+
+
+def sv_attention_packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packed: Tuple[Any, ...],
+                        exact: bool, log_sigma: Optional[torch.Tensor] = None,
+                        chunk: Optional[int] = None) -> Tuple[torch.Tensor, Dict[str, Any]]:
+    """``sv_attention`` on settings already validated and packed by ``ExactSettings.pack()`` or
+    ``BatchedSettings.pack()`` (the modules pack theirs once). Returns (out, info); info holds
+    tensors and numbers only, nothing is copied to the host."""
+    bandwidth, C, ridge, bounded = packed[:4]
+    if exact:
         if chunk is None:
-            out, support = ops.exact_attention(k, v, q, log_sigma, p.bandwidth, p.C, p.ridge)
+            out, support = ops.exact_attention(k, v, q, log_sigma, bandwidth, C, ridge)
         else:
-            out, support = ops.exact_chunked_attention(k, v, q, log_sigma, chunk, p.bandwidth, p.C,
-                                                       p.ridge, s.bounded)
-        info: Dict[str, Any] = {"support": support}
+            out, support = ops.exact_chunked_attention(k, v, q, log_sigma, chunk, bandwidth, C,
+                                                       ridge, bounded)
+        return out, {"support": support}
+    if chunk is None:
+        out, support, residual, neg = ops.batched_attention(k, v, q, log_sigma, bandwidth, C, ridge,
+                                                            *packed[4:])
     else:
-        head = (p.bandwidth, p.C, p.ridge) + s.solver_args()
-        if chunk is None:
-            out, support, residual, neg = ops.batched_attention(k, v, q, log_sigma, *head)
-        else:
-            out, support, residual, neg = ops.batched_chunked_attention(
-                k, v, q, log_sigma, chunk, s.bounded, *head)
-        info = {"support": support, "fista_residual": residual, "negative_coefficients": neg}
-    return (out, info) if return_info else out
+        out, support, residual, neg = ops.batched_chunked_attention(
+            k, v, q, log_sigma, chunk, bounded, bandwidth, C, ridge, *packed[4:])
+    return out, {"support": support, "fista_residual": residual, "negative_coefficients": neg}
 
 
 def causal_softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

@@ -1,182 +1,345 @@
-"""Attention modules with one interface, x [B, T, d_model] -> [B, T, d_model], each strictly
-causal, with the parameter names of the C++ layers (include/svattn/torch/attention.h), so a user
-swaps the attention of a PyTorch model in one line. ``module.diagnostics`` is a dict filled by
-every forward."""
+"""Attention modules with one interface, ``hidden_states [B, T, hidden_size] -> [B, T,
+hidden_size]``, each strictly causal, with the parameter names of the C++ layers
+(include/svattn/torch/attention.h) and the constructor conventions of flash-linear-attention
+(``hidden_size``, ``num_heads``, ``layer_idx``), so a user swaps the attention of a PyTorch model in
+one line (docs/python.md "Modules"). A forward makes no host sync unless diagnostics are asked for
+(``return_diagnostics=True`` or ``record_diagnostics()``)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
-from typing import Any, Dict, Optional
+import warnings
+from typing import Any, Dict, Iterator, Optional, Tuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import ProblemSettings
 from . import functional as Fsv
+from .cache import SVCache, bound_cache, head_memory_settings
 from .settings import BatchedSettings, ExactSettings, HybridSettings
+
+_RECORDING = [0]
+
+
+@contextlib.contextmanager
+def record_diagnostics() -> Iterator[None]:
+    """Within the block, every SV module's forward fills ``module.diagnostics`` (support sizes,
+    gate mean, solver seconds; this copies a few numbers to the host, i.e. syncs a GPU)."""
+    _RECORDING[0] += 1
+    try:
+        yield
+    finally:
+        _RECORDING[0] -= 1
+
+
+def _sizes(owner: str, hidden_size: Optional[int], num_heads: Optional[int], d_model: Optional[int],
+           n_heads: Optional[int]) -> tuple:
+    """(hidden_size, num_heads) from the new names or their deprecated aliases d_model, n_heads."""
+    for new, old, nv, ov in (("hidden_size", "d_model", hidden_size, d_model),
+                             ("num_heads", "n_heads", num_heads, n_heads)):
+        if ov is not None:
+            if nv is not None:
+                raise TypeError(f"{owner}: pass {new} or its deprecated alias {old}, not both")
+            warnings.warn(f"{owner}: {old} is deprecated, use {new}", DeprecationWarning,
+                          stacklevel=3)
+    hs = d_model if d_model is not None else (1024 if hidden_size is None else hidden_size)
+    nh = n_heads if n_heads is not None else (4 if num_heads is None else num_heads)
+    return hs, nh
 
 
 class _Attention(nn.Module):
     """Shared q/k/v/o projections (no bias) and head split/merge."""
 
-    def __init__(self, d_model: int, n_heads: int, rope: bool = False) -> None:
+    def __init__(self, hidden_size: int, num_heads: int, rope: bool = False,
+                 layer_idx: Optional[int] = None) -> None:
         super().__init__()
-        if d_model < 1:
-            raise ValueError(f"d_model must be >= 1, got {d_model}")
-        if n_heads < 1 or d_model % n_heads:
-            raise ValueError(f"n_heads must divide d_model, got {n_heads}")
-        if rope and (d_model // n_heads) % 2:
-            raise ValueError(f"n_heads must give an even head dimension with rope, got {n_heads}")
-        self.d_model, self.n_heads = d_model, n_heads
-        self.q_proj = nn.Linear(d_model, d_model, bias=False)
-        self.k_proj = nn.Linear(d_model, d_model, bias=False)
-        self.v_proj = nn.Linear(d_model, d_model, bias=False)
-        self.o_proj = nn.Linear(d_model, d_model, bias=False)
+        if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or hidden_size < 1:
+            raise ValueError(f"hidden_size must be an int >= 1, got {hidden_size!r}")
+        if (isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1
+                or hidden_size % num_heads):
+            raise ValueError(f"num_heads must divide hidden_size, got {num_heads!r}")
+        if rope and (hidden_size // num_heads) % 2:
+            raise ValueError(f"num_heads must give an even head dimension with rope, got {num_heads}")
+        if layer_idx is not None and (isinstance(layer_idx, bool) or not isinstance(layer_idx, int)
+                                      or layer_idx < 0):
+            raise ValueError(f"layer_idx must be None or an int >= 0, got {layer_idx!r}")
+        self.hidden_size, self.num_heads, self.layer_idx = hidden_size, num_heads, layer_idx
+        self.head_dim = hidden_size // num_heads
+        self.q_proj = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.k_proj = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.v_proj = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.o_proj = nn.Linear(hidden_size, hidden_size, bias=False)
         self.diagnostics: Dict[str, Any] = {}
 
-    def _heads(self, x: torch.Tensor):
-        if x.dim() != 3 or x.size(2) != self.d_model:
-            raise ValueError(f"x must be [B, T, {self.d_model}], got {list(x.shape)}")
-        B, T, _ = x.shape
-        split = lambda y: y.view(B, T, self.n_heads, -1).transpose(1, 2)  # noqa: E731
-        return split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
+    def __getattr__(self, name: str) -> Any:
+        # Deprecated aliases d_model, n_heads (resolved here, not as properties, so that
+        # TorchScript's attribute scan does not trigger their warning).
+        if name in ("d_model", "n_heads"):
+            new = "hidden_size" if name == "d_model" else "num_heads"
+            warnings.warn(f"{name} is deprecated, use {new}", DeprecationWarning, stacklevel=2)
+            return getattr(self, new)
+        return super().__getattr__(name)
+
+    def _heads(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"hidden_states must be a torch.Tensor, got {type(x).__name__}")
+        if x.dim() != 3 or x.size(2) != self.hidden_size:
+            raise ValueError("hidden_states must be [B, T, " + str(self.hidden_size) + "], got "
+                             + str(list(x.shape)))
+        B, T = x.size(0), x.size(1)
+        q = self.q_proj(x).view(B, T, self.num_heads, -1).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.num_heads, -1).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.num_heads, -1).transpose(1, 2)
+        return q, k, v
 
     def _merge(self, o: torch.Tensor) -> torch.Tensor:
         B, _, T, _ = o.shape
-        return self.o_proj(o.transpose(1, 2).reshape(B, T, self.d_model))
+        return self.o_proj(o.transpose(1, 2).reshape(B, T, self.hidden_size))
+
+
+_COMMON_ARGS = """
+        hidden_size (int): width of the input and output. Default: 1024.
+        num_heads (int): number of heads; must divide ``hidden_size``. Default: 4.
+        layer_idx (int, optional): index of the layer in its model. Default: None.
+        d_model, n_heads: deprecated aliases of ``hidden_size`` and ``num_heads`` (kept for one
+            release; a DeprecationWarning names the new argument)."""
+
+
+def _doc(summary: str, extra: str = "") -> str:
+    return summary + "\n\n    Args:" + _COMMON_ARGS + extra + "\n    "
 
 
 class SoftmaxAttention(_Attention):
-    """Full causal softmax attention with rotary positions."""
+    __doc__ = _doc("Full causal softmax attention with rotary positions.", """
+        rope (bool): rotary position embedding on q and k. Default: True.
+        rope_base (float): rotary base. Default: 10000.""")
 
-    def __init__(self, d_model: int, n_heads: int, rope: bool = True, rope_base: float = 10000.0) -> None:
-        super().__init__(d_model, n_heads, rope)
+    def __init__(self, hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
+                 rope: bool = True, rope_base: float = 10000.0, layer_idx: Optional[int] = None, *,
+                 d_model: Optional[int] = None, n_heads: Optional[int] = None) -> None:
+        hs, nh = _sizes(type(self).__name__, hidden_size, num_heads, d_model, n_heads)
+        super().__init__(hs, nh, rope, layer_idx)
         self.rope, self.rope_base = rope, rope_base
 
-    def _rope(self, q, k):
+    def _rope(self, q: torch.Tensor, k: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         if self.rope:
             return Fsv.apply_rope(q, self.rope_base), Fsv.apply_rope(k, self.rope_base)
         return q, k
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self._heads(x)
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._heads(hidden_states)
         q, k = self._rope(q, k)
         return self._merge(Fsv.causal_softmax_attention(q, k, v))
 
 
 class SlidingWindowAttention(SoftmaxAttention):
-    """Causal softmax over the last ``window`` tokens."""
+    __doc__ = _doc("Causal softmax over the last ``window`` tokens.", """
+        window (int): tokens each query reads, its own included. Default: 128.
+        rope (bool), rope_base (float): as in SoftmaxAttention.""")
 
-    def __init__(self, d_model: int, n_heads: int, window: int = 128, rope: bool = True,
-                 rope_base: float = 10000.0) -> None:
-        super().__init__(d_model, n_heads, rope, rope_base)
+    def __init__(self, hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
+                 window: int = 128, rope: bool = True, rope_base: float = 10000.0,
+                 layer_idx: Optional[int] = None, *, d_model: Optional[int] = None,
+                 n_heads: Optional[int] = None) -> None:
+        hs, nh = _sizes(type(self).__name__, hidden_size, num_heads, d_model, n_heads)
+        super().__init__(hs, nh, rope, rope_base, layer_idx)
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         self.window = window
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self._heads(x)
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._heads(hidden_states)
         q, k = self._rope(q, k)
         return self._merge(Fsv.sliding_window_attention(q, k, v, self.window))
 
 
 class LinearAttention(_Attention):
-    """Causal linear attention, phi = elu + 1."""
+    __doc__ = _doc("Causal linear attention, phi = elu + 1.", """
+        scan_chunk (int): chunk length of the chunkwise scan. Default: 64.""")
 
-    def __init__(self, d_model: int, n_heads: int, scan_chunk: int = 64) -> None:
-        super().__init__(d_model, n_heads)
+    def __init__(self, hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
+                 scan_chunk: int = 64, layer_idx: Optional[int] = None, *,
+                 d_model: Optional[int] = None, n_heads: Optional[int] = None) -> None:
+        hs, nh = _sizes(type(self).__name__, hidden_size, num_heads, d_model, n_heads)
+        super().__init__(hs, nh, layer_idx=layer_idx)
         self.scan_chunk = scan_chunk
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self._heads(x)
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._heads(hidden_states)
         return self._merge(Fsv.linear_attention(q, k, v, self.scan_chunk))
 
 
 class DeltaNet(_Attention):
-    """DeltaNet: L2-normalised q and k, beta_t = sigmoid(beta_proj(x_t)) per head."""
+    __doc__ = _doc("DeltaNet: L2-normalised q and k, beta_t = sigmoid(beta_proj(x_t)) per head.", """
+        scan_chunk (int): chunk length of the chunkwise WY scan. Default: 64.""")
 
-    def __init__(self, d_model: int, n_heads: int, scan_chunk: int = 64) -> None:
-        super().__init__(d_model, n_heads)
+    def __init__(self, hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
+                 scan_chunk: int = 64, layer_idx: Optional[int] = None, *,
+                 d_model: Optional[int] = None, n_heads: Optional[int] = None) -> None:
+        hs, nh = _sizes(type(self).__name__, hidden_size, num_heads, d_model, n_heads)
+        super().__init__(hs, nh, layer_idx=layer_idx)
         self.scan_chunk = scan_chunk
-        self.beta_proj = nn.Linear(d_model, n_heads)
+        self.beta_proj = nn.Linear(hs, nh)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self._heads(x)
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._heads(hidden_states)
         q, k = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
-        beta = torch.sigmoid(self.beta_proj(x)).transpose(1, 2)
+        beta = torch.sigmoid(self.beta_proj(hidden_states)).transpose(1, 2)
         return self._merge(Fsv.delta_rule(q, k, v, beta, self.scan_chunk))
 
 
-def _support_diagnostics(support: torch.Tensor, skip_first: bool) -> Dict[str, Any]:
+def _support_diagnostics(info: Dict[str, Any], seconds: float) -> Dict[str, Any]:
+    """The diagnostics dict of an SV forward (copies to the host: only when asked for)."""
+    support = info["support"]
     s = support.to(torch.float64)
     if s.dim() == 3:  # [B, H, nC]: chunk 0 has no memory
-        s = s[:, :, 1:] if skip_first else s
+        s = s[:, :, 1:]
         per_head = s.mean(dim=(0, 2)) if s.numel() else torch.zeros(support.size(1), dtype=torch.float64)
     else:
         per_head = s.mean(dim=0)
-    return {"support_per_head": per_head.cpu().tolist(), "support_mean": float(per_head.mean())}
+    d = {"support_per_head": per_head.cpu().tolist(), "support_mean": float(per_head.mean()),
+         "solver_seconds": seconds}
+    d.update({k: v for k, v in info.items() if k != "support"})
+    return d
+
+
+def _want_diagnostics(return_diagnostics: bool) -> bool:
+    if not isinstance(return_diagnostics, bool):
+        raise TypeError(f"return_diagnostics must be a bool, got {type(return_diagnostics).__name__}")
+    return return_diagnostics or _RECORDING[0] > 0
 
 
 class SVAttention(_Attention):
-    """Pure SV attention, strictly causal: the queries of chunk c read the SV memory of the keys
-    of chunks 0..c-1 (chunk 0 reads 0). ``chunk=1`` (default): token t reads every token < t.
-    ``settings``: ExactSettings or BatchedSettings (path follows the type)."""
+    __doc__ = _doc("""Pure SV attention, strictly causal: the queries of chunk c read the SV memory of
+    the keys of chunks 0..c-1 (chunk 0 reads 0); ``chunk=1``: token t reads every token < t.""", """
+        settings (ExactSettings | BatchedSettings): the memory's problem; the path follows the
+            type (exact: fp64 on the CPU; batched: tensor ops on the inputs' device). Packed once
+            for the op when set. Default: ExactSettings().
+        chunk (int): causal chunk length of the memory. Default: 1.
+        learn_bandwidth (bool): a learnable per-head log_sigma (else a buffer). Default: True.
+        normalize_keys (bool): L2-normalise q and k before the memory. Default: True.
 
-    def __init__(self, d_model: int, n_heads: int, settings: Any = None, chunk: int = 1,
-                 learn_bandwidth: bool = True, normalize_keys: bool = True) -> None:
-        super().__init__(d_model, n_heads)
-        self.settings = settings if settings is not None else ExactSettings()
-        self.path = "batched" if isinstance(self.settings, BatchedSettings) else "exact"
-        self.settings.validate()
-        if chunk < 1:
-            raise ValueError(f"chunk must be >= 1, got {chunk}")
+    Forward: ``forward(hidden_states, past_key_values=None, return_diagnostics=False)``; with an
+    ``SVCache`` (exact path only) the layer reads and extends its memory state instead of
+    solving the prefix again; with ``return_diagnostics`` it returns ``(output, dict)``.""")
+
+    def __init__(self, hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
+                 settings: Any = None, chunk: int = 1, learn_bandwidth: bool = True,
+                 normalize_keys: bool = True, layer_idx: Optional[int] = None, *,
+                 d_model: Optional[int] = None, n_heads: Optional[int] = None) -> None:
+        hs, nh = _sizes(type(self).__name__, hidden_size, num_heads, d_model, n_heads)
+        super().__init__(hs, nh, layer_idx=layer_idx)
+        self.settings = ExactSettings() if settings is None else settings
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
         self.chunk, self.normalize_keys = chunk, normalize_keys
-        ls = torch.full((n_heads,), math.log(self.settings.problem.bandwidth))
+        ls = torch.full((nh,), math.log(self.settings.problem.bandwidth))
         if learn_bandwidth:
             self.log_sigma = nn.Parameter(ls)
         else:
             self.register_buffer("log_sigma", ls)
         self.learn_bandwidth = learn_bandwidth
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        q, k, v = self._heads(x)
+    @property
+    def settings(self) -> Any:
+        return self._settings
+
+    @settings.setter
+    def settings(self, s: Any) -> None:
+        if not isinstance(s, (ExactSettings, BatchedSettings)):
+            raise TypeError(f"settings must be ExactSettings or BatchedSettings, got {type(s).__name__}")
+        s.validate()
+        self._settings, self._packed, self._exact = s, s.pack(), isinstance(s, ExactSettings)
+
+    @property
+    def path(self) -> str:
+        return "exact" if self._exact else "batched"
+
+    def _qk(self, hidden_states: torch.Tensor):
+        q, k, v = self._heads(hidden_states)
         if self.normalize_keys:
             q, k = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
-        t0 = time.perf_counter()
-        o, info = Fsv.sv_attention(q, k, v, self.settings, self.path,
-                                   self.log_sigma if self.learn_bandwidth else None,
-                                   chunk=self.chunk, return_info=True)
-        d = _support_diagnostics(info["support"], True)
-        d["solver_seconds"] = time.perf_counter() - t0
-        d.update({k2: v2 for k2, v2 in info.items() if k2 != "support"})
-        self.diagnostics = d
-        return self._merge(o)
+        return q, k, v
+
+    def forward(self, hidden_states: torch.Tensor, past_key_values: Optional[SVCache] = None,
+                return_diagnostics: bool = False) -> Any:
+        want = _want_diagnostics(return_diagnostics)
+        cache = past_key_values if past_key_values is not None else bound_cache(self)
+        q, k, v = self._qk(hidden_states)
+        t0 = time.perf_counter() if want else 0.0
+        if cache is not None:
+            o, diag = self._read_cache(cache, q, k, v), {}
+            if want:
+                diag = {"tokens_seen": cache[cache.index_of(self, self.layer_idx)].seen,
+                        "solver_seconds": time.perf_counter() - t0}
+        else:
+            o, info = Fsv.sv_attention_packed(q, k, v, self._packed, self._exact,
+                                              self.log_sigma if self.learn_bandwidth else None,
+                                              self.chunk)
+            diag = _support_diagnostics(info, time.perf_counter() - t0) if want else {}
+        out = self._merge(o)
+        if want:
+            self.diagnostics = diag
+        return (out, diag) if return_diagnostics else out
+
+    def _read_cache(self, cache: SVCache, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+                    ) -> torch.Tensor:
+        if not isinstance(cache, SVCache):
+            raise TypeError(f"past_key_values must be an svattn.torch.SVCache, got {type(cache).__name__}")
+        if not self._exact:
+            raise ValueError("past_key_values: incremental decoding needs the exact path "
+                             "(settings=ExactSettings); this layer uses the batched path")
+        B, H, _, d = k.shape
+        ls = self.log_sigma if self.learn_bandwidth else None
+        st = cache.layer(cache.index_of(self, self.layer_idx), B, H, d, v.size(-1), self.chunk,
+                         self._settings.bounded,
+                         lambda: head_memory_settings(self._settings, ls, H))
+        as_np = lambda t: t.detach().to("cpu", torch.float64).contiguous().numpy()  # noqa: E731
+        o = st.step(as_np(q), as_np(k), as_np(v))
+        return torch.from_numpy(np.ascontiguousarray(o)).to(dtype=v.dtype, device=v.device)
 
 
 class HybridAttention(_Attention):
-    """Hybrid SV attention (SPEC §9): causal softmax inside chunks of ``settings.chunk`` tokens,
-    plus the SV memory of all earlier chunks, mixed by a gate per head and chunk ('chunk', from the
-    previous chunk's mean input) or per token ('token'). Chunk 0 uses the local path alone.
-    After each forward, ``diagnostics`` holds support_per_head, support_mean, gate_mean,
-    solver_seconds (and fista_residual, negative_coefficients on the batched path)."""
+    __doc__ = _doc("""Hybrid SV attention (SPEC §9): causal softmax inside chunks of
+    ``settings.chunk`` tokens, plus the SV memory of all earlier chunks, mixed by a gate per head and
+    chunk ('chunk', from the previous chunk's mean input) or per token ('token'). Chunk 0 uses the
+    local path alone.""", """
+        settings (HybridSettings, optional): problem, chunk, path, gate, ... Default:
+            HybridSettings().
+        **overrides: fields of HybridSettings replaced on a copy of ``settings`` (``chunk=32``).
 
-    def __init__(self, d_model: int, n_heads: int, settings: Optional[HybridSettings] = None,
+    Forward: ``forward(hidden_states, return_diagnostics=False)``; diagnostics (support_per_head,
+    support_mean, gate_mean, solver_seconds, and fista_residual, negative_coefficients on the
+    batched path) only when asked for.""")
+
+    def __init__(self, hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
+                 settings: Optional[HybridSettings] = None, layer_idx: Optional[int] = None, *,
+                 d_model: Optional[int] = None, n_heads: Optional[int] = None,
                  **overrides: Any) -> None:
-        super().__init__(d_model, n_heads, True if settings is None else settings.rope)
-        s = dataclasses.replace(settings or HybridSettings(), **overrides)
+        hs, nh = _sizes(type(self).__name__, hidden_size, num_heads, d_model, n_heads)
+        if settings is not None and not isinstance(settings, HybridSettings):
+            raise TypeError(f"settings must be HybridSettings, got {type(settings).__name__}")
+        try:
+            s = dataclasses.replace(settings or HybridSettings(), **overrides)
+        except TypeError as e:
+            raise TypeError(f"overrides: {e}") from None
         s.validate()
-        if s.rope and (d_model // n_heads) % 2:
-            raise ValueError(f"n_heads must give an even head dimension with rope, got {n_heads}")
+        super().__init__(hs, nh, s.rope, layer_idx)
         self.settings = s
-        ls = torch.full((n_heads,), math.log(s.problem.bandwidth))
+        self._path_settings = (ExactSettings(problem=s.problem, bounded=s.bounded) if s.path == "exact"
+                               else s.batched_settings())
+        self._packed = self._path_settings.pack()
+        ls = torch.full((nh,), math.log(s.problem.bandwidth))
         if s.learn_bandwidth:
             self.log_sigma = nn.Parameter(ls)
         else:
             self.register_buffer("log_sigma", ls)
-        self.gate_bias = nn.Parameter(torch.full((n_heads,), float(s.gate_bias_init)))
-        self.gate_proj = nn.Linear(d_model, n_heads, bias=False)
+        self.gate_bias = nn.Parameter(torch.full((nh,), float(s.gate_bias_init)))
+        self.gate_proj = nn.Linear(hs, nh, bias=False)
         with torch.no_grad():
             self.gate_proj.weight.zero_()  # the gate starts from its bias alone
         self.last_gate: Optional[torch.Tensor] = None
@@ -187,48 +350,47 @@ class HybridAttention(_Attention):
         chunk_id = torch.div(torch.arange(T, device=x.device), L, rounding_mode="floor")
         has_mem = (chunk_id > 0).to(x.dtype).view(1, 1, T)
         if s.gate_override is not None:
-            g = torch.full((B, self.n_heads, T), float(s.gate_override), dtype=x.dtype, device=x.device)
+            g = torch.full((B, self.num_heads, T), float(s.gate_override), dtype=x.dtype, device=x.device)
         elif s.gate == "token":
             g = torch.sigmoid(self.gate_proj(x) + self.gate_bias).transpose(1, 2)
         else:
             xp = F.pad(x, (0, 0, 0, nc * L - T))
             counts = torch.full((nc,), float(L), dtype=x.dtype, device=x.device)
             counts[nc - 1] = float(T - (nc - 1) * L)
-            summary = xp.view(B, nc, L, self.d_model).sum(2) / counts.view(1, nc, 1)
+            summary = xp.view(B, nc, L, self.hidden_size).sum(2) / counts.view(1, nc, 1)
             prev = torch.cat([torch.zeros_like(summary[:, :1]), summary[:, :nc - 1]], 1)
             gc = torch.sigmoid(self.gate_proj(prev) + self.gate_bias).transpose(1, 2)
             g = gc.index_select(2, chunk_id)
         return g * has_mem
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s, L = self.settings, self.settings.chunk
+    def forward(self, hidden_states: torch.Tensor, return_diagnostics: bool = False) -> Any:
+        want = _want_diagnostics(return_diagnostics)
+        s, L, x = self.settings, self.settings.chunk, hidden_states
         q, k, v = self._heads(x)
         T = x.size(1)
         nc = (T + L - 1) // L
-        ql, kl = q, k
-        if s.rope:
-            ql, kl = Fsv.apply_rope(q, s.rope_base), Fsv.apply_rope(k, s.rope_base)
+        ql, kl = (Fsv.apply_rope(q, s.rope_base), Fsv.apply_rope(k, s.rope_base)) if s.rope else (q, k)
         o_loc = Fsv.chunk_local_attention(ql, kl, v, L)
         if nc == 1:
-            self.last_gate = torch.zeros(x.size(0), self.n_heads, T, dtype=x.dtype, device=x.device)
-            self.diagnostics = {"support_per_head": [0.0] * self.n_heads, "support_mean": float("nan"),
-                                "gate_mean": float("nan"), "solver_seconds": 0.0}
-            return self._merge(o_loc)
-        qs, ks = q, k
-        if s.normalize_keys:
-            qs, ks = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
-        t0 = time.perf_counter()
-        path_settings = (ExactSettings(problem=s.problem, bounded=s.bounded) if s.path == "exact"
-                         else s.batched_settings())
-        o_glob, info = Fsv.sv_attention(qs, ks, v, path_settings, s.path,
-                                        self.log_sigma if s.learn_bandwidth else None,
-                                        chunk=L, return_info=True)
-        d = _support_diagnostics(info["support"], True)
-        d["solver_seconds"] = time.perf_counter() - t0
-        d.update({k2: v2 for k2, v2 in info.items() if k2 != "support"})
-        g = self._gate(x, T, nc)
-        self.last_gate = g.detach()
-        d["gate_mean"] = float(g.detach()[:, :, L:].mean())
-        self.diagnostics = d
-        gu = g.unsqueeze(-1)
-        return self._merge(gu * o_glob + (1 - gu) * o_loc)
+            self.last_gate = torch.zeros(x.size(0), self.num_heads, T, dtype=x.dtype, device=x.device)
+            out, diag = self._merge(o_loc), {}
+            if want:
+                diag = {"support_per_head": [0.0] * self.num_heads, "support_mean": float("nan"),
+                        "gate_mean": float("nan"), "solver_seconds": 0.0}
+        else:
+            qs, ks = q, k
+            if s.normalize_keys:
+                qs, ks = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
+            t0 = time.perf_counter() if want else 0.0
+            o_glob, info = Fsv.sv_attention_packed(qs, ks, v, self._packed, s.path == "exact",
+                                                   self.log_sigma if s.learn_bandwidth else None, L)
+            diag = _support_diagnostics(info, time.perf_counter() - t0) if want else {}
+            g = self._gate(x, T, nc)
+            self.last_gate = g.detach()
+            if want:
+                diag["gate_mean"] = float(g.detach()[:, :, L:].mean())
+            gu = g.unsqueeze(-1)
+            out = self._merge(gu * o_glob + (1 - gu) * o_loc)
+        if want:
+            self.diagnostics = diag
+        return (out, diag) if return_diagnostics else out

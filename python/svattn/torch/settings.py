@@ -47,6 +47,16 @@ class ExactSettings:
     def validate(self, prefix: str = "") -> None:
         _check_problem(self.problem, prefix)
 
+    def pack(self) -> tuple:
+        """The op's settings arguments, packed once: (bandwidth, C, ridge, bounded)."""
+        p = self.problem
+        return (float(p.bandwidth), float(p.C), float(p.ridge), bool(self.bounded))
+
+    def memory_settings(self, sigma: float) -> MemorySettings:
+        """The core memory the exact op builds per (batch, head) with bandwidth ``sigma``."""
+        p = self.problem
+        return MemorySettings(mode="audit", kernel="rbf", bandwidth=sigma, C=p.C, ridge=p.ridge)
+
 
 @dataclass
 class BatchedSettings:
@@ -83,6 +93,11 @@ class BatchedSettings:
             _bad(prefix + "active_set_rounds", ">= 0", self.active_set_rounds)
         if self.ipm_iterations < 0:
             _bad(prefix + "ipm_iterations", ">= 0", self.ipm_iterations)
+
+    def pack(self) -> tuple:
+        """The op's settings arguments, packed once: (bandwidth, C, ridge, bounded, solver...)."""
+        p = self.problem
+        return (float(p.bandwidth), float(p.C), float(p.ridge), bool(self.bounded)) + self.solver_args()
 
     def solver_args(self) -> tuple:
         """The op's flat solver arguments after (bandwidth, C, mu)."""

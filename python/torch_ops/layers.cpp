@@ -1,0 +1,122 @@
+// TORCH_LIBRARY_FRAGMENT(svattn, ...): op layer_forward, the C++ attention layers of
+// include/svattn/torch/attention.h built from a config and run on given weights (docs/python.md
+// "Parity with the C++ layers"). svattn.torch.reference checks the Python modules against it and
+// runs Python-trained weights through the C++ layer. InvalidArgument surfaces as ValueError.
+#include <torch/library.h>
+#include <torch/torch.h>
+
+#include <set>
+#include <string>
+
+#include "svattn/errors.h"
+#include "svattn/torch/attention.h"
+#include "svattn/torch/batched.h"
+
+namespace svattn::python {
+
+namespace {
+
+using torch::Tensor;
+using Numbers = c10::Dict<std::string, double>;
+using Texts = c10::Dict<std::string, std::string>;
+
+double number(const Numbers& n, std::set<std::string>& used, const std::string& key, double dflt) {
+  used.insert(key);
+  return n.contains(key) ? n.at(key) : dflt;
+}
+
+// The hybrid settings from the flat numbers and texts (keys as in the Python HybridSettings).
+void read_hybrid(const Numbers& n, const Texts& t, std::set<std::string>& used,
+                 layers::HybridSettings& h) {
+  auto num = [&](const char* k, double d) { return number(n, used, k, d); };
+  h.chunk = static_cast<std::int64_t>(num("chunk", static_cast<double>(h.chunk)));
+  h.problem.C = num("C", h.problem.C);
+  h.problem.kernel.bandwidth = num("bandwidth", h.problem.kernel.bandwidth);
+  h.problem.ridge = num("ridge", h.problem.ridge);
+  h.learn_bandwidth = num("learn_bandwidth", h.learn_bandwidth) != 0;
+  h.normalize_keys = num("normalize_keys", h.normalize_keys) != 0;
+  h.bounded = num("bounded", h.bounded) != 0;
+  h.gate_bias_init = num("gate_bias_init", h.gate_bias_init);
+  if (n.contains("gate_override")) h.gate_override = num("gate_override", 0);
+  used.insert("gate_override");
+  auto& b = h.batched;
+  b.iterations = static_cast<int>(num("iterations", b.iterations));
+  b.solve_ridge = num("solve_ridge", b.solve_ridge);
+  b.mask_tol = num("mask_tol", b.mask_tol);
+  b.power_iterations = static_cast<int>(num("power_iterations", b.power_iterations));
+  b.bisections = static_cast<int>(num("bisections", b.bisections));
+  b.active_set_rounds = static_cast<int>(num("active_set_rounds", b.active_set_rounds));
+  b.ipm_iterations = static_cast<int>(num("ipm_iterations", b.ipm_iterations));
+  b.fp64 = num("fp64", b.fp64) != 0;
+  if (t.contains("path")) h.path = layers::global_path_from_string(t.at("path"));
+  if (t.contains("gate")) h.gate = layers::gate_type_from_string(t.at("gate"));
+  if (t.contains("lipschitz")) {
+    const std::string l = t.at("lipschitz");
+    if (l == "tangent") b.lipschitz = layers::LipschitzBound::kTangent;
+    else if (l == "power") b.lipschitz = layers::LipschitzBound::kPowerIteration;
+    else if (l == "gershgorin") b.lipschitz = layers::LipschitzBound::kGershgorin;
+    else throw InvalidArgument("config.lipschitz: unknown bound '" + l + "'");
+  }
+}
+
+layers::AttentionConfig read_config(const std::string& type, const Numbers& n, const Texts& t) {
+  layers::AttentionConfig c;
+  std::set<std::string> used;
+  auto num = [&](const char* k, double d) { return number(n, used, k, d); };
+  c.type = layers::attention_type_from_string(type);
+  c.d_model = static_cast<std::int64_t>(num("hidden_size", static_cast<double>(c.d_model)));
+  c.n_heads = static_cast<std::int64_t>(num("num_heads", static_cast<double>(c.n_heads)));
+  c.window = static_cast<std::int64_t>(num("window", static_cast<double>(c.window)));
+  c.scan_chunk = static_cast<std::int64_t>(num("scan_chunk", static_cast<double>(c.scan_chunk)));
+  c.rope = num("rope", c.rope) != 0;
+  c.rope_base = num("rope_base", c.rope_base);
+  read_hybrid(n, t, used, c.hybrid);
+  for (const auto& kv : n)
+    if (!used.count(kv.key())) throw InvalidArgument("config: unknown key '" + kv.key() + "'");
+  for (const auto& kv : t)
+    if (kv.key() != "path" && kv.key() != "gate" && kv.key() != "lipschitz")
+      throw InvalidArgument("config: unknown key '" + kv.key() + "'");
+  return c;
+}
+
+// Copies `state` into the module's parameters and buffers; every name must match both ways.
+void load_state(torch::nn::Module& m, const c10::Dict<std::string, Tensor>& state) {
+  torch::NoGradGuard no_grad;
+  std::set<std::string> seen;
+  auto copy = [&](const std::string& name, Tensor& dst) {
+    if (!state.contains(name)) throw InvalidArgument("state: missing '" + name + "'");
+    const Tensor src = state.at(name);
+    if (src.sizes() != dst.sizes())
+      throw InvalidArgument("state: '" + name + "' has the wrong shape");
+    dst.copy_(src);
+    seen.insert(name);
+  };
+  for (auto& p : m.named_parameters()) copy(p.key(), p.value());
+  for (auto& b : m.named_buffers()) copy(b.key(), b.value());
+  for (const auto& kv : state)
+    if (!seen.count(kv.key())) throw InvalidArgument("state: unexpected '" + kv.key() + "'");
+}
+
+Tensor layer_forward(const std::string& type, const Numbers& numbers, const Texts& texts,
+                     const c10::Dict<std::string, Tensor>& state, const Tensor& x) {
+  try {
+    auto layer = layers::make_attention(read_config(type, numbers, texts));
+    layer->to(x.scalar_type());
+    load_state(*layer, state);
+    torch::NoGradGuard no_grad;
+    return layer->forward(x);
+  } catch (const InvalidArgument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
+}
+
+}  // namespace
+
+}  // namespace svattn::python
+
+TORCH_LIBRARY_FRAGMENT(svattn, m) {
+  m.def(
+      "layer_forward(str type, Dict(str, float) numbers, Dict(str, str) texts, "
+      "Dict(str, Tensor) state, Tensor x) -> Tensor",
+      &svattn::python::layer_forward);
+}
