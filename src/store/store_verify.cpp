@@ -37,6 +37,10 @@ StoreVerification Store::verify() const {
       if (!q.step())
         v.problems.push_back(std::string("audit protection trigger '") + trig + "' is missing");
     }
+    if (!im.foreign_key_store.empty()) {  // no memory's sealed rows can be read
+      v.problems.push_back(im.foreign_key_store);
+      return 0;
+    }
     // 2. The audit chain.
     std::map<std::string, std::pair<std::string, std::int64_t>>
         last_state;  // memory -> (hash, seq)
@@ -46,7 +50,12 @@ StoreVerification Store::verify() const {
       const auto it = last_state.find(row.name);
       v.memories.push_back(im.verify_memory(row, it == last_state.end() ? nullptr : &it->second,
                                             entries, v.problems, v.notes));
+      // What the chain says must exist: settings, records, suspended tokens, live keys.
+      const std::size_t before = v.problems.size();
+      im.check_chain_records(row, entries, v.problems);
+      if (v.problems.size() != before) v.memories.back().fields_ok = false;
     }
+    im.check_pending_shreds(v.problems);
     im.check_orphans(v.problems);
     if (im.scrub_pending()) {
       v.notes.push_back(
