@@ -131,8 +131,8 @@ std::vector<std::int64_t> read_record_ids(const std::string& path, Eigen::Index 
   const std::vector<std::int64_t> ids =
       ends_with(path, ".npy") ? read_npy_ids(path, data) : read_csv_ids(path, data);
   if (static_cast<Eigen::Index>(ids.size()) != want_rows) {
-    throw FormatError("'" + path + "' has " + std::to_string(ids.size()) + " record ids but '" +
-                      keys_path + "' has " + std::to_string(want_rows) + " rows");
+    throw FormatError("'" + path + "' has " + std::to_string(ids.size()) + " rows but '" +
+                      keys_path + "' has " + std::to_string(want_rows));
   }
   return ids;
 }
