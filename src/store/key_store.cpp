@@ -120,6 +120,25 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
     open_postgres();
     return;
   }
+  // Every failure names the key store (a truncated or foreign file fails inside SQLite, whose
+  // message names no file); the type is kept.
+  const auto named = [&](const std::string& what) {
+    return what.find(path_) != std::string::npos ? what : "key store '" + path_ + "': " + what;
+  };
+  try {
+    open_file();
+  } catch (const StoreBusy& e) {
+    throw StoreBusy(named(e.what()));
+  } catch (const StoreFull& e) {
+    throw StoreFull(named(e.what()));
+  } catch (const StoreError& e) {
+    throw StoreError(named(e.what()));
+  } catch (const FormatError& e) {
+    throw FormatError(named(e.what()));
+  }
+}
+
+void KeyStore::open_file() {
   const long long size = file_size(path_);
   if (size < 0 && !options_.create) {
     throw NotFound("key store '" + path_ + "' does not exist (KeyStoreOptions.create is false)");

@@ -162,6 +162,7 @@ class KeyStore {
 
  private:
   void create_schema();
+  void open_file();  // the SQLite file (the constructor names the file in every failure)
   void open_read_only(long long size);
   void open_postgres();
   void check_schema();

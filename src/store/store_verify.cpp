@@ -37,14 +37,14 @@ StoreVerification Store::verify() const {
       if (!q.step())
         v.problems.push_back(std::string("audit protection trigger '") + trig + "' is missing");
     }
-    if (!im.foreign_key_store.empty()) {  // no memory's sealed rows can be read
-      v.problems.push_back(im.foreign_key_store);
-      return 0;
-    }
     // 2. The audit chain.
     std::map<std::string, std::pair<std::string, std::int64_t>>
         last_state;  // memory -> (hash, seq)
     im.check_chain(entries, v, last_state);
+    if (!im.foreign_key_store.empty()) {  // no memory's sealed rows can be read
+      v.problems.push_back(im.foreign_key_store);
+      return 0;
+    }
     // 3. Every memory: stored state vs batch re-solve of the stored tokens, and verify_state.
     for (const MemoryRow& row : im.all_memory_rows()) {
       const auto it = last_state.find(row.name);

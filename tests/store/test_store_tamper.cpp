@@ -209,6 +209,42 @@ TEST_P(StoreTamper, ForgetWithAReadOnlyKeyStoreDoesNotStart) {
   EXPECT_TRUE(verify(at).ok()) << all(verify(at));
 }
 
+// Another store's key store in place of this one's: recognised as foreign (verify reports it,
+// every write refuses, nothing is sealed under its keys); a truncated one is an error naming it.
+TEST_P(StoreTamper, ForeignOrTruncatedKeyStoreIsNamed) {
+  if (stores().key_db()) GTEST_SKIP() << "the key store is a database: no file to swap";
+  const std::string at = make("a", true);
+  make("b", true);
+  const std::string keys = stores().keys("a");
+  const std::vector<std::uint8_t> own = store_test::read_bytes(keys);
+  store_test::write_bytes(keys, store_test::read_bytes(stores().keys("b")));
+  ::unlink((keys + "-wal").c_str());
+  ::unlink((keys + "-shm").c_str());
+  const StoreVerification v = verify(at);
+  EXPECT_TRUE(mentions(v, "is not the key store of store")) << all(v);
+  const std::int64_t live_b = stores().keys_int("b", "SELECT count(*) FROM data_keys");
+  {
+    Store s(at);
+    try {
+      s.add_record("m", 9, random_keys(kPerRecord, kDim, 9));
+      ADD_FAILURE() << "a record was sealed under another store's key store";
+    } catch (const FormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(keys), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(store_test::RawDb(keys).query_int("SELECT count(*) FROM data_keys"), live_b);
+  store_test::write_bytes(keys, std::vector<std::uint8_t>(own.begin(), own.begin() + own.size() / 2));
+  try {
+    Store s(at);
+    s.query("m", random_keys(1, kDim, 4));
+    ADD_FAILURE() << "a truncated key store opened";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(keys), std::string::npos) << e.what();
+  }
+  store_test::write_bytes(keys, own);
+  EXPECT_TRUE(verify(at).ok()) << all(verify(at));
+}
+
 SVATTN_ON_ALL_BACKENDS(StoreTamper);
 
 }  // namespace
