@@ -206,7 +206,6 @@ int run_add(const AddOptions& o) {
   return 0;
 }
 
-
 void print_import_progress(const ImportProgress& p, double* last_print) {
   const bool done = p.records_done + p.records_skipped >= p.records_total;
   if (!done && p.seconds - *last_print < 1.0) return;

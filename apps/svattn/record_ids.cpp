@@ -13,7 +13,8 @@ namespace svattn::cli {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 [[noreturn]] void bad_id(const std::string& path, std::size_t row, const std::string& value) {
@@ -107,15 +108,15 @@ std::vector<std::int64_t> read_npy_ids(const std::string& path, const std::vecto
         std::memcpy(&f, &b32, 4);
         v = f;
       }
-      if (!(v >= 0 && v <= static_cast<double>(kMaxRecordId)) || v != static_cast<double>(
-                                                                        static_cast<std::int64_t>(v)))
+      if (!(v >= 0 && v <= static_cast<double>(kMaxRecordId)) ||
+          v != static_cast<double>(static_cast<std::int64_t>(v)))
         bad_id(path, i, std::to_string(v));
       ids[i] = static_cast<std::int64_t>(v);
       continue;
     }
     const unsigned shift = static_cast<unsigned>(64 - 8 * item);
-    const bool negative = kind == 'i' && item < 8 ? (bits >> (8 * item - 1)) & 1
-                                                  : kind == 'i' && (bits >> 63) != 0;
+    const bool negative =
+        kind == 'i' && item < 8 ? (bits >> (8 * item - 1)) & 1 : kind == 'i' && (bits >> 63) != 0;
     if (negative || (bits << shift >> shift) > static_cast<std::uint64_t>(kMaxRecordId))
       bad_id(path, i, negative ? "(negative)" : std::to_string(bits));
     ids[i] = static_cast<std::int64_t>(bits);

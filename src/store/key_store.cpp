@@ -546,8 +546,7 @@ void KeyStore::require_writable(const std::string& purpose) {
                       "current_setting('transaction_read_only') = 'off' THEN 1 ELSE 0 END") != 1)
       throw StoreError(refused + "does not let this role destroy keys (read-only)" + then);
     writable_checked_ = true;  // privileges are the server's: asked once per open
-  } else if (sqlite3_db_readonly(db_.handle(), "main") != 0 ||
-             ::access(path_.c_str(), W_OK) != 0) {
+  } else if (sqlite3_db_readonly(db_.handle(), "main") != 0 || ::access(path_.c_str(), W_OK) != 0) {
     throw StoreError(refused + "is read-only (file or directory permissions)" + then);
   }
 }

@@ -483,12 +483,9 @@ struct Store::Impl::ImportChunkOp : Store::Impl::OpSteps<OpResult> {
     }
     im.insert_tokens(ctx.row.id, ts, ctx.mem);
     im.delete_evicted(ctx.row.id, ctx.before, ctx.mem, {});
-    nlohmann::json cert{{"operation", "import"},
-                        {"records", records.size()},
-                        {"record_ids", records},
-                        {"first_record", records.front()},
-                        {"last_record", records.back()},
-                        {"tokens", ts.size()},
+    nlohmann::json cert{{"operation", "import"},         {"records", records.size()},
+                        {"record_ids", records},         {"first_record", records.front()},
+                        {"last_record", records.back()}, {"tokens", ts.size()},
                         {"encryption", im.encryption}};
     add_outcome_fields(cert, ctx.mem, after, res.diagnostics);
     return cert.dump();

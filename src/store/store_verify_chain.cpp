@@ -14,15 +14,13 @@ using namespace store_detail;
 
 enum class store_detail::ChainState { kActive, kSuspended, kErased };
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 struct store_detail::ChainRecord {
   ChainState state = ChainState::kActive;
-  std::int64_t seq = 0;       // the entry that left it so
-  std::string time_utc;       // ... and its time
-  std::string buckets_sha256; // the suspend entry's digest of the record's bucket digests
+  std::int64_t seq = 0;        // the entry that left it so
+  std::string time_utc;        // ... and its time
+  std::string buckets_sha256;  // the suspend entry's digest of the record's bucket digests
 };
 
 // An import entry written before its certificate listed its records: only the range is known.
@@ -74,10 +72,9 @@ ChainRecords derive_records(const std::vector<AuditEntry>& entries, const std::s
         for (const auto& r : j["record_ids"])
           if (r.is_number_integer()) set(r.get<std::int64_t>(), ChainState::kActive);
       } else {
-        const std::int64_t last =
-            j.contains("last_record") && j["last_record"].is_number_integer()
-                ? j["last_record"].get<std::int64_t>()
-                : e.record;
+        const std::int64_t last = j.contains("last_record") && j["last_record"].is_number_integer()
+                                      ? j["last_record"].get<std::int64_t>()
+                                      : e.record;
         c.legacy_imports.push_back({e.record, last, e.seq});
       }
     } else if (e.operation == "purge") {
@@ -113,8 +110,8 @@ std::string Store::Impl::settings_mismatch(const MemoryRow& row, const AuditEntr
   for (const auto& [field, value] : want.items()) {
     if (have.contains(field) && have[field] == value) continue;
     diff += (diff.empty() ? "" : ", ") + field + " " +
-            (have.contains(field) ? have[field].dump() : "missing") + " (create entry: " +
-            value.dump() + ")";
+            (have.contains(field) ? have[field].dump() : "missing") +
+            " (create entry: " + value.dump() + ")";
   }
   for (const char* dim : {"dim", "value_dim"}) {
     const int stored = std::string(dim) == "dim" ? row.dim : row.value_dim;
@@ -191,9 +188,10 @@ std::string Store::Impl::check_suspended_record(const MemoryRow& row, std::int64
   } catch (const FormatError& e) {
     return who + ": " + e.what();
   }
+  // A bounded memory may have evicted all of a record's tokens and keeps no digests; neither
+  // does a file older than schema 4.
+  if (schema_version < kFirstSchemaWithHashV2 || row.settings.mode != MemoryMode::kAudit) return {};
   if (ts.size() == 0) return who + " has no token rows";
-  if (schema_version < kFirstSchemaWithHashV2 || row.settings.mode != MemoryMode::kAudit)
-    return {};  // no persisted digests (bounded mode, or a file older than schema 4)
   std::vector<std::uint8_t> plain;
   const std::string problem = read_record_buckets(row, record, plain);
   if (!problem.empty()) return who + ": " + problem;
@@ -229,7 +227,8 @@ void Store::Impl::check_chain_records(const MemoryRow& row, const std::vector<Au
     const auto it = chain.records.find(r);
     if (it == chain.records.end()) {
       if (suspended) {
-        problems.push_back(m + who + " is suspended but no audit entry suspended it (rows inserted)");
+        problems.push_back(m + who +
+                           " is suspended but no audit entry suspended it (rows inserted)");
       } else if (!chain.in_legacy_import(r)) {
         problems.push_back(m + who + " has rows but no audit entry added it (rows inserted)");
       }
@@ -266,8 +265,9 @@ void Store::Impl::check_live_keys(const MemoryRow& row, const ChainRecords& chai
   if (key_store == nullptr) return;
   std::map<std::string, std::int64_t> named;  // key id -> record
   {
-    Statement q(db.handle(), "SELECT record, key_id FROM records WHERE memory_id = ?1 AND key_id "
-                             "IS NOT NULL");
+    Statement q(db.handle(),
+                "SELECT record, key_id FROM records WHERE memory_id = ?1 AND key_id "
+                "IS NOT NULL");
     q.bind(1, row.id);
     while (q.step()) named[q.text(1)] = q.int64(0);
   }
@@ -314,14 +314,16 @@ void Store::Impl::require_resumable(const MemoryRow& row, std::int64_t record,
               "LIMIT 1");
   q.bind(1, row.name).bind(2, record);
   if (!q.step() || q.text(1) != "suspend") {
-    throw FormatError(who + " is suspended in the records table, but no audit entry suspended it "
-                            "(rows inserted or edited); not resumed (run `svattn memory verify`)");
+    throw FormatError(who +
+                      " is suspended in the records table, but no audit entry suspended it "
+                      "(rows inserted or edited); not resumed (run `svattn memory verify`)");
   }
   AuditEntry e;
   e.certificate = q.text(2);
   const nlohmann::json j = certificate_json(e);
-  const std::string recorded =
-      j.contains("buckets_sha256") && j["buckets_sha256"].is_string() ? j["buckets_sha256"].get<std::string>() : "";
+  const std::string recorded = j.contains("buckets_sha256") && j["buckets_sha256"].is_string()
+                                   ? j["buckets_sha256"].get<std::string>()
+                                   : "";
   if (schema_version < kFirstSchemaWithHashV2 || row.settings.mode != MemoryMode::kAudit) return;
   std::vector<std::uint8_t> plain;
   std::vector<BucketDigest> stored;
@@ -329,9 +331,10 @@ void Store::Impl::require_resumable(const MemoryRow& row, std::int64_t record,
   if (!problem.empty()) throw FormatError(who + ": " + problem + "; not resumed");
   if (!decode_buckets(plain.data(), plain.size(), stored) ||
       (!recorded.empty() && sha256_hex(plain) != recorded) || stored != record_buckets(tokens)) {
-    throw FormatError(who + ": its tokens do not match the bucket digests recorded when it was "
-                            "suspended (altered while suspended); not resumed (run `svattn "
-                            "memory verify`)");
+    throw FormatError(who +
+                      ": its tokens do not match the bucket digests recorded when it was "
+                      "suspended (altered while suspended); not resumed (run `svattn "
+                      "memory verify`)");
   }
 }
 

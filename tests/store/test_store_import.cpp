@@ -147,8 +147,8 @@ TEST_P(StoreImport, MalformedInputsExitTwoNamingFileAndRowAndWriteNothing) {
 // A record-id .npy as numpy writes it: dtype `descr` (little-endian), shape `shape`.
 void write_id_npy(const std::string& path, const std::string& descr, const std::string& shape,
                   const std::vector<std::int64_t>& ids, int item) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape +
-                       ", }";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string out = "\x93NUMPY";
@@ -158,7 +158,8 @@ void write_id_npy(const std::string& path, const std::string& descr, const std::
   out += static_cast<char>(header.size() >> 8);
   out += header;
   for (std::int64_t v : ids)
-    for (int b = 0; b < item; ++b) out += static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xff);
+    for (int b = 0; b < item; ++b)
+      out += static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xff);
   std::ofstream(path, std::ios::binary) << out;
 }
 

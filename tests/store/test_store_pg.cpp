@@ -585,9 +585,9 @@ TEST_F(StorePg, CliNeverPrintsThePassword) {
     const std::string mem = uri == with_user ? "a" : "b";
     for (const std::string& args :
          {"memory create " + at + " --memory " + mem + " --dim 4 --C 0.05",
-          "memory show " + at + " --memory " + mem, "memory show " + at + " --memory " + mem +
-          " --full", "memory audit " + at + " --json", "memory audit " + at,
-          "memory verify " + at, "memory verify " + at + " --json"}) {
+          "memory show " + at + " --memory " + mem,
+          "memory show " + at + " --memory " + mem + " --full", "memory audit " + at + " --json",
+          "memory audit " + at, "memory verify " + at, "memory verify " + at + " --json"}) {
       const Cli r = cli(dir, args);
       EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
       EXPECT_EQ(r.out.find("hunter2pw"), std::string::npos) << args << "\n" << r.out;

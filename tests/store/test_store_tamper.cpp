@@ -102,14 +102,16 @@ TEST_P(StoreTamper, InsertedSuspendedRecordIsReportedAndNotResumed) {
   const std::string at = make("s", false);
   const std::int64_t shift = std::int64_t{8} << 23;  // token ids of record 9 from record 1's
   ASSERT_EQ(stores().raw_exec(
-                "s", "INSERT INTO records(memory_id, record, suspended, added_utc, buckets, "
-                     "bounds_group) SELECT memory_id, 9, 1, added_utc, buckets, bounds_group FROM "
-                     "records WHERE record = 1"),
+                "s",
+                "INSERT INTO records(memory_id, record, suspended, added_utc, buckets, "
+                "bounds_group) SELECT memory_id, 9, 1, added_utc, buckets, bounds_group FROM "
+                "records WHERE record = 1"),
             "");
-  ASSERT_EQ(stores().raw_exec("s", "INSERT INTO tokens(memory_id, token_id, record, position, "
-                                   "key, value) SELECT memory_id, token_id + " +
-                                       std::to_string(shift) +
-                                       ", 9, position, key, value FROM tokens WHERE record = 1"),
+  ASSERT_EQ(stores().raw_exec("s",
+                              "INSERT INTO tokens(memory_id, token_id, record, position, "
+                              "key, value) SELECT memory_id, token_id + " +
+                                  std::to_string(shift) +
+                                  ", 9, position, key, value FROM tokens WHERE record = 1"),
             "");
   const StoreVerification v = verify(at);
   EXPECT_TRUE(mentions(v, "record 9 is suspended but no audit entry suspended it")) << all(v);
@@ -127,7 +129,8 @@ TEST_P(StoreTamper, SettingsEditIsReportedAndRefused) {
   for (const auto& [field, value] : edits) {
     const std::string name = "s" + std::to_string(n++);
     const std::string at = make(name, false);
-    nlohmann::json j = nlohmann::json::parse(stores().raw_text(name, "SELECT settings FROM memories"));
+    nlohmann::json j =
+        nlohmann::json::parse(stores().raw_text(name, "SELECT settings FROM memories"));
     j[field] = value;
     if (field == "token_budget") j["mode"] = "audit";  // a budget alone, still audit mode
     ASSERT_EQ(stores().raw_exec(name, "UPDATE memories SET settings = '" + j.dump() + "'"), "");
@@ -250,7 +253,8 @@ TEST_P(StoreTamper, ForeignOrTruncatedKeyStoreIsNamed) {
     }
   }
   EXPECT_EQ(store_test::RawDb(keys).query_int("SELECT count(*) FROM data_keys"), live_b);
-  store_test::write_bytes(keys, std::vector<std::uint8_t>(own.begin(), own.begin() + own.size() / 2));
+  store_test::write_bytes(keys,
+                          std::vector<std::uint8_t>(own.begin(), own.begin() + own.size() / 2));
   try {
     Store s(at);
     s.query("m", random_keys(1, kDim, 4));
