@@ -147,6 +147,20 @@ TEST_P(StoreTamper, SettingsEditIsReportedAndRefused) {
   }
 }
 
+// Settings edited to a value no memory may have: verify reports the memory (exit 1, not an error
+// of verify itself) and operations refuse it.
+TEST_P(StoreTamper, InvalidSettingsEditIsReported) {
+  const std::string at = make("s", false);
+  nlohmann::json j = nlohmann::json::parse(stores().raw_text("s", "SELECT settings FROM memories"));
+  j["alpha_tol"] = 0.5;
+  ASSERT_EQ(stores().raw_exec("s", "UPDATE memories SET settings = '" + j.dump() + "'"), "");
+  StoreVerification v;
+  ASSERT_NO_THROW(v = verify(at));
+  EXPECT_TRUE(mentions(v, "memory 'm': its row does not read")) << all(v);
+  Store s(at);
+  EXPECT_THROW(s.add_record("m", 7, random_keys(3, kDim, 7)), Error);
+}
+
 // The data key of a forgotten record made live again is not possible from outside; but a key that
 // stays live because its destruction could not run is reported until a writable open completes it.
 TEST_P(StoreTamper, PendingKeyDestructionIsReportedUntilCompleted) {
