@@ -9,6 +9,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "memory_options.h"
+#include "record_ids.h"
 #include "svattn/io.h"
 #include "svattn/store.h"
 
@@ -82,12 +83,12 @@ int run_create(const CreateOptions& o) {
   so.encrypt = !o.plaintext;
   Store store(o.common.store, so);
   if (o.plaintext && store.encryption() != "none") {
-    throw InvalidArgument("--plaintext applies to a new store; store '" + o.common.store +
+    throw InvalidArgument("--plaintext applies to a new store; store '" + store.path() +
                           "' exists and is encrypted (" + store.encryption() + ")");
   }
   const OpResult r = store.create_memory(o.common.memory, s, o.dim, value_dim);
   if (o.common.json) {
-    print_json({{"store", o.common.store},
+    print_json({{"store", store.path()},  // a PostgreSQL URI without its password
                 {"memory", o.common.memory},
                 {"dim", o.dim},
                 {"value_dim", value_dim},
@@ -99,7 +100,7 @@ int run_create(const CreateOptions& o) {
     fmt::print(
         "created     memory '{}' in {} (dim {}, value dim {}, {} kernel, C = {}, "
         "ridge = {}, {} mode)\n",
-        o.common.memory, o.common.store, o.dim, value_dim, o.problem.kernel, s.problem.C,
+        o.common.memory, store.path(), o.dim, value_dim, o.problem.kernel, s.problem.C,
         s.problem.ridge, o.mode);
     fmt::print("sha256      {}\n", r.entry.state_after);
     fmt::print("encryption  {}{}\n", store.encryption(),
@@ -147,32 +148,6 @@ int run_add(const AddOptions& o) {
     print_entry_line(r.entry);
   }
   return 0;
-}
-
-// One integer record id per row of `path` (one column; integral values in [0, 2^40)).
-std::vector<std::int64_t> read_record_ids(const std::string& path, Eigen::Index want_rows,
-                                          const std::string& keys_path) {
-  const RowMatrix r = read_matrix(path);
-  if (r.cols() != 1) {
-    throw FormatError("'" + path + "': expected one column of record ids, got " +
-                      std::to_string(r.cols()));
-  }
-  if (r.rows() != want_rows) {
-    throw FormatError("'" + path + "' has " + std::to_string(r.rows()) + " rows but '" + keys_path +
-                      "' has " + std::to_string(want_rows));
-  }
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(r.rows()));
-  for (Eigen::Index i = 0; i < r.rows(); ++i) {
-    const double v = r(i, 0);
-    if (v != std::floor(v) || v < 0 || v > static_cast<double>(kMaxRecordId)) {
-      throw FormatError(
-          fmt::format("'{}': row {} (0-based): record id {} is not an integer in "
-                      "[0, 2^40)",
-                      path, i, v));
-    }
-    ids[static_cast<std::size_t>(i)] = static_cast<std::int64_t>(v);
-  }
-  return ids;
 }
 
 void print_import_progress(const ImportProgress& p, double* last_print) {
@@ -322,7 +297,7 @@ int run_show(const ShowOptions& so) {
   Store store(o.store, read_only_options(o, false));
   const MemoryInfo info = store.memory_info(o.memory);
   if (!o.json && !so.full) {
-    print_show_summary(info, o.store);
+    print_show_summary(info, store.path());
     fmt::print(
         "            (--full lists every record and support coefficient; --json everything)\n");
     return 0;
@@ -348,7 +323,7 @@ int run_show(const ShowOptions& so) {
     print_json(j);
     return 0;
   }
-  print_show_summary(info, o.store);
+  print_show_summary(info, store.path());
   print_state_summary(state);
   for (std::size_t t = 0; t < state.ids.size(); ++t) {
     if (state.alpha[t] != 0) {
@@ -484,7 +459,7 @@ int run_audit(const Common& o) {
   if (o.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const AuditEntry& e : entries) arr.push_back(audit_entry_to_json(e));
-    print_json({{"store", o.store}, {"entries", arr}});
+    print_json({{"store", store.path()}, {"entries", arr}});
   } else {
     fmt::print(
         "# seq  time_utc                  operation  memory  record  tokens  "

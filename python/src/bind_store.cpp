@@ -285,8 +285,11 @@ void register_store(py::module_& m) {
   py::class_<PyStore> c(m, "_Store");
   c.def(py::init([](const std::string& path, bool create, int busy_timeout_ms, bool check_on_open,
                     bool certificate_check, bool certificate_reference, bool certificate_resolve,
-                    int certificate_probes) {
+                    int certificate_probes, const std::string& master_key_file,
+                    const std::string& master_key_env) {
           StoreOptions o;
+          o.master_key_file = master_key_file;  // docs/store.md "Master key"
+          o.master_key_env = master_key_env;
           o.create = create;
           o.busy_timeout_ms = busy_timeout_ms;
           o.check_on_open = check_on_open;
@@ -302,7 +305,8 @@ void register_store(py::module_& m) {
         py::arg("certificate_check") = StoreOptions{}.certificate_check,
         py::arg("certificate_reference") = StoreOptions{}.certificate_reference,
         py::arg("certificate_resolve") = StoreOptions{}.certificate_resolve,
-        py::arg("certificate_probes") = StoreOptions{}.certificate_probes);
+        py::arg("certificate_probes") = StoreOptions{}.certificate_probes,
+        py::arg("master_key_file") = std::string(), py::arg("master_key_env") = std::string());
   def_records(c);
   def_queries(c);
 }

@@ -358,7 +358,8 @@ class _Store:
     def __init__(self, path: str, *, create: bool = False, busy_timeout_ms: int = 5000,
                  check_on_open: bool = False, certificate_check: bool = True,
                  certificate_reference: bool = True, certificate_resolve: bool = False,
-                 certificate_probes: int = 8) -> None: ...
+                 certificate_probes: int = 8, master_key_file: str = "",
+                 master_key_env: str = "") -> None: ...
     def __getattr__(self, name: str) -> Any: ...
 
 def _solve(keys: ArrayLike, settings: BatchSettings, values: Optional[ArrayLike] = None,

@@ -1,6 +1,7 @@
 """svattn.Store: the audited SQLite memory store (docs/store.md) as a context manager."""
 from __future__ import annotations
 
+import os
 from typing import Any, Iterable, List, Optional
 
 from . import _core
@@ -51,14 +52,26 @@ class Store:
     def __init__(self, path: str, create: bool = False, *, busy_timeout_ms: int = 5000,
                  check_on_open: bool = False, certificate_check: bool = True,
                  certificate_reference: bool = True, certificate_resolve: bool = False,
-                 certificate_probes: int = 8) -> None:
+                 certificate_probes: int = 8, master_key_file: Optional[str] = None,
+                 master_key_env: Optional[str] = None) -> None:
+        """``master_key_file`` (a file of 64 hex digits, mode 0600/0400) or ``master_key_env``
+        (the name of a variable holding them) gives the master key that wraps the data keys
+        (docs/store.md "Master key"); with neither, the CLI's defaults apply: the file named by
+        ``SVATTN_MASTER_KEY_FILE``, else the key in ``SVATTN_MASTER_KEY`` when it is set."""
         if not HAVE_STORE:
             raise RuntimeError("svattn was built without the store (SVATTN_BUILD_STORE=OFF)")
+        if master_key_file is None and master_key_env is None:
+            if os.environ.get("SVATTN_MASTER_KEY_FILE"):
+                master_key_file = os.environ["SVATTN_MASTER_KEY_FILE"]
+            elif "SVATTN_MASTER_KEY" in os.environ:
+                master_key_env = "SVATTN_MASTER_KEY"
         self._s = _core._Store(str(path), create=create, busy_timeout_ms=busy_timeout_ms,
                                check_on_open=check_on_open, certificate_check=certificate_check,
                                certificate_reference=certificate_reference,
                                certificate_resolve=certificate_resolve,
-                               certificate_probes=certificate_probes)
+                               certificate_probes=certificate_probes,
+                               master_key_file=str(master_key_file or ""),
+                               master_key_env=master_key_env or "")
 
     def __enter__(self) -> "Store":
         return self

@@ -128,3 +128,33 @@ def test_export_and_receipt_from_python(tmp_path, keys200):
     assert refused["failure"].startswith("forget_entry")
     with pytest.raises(svattn.AlreadyExistsError):
         svattn.export_memory(str(tmp_path / "s.db"), "m", str(out))
+
+
+def test_master_key_wrapped_store(tmp_path, keys200, monkeypatch):
+    # A store whose data keys are wrapped by a master key opens with the key given as an argument,
+    # or through the variables the error message names (docs/store.md "Master key").
+    monkeypatch.delenv("SVATTN_MASTER_KEY", raising=False)
+    monkeypatch.delenv("SVATTN_MASTER_KEY_FILE", raising=False)
+    monkeypatch.setenv("I49_KEY", "ab" * 32)
+    path = tmp_path / "s.db"
+    st, _ = make_store(path, keys200, records=3, master_key_env="I49_KEY")
+    with st:
+        before = st.memory_info("m").state_sha256
+    with pytest.raises(ValueError, match="SVATTN_MASTER_KEY"):
+        svattn.Store(str(path))
+    key_file = tmp_path / "master.key"
+    key_file.write_text("ab" * 32)
+    key_file.chmod(0o600)
+    with svattn.Store(str(path), master_key_file=str(key_file)) as st:
+        assert st.memory_info("m").state_sha256 == before
+    monkeypatch.setenv("SVATTN_MASTER_KEY_FILE", str(key_file))
+    with svattn.Store(str(path)) as st:
+        st.forget_record("m", 1)
+        assert st.verify().ok
+    monkeypatch.delenv("SVATTN_MASTER_KEY_FILE")
+    monkeypatch.setenv("SVATTN_MASTER_KEY", "ab" * 32)
+    with svattn.Store(str(path)) as st:
+        assert st.memory_info("m").records == 2
+    monkeypatch.setenv("SVATTN_MASTER_KEY", "cd" * 32)  # another key: refused, nothing written
+    with pytest.raises(ValueError, match="not the key"):
+        svattn.Store(str(path))

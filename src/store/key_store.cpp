@@ -120,6 +120,25 @@ KeyStore::KeyStore(std::string path, const KeyStoreOptions& options)
     open_postgres();
     return;
   }
+  // Every failure names the key store (a truncated or foreign file fails inside SQLite, whose
+  // message names no file); the type is kept.
+  const auto named = [&](const std::string& what) {
+    return what.find(path_) != std::string::npos ? what : "key store '" + path_ + "': " + what;
+  };
+  try {
+    open_file();
+  } catch (const StoreBusy& e) {
+    throw StoreBusy(named(e.what()));
+  } catch (const StoreFull& e) {
+    throw StoreFull(named(e.what()));
+  } catch (const StoreError& e) {
+    throw StoreError(named(e.what()));
+  } catch (const FormatError& e) {
+    throw FormatError(named(e.what()));
+  }
+}
+
+void KeyStore::open_file() {
   const long long size = file_size(path_);
   if (size < 0 && !options_.create) {
     throw NotFound("key store '" + path_ + "' does not exist (KeyStoreOptions.create is false)");
@@ -243,8 +262,10 @@ void KeyStore::check_schema() {
   } else if (wrapping_ == kWrapGcm) {
     if (!has_master_) {
       throw MasterKeyError("key store '" + path_ +
-                           "' wraps its keys under a master key; none was given (the CLI reads "
-                           "--master-key-file, SVATTN_MASTER_KEY_FILE or SVATTN_MASTER_KEY)");
+                           "' wraps its keys under a master key; none was given (StoreOptions::"
+                           "master_key_file / master_key_env; the CLI and Python's Store read "
+                           "--master-key-file / master_key_file=, else SVATTN_MASTER_KEY_FILE, "
+                           "else SVATTN_MASTER_KEY)");
     }
     if (meta_value(db_, "master_check") != master_key_check(master_)) {
       throw MasterKeyError("the master key from " + options_.master.describe() +
@@ -512,6 +533,22 @@ bool KeyStore::truncate_wal() {
   if (rc != SQLITE_OK)
     throw_sqlite(db_.handle(), rc, "truncating the WAL of key store '" + path_ + "'");
   return log_frames == 0;
+}
+
+void KeyStore::require_writable(const std::string& purpose) {
+  const std::string refused = "key store '" + path_ + "' ";
+  const std::string then = ": " + purpose + " would stay live; nothing was changed";
+  if (options_.read_only) throw InvalidArgument(refused + "was opened read-only" + then);
+  if (pg_) {
+    if (writable_checked_) return;
+    if (db_.query_int("SELECT CASE WHEN has_table_privilege('data_keys', 'DELETE') AND "
+                      "has_table_privilege('shredded_keys', 'INSERT') AND "
+                      "current_setting('transaction_read_only') = 'off' THEN 1 ELSE 0 END") != 1)
+      throw StoreError(refused + "does not let this role destroy keys (read-only)" + then);
+    writable_checked_ = true;  // privileges are the server's: asked once per open
+  } else if (sqlite3_db_readonly(db_.handle(), "main") != 0 || ::access(path_.c_str(), W_OK) != 0) {
+    throw StoreError(refused + "is read-only (file or directory permissions)" + then);
+  }
 }
 
 std::int64_t KeyStore::live_keys() {

@@ -144,6 +144,11 @@ class KeyStore {
                                                  std::vector<NewDataKey>* made);
   /// wal_checkpoint(TRUNCATE); true if the WAL is now empty.
   bool truncate_wal();
+  /// StoreError naming the key store unless keys can be destroyed in it: a file opened read-only
+  /// (its permissions, a read-only directory or mount) or a PostgreSQL key table this role may
+  /// not delete from. An erasure checks it before it starts (`purpose` says which), so that it
+  /// never commits a removal whose key then stays live.
+  void require_writable(const std::string& purpose);
 
   std::int64_t live_keys();
   std::int64_t shredded_keys();
@@ -157,6 +162,7 @@ class KeyStore {
 
  private:
   void create_schema();
+  void open_file();  // the SQLite file (the constructor names the file in every failure)
   void open_read_only(long long size);
   void open_postgres();
   void check_schema();
@@ -180,6 +186,7 @@ class KeyStore {
   std::string wrapping_;
   bool has_master_ = false;
   bool pg_ = false;
+  bool writable_checked_ = false;  // require_writable passed once (PostgreSQL: one round trip)
   SecretKey master_;
 };
 

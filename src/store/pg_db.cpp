@@ -43,8 +43,14 @@ std::string trimmed(const char* s) {
   const std::string state = st != nullptr ? st : "";
   const std::string msg =
       what + ": " + trimmed(r != nullptr ? PQresultErrorMessage(r) : PQerrorMessage(c));
-  if (state == "40001" || state == "40P01" || state == "55P03" || state == "57014")
-    throw StoreBusy(msg + " (the store is locked by another connection)");
+  if (state == "55P03") throw StoreBusy(msg + " (the store is locked by another connection)");
+  if (state == "40001" || state == "40P01")
+    throw StoreBusy(msg + " (a conflict with another connection; the operation was rolled back)");
+  if (state == "57014") {  // query_canceled: not a lock, so not StoreBusy
+    throw StoreError(msg +
+                     " (the server cancelled the statement: its statement_timeout ran out, "
+                     "or an administrator cancelled it; the operation was rolled back)");
+  }
   if (state.rfind("53", 0) == 0)
     throw StoreFull(msg + " (disk or resource limit of the server; the operation was rolled back)");
   if (state == "XX001" || state == "XX002")

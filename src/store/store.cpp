@@ -277,6 +277,7 @@ State Store::stored_state(const std::string& name) const {
 // used: the query falls back to restoring (which re-derives and reports).
 const StoredSupport& Store::Impl::stored_support(const std::string& name) {
   const MemoryRow row = read_memory_row(name);
+  require_settings_bound(row);  // a query under edited settings answers for another memory
   auto it = supports.find(name);
   if (it != supports.end() && it->second.id == row.id && it->second.seq == row.last_audit_seq) {
     return it->second;

@@ -308,7 +308,18 @@ void Store::Impl::finish_forget(ForgetResult& fr) {
   fr.checkpoint_seconds = seconds_since(c0);
   const auto k0 = OpClock::now();
   std::vector<KeyDestruction> done;
-  complete_shreds(&done);  // the key dies only once the tokens are out of the memory
+  try {
+    complete_shreds(&done);  // the key dies only once the tokens are out of the memory
+  } catch (const Error& e) {
+    // The erasure committed: say so, and that its keys are pending (not a retryable failure).
+    const StoreErasure* se = fr.certificate.store ? &*fr.certificate.store : nullptr;
+    throw StoreError(
+        "store '" + path + "': record " + (se != nullptr ? std::to_string(se->record) : "?") +
+        " of memory '" + (se != nullptr ? se->memory : "?") + "' was erased (audit entry " +
+        std::to_string(fr.entry.seq) + "), but destroying its keys failed: " + e.what() +
+        "; the destruction is pending: the next writable open completes it, and `svattn memory "
+        "verify` reports it until then");
+  }
   for (const KeyDestruction& d : done) {
     if (!fr.certificate.store) break;
     StoreErasure& se = *fr.certificate.store;

@@ -325,6 +325,12 @@ struct ScreeningHead {
 /// tokens: the same bytes Store::Impl::support_digest reads from the file.
 std::string memory_support_digest(std::int64_t memory_id, const Memory& mem, const State& st);
 
+/// What the audit chain says of a memory's records (store_verify_chain.cpp).
+enum class ChainState;
+struct ChainRecord;
+struct ImportRange;
+struct ChainRecords;
+
 /// The token set of one planned import record (ids from the record, rows in input order).
 TokenSet import_record_set(std::int64_t record, const std::vector<Eigen::Index>& rows,
                            const RowMatrix& keys, const RowMatrix& values);
@@ -369,6 +375,9 @@ struct Store::Impl {
   std::map<std::int64_t, std::map<std::int64_t, std::size_t>> shredded;
   std::vector<ShreddedRecord> shredded_found;  // what this open found (Store::shredded_records)
   std::vector<AuditEntry> purge_log;           // the "purge" entries this open appended
+  /// Each memory's create entry (seq, certificate) as read by require_settings_bound: the audit
+  /// log is append-only, so it is read once per memory and open (seq 0: none).
+  std::map<std::string, AuditEntry> create_entries;
 
   /// Sets path (and, for a postgresql:// URI, pg_conninfo and keys_path; store.cpp).
   /// InvalidArgument when keys= names the store's own database and schema.
@@ -392,6 +401,11 @@ struct Store::Impl {
   // ------------------------------------------------------------------ store_payload.cpp
   /// Opens (fresh: creates) the key store of an encrypted store.
   void open_key_store(bool fresh);
+  /// Sets foreign_key_store when the key store does not hold a key the store names.
+  void check_key_store_is_ours();
+  /// Non-empty: the key store belongs to another store (what is wrong). Every write refuses the
+  /// store (nothing may be sealed under foreign keys) and verify reports it.
+  std::string foreign_key_store;
   /// The key store: STORE.keys beside an SQLite file, keys= of a PostgreSQL URI (a file, or a key
   /// database's URI without its password).
   std::string key_store_path() const;
@@ -773,6 +787,30 @@ struct Store::Impl {
                        std::vector<std::string>& problems);
   void check_buckets(const MemoryRow& row, const TokenSet& tokens,
                      std::vector<std::string>& problems);
+  // ------------------------------------------------------------------ store_verify_chain.cpp
+  /// Empty when row's settings, dim and value_dim are those of its create entry; else the
+  /// difference, field by field.
+  static std::string settings_mismatch(const MemoryRow& row, const AuditEntry& create);
+  /// FormatError unless row's settings are those of its create entry (every operation, before
+  /// it reads or changes the memory: a settings edit must not turn the next add into evictions).
+  void require_settings_bound(const MemoryRow& row);
+  /// The stored bucket digests of `record` opened into `plain`; empty, or the problem.
+  std::string read_record_buckets(const MemoryRow& row, std::int64_t record,
+                                  std::vector<std::uint8_t>& plain);
+  /// A suspended record's tokens against its digests and `suspend_sha256` (the digest of its
+  /// bucket digests its suspend entry recorded; empty: none); empty, or the problem.
+  std::string check_suspended_record(const MemoryRow& row, std::int64_t record,
+                                     const std::string& suspend_sha256);
+  /// The memory's settings and records rows against the chain's account of them.
+  void check_chain_records(const MemoryRow& row, const std::vector<AuditEntry>& entries,
+                           std::vector<std::string>& problems);
+  void check_live_keys(const MemoryRow& row, const store_detail::ChainRecords& chain,
+                       std::vector<std::string>& problems);
+  void check_pending_shreds(std::vector<std::string>& problems);
+  /// A resume's record: the last audit entry naming it is its suspend, and its tokens match the
+  /// digests recorded then (FormatError otherwise).
+  void require_resumable(const MemoryRow& row, std::int64_t record, const TokenSet& tokens);
+
   MemoryVerification verify_memory(const MemoryRow& row,
                                    const std::pair<std::string, std::int64_t>* last_audit,
                                    const std::vector<AuditEntry>& entries,

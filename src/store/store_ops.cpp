@@ -77,6 +77,7 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
     Transaction t(db, true, path, options.busy_timeout_ms);
     try {
       const MemoryRow row = read_memory_row(name);
+      require_settings_bound(row);  // before anything reads or changes the memory
       if (auto done = op.without_restore(*this, row, t)) return std::move(*done);
       Cached& c = ensure_loaded(row);
       for (std::int64_t r : op.records) op.check(r, read_record(row.id, r));
@@ -306,6 +307,14 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
 
 ForgetResult Store::forget_record(const std::string& name, std::int64_t record) {
   check_record(record);
+  impl_->require_writable();
+  // The record's data key and its bounds group's key die after the commit: a key store that
+  // cannot destroy them must stop the erasure before it starts (docs/store.md "Erasure by key
+  // destruction").
+  if (impl_->key_store != nullptr) {
+    impl_->key_store->require_writable("the keys of record " + std::to_string(record) +
+                                       " of memory '" + name + "'");
+  }
   Impl::ForgetOp op(name, record);
   return impl_->run_op(name, op);
 }
@@ -324,9 +333,16 @@ struct Store::Impl::SuspendOp : Store::Impl::OpSteps<OpResult> {
     require_exists(rr, name, record);
     check_mode_change(true, rr.suspended, name, record);
   }
+  std::string buckets_sha256;  // of the record's bucket digests, bound into the suspend entry
   void prepare(Store::Impl& im, Store::Impl::OpContext& ctx) {
     ids = im.record_token_ids(ctx.row, audit_record);
     token_count = static_cast<std::int64_t>(ids.size());
+    if (im.schema_version < Store::Impl::kFirstSchemaWithHashV2 ||
+        ctx.row.settings.mode != MemoryMode::kAudit)
+      return;  // no persisted digests
+    std::vector<std::uint8_t> plain;
+    if (im.read_record_buckets(ctx.row, audit_record, plain).empty())
+      buckets_sha256 = sha256_hex(plain);
   }
   OpDiagnostics apply(Store::Impl::OpContext& ctx) { return ctx.mem.remove_batch(ids); }
   std::string write(Store::Impl& im, Store::Impl::OpContext& ctx, const State& after,
@@ -339,6 +355,8 @@ struct Store::Impl::SuspendOp : Store::Impl::OpSteps<OpResult> {
                         {"record", audit_record},
                         {"tokens_excluded", ids.size()},
                         {"data_kept", true}};
+    // What verify and resume check the suspended tokens against (docs/store.md "Audit log").
+    if (!buckets_sha256.empty()) cert["buckets_sha256"] = buckets_sha256;
     add_outcome_fields(cert, ctx.mem, after, res.diagnostics);
     return cert.dump();
   }
@@ -358,6 +376,7 @@ struct Store::Impl::ResumeOp : Store::Impl::OpSteps<OpResult> {
   }
   void prepare(Store::Impl& im, Store::Impl::OpContext& ctx) {
     ts = im.record_tokens(ctx.row, audit_record);
+    im.require_resumable(ctx.row, audit_record, ts);  // "resume restores the exact state"
     token_count = ts.size();
   }
   OpDiagnostics apply(Store::Impl::OpContext& ctx) { return ctx.mem.add_batch(ts); }
@@ -464,11 +483,9 @@ struct Store::Impl::ImportChunkOp : Store::Impl::OpSteps<OpResult> {
     }
     im.insert_tokens(ctx.row.id, ts, ctx.mem);
     im.delete_evicted(ctx.row.id, ctx.before, ctx.mem, {});
-    nlohmann::json cert{{"operation", "import"},
-                        {"records", records.size()},
-                        {"first_record", records.front()},
-                        {"last_record", records.back()},
-                        {"tokens", ts.size()},
+    nlohmann::json cert{{"operation", "import"},         {"records", records.size()},
+                        {"record_ids", records},         {"first_record", records.front()},
+                        {"last_record", records.back()}, {"tokens", ts.size()},
                         {"encryption", im.encryption}};
     add_outcome_fields(cert, ctx.mem, after, res.diagnostics);
     return cert.dump();

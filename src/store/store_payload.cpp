@@ -53,6 +53,38 @@ void Store::Impl::open_key_store(bool fresh) {
     throw FormatError("store '" + path + "' is encrypted but its key store '" + key_store_path() +
                       "' is missing: " + e.what());
   }
+  check_key_store_is_ours();
+}
+
+// Key ids are random: a key store of another store holds none of the keys this store names.
+// The first key a records (or bounds_groups) row names must be in it, live or destroyed; one
+// lookup per open. A store that names no key yet cannot tell.
+void Store::Impl::check_key_store_is_ours() {
+  foreign_key_store.clear();
+  std::string key_id, owner;
+  if (has_key_id_column) {
+    Statement q(db.handle(), "SELECT key_id, record FROM records WHERE key_id IS NOT NULL LIMIT 1");
+    if (q.step()) {
+      key_id = q.text(0);
+      owner = "data key of record " + std::to_string(q.int64(1));
+    }
+  }
+  if (key_id.empty() && schema_version >= kFirstSchemaWithBoundsGroups) {
+    Statement q(db.handle(),
+                "SELECT key_id, group_id FROM bounds_groups WHERE key_id IS NOT NULL LIMIT 1");
+    if (q.step()) {
+      key_id = q.text(0);
+      owner = "key of bounds group " + std::to_string(q.int64(1));
+    }
+  }
+  if (key_id.empty()) return;
+  try {
+    key_store->get(key_id);
+  } catch (const NotFound&) {
+    foreign_key_store = "key store '" + key_store_path() + "' is not the key store of store '" +
+                        path + "': it does not hold key " + key_id + " (" + owner +
+                        "), which the store names (a key store of another store?)";
+  }
 }
 
 std::string Store::key_wrapping() const {
@@ -531,6 +563,8 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
     }
   }
   if (pending.empty()) return;  // rolled back: nothing was written
+  key_store->require_writable(std::to_string(pending.size()) +
+                              " key(s) of erased records whose destruction is pending");
   std::vector<std::string> ids;
   std::vector<std::int64_t> rowids;
   for (const Pending& p : pending) {

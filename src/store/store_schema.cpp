@@ -233,6 +233,7 @@ void Store::Impl::open() {
     throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
   if (schema_version < kStoreSchemaVersion) upgrade_schema();
   if (key_store == nullptr) open_key_store(fresh);
+  if (!foreign_key_store.empty()) return;  // every write refuses it (require_writable)
   complete_shreds(nullptr);  // a forget interrupted between its commit and the key's destruction
   find_shredded();           // records of a restored copy whose keys are destroyed: purged
   purge_shredded();
@@ -342,6 +343,7 @@ void Store::Impl::require_writable() const {
   if (options.read_only) {
     throw InvalidArgument("store '" + path + "' was opened read-only (StoreOptions::read_only)");
   }
+  if (!foreign_key_store.empty()) throw FormatError(foreign_key_store + "; nothing was written");
 }
 
 void Store::Impl::initialise_schema() {

@@ -41,12 +41,36 @@ StoreVerification Store::verify() const {
     std::map<std::string, std::pair<std::string, std::int64_t>>
         last_state;  // memory -> (hash, seq)
     im.check_chain(entries, v, last_state);
+    if (!im.foreign_key_store.empty()) {  // no memory's sealed rows can be read
+      v.problems.push_back(im.foreign_key_store);
+      return 0;
+    }
     // 3. Every memory: stored state vs batch re-solve of the stored tokens, and verify_state.
-    for (const MemoryRow& row : im.all_memory_rows()) {
+    std::vector<std::string> names;
+    {
+      Statement q(im.db.handle(), "SELECT name FROM memories ORDER BY name");
+      while (q.step()) names.push_back(q.text(0));
+    }
+    for (const std::string& name : names) {
+      MemoryRow row;
+      try {  // an edited row (settings that are not valid) is a finding, not a failure of verify
+        row = im.read_memory_row(name);
+      } catch (const InvalidArgument& e) {
+        v.problems.push_back("memory '" + name + "': its row does not read: " + e.what());
+        continue;
+      } catch (const FormatError& e) {
+        v.problems.push_back("memory '" + name + "': its row does not read: " + e.what());
+        continue;
+      }
       const auto it = last_state.find(row.name);
       v.memories.push_back(im.verify_memory(row, it == last_state.end() ? nullptr : &it->second,
                                             entries, v.problems, v.notes));
+      // What the chain says must exist: settings, records, suspended tokens, live keys.
+      const std::size_t before = v.problems.size();
+      im.check_chain_records(row, entries, v.problems);
+      if (v.problems.size() != before) v.memories.back().fields_ok = false;
     }
+    im.check_pending_shreds(v.problems);
     im.check_orphans(v.problems);
     if (im.scrub_pending()) {
       v.notes.push_back(

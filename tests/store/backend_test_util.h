@@ -126,6 +126,13 @@ class Stores {
 #endif
   }
 
+#ifdef SVATTN_TEST_POSTGRES
+  /// A connection to the key schema of store `name` (key_db() only), e.g. to hold its locks.
+  std::unique_ptr<RawPg> raw_keys(const std::string& name) {
+    keys(name);
+    return std::make_unique<RawPg>(key_schemas_.at(name)->name(), key_database());
+  }
+#endif
   /// What a refused command must not change: on SQLite the bytes of the store file and its key
   /// store; on PostgreSQL the audit chain, records, token rows and state hashes, and the key
   /// store (its file's bytes, or its key rows).

@@ -144,6 +144,60 @@ TEST_P(StoreImport, MalformedInputsExitTwoNamingFileAndRowAndWriteNothing) {
   expect2(import_args(dir_.file("k.npy"), dir_.file("r.npy")), "r.npy", "record 5");
 }
 
+// A record-id .npy as numpy writes it: dtype `descr` (little-endian), shape `shape`.
+void write_id_npy(const std::string& path, const std::string& descr, const std::string& shape,
+                  const std::vector<std::int64_t>& ids, int item) {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  for (std::int64_t v : ids)
+    for (int b = 0; b < item; ++b)
+      out += static_cast<char>((static_cast<std::uint64_t>(v) >> (8 * b)) & 0xff);
+  std::ofstream(path, std::ios::binary) << out;
+}
+
+// Record ids are integers: an int64 or int32 .npy and a 1-D .npy are read (as numpy writes them);
+// CSV cells follow the integer policy of every CLI input ("1e3", "+5", "7.0" are refused).
+TEST_P(StoreImport, RecordIdsAreIntegersInEveryFormat) {
+  std::vector<std::int64_t> ids;
+  for (double v : grouped(20, 3)) ids.push_back(static_cast<std::int64_t>(v));
+  write_id_npy(dir_.file("i8.npy"), "<i8", "(60,)", ids, 8);
+  write_id_npy(dir_.file("i4.npy"), "<i4", "(60, 1)", ids, 4);
+  write_id_npy(dir_.file("u8.npy"), "<u8", "(60,)", ids, 8);
+  std::vector<std::string> hashes;
+  for (const char* f : {"i8.npy", "i4.npy", "u8.npy", "r.npy"}) {
+    const std::string name = std::string("c_") + f[0] + f[1];
+    const std::string at = q(stores().at(name));
+    ASSERT_EQ(cli(dir_, "memory create " + at + " --memory m --dim 3 --C 0.05").code, 0);
+    const CliResult r = cli(dir_, "memory import " + at + " --memory m --keys " +
+                                      dir_.file("k.npy") + " --records " + dir_.file(f));
+    ASSERT_EQ(r.code, 0) << f << "\n" << r.err;
+    hashes.push_back(Store(stores().at(name)).memory_info("m").state_sha256);
+  }
+  EXPECT_EQ(hashes[0], hashes[3]);
+  EXPECT_EQ(hashes[1], hashes[3]);
+  EXPECT_EQ(hashes[2], hashes[3]);
+  std::vector<std::int64_t> neg = ids;
+  neg[9] = -1;
+  write_id_npy(dir_.file("neg8.npy"), "<i8", "(60,)", neg, 8);
+  expect2(import_args(dir_.file("k.npy"), dir_.file("neg8.npy")), "neg8.npy", "row 9");
+  write_id_npy(dir_.file("wide.npy"), "<i8", "(30, 2)", ids, 8);
+  expect2(import_args(dir_.file("k.npy"), dir_.file("wide.npy")), "wide.npy", "one column");
+  for (const std::string cell : {"1e3", "+5", "7.0", "0x10"}) {
+    std::ofstream f(dir_.file("bad.csv"));
+    for (int i = 0; i < 60; ++i) f << (i == 11 ? cell : std::to_string(ids[i])) << "\n";
+    f.close();
+    expect2(import_args(dir_.file("k.npy"), dir_.file("bad.csv")), "bad.csv", "row 11");
+  }
+}
+
 // Kill -9 at random points of an import, then import again: the same final hash as an
 // uninterrupted import, every record fully present, verify passes.
 void kill_and_resume(store_test::Stores& st, int trials, std::uint64_t seed) {

@@ -473,6 +473,32 @@ TEST_F(StorePg, UriWithoutKeysOrWithABadServerIsAClearError) {
   }
 }
 
+// A statement the server cancels (statement_timeout) is reported as such, not as a lock held by
+// another connection (StoreBusy, "locked by another connection").
+TEST_F(StorePg, StatementTimeoutIsNotReportedAsALock) {
+  PgSchema schema;
+  {
+    Store s(schema.uri(""), create_opts(false));
+    s.create_memory("m", rbf_settings(0.05), kDim, kDim);
+    add_records(s, "m", {1}, kPerRecord, kDim);
+  }
+  RawPg blocker(schema.name());
+  ASSERT_EQ(blocker.exec("BEGIN"), "");
+  ASSERT_EQ(blocker.exec("LOCK TABLE tokens IN ACCESS EXCLUSIVE MODE"), "");
+  const std::string timed = schema.uri("") + "%20-cstatement_timeout%3D200";
+  try {
+    Store s(timed);
+    s.query("m", random_keys(1, kDim, 5));
+    ADD_FAILURE() << "the query ran under a table lock";
+  } catch (const StoreBusy& e) {
+    ADD_FAILURE() << "reported as a lock: " << e.what();
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("statement_timeout"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("locked by another"), std::string::npos) << e.what();
+  }
+  blocker.exec("ROLLBACK");
+}
+
 #ifdef SVATTN_CLI
 struct Cli {
   int code = -1;
@@ -542,6 +568,36 @@ TEST_F(StorePg, ConnectionLowersRandomPageCostOnlyFromTheDefault) {
   const std::string own = uri + "%20-crandom_page_cost%3D2.5";  // appended to options=-c…
   auto kept = store_detail::Database::postgres(own, "s", 1000);
   EXPECT_EQ(kept.query_text("SELECT current_setting('random_page_cost')"), "2.5");
+}
+
+// A password in the URI (user:PW@ or password=PW) is never printed: create, show, audit and
+// verify print the store's location with it masked, as the errors do.
+TEST_F(StorePg, CliNeverPrintsThePassword) {
+  TempDir dir;
+  PgSchema schema;
+  const char* user = std::getenv("PGUSER");
+  const std::string who = user != nullptr && *user != '\0' ? user : "postgres";
+  const std::string base = schema.uri(dir.file("k.keys"));  // postgresql://?options=…&keys=…
+  const std::string with_user = "postgresql://" + who + ":hunter2pw@/" + base.substr(13);
+  const std::string with_param = base + "&password=hunter2pw";
+  for (const std::string& uri : {with_user, with_param}) {
+    const std::string at = "'" + uri + "'";
+    const std::string mem = uri == with_user ? "a" : "b";
+    for (const std::string& args :
+         {"memory create " + at + " --memory " + mem + " --dim 4 --C 0.05",
+          "memory show " + at + " --memory " + mem,
+          "memory show " + at + " --memory " + mem + " --full", "memory audit " + at + " --json",
+          "memory audit " + at, "memory verify " + at, "memory verify " + at + " --json"}) {
+      const Cli r = cli(dir, args);
+      EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+      EXPECT_EQ(r.out.find("hunter2pw"), std::string::npos) << args << "\n" << r.out;
+      EXPECT_EQ(r.err.find("hunter2pw"), std::string::npos) << args << "\n" << r.err;
+    }
+  }
+  const Cli r = cli(dir, "memory create '" + with_param + "' --memory c --dim 4 --C 0.05 --json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("hunter2pw"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("***"), std::string::npos) << r.out;
 }
 
 TEST_F(StorePg, CliCommandsTakeAPostgresUri) {
