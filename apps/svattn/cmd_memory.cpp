@@ -128,7 +128,7 @@ int run_add(const AddOptions& o) {
   const OpResult r =
       store.add_record(o.common.memory, o.record, keys, o.values.empty() ? nullptr : &values);
   // Everything printed below comes from the committed operation's result: nothing after the
-  // commit can fail (issue 18).
+  // commit can fail.
   if (o.common.json) {
     print_json({{"memory", o.common.memory},
                 {"record", o.record},

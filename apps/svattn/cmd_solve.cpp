@@ -1,4 +1,4 @@
-// `svattn solve`: batch reference solve (SPEC §6) of the tokens in a file.
+// `svattn solve`: batch reference solve (docs/math.md §9) of the tokens in a file.
 #include <fmt/core.h>
 
 #include "cli_common.h"

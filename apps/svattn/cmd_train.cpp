@@ -1,4 +1,5 @@
-// `svattn train`: train a character LM preset (issue 6; SPEC §11 E5/E6) with a resumable trainer.
+// `svattn train`: train a character LM preset (docs/experiments.md "E5", "E6") with a resumable
+// trainer.
 #include <fmt/core.h>
 
 #include <cmath>

@@ -1,4 +1,5 @@
-// Batch solve (SPEC §6) vs LIBSVM one-class on the same RBF problems, medians of --reps runs, in
+// Batch solve (docs/math.md §9) vs LIBSVM one-class on the same RBF problems, medians of --reps
+// runs, in
 // one process. Prints a Markdown table.
 //   bench_batch [--n 1000,5000] [--d 64] [--sigma2-per-dim 1] [--C 0.01] [--reps 3] [--seed 42]
 #include <cstdio>

@@ -1,4 +1,4 @@
-// Shared pieces of the core benchmarks: problem generation, LIBSVM one-class runs (SPEC §6
+// Shared pieces of the core benchmarks: problem generation, LIBSVM one-class runs (docs/math.md §9
 // mapping), timing helpers and command-line parsing of "--name value" pairs.
 #pragma once
 #include <malloc.h>

@@ -1,4 +1,4 @@
-// Exact forgetting performance (issue 3): single-token decremental removal vs retraining from
+// Exact forgetting performance: single-token decremental removal vs retraining from
 // scratch (ours and LIBSVM), streaming ingest vs re-solving with LIBSVM every 64-token chunk, and
 // bytes of memory per token. Prints Markdown tables.
 //   bench_forget [--n 1000,5000,20000] [--stream-n 1000,5000,20000] [--d 64] [--sigma2-per-dim 1]
@@ -12,7 +12,7 @@
 //     the canonical refinement's kernel configurations interleaved on one memory per n.
 //   bench_forget --bound-study-n 20000 [--study-removals 10]
 //     measured evaluation of screening bounds (bound_study.h).
-//     prints only the scaling tables of issue 15 (forget_scaling.h).
+//     prints only the scaling tables (forget_scaling.h).
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -374,7 +374,7 @@ int main(int argc, char** argv) {
   // per n (same bits, so the same path and the same gradients recomputed): the vector row forms
   // with row reuse (the default), the row forms without row reuse, the fixed sums on the scalar
   // lanes, and the single-sum vector code without row reuse (the code before the row forms).
-  // A/B of issue 15 item 3 in one run.
+  // Both canonical-state forms, A/B in one run.
   const std::vector<int> canonical_ab = args.ints("canonical-ab-n", "");
   // The same four configurations interleaved on one memory per n: --interleaved-tokens margin
   // tokens, each removed (and re-added) once under every configuration.

@@ -1,4 +1,4 @@
-// Measured evaluation of screening bounds (issue 15 item 2, docs/performance.md "Screening bounds,
+// Measured evaluation of screening bounds (docs/performance.md "Screening bounds,
 // measured"): a sustained sequence of margin-token removals from a restored memory; after each one
 // the exact change of every reserve token's gradient (from the keys, outside the memory) is set
 // against what each candidate bound would have to allow for. Counts are of reserve tokens whose

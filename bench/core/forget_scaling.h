@@ -1,4 +1,4 @@
-// Exact removal at scale (issue 15): per n, the worst case (a margin token), a 24-token record
+// Exact removal at scale: per n, the worst case (a margin token), a 24-token record
 // holding support tokens, a uniformly random token, retraining (ours and LIBSVM eps 1e-3) and the
 // fitted log-log exponent of each cost in n. The memory is built by a batch solve and
 // Memory::restore (streaming 200k tokens in would dominate the run). Every removal is undone by

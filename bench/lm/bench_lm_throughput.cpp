@@ -1,5 +1,6 @@
 // Training throughput (tokens/s of full steps: forward, backward, AdamW) of LM presets in one run,
-// with the ratio to softmax-3m (SPEC §11 E6: the paper's hybrid is 35.8x slower than softmax on an
+// with the ratio to softmax-3m (docs/experiments.md "E6": the paper's hybrid is 35.8x slower than
+// softmax on an
 // Apple GPU; svattn's target on this CPU is <= 3x).
 //
 //   bench_lm_throughput [--presets a,b,...] [--steps N] [--warmup W] [--threads K]

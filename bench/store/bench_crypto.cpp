@@ -1,4 +1,4 @@
-// Encryption-at-rest micro-benchmark (issue 14, docs/performance.md "Encryption at rest"):
+// Encryption-at-rest micro-benchmark (docs/performance.md "Encryption at rest"):
 // AES-256-GCM seal/open throughput of one record's key and value bytes against a plain memcpy of
 // the same bytes in the same run, per-field blobs (schema 6's layout: one key and one value blob
 // per token), token messages (schema 7's layout: one message per token, split over its key and

@@ -1,4 +1,4 @@
-// Store benchmark (issue 4): forgetting one record from a large memory costs the in-memory
+// Store benchmark: forgetting one record from a large memory costs the in-memory
 // decrement plus one small transaction, not a re-solve. One run populates a store record by record
 // (add throughput), then forgets records and reports, per forget and in the same run, the in-memory
 // decrement, the certificate, and the whole store operation (transaction with secure_delete,

@@ -1,4 +1,4 @@
-// The store at real size (issue 19): wall time and peak RSS of every `svattn memory` command
+// The store at real size: wall time and peak RSS of every `svattn memory` command
 // (process start included) beside retraining from scratch (`svattn solve`, LIBSVM's svm-train),
 // measured in the same run, and the same forgets through the library on an open Store.
 // Gaussian keys, one record = `record` consecutive rows. Prints Markdown tables.

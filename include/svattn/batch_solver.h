@@ -1,6 +1,6 @@
-// Batch reference solver (SPEC §6): SMO with second-order working-set selection driven to a tight
-// tolerance, then the canonical refinement of SPEC §4. It shares no code with the incremental path
-// except the canonical refinement, which by design defines the state.
+// Batch reference solver (docs/math.md §9): SMO with second-order working-set selection driven to a
+// tight tolerance, then the canonical refinement of docs/math.md §4. It shares no code with the
+// incremental path except the canonical refinement, which by design defines the state.
 #pragma once
 #include <cstddef>
 

@@ -1,4 +1,4 @@
-// Deletion certificates and the independent verifier (SPEC §5, docs/api.md "Certificates").
+// Deletion certificates and the independent verifier (docs/math.md §7, docs/api.md "Certificates").
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

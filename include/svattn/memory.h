@@ -1,6 +1,6 @@
-// The exact memory (SPEC §3–§5): incremental/decremental Cauwenberghs–Poggio path in fp64, followed
-// after every operation that changes the partition by the canonical refinement, so that the state
-// is a function of the token set alone: decrement(ingest(T), D) hashes like solve_batch(T \ D).
+// The exact memory (docs/math.md §4–§7): incremental/decremental Cauwenberghs–Poggio path in fp64,
+// followed after every operation that changes the partition by the canonical refinement, so that the
+// state is a function of the token set alone: decrement(ingest(T), D) hashes like solve_batch(T \ D).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +15,7 @@ namespace svattn {
 enum class MemoryMode {
   kAudit,    ///< every token kept: a deletion is exact relative to everything ever ingested
   kBounded,  ///< reserve tokens evicted as they appear (above token_budget); a deletion is exact
-             ///< only relative to the retained tokens (SPEC §3)
+             ///< only relative to the retained tokens (docs/math.md §5)
 };
 std::string to_string(MemoryMode m);
 MemoryMode memory_mode_from_string(const std::string& s);
@@ -48,7 +48,7 @@ struct OpDiagnostics {
   long canonical_solves = 0;  ///< canonical refinements run
   long repairs = 0;           ///< canonical refinements that changed the path's partition
   long batch_fallbacks = 0;   ///< operations finished by a batch re-solve after the path failed
-  long boundary_solves = 0;   ///< small batch solves on leaving warm-up (n*C crossing 1, SPEC §4)
+  long boundary_solves = 0;   ///< small batch solves on leaving warm-up (n*C crossing 1, docs/math.md §4)
   long tracked = 0;           ///< reserve tokens whose screening bound failed: gradient recomputed
   /// Kernel values K(i, j) computed by the exact path's column cache during the operation (lazily
   /// filled support columns of the rows that were read); the main cost driver of a removal at large
@@ -97,7 +97,7 @@ class Memory {
   /// serialize/deserialize (format version 2; a version-1 file reads as 0).
   std::uint64_t evictions() const;
 
-  /// o(q) of SPEC §2 (support-weighted log-sum-exp for RBF). Size value_dim.
+  /// o(q) of docs/math.md §5 (support-weighted log-sum-exp for RBF). Size value_dim.
   Eigen::VectorXd readout(const Eigen::Ref<const Eigen::VectorXd>& q) const;
   /// f(q) = sum_j a_j k(q, x_j) - k(q, q)/2 + b. f >= 0 inside the description.
   double decision(const Eigen::Ref<const Eigen::VectorXd>& q) const;
@@ -116,7 +116,7 @@ class Memory {
   const OpDiagnostics& totals() const;
 
   /// Inverse of the bordered matrix [[0, 1'], [1, K_SS + mu I]] over the margin set, in the order
-  /// of margin_order() (index 0 is the border). Reused by the layers' backward (SPEC §7).
+  /// of margin_order() (index 0 is the border). Reused by the layers' backward (docs/layers.md §1).
   const Eigen::MatrixXd& bordered_inverse() const;
   std::vector<TokenId> margin_order() const;
 

@@ -1,4 +1,4 @@
-// Readout o(q) = sum_i a_i k(q,x_i) v_i / sum_i a_i k(q,x_i) over the support S ∪ E (SPEC §2).
+// Readout o(q) = sum_i a_i k(q,x_i) v_i / sum_i a_i k(q,x_i) over the support S ∪ E (docs/math.md §5).
 #pragma once
 #include "svattn/types.h"
 
@@ -11,9 +11,9 @@ struct Support {
   Eigen::VectorXd alpha;
 };
 
-/// For RBF: weights exp(log a_i - ||q - x_i||^2 / s^2) normalised by log-sum-exp (max shift), summed
-/// in ascending id order. For linear/poly kernels the weights a_i k(q, x_i) are used directly; if
-/// their sum is 0 the result is NaN (documented: those kernels do not define a probability).
+/// For RBF: weights exp(log a_i - ||q - x_i||^2 / s^2) normalised by log-sum-exp (max shift),
+/// summed in ascending id order. For linear/poly kernels the weights a_i k(q, x_i) are used
+/// directly; if their sum is 0 the result is NaN (documented: those kernels do not define a probability).
 Eigen::VectorXd readout(const KernelSettings& k, const Support& s,
                         const Eigen::Ref<const Eigen::VectorXd>& q);
 /// f(q) = sum_i a_i k(q, x_i) - k(q, q)/2 + b.

@@ -10,16 +10,16 @@ namespace svattn {
 
 using TokenId = std::int64_t;
 
-/// Defines the optimisation problem (SPEC §1). Everything here enters the state hash.
+/// Defines the optimisation problem (docs/math.md §1). Everything here enters the state hash.
 ///   minimise F(a) = a'(K + ridge*I)a - diag(K)'a  s.t.  sum(a) = 1, 0 <= a_i <= C.
 struct ProblemSettings {
   KernelSettings kernel;
   /// Box bound. Finite and > 0. Fixed for the life of a memory. When n*C <= 1 the memory is in
-  /// warm-up (all a_i = 1/n, SPEC §1).
+  /// warm-up (all a_i = 1/n, docs/math.md §1).
   double C = 0.1;
   /// Ridge mu >= 0 (finite). With mu > 0 the optimum is unique for any keys, duplicates included.
   /// Default 1e-6 (in units of K; RBF has K_ii = 1): smaller ridges were observed to break the
-  /// termination of the path algorithm on near-duplicate keys (SPEC §1).
+  /// termination of the path algorithm on near-duplicate keys (docs/math.md §1).
   double ridge = 1e-6;
 
   void validate() const;
@@ -31,7 +31,7 @@ struct ProblemSettings {
   void check_key(const double* key, int dim, TokenId id) const;
 };
 
-/// Numerical tolerances of the canonical refinement (SPEC §4). Not part of the hash.
+/// Numerical tolerances of the canonical refinement (docs/math.md §4). Not part of the hash.
 struct Tolerances {
   /// A coefficient with a <= alpha_tol * min(C, 1) is reserve (exactly 0); with
   /// a >= C - alpha_tol * min(C, 1) it is error (exactly C). In (0, 1e-3).
@@ -53,7 +53,7 @@ struct Tolerances {
 /// Outcome of a solve or of one memory operation. Numerical outcomes, never exceptions.
 enum class Status {
   kOptimal,          ///< KKT verified within tolerance on every token
-  kWarmup,           ///< n*C <= 1: the state is the warm-up point a_i = 1/n (SPEC §1)
+  kWarmup,           ///< n*C <= 1: the state is the warm-up point a_i = 1/n (docs/math.md §1)
   kEmpty,            ///< no tokens
   kIterationLimit,   ///< a solver hit its iteration cap; the state is the best found, KKT not met
   kKktViolated,      ///< refinement ended with KKT violated beyond tolerance

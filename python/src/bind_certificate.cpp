@@ -75,7 +75,7 @@ void register_parts(py::module_& m) {
 
 void register_certificate_class(py::module_& m) {
   py::class_<RemovalCertificate>(m, "RemovalCertificate",
-                                 "Certificate of an exact removal (SPEC §5, docs/api.md "
+                                 "Certificate of an exact removal (docs/math.md §7, docs/api.md "
                                  "\"Certificates\"): removed ids, states before/after, the "
                                  "optimality check and the optional re-solve comparison.")
       .def_readonly("certificate", &RemovalCertificate::certificate)

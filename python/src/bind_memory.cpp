@@ -250,7 +250,7 @@ void register_memory(py::module_& m) {
   register_state_types(m);
   py::class_<PyMemory> c(
       m, "Memory",
-      "The exact support-vector attention memory (SPEC §3-§5): fp64, deterministic, "
+      "The exact support-vector attention memory (docs/math.md §4, §5, §7): fp64, deterministic, "
       "with exact add and remove. Calls release the GIL; one object may be used "
       "from several threads.");
   c.def(py::init([](const MemorySettings& s, int dim, std::optional<int> value_dim) {

@@ -83,7 +83,7 @@ void def_dict_protocol(Cls& cls, const char* name) {
 }
 
 void register_kernel_problem(py::module_& m) {
-  py::class_<KernelSettings> k(m, "KernelSettings", "Kernel of the problem (SPEC §1).");
+  py::class_<KernelSettings> k(m, "KernelSettings", "Kernel of the problem (docs/math.md §1).");
   k.def(py::init([](const std::string& type, std::optional<double> bandwidth,
                     std::optional<int> degree, std::optional<double> coef0) {
           ProblemSettings p;
@@ -104,7 +104,7 @@ void register_kernel_problem(py::module_& m) {
 
   py::class_<ProblemSettings> p(
       m, "ProblemSettings",
-      "The optimisation problem (SPEC §1); every field enters the state hash.");
+      "The optimisation problem (docs/math.md §1); every field enters the state hash.");
   p.def(py::init([](std::optional<std::string> kernel, std::optional<double> bandwidth,
                     std::optional<int> degree, std::optional<double> coef0, std::optional<double> C,
                     std::optional<double> ridge) {
@@ -123,7 +123,7 @@ void register_kernel_problem(py::module_& m) {
 }
 
 void register_tolerances(py::module_& m) {
-  py::class_<Tolerances> t(m, "Tolerances", "Tolerances of the canonical refinement (SPEC §4).");
+  py::class_<Tolerances> t(m, "Tolerances", "Tolerances of the canonical refinement (docs/math.md §4).");
   t.def(py::init([](std::optional<double> alpha_tol, std::optional<double> kkt_tol,
                     std::optional<int> max_refine_iterations) {
           Tolerances s;
@@ -186,7 +186,7 @@ void register_memory_settings(py::module_& m) {
 
 void register_batch_settings(py::module_& m) {
   py::class_<BatchSettings> s(m, "BatchSettings",
-                              "Settings of the batch reference solver (SPEC §6).");
+                              "Settings of the batch reference solver (docs/math.md §9).");
   s.def(py::init([](std::optional<std::string> kernel, std::optional<double> bandwidth,
                     std::optional<int> degree, std::optional<double> coef0, std::optional<double> C,
                     std::optional<double> ridge, std::optional<ProblemSettings> problem,

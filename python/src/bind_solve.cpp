@@ -1,4 +1,4 @@
-// svattn.solve (batch reference solver, SPEC §6) and svattn.verify_state (SPEC §5).
+// svattn.solve (batch reference solver, docs/math.md §9) and svattn.verify_state (docs/math.md §7).
 #include <pybind11/stl.h>
 
 #include "arrays.h"
@@ -72,7 +72,7 @@ void register_results(py::module_& m) {
         return d;
       });
   py::class_<VerifyReport>(m, "VerifyReport",
-                           "Result of checking a state against its tokens (SPEC §5).")
+                           "Result of checking a state against its tokens (docs/math.md §7).")
       .def_property_readonly("ok", &VerifyReport::ok,
                              "feasible, KKT and hash hold (and re-solve equal).")
       .def_readonly("feasible", &VerifyReport::feasible)

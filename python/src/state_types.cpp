@@ -62,7 +62,7 @@ py::dict diagnostics_to_dict(const OpDiagnostics& o) {
 }
 
 void register_state_types(py::module_& m) {
-  py::class_<Partition>(m, "Partition", "Margin / error / reserve token ids, ascending (SPEC §3).")
+  py::class_<Partition>(m, "Partition", "Margin / error / reserve token ids, ascending (docs/math.md §5).")
       .def_property_readonly(
           "margin", [](const Partition& p) { return to_numpy(p.margin); }, "0 < alpha < C, g = 0.")
       .def_property_readonly(

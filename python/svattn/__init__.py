@@ -84,7 +84,7 @@ def _batch_settings(settings: Any, kwargs: dict) -> BatchSettings:
 
 def solve(keys: Any, settings: Any = None, *, values: Any = None, ids: Any = None,
           exclude: Any = None, **problem: Any) -> BatchResult:
-    """Batch reference solve (SPEC §6) of the tokens (rows of ``keys``; ids default to 0..n-1).
+    """Batch reference solve (docs/math.md §9) of the tokens (rows of ``keys``; ids default to 0..n-1).
 
     ``settings`` is a BatchSettings, MemorySettings or ProblemSettings; or pass the problem's
     fields as keywords (``kernel``, ``bandwidth``, ``C``, ``ridge``, ...). ``exclude`` drops the
@@ -107,7 +107,7 @@ def solve(keys: Any, settings: Any = None, *, values: Any = None, ids: Any = Non
 
 def verify_state(keys: Any, state: State, *, values: Any = None, ids: Any = None,
                  tolerances: Optional[Tolerances] = None, resolve: bool = False) -> VerifyReport:
-    """Checks ``state`` against the tokens without trusting the solver that made it (SPEC §5):
+    """Checks ``state`` against the tokens without trusting the solver that made it (docs/math.md §7):
     feasibility, KKT signs on every token, the hash, and with ``resolve`` a batch re-solve."""
     return _core._verify_state(keys, state, tolerances or Tolerances(), resolve, values, ids)
 
@@ -116,7 +116,7 @@ def removal_certificate(before: State, after_memory: Memory, removed: Any, *,
                         diagnostics: Optional[OpDiagnostics] = None, record_id: str = "",
                         optimality_check: bool = True, allow_reference: bool = True,
                         resolve: bool = False, probes: Any = None) -> RemovalCertificate:
-    """Certificate of removing ``removed`` from a memory whose state was ``before`` (SPEC §5).
+    """Certificate of removing ``removed`` from a memory whose state was ``before`` (docs/math.md §7).
 
     ``after_memory`` is the memory after the removal and ``diagnostics`` the removal's
     OpDiagnostics (default: the memory's totals). ``optimality_check`` runs the independent check

@@ -14,7 +14,7 @@ def test_issue_snippet(tmp_path, cli, keys200, monkeypatch):
     np.savetxt("k.csv", keys200, delimiter=",", fmt="%.17g")
     expected = cli_state_sha256(cli, "--keys", "k.csv", "--exclude", "3,50-52", "--kernel", "rbf",
                                 "--bandwidth", "2.5", "--C", "0.03")
-    # The snippet of issue 17, as written.
+    # The snippet of docs/python.md "Core module", as written.
     X = np.loadtxt("k.csv", delimiter=",")
     s = svattn.MemorySettings(kernel="rbf", bandwidth=2.5, C=0.03)
     m = svattn.Memory(s, dim=6, value_dim=6)

@@ -1,7 +1,7 @@
 // TORCH_LIBRARY(svattn, ...): the SV attention ops and the baselines' kernels of src/torch as
 // dispatcher ops for Python (svattn.torch, docs/python.md "Torch"). Every op is a composite kernel:
 // autograd records the C++ graph inside (the exact path's custom backward reuses the bordered
-// inverse, SPEC §7; the batched path differentiates through its tensor ops).
+// inverse, docs/layers.md §1; the batched path differentiates through its tensor ops).
 // svattn::InvalidArgument surfaces in Python as ValueError.
 #include <torch/library.h>
 #include <torch/torch.h>

@@ -1,7 +1,7 @@
-// Canonical refinement (SPEC §4): from any approximate optimum, re-derive the partition and solve
-// the KKT system on (S, E) in ascending token-id order with a row-wise Cholesky whose sums follow
-// the fixed lane order (fixed_sum.h, vector or scalar: the same bits). Two paths that reach the
-// same partition produce the same bits. Internal header.
+// Canonical refinement (docs/math.md §4): from any approximate optimum, re-derive the partition and
+// solve the KKT system on (S, E) in ascending token-id order with a row-wise Cholesky whose sums
+// follow the fixed lane order (fixed_sum.h, vector or scalar: the same bits). Two paths that reach
+// the same partition produce the same bits. Internal header.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -86,7 +86,7 @@ CanonicalResult canonicalize(KernelAccess& ka, const std::vector<double>& alpha_
                              const ProblemSettings& problem, const Tolerances& tol,
                              CholeskyCache* cache, const std::vector<char>* skip = nullptr);
 
-/// True when n*C <= 1 (+1e-9 slack for rounding): the warm-up regime of SPEC §1.
+/// True when n*C <= 1 (+1e-9 slack for rounding): the warm-up regime of docs/math.md §1.
 bool is_warmup(int n, double C);
 /// Ridge 0: a reserve token whose gradient exceeds this limit (scale = max(1, max_i K_ii)) has no
 /// kernel twin in the support (docs/math.md §1, "μ = 0 and duplicates"); the duplicate check reads

@@ -1,4 +1,5 @@
-// Independent verifier and removal certificates (SPEC §5, docs/api.md "Certificates"). The JSON
+// Independent verifier and removal certificates (docs/math.md §7, docs/api.md "Certificates"). The
+// JSON
 // form of a certificate lives in certificate_json.cpp.
 #include "svattn/certificate.h"
 

@@ -144,7 +144,7 @@ void Memory::Impl::finalize(bool changed, OpDiagnostics& dg) {
     return;
   }
   if (!warm_now && (warmup || status == Status::kEmpty)) {
-    // Leaving warm-up: a small batch solve at the boundary (SPEC §4; n is about 1/C here).
+    // Leaving warm-up: a small batch solve at the boundary (docs/math.md §4; n is about 1/C here).
     batch_rebuild(dg, /*boundary=*/true);
     return;
   }

@@ -1,10 +1,10 @@
 // Row-major store of kernel columns K(:, j) for a small set of "required" slots j (the support and
 // the moving token). Row i, position pos(j) holds K(i, j), so both "K(i, support)" (a row) and the
-// gradient sums of SPEC §4 read contiguous memory. Columns are filled eagerly (add) or lazily
-// (add_lazy): a lazy column's entries are computed row by row when a row is first read after the
-// column appeared (ready_row), so a new support token costs O(rows actually read) kernel values,
-// not O(n). The entries live in calloc'd zero pages, so rows that are never read (reserve tokens
-// a restore skips, docs/store.md "Persisted screening") take no resident memory. Internal.
+// gradient sums of docs/math.md §4 read contiguous memory. Columns are filled eagerly (add) or
+// lazily (add_lazy): a lazy column's entries are computed row by row when a row is first read after
+// the column appeared (ready_row), so a new support token costs O(rows actually read) kernel
+// values, not O(n). The entries live in calloc'd zero pages, so rows that are never read (reserve
+// tokens a restore skips, docs/store.md "Persisted screening") take no resident memory. Internal.
 #pragma once
 #include <algorithm>
 #include <cstdint>

@@ -102,7 +102,7 @@ Store::Store(const std::string& path, const StoreOptions& options)
   if (options.read_only && options.create) {
     throw InvalidArgument("StoreOptions: read_only and create exclude each other");
   }
-  // Paths enter certificates and JSON output, which must be valid UTF-8 (issue 18).
+  // Paths enter certificates and JSON output, which must be valid UTF-8.
   if (!valid_utf8(path)) throw InvalidArgument("store path is not valid UTF-8");
   check_master_key(options);  // a bad master key fails before any file is opened
   impl_->set_location(path);

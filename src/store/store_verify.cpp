@@ -137,7 +137,7 @@ void Store::Impl::check_orphans(std::vector<std::string>& problems) {
 
 namespace {
 
-// Every stored field of the memories row against the re-derived state (issue 18 row 8).
+// Every stored field of the memories row against the re-derived state.
 void compare_fields(const MemoryRow& row, const State& derived, bool exact,
                     std::vector<std::string>& out) {
   const std::string m = "memory '" + row.name + "': stored ";
@@ -275,7 +275,7 @@ MemoryVerification Store::Impl::verify_memory(
   mv.audit_consistent = last_audit != nullptr && last_audit->first == row.state_sha256 &&
                         last_audit->second == row.last_audit_seq;
   // Ridge 0 with duplicate keys: a verified-optimal stored state may differ from the re-solve's
-  // equally optimal one. That is "uniqueness not established", not tampering (issue 18 row 7).
+  // equally optimal one. That is "uniqueness not established", not tampering.
   mv.uniqueness_not_established = !mv.resolve_equal && mv.report.ok() && !mv.report.unique;
   if (mv.uniqueness_not_established) {
     notes.push_back("memory '" + row.name + "': uniqueness not established (" +

@@ -1,4 +1,5 @@
-// Attention kernels and modules: hybrid SV attention (SPEC §9) and the baselines (SPEC §10).
+// Attention kernels and modules: hybrid SV attention (docs/layers.md §3) and the baselines
+// (docs/layers.md §4).
 #include "svattn/torch/attention.h"
 
 #include <chrono>

@@ -1,4 +1,5 @@
-// Batch-stabilised SV attention (SPEC §8). Tensor ops only, so the same code runs on CUDA.
+// Batch-stabilised SV attention (docs/layers.md §2). Tensor ops only, so the same code runs on
+// CUDA.
 #include "svattn/torch/batched.h"
 
 #include <chrono>

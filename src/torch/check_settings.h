@@ -1,4 +1,4 @@
-// One validation helper for the settings of the torch layers (issue 17 item 6): every message has
+// One validation helper for the settings of the torch layers: every message has
 // the core's format "<field> must be <requirement>, got <value>" (src/core/settings.cpp), with the
 // field's path inside the struct (e.g. "hybrid.problem.C").
 #pragma once

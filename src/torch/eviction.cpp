@@ -1,4 +1,4 @@
-// H2O heavy-hitter scoring and coefficient decay (SPEC §10).
+// H2O heavy-hitter scoring and coefficient decay (docs/layers.md §4).
 #include "svattn/torch/eviction.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// Exact-path SV attention: fp64 svattn::Memory forward, KKT-inverse backward (SPEC §7).
+// Exact-path SV attention: fp64 svattn::Memory forward, KKT-inverse backward (docs/layers.md §1).
 // Derivation and scaling: docs/layers.md.
 #include "svattn/torch/exact.h"
 

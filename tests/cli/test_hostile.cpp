@@ -1,4 +1,4 @@
-// Regression tests of hostile-but-fair CLI input (issue 18): integer options are decimal only,
+// Regression tests of hostile-but-fair CLI input: integer options are decimal only,
 // floating-point options finite, text options UTF-8; kernels that overflow fp64 are refused at the
 // setting; a non-unique optimum (ridge 0, duplicate keys) is `singular`, never `optimal`; readers
 // refuse devices and FIFOs; exit 3 is reserved for bugs. Each test runs the built CLI.

@@ -1,4 +1,5 @@
-// LIBSVM's one-class SVM as an external oracle of the batch solver (SPEC §6). For the RBF kernel
+// LIBSVM's one-class SVM as an external oracle of the batch solver (docs/math.md §9). For the RBF
+// kernel
 // the problems coincide with nu = 1/(n C), gamma = 1/sigma^2: LIBSVM's alpha scaled by 1/(nu n) = C
 // is ours, and its rho maps to our multiplier by b = 1/2 - rho C (K_ii = 1). LIBSVM caches kernel
 // values in float, so coefficients are compared to 1e-5 and the partition exactly.

@@ -1,5 +1,5 @@
 // The vector (AVX) and scalar forms of the fixed four-lane sums give the same bits, alone, in the
-// row forms, and for whole memories (issue 15: a state built with the vector kernels hashes like
+// row forms, and for whole memories (a state built with the vector kernels hashes like
 // one built with the forced scalar path; so does one built without the reuse of earlier rows).
 #include <gtest/gtest.h>
 

@@ -206,7 +206,7 @@ TEST(LmTrainer, TinyPresetLossFallsOnShakespeare) {
   EXPECT_NEAR(r.steps[0].loss, std::log(256.0), 0.3);  // starts near uniform over bytes
   EXPECT_LT(last, first - 1.0);
   // Uniform is 8 bits; the byte unigram entropy of tiny-shakespeare is 4.78 bits: below it the
-  // model uses context (measured: 4.53 before the batched-path repair of issue 6, 4.65 after, on 8
+  // model uses context (measured: 4.53 before the batched path's fp64 repair, 4.65 after, on 8
   // validation windows after 100 steps).
   EXPECT_LT(r.final_valid_bpc, 4.78);
   // The hybrid's diagnostics are in the JSONL: support >= 1/C = 16 tokens, gate split in (0, 1).

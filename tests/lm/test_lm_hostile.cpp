@@ -1,7 +1,7 @@
-// Regression tests of hostile-but-fair `train` / `eval` input (issue 18 rows 11, 12 and the LM
-// items): a chunk longer than the sequence costs what the sequence costs, every split is checked
-// before the first step (nothing written), a learning rate fp32 cannot hold is exit 2, eval's --seq,
-// --check-agreement and --certify are validated, and an edited checkpoint config is a plain FormatError.
+// Regression tests of hostile-but-fair `train` / `eval` input: a chunk longer than the sequence
+// costs what the sequence costs, every split is checked before the first step (nothing written), a
+// learning rate fp32 cannot hold is exit 2, eval's --seq, --check-agreement and --certify are
+// validated, and an edited checkpoint config is a plain FormatError.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -254,7 +254,7 @@ TEST_F(StoreCli, VerifyExitsOneOnTamperingAndLockedStoreExitsTwo) {
 namespace svattn {
 namespace {
 
-// Issue 19 item 8: these crashed with SIGSEGV in verify_state on zero tokens.
+// Memories of 0 tokens: these crashed with SIGSEGV in verify_state on zero tokens.
 TEST(StoreCliEmpty, VerifyFreshForgetLastAndForgetCheckEveryRow) {
   TempDir dir;
   const std::string store = dir.file("e.db");
@@ -286,7 +286,7 @@ TEST(StoreCliEmpty, VerifyFreshForgetLastAndForgetCheckEveryRow) {
 }  // namespace
 }  // namespace svattn
 
-// ---------------------------------------------------------------- issue 18, store rows
+// ---------------------------------------------------------------- hostile input, store rows
 
 namespace svattn {
 namespace {

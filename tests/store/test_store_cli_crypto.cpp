@@ -1,4 +1,4 @@
-// `svattn memory ...` with encryption (issue 14 items 1 and 3) through the real binary: the master
+// `svattn memory ...` with encryption through the real binary: the master
 // key from --master-key-file and the environment (wrong, missing or unexpected: exit 2, one line,
 // nothing written), `memory encrypt`, and a backup restored after a forget (the erased record is
 // reported shredded by show/verify, and the memory equals a store that never saw it).
@@ -139,7 +139,7 @@ TEST_F(StoreCliCrypto, EncryptConvertsAPlaintextStoreAndIsThenANoOp) {
   EXPECT_EQ(cli(dir_, "memory verify " + p + " --master-key-file " + key_).code, 0);
 }
 
-// Issue 14 item 3 through the CLI: backup -> forget -> copy the backup over the store (the current
+// Through the CLI: backup -> forget -> copy the backup over the store (the current
 // STORE.keys stays) -> show / verify report the record as shredded; the memory equals a store that
 // never saw it; `verify --repair` purges it.
 TEST_F(StoreCliCrypto, RestoredBackupReportsTheShreddedRecord) {

@@ -1,4 +1,4 @@
-// The store on memories with 0 or 1 active tokens (issue 19 item 8): fresh, fully erased and fully
+// The store on memories with 0 or 1 active tokens: fresh, fully erased and fully
 // suspended memories are ordinary memories whose state, hash, certificate and verification are
 // defined (docs/store.md "Empty memories").
 #include <gtest/gtest.h>

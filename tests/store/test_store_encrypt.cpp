@@ -1,5 +1,5 @@
-// Issue 14 items 1 and 3 (docs/store.md "Master key", "Encrypting an existing store", "Shredded
-// records"): data keys wrapped by a master key (wrong, missing and unexpected keys refused with
+// Master key, in-place encryption and shredded records (docs/store.md "Master key", "Encrypting an
+// existing store", "Shredded records"): data keys wrapped by a master key (wrong, missing and unexpected keys refused with
 // nothing written; no raw data key in the key store's files), `encrypt_store` converting a
 // plaintext store in place (no plaintext left in any file, hashes unchanged, kill -9 safe), and a
 // backup restored after an erasure (the erased record is reported shredded, cannot be decrypted,
@@ -420,7 +420,7 @@ std::string never_seen_sha(const TempDir& dir, const std::vector<std::int64_t>& 
   return s.memory_info("m").state_sha256;
 }
 
-// Issue 14 item 3: backup -> forget the record -> copy the backup over the store (keeping the
+// Backup -> forget the record -> copy the backup over the store (keeping the
 // current STORE.keys) -> open.
 TEST(StoreShredded, RestoredBackupReportsTheErasedRecordAndEqualsAStoreThatNeverSawIt) {
   TempDir dir;

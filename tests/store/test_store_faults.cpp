@@ -343,7 +343,7 @@ TEST_P(StoreFaultsOn, TwoWriterProcessesNeverCorruptTheStore) {
   EXPECT_EQ(store.memory("m").state_sha256(), ref.memory("m").state_sha256());
 }
 
-// Issue 19 item 7: an import and a stream of forgets on one store at once. Each chunk and each
+// An import and a stream of forgets on one store at once. Each chunk and each
 // forget commits or reports StoreBusy; nothing is lost or corrupted.
 TEST_P(StoreFaultsOn, ImportAndForgetProcessesAtOnce) {
   const std::string path = make_store_on(stores(), "s", 8, 12);  // records 0..7

@@ -1,4 +1,4 @@
-// `svattn memory import` (issue 19 item 3): malformed inputs exit 2 naming the file and row and
+// `svattn memory import`: malformed inputs exit 2 naming the file and row and
 // write nothing; chunked import equals record-by-record adds; an import killed with SIGKILL resumes
 // to the same final hash. On every backend (backend_test_util.h).
 #include <gtest/gtest.h>

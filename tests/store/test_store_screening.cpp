@@ -1,4 +1,4 @@
-// Persisted screening bounds and the schema-1 upgrade (issue 19 item 1, docs/store.md "Persisted
+// Persisted screening bounds and the schema-1 upgrade (docs/store.md "Persisted
 // screening"): a reopened memory is restored from its bounds without re-deriving every gradient; a
 // bound that fails its check is refused (never used) and said so; a version-1 store is upgraded in
 // place, in one transaction logged in the audit chain, and keeps its hash.

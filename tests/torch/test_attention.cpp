@@ -218,7 +218,7 @@ TEST(AttentionModules, HybridDiagnosticsAndGradients) {
               ce->diagnostics().verified_units, ce->diagnostics().certified_units);
 }
 
-// Issue 17 item 6: the problem lives once in HybridSettings; a nested batched.problem that
+// The problem lives once in HybridSettings; a nested batched.problem that
 // differs is rejected (never silently replaced), and every message has the core's format.
 TEST(AttentionSettings, ProblemOnceAndOneMessageFormat) {
   auto message = [](const auto& settings) {

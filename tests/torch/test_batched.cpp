@@ -267,7 +267,7 @@ Tensor learned_like_keys(int64_t B, int64_t H, int64_t T, int64_t d) {
   return x / x.norm(2, -1, true);
 }
 
-// Issue 6: on trained keys the batched path's partition agreed with the exact path's on 0-54 % of
+// On trained keys the batched path's partition agreed with the exact path's on 0-54 % of
 // the memories and gave coefficients near 1 with C = 1/16 (FISTA unconverged after 100 iterations,
 // and the ridge solve on its masks far outside the box). Same budget as the LM presets here.
 TEST(BatchedPath, AgreesWithExactOnLearnedLikeKeys) {

@@ -1,7 +1,7 @@
-// The one registry of the paper's experiments (SPEC §11): E1 ... E7 in order, each with its title,
-// the paper's result, its presets as data and its runner. E1, E2, E4 and E7 are built into
-// svattn_experiments (E7 only with the store); E3, E5 and E6 need LibTorch and are installed by
-// svattn_experiments_torch (install_torch_experiments, torch_experiments.h) -- without it they
+// The one registry of the paper's experiments (docs/experiments.md): E1 ... E7 in order, each with
+// its title, the paper's result, its presets as data and its runner. E1, E2, E4 and E7 are built
+// into svattn_experiments (E7 only with the store); E3, E5 and E6 need LibTorch and are installed
+// by svattn_experiments_torch (install_torch_experiments, torch_experiments.h) -- without it they
 // are listed and say what they need. `svattn experiment` and `svattn reproduce` dispatch here.
 #pragma once
 #include <cstdint>

@@ -1,6 +1,6 @@
-// Byte-level corpora for the character language models (SPEC §11 E5, §12): the enwik8 4.15 MB
-// prefix, tiny-shakespeare, or any file, split 90/5/5 in order, and deterministic batch/eval windows.
-// Torch-free: batches are plain offsets; the trainer turns them into tensors.
+// Byte-level corpora for the character language models (docs/experiments.md "E5", "Data
+// directory"): the enwik8 4.15 MB prefix, tiny-shakespeare, or any file, split 90/5/5 in order, and
+// deterministic batch/eval windows. Torch-free: batches are plain offsets; the trainer turns them into tensors.
 #pragma once
 #include <cstdint>
 #include <string>

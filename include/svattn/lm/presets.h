@@ -1,6 +1,6 @@
-// Model and training presets of the character LMs (SPEC §9–§11): hybrid SV attention and the
-// baselines at ~0.8M (E5's cpu preset), ~3.2M and ~10M parameters, plus a tiny preset for tests.
-// Configs round-trip JSON (checkpoints store them).
+// Model and training presets of the character LMs (docs/layers.md §3–§11): hybrid SV attention and
+// the baselines at ~0.8M (E5's cpu preset), ~3.2M and ~10M parameters, plus a tiny preset for
+// tests. Configs round-trip JSON (checkpoints store them).
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -51,7 +51,7 @@ inline constexpr double kDefaultMatchedSupport = 36.0;
 /// (steps 76-100) = 17.9 (docs/lm.md).
 inline constexpr double kDefaultTinyMatchedSupport = 18.0;
 
-/// Builds a preset. For swa-* the window is chunk + matched_support (SPEC §9), where
+/// Builds a preset. For swa-* the window is chunk + matched_support (docs/layers.md §3), where
 /// matched_support < 0 means kDefaultMatchedSupport; tiny-swa likewise with chunk 32 and
 /// kDefaultTinyMatchedSupport. Throws InvalidArgument listing the names.
 Preset make_preset(const std::string& name, double matched_support = -1);

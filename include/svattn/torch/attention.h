@@ -1,6 +1,6 @@
 // Attention modules with one interface: x [B, T, D] -> [B, T, D], with q/k/v/o projections.
-// Every module is strictly causal. The hybrid SV attention (SPEC §9) and the baselines (SPEC §10)
-// share the config below so that experiments swap only the attention.
+// Every module is strictly causal. The hybrid SV attention (docs/layers.md §3) and the baselines
+// (docs/layers.md §4) share the config below so that experiments swap only the attention.
 #pragma once
 #include <torch/torch.h>
 
@@ -61,7 +61,7 @@ GateType gate_type_from_string(const std::string& s);  ///< "chunk" | "token"
 /// The hybrid layer's default problem: C = 1/16 (support >= 16 tokens), sigma = 1, mu = 1e-6.
 ProblemSettings hybrid_default_problem();
 
-/// Hybrid SV attention (SPEC §9): o_t = g o_global(q_t) + (1 - g) o_local(q_t).
+/// Hybrid SV attention (docs/layers.md §3): o_t = g o_global(q_t) + (1 - g) o_local(q_t).
 struct HybridSettings {
   /// The problem of both paths, once: problem.C the box bound (fixed per layer), problem.kernel
   /// the RBF kernel with the initial per-head sigma as bandwidth, problem.ridge the problem's mu.
@@ -179,7 +179,7 @@ class DeltaNetAttentionImpl : public AttentionImpl {
   torch::nn::Linear beta_proj_{nullptr};
 };
 
-/// Hybrid SV attention (SPEC §9). Chunk 0 uses the local path alone.
+/// Hybrid SV attention (docs/layers.md §3). Chunk 0 uses the local path alone.
 class HybridSvAttentionImpl : public AttentionImpl {
  public:
   explicit HybridSvAttentionImpl(const AttentionConfig& config);

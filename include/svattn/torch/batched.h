@@ -1,7 +1,7 @@
-// Batch-stabilised SV attention (SPEC §8): batched FISTA over the capped simplex to find the
-// active set, then a ridge-regularised bordered solve on the margin set with the error set fixed at
-// C, differentiable by autograd. Tensor ops only (no per-element C++ loops): runs on any device.
-// It carries no certificate; the exact path (exact.h) does.
+// Batch-stabilised SV attention (docs/layers.md §2): batched FISTA over the capped simplex to find
+// the active set, then a ridge-regularised bordered solve on the margin set with the error set
+// fixed at C, differentiable by autograd. Tensor ops only (no per-element C++ loops): runs on any
+// device. It carries no certificate; the exact path (exact.h) does.
 #pragma once
 #include <torch/torch.h>
 
@@ -29,9 +29,9 @@ enum class LipschitzBound {
 };
 
 struct BatchedSettings {
-  /// The problem (SPEC §1), once: kernel must be RBF; problem.kernel.bandwidth is sigma when no
-  /// per-head log_sigma tensor is passed; problem.C the box bound; problem.ridge the problem's mu
-  /// (FISTA minimises a'(K + mu I)a - diag(K)'a, the same problem as the exact path).
+  /// The problem (docs/math.md §1), once: kernel must be RBF; problem.kernel.bandwidth is sigma
+  /// when no per-head log_sigma tensor is passed; problem.C the box bound; problem.ridge the
+  /// problem's mu (FISTA minimises a'(K + mu I)a - diag(K)'a, the same problem as the exact path).
   ProblemSettings problem;
   /// FISTA iterations (fixed budget, no early exit: the cost is data independent). >= 1.
   int iterations = 200;
@@ -122,7 +122,7 @@ std::pair<torch::Tensor, torch::Tensor> bordered_coefficients(const torch::Tenso
                                                               const torch::Tensor& upper,
                                                               double ridge);
 
-/// Support-weighted softmax readout (SPEC §2) over the tokens with role > 0:
+/// Support-weighted softmax readout (docs/math.md §5) over the tokens with role > 0:
 /// queries [G, M, d], keys [G, N, d], values [G, N, dv], alpha [G, N], sigma [G] -> [G, M, dv].
 /// Rows with an empty support read 0. Negative alpha (a wrong mask) is clamped to 0.
 torch::Tensor sv_readout(const torch::Tensor& queries, const torch::Tensor& keys,

@@ -1,5 +1,5 @@
-// Baselines of the eviction and forgetting experiments (SPEC §10): H2O heavy-hitter scoring and
-// coefficient decay. Plain functions on tensors.
+// Baselines of the eviction and forgetting experiments (docs/layers.md §4): H2O heavy-hitter
+// scoring and coefficient decay. Plain functions on tensors.
 #pragma once
 #include <torch/torch.h>
 

@@ -1,4 +1,4 @@
-// Exact-path SV attention as a torch::autograd::Function (SPEC §2, §7).
+// Exact-path SV attention as a torch::autograd::Function (docs/math.md §5, §7).
 //
 // Forward: for every (batch, head) an fp64 svattn::Memory (the Cauwenberghs–Poggio path of
 // src/core) is fitted to the keys; each query reads out o(q) = sum_i a_i k(q,x_i) v_i / sum_i a_i
@@ -21,13 +21,13 @@ namespace svattn::layers {
 
 /// Settings of the exact path. Kernel is RBF exp(-||a-b||^2 / sigma^2).
 struct ExactSettings {
-  /// The problem (SPEC §1), once: kernel must be RBF; problem.kernel.bandwidth is sigma when no
-  /// per-head log_sigma tensor is passed; problem.C the box bound (fixed per layer); problem.ridge
-  /// the problem's mu (the same mu as every other path).
+  /// The problem (docs/math.md §1), once: kernel must be RBF; problem.kernel.bandwidth is sigma
+  /// when no per-head log_sigma tensor is passed; problem.C the box bound (fixed per layer);
+  /// problem.ridge the problem's mu (the same mu as every other path).
   ProblemSettings problem;
   /// Chunked variant only: evict the reserve set at every chunk boundary (memory of chunk c is the
   /// SVDD of the support of chunk c-1's memory plus chunk c-1's tokens). Default false: the memory
-  /// of chunk c holds every token of chunks 0..c-1 (SPEC §9).
+  /// of chunk c holds every token of chunks 0..c-1 (docs/layers.md §3).
   bool bounded = false;
   /// Check every memory's captured state with the independent verifier (svattn::verify_state:
   /// feasibility, KKT signs on every token held, canonical hash; O(n |S ∪ E| d) per memory) and

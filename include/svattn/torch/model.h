@@ -1,5 +1,5 @@
 // Pre-norm transformer block and a character-level LM, parameterised by the attention config so
-// that experiments swap only the attention (SPEC §9–§11).
+// that experiments swap only the attention (docs/layers.md §3–§11).
 #pragma once
 #include <torch/torch.h>
 
@@ -65,8 +65,8 @@ TORCH_MODULE(CharLm);
 /// Number of parameter scalars (each tensor counted once, so a tied head is not double counted).
 std::int64_t count_parameters(const torch::nn::Module& module, bool trainable_only = true);
 
-/// State-matched sliding window (SPEC §9): the hybrid's local chunk plus its average |S ∪ E|,
-/// rounded to the nearest integer.
+/// State-matched sliding window (docs/layers.md §3): the hybrid's local chunk plus its average |S ∪
+/// E|, rounded to the nearest integer.
 std::int64_t state_matched_window(std::int64_t chunk, double average_support);
 
 }  // namespace svattn::layers

@@ -1,4 +1,4 @@
-"""Functional SV attention (SPEC §7-§8) and the baselines' kernels, on the registered ops."""
+"""Functional SV attention (docs/layers.md §1-§8) and the baselines' kernels, on the registered ops."""
 from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple, Union
@@ -42,7 +42,7 @@ def sv_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, settings: Se
     (path="exact"), BatchedSettings (path="batched"), or a ProblemSettings/MemorySettings whose
     problem is used with the path's defaults. ``log_sigma`` [H] makes the per-head bandwidth
     differentiable (else problem.bandwidth). Autograd-aware: the exact path's backward reuses the
-    bordered inverse of the forward (SPEC §7), the batched path differentiates through its solve.
+    bordered inverse of the forward (docs/layers.md §1), the batched path differentiates through its solve.
     With ``chunk`` the memory is causal by chunks (queries of chunk c read chunks 0..c-1; chunk 0
     reads 0; q, k, v must share T). ``return_info`` adds {"support": [B, H] or [B, H, nC], ...}.
     """

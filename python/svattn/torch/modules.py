@@ -304,7 +304,7 @@ class SVAttention(_Attention):
 
 
 class HybridAttention(_Attention):
-    __doc__ = _doc("""Hybrid SV attention (SPEC §9): causal softmax inside chunks of
+    __doc__ = _doc("""Hybrid SV attention (docs/layers.md §3): causal softmax inside chunks of
     ``settings.chunk`` tokens, plus the SV memory of all earlier chunks, mixed by a gate per head and
     chunk ('chunk', from the previous chunk's mean input) or per token ('token'). Chunk 0 uses the
     local path alone.""", """

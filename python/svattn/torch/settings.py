@@ -38,7 +38,7 @@ def as_problem(x: Union[ProblemSettings, MemorySettings, None], default: Problem
 
 @dataclass
 class ExactSettings:
-    """Exact path (SPEC §7): fp64 Cauwenberghs-Poggio memory per (batch, head)."""
+    """Exact path (docs/layers.md §1): fp64 Cauwenberghs-Poggio memory per (batch, head)."""
 
     problem: ProblemSettings = field(default_factory=ProblemSettings)
     #: Chunked variant only: evict the reserve set at every chunk boundary.
@@ -60,7 +60,7 @@ class ExactSettings:
 
 @dataclass
 class BatchedSettings:
-    """Batch-stabilised path (SPEC §8): batched FISTA + ridge-regularised bordered solve."""
+    """Batch-stabilised path (docs/layers.md §2): batched FISTA + ridge-regularised bordered solve."""
 
     problem: ProblemSettings = field(default_factory=ProblemSettings)
     iterations: int = 200
@@ -112,7 +112,7 @@ def _hybrid_problem() -> ProblemSettings:
 
 @dataclass
 class HybridSettings:
-    """Hybrid SV attention (SPEC §9): o_t = g o_global(q_t) + (1 - g) o_local(q_t).
+    """Hybrid SV attention (docs/layers.md §3): o_t = g o_global(q_t) + (1 - g) o_local(q_t).
 
     ``problem`` (C, bandwidth = the initial per-head sigma, ridge = mu) is used by both paths;
     ``batched`` holds the batched solver's own fields, and its ``problem``/``bounded`` must be left

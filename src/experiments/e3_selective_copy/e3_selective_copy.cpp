@@ -67,7 +67,7 @@ Settings e3_preset(const std::string& name) {
     return p;
   }
   if (name == "cpu") {
-    // The quick configuration over five seeds, two side by side (issue 16: E3 with its
+    // The quick configuration over five seeds, two side by side (E3 with its
     // uncertainty); about 25 min on two idle cores (docs/experiments.md, E3).
     p = e3_preset("quick");
     p.seeds = {1, 2, 3, 4, 5};

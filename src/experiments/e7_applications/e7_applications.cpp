@@ -1,4 +1,4 @@
-// E7 — applications (SPEC §11 E7, §13):
+// E7 — applications (docs/experiments.md "E7", docs/paper.md "Limits"):
 //  (a) surgical fact forgetting in a fact memory (key = code of subject + relation, value = code of
 //      the object): after forgetting one fact its query no longer retrieves it, the state equals a
 //      memory that never saw it, and the other facts are still retrieved;
@@ -1143,7 +1143,7 @@ Headline headline_of(const FactTally& ft, const ErasureResult& pat) {
       count_of(ft.e_new, ft.ned) + "; " + count_of(ft.e_gone, ft.e_obj));
   add("(c) erased store hash equal to a store that never saw the patients", "zero leakage (qualitative)",
       yes_no(pat.store_hash_equal));
-  add("(c) erased key rows found in the store files, before → after", "— (storage-level erasure, SPEC §13)",
+  add("(c) erased key rows found in the store files, before → after", "— (storage-level erasure, docs/paper.md \"Limits\")",
       std::to_string(pat.scan.rows_found_before) + " → " + std::to_string(pat.scan.rows_found_after));
   add("(c) membership AUC erased vs never-seen before erasure [95 % CI]", "—", auc_cell(pat.auc_before));
   add("(c) membership AUC erased vs never-seen after exact erasure [95 % CI]", "chance (\"zero leakage\")",
@@ -1370,7 +1370,7 @@ std::string markdown_of(const Result& r, const FactTally& ft, const E7Tables& ta
      << "- The paper states E7 qualitatively, without data or numbers; every setting above is ours.\n"
      << "- Facts are synthetic symbol codes, not facts extracted from a trained language model; forgetting acts on "
         "the memory's tokens only. Where a deep model mixes records before the memory, its later activations are "
-        "not covered by the certificate (SPEC §13).\n"
+        "not covered by the certificate (docs/paper.md \"Limits\").\n"
      << "- ICU data: the open MIMIC-III demo instead of MIMIC-IV; hours are capped per stay to keep the quick "
         "preset within minutes.\n"
      << "- The store files of the run (patients' vitals) are deleted after the run; their hashes and the byte "

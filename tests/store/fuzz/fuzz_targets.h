@@ -1,4 +1,4 @@
-// Fuzz targets of the store's input surface (issue 19): the CSV and .npy readers, the memory-file
+// Fuzz targets of the store's input surface: the CSV and .npy readers, the memory-file
 // deserializer and opening a store file. Each target must never crash, hang or leak on any input;
 // rejecting it with a svattn::Error is the expected outcome. Built as libFuzzer binaries with clang
 // (-DSVATTN_FUZZ=ON, `slow` label) and, always, as a replay driver that runs them on generated

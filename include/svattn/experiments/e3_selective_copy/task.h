@@ -42,7 +42,7 @@ struct SelectiveCopyBatch {
 SelectiveCopyBatch make_selective_copy_batch(const SelectiveCopyTask& task, int batch, Rng& rng);
 
 /// Floats of recurrent/attention state one head carries at inference when predicting a token
-/// (SPEC §9, docs/experiments.md "How state is matched"):
+/// (docs/layers.md §3, docs/experiments.md "How state is matched"):
 ///   softmax window W:  W (d_k + d_v);  full softmax: `context` (d_k + d_v);
 ///   linear / DeltaNet: d_k d_v (+ d_k for linear attention's normaliser);
 ///   hybrid:            (chunk + average |S ∪ E|) (d_k + d_v) (+ |S ∪ E| for the coefficients α).

@@ -1,7 +1,7 @@
-// E7 — applications (SPEC §11 E7, §13): surgical fact forgetting, exact knowledge editing and
-// patient erasure from the audited store, with a membership-inference probe and the approximate
-// removal baselines. The building blocks are exposed here for tests and for other drivers; the
-// experiment itself is run() (e7_applications.h).
+// E7 — applications (docs/experiments.md "E7", docs/paper.md "Limits"): surgical fact forgetting,
+// exact knowledge editing and patient erasure from the audited store, with a membership-inference
+// probe and the approximate removal baselines. The building blocks are exposed here for tests and
+// for other drivers; the experiment itself is run() (e7_applications.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -34,17 +34,17 @@ class FactCodebook {
   std::uint64_t seed_;
 };
 
-/// Index of the row of `codes` with the largest cosine similarity to `readout` (a readout is a convex
-/// mixture of value codes, so it shrinks towards the origin: a Euclidean decoder would favour the
-/// code of smallest norm); ties to the lower index; -1 when the readout is not finite or zero, or
-/// `codes` is empty.
+/// Index of the row of `codes` with the largest cosine similarity to `readout` (a readout is a
+/// convex mixture of value codes, so it shrinks towards the origin: a Euclidean decoder would
+/// favour the code of smallest norm); ties to the lower index; -1 when the readout is not finite or
+/// zero, or `codes` is empty.
 int decode_object(const RowMatrix& codes, const Eigen::Ref<const Eigen::VectorXd>& readout);
 
 // ------------------------------------------------------------------------------ membership probe
 
 /// Area under the ROC curve of scores `pos` (positives) against `neg`: the Mann-Whitney statistic
-/// P(pos > neg) + P(pos == neg) / 2, computed by sorting (ties share their mid-rank). NaN when either
-/// side is empty.
+/// P(pos > neg) + P(pos == neg) / 2, computed by sorting (ties share their mid-rank). NaN when
+/// either side is empty.
 double auc(const std::vector<double>& pos, const std::vector<double>& neg);
 
 /// AUC with a 95 % percentile interval from a cluster bootstrap: each of `reps` replicates
