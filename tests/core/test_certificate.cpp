@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -335,4 +336,73 @@ TEST(Readout, EmptySupportReadsNaN) {
   ASSERT_EQ(o.size(), 2);
   EXPECT_TRUE(std::isnan(o[0]) && std::isnan(o[1]));
   EXPECT_EQ(decision_function(k, s, 0.0, Eigen::VectorXd::Zero(3)), -0.5);
+}
+
+// A certificate states what was removed: ids that were not removed, ids of another memory's state
+// and ids given twice are refused (InvalidArgument naming the id), not certified.
+TEST(Certificate, RefusesARemovalThatDidNotHappen) {
+  Memory m = filled(60, 3, 31);
+  const State before = m.state();
+  const OpDiagnostics dg = m.remove_batch({3, 4});
+  const auto refuses = [&](const State& b, const std::vector<TokenId>& rm, const std::string& what) {
+    try {
+      removal_certificate(b, m, rm, "", dg, CertificateOptions{}, RowMatrix(0, 3));
+      ADD_FAILURE() << "certified " << what;
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // Id 10 is still in the memory; 3 and 4 are gone without being named.
+  EXPECT_NE(refuses(before, {10}, "an id still held").find("10 is still in the memory"),
+            std::string::npos);
+  // Only part of what was removed.
+  EXPECT_NE(refuses(before, {3}, "half of the removal").find("id 4 of `before` is gone"),
+            std::string::npos);
+  // An id `before` never held.
+  EXPECT_NE(refuses(before, {3, 4, 999}, "an unknown id").find("999 was not in `before`"),
+            std::string::npos);
+  // Duplicates are refused, not kept as given.
+  EXPECT_NE(refuses(before, {3, 4, 4}, "a duplicate id").find("4 is given twice"),
+            std::string::npos);
+  // A state of an unrelated memory: other ids, or other settings.
+  Memory other = filled(80, 3, 32);
+  EXPECT_FALSE(refuses(other.state(), {3, 4}, "another memory's ids").empty());
+  MemorySettings ms;
+  ms.problem = settings().problem;
+  ms.problem.C = 0.05;
+  Memory third(ms, 3, 3);
+  third.add_batch(TokenSet::from_rows(make_keys(Stream::kGaussian, 60, 3, 31)));
+  EXPECT_NE(refuses(third.state(), {3, 4}, "another memory's settings").find("another memory"),
+            std::string::npos);
+  // The true removal, in any order, certifies.
+  const RemovalCertificate c =
+      removal_certificate(before, m, {4, 3}, "", dg, CertificateOptions{}, RowMatrix(0, 3));
+  EXPECT_TRUE(c.verify.ok());
+  EXPECT_EQ(c.removed_ids, (std::vector<TokenId>{3, 4}));
+}
+
+// Counts in a certificate's JSON are non-negative integers: a negative one is refused by name
+// instead of wrapping to a huge size_t.
+TEST(Certificate, FromJsonRefusesNegativeCounts) {
+  Memory m = filled(40, 3, 33);
+  const State before = m.state();
+  const OpDiagnostics dg = m.remove_batch({1});
+  const nlohmann::json j =
+      removal_certificate(before, m, {1}, "", dg, CertificateOptions{}, RowMatrix(0, 3)).to_json();
+  for (const auto& path : {"/after/n", "/before/reserve", "/evictions", "/solver/events"}) {
+    nlohmann::json broken = j;
+    broken[nlohmann::json::json_pointer(path)] = -3;
+    try {
+      RemovalCertificate::from_json(broken);
+      ADD_FAILURE() << "from_json accepted " << path << " = -3";
+    } catch (const FormatError& e) {
+      std::string field = std::string(path).substr(1);
+      std::replace(field.begin(), field.end(), '/', '.');
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  }
+  nlohmann::json huge = j;
+  huge["after"]["n"] = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_THROW(RemovalCertificate::from_json(huge), FormatError);
 }
