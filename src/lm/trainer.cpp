@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "svattn/errors.h"
 #include "svattn/hash.h"
@@ -305,8 +306,16 @@ layers::CharLm seeded_char_lm(const layers::LmConfig& config, std::uint64_t seed
   return layers::CharLm(config);
 }
 
+int max_threads() {
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::min(4u * cpus, 1024u));
+}
+
 void set_threads(int threads) {
-  if (threads < 1) throw InvalidArgument("--threads must be >= 1 (got " + std::to_string(threads) + ")");
+  if (threads < 1 || threads > max_threads())
+    throw InvalidArgument("--threads must be in [1, " + std::to_string(max_threads()) +
+                          "] (4 x the " + std::to_string(std::thread::hardware_concurrency()) +
+                          " CPUs of this machine, at most 1024), got " + std::to_string(threads));
   at::set_num_threads(threads);
   set_blas_threads(threads);
   static std::once_flag once;
@@ -456,6 +465,22 @@ void Trainer::init(TrainOptions options) {
     same("seq", o.seq, t.seq);
     same("lr", o.lr, t.lr);
     same("warmup", o.warmup, t.warmup);
+    same("eval-every", o.eval_every, t.eval_every);
+    same("eval-windows", o.eval_windows, t.eval_windows);
+    same("checkpoint-every", o.checkpoint_every, t.checkpoint_every);
+    same("log-every", o.log_every, t.log_every);
+    // The architecture is the checkpoint's: a changed one is refused, never silently dropped.
+    const auto& a = s.preset.model.attention;
+    same("C", o.svm_C, a.hybrid.problem.C);
+    same("chunk", o.chunk, a.hybrid.chunk);
+    same("fista-iterations", o.fista_iterations, a.hybrid.batched.iterations);
+    if (o.gate && layers::gate_type_from_string(*o.gate) != a.hybrid.gate)
+      throw InvalidArgument("--gate " + *o.gate + " differs from the checkpoint's " +
+                            layers::to_string(a.hybrid.gate));
+    if (o.matched_support >= 0 || !o.match_run.empty())
+      throw InvalidArgument(
+          "--matched-support and --match-run size a new swa model; a resumed run keeps the "
+          "checkpoint's window (" + std::to_string(a.window) + ")");
     const auto stored_steps = ck.config.at("steps").get<std::int64_t>();
     if (o.steps != stored_steps && o.progress)
       std::cerr << "note: --steps " << o.steps << " differs from the checkpoint's " << stored_steps

@@ -47,6 +47,12 @@ class _Attention(nn.Module):
         B, _, T, _ = o.shape
         return self.o_proj(o.transpose(1, 2).reshape(B, T, self.d_model))
 
+    def _empty(self, v: torch.Tensor) -> torch.Tensor:
+        """T = 0: the empty output [B, 0, d_model] (no token, nothing to attend to)."""
+        self.diagnostics = {"support_per_head": [0.0] * self.n_heads, "support_mean": float("nan"),
+                            "solver_seconds": 0.0}
+        return self._merge(v)
+
 
 class SoftmaxAttention(_Attention):
     """Full causal softmax attention with rotary positions."""
@@ -62,6 +68,8 @@ class SoftmaxAttention(_Attention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._heads(x)
+        if x.size(1) == 0:
+            return self._empty(v)
         q, k = self._rope(q, k)
         return self._merge(Fsv.causal_softmax_attention(q, k, v))
 
@@ -78,6 +86,8 @@ class SlidingWindowAttention(SoftmaxAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._heads(x)
+        if x.size(1) == 0:
+            return self._empty(v)
         q, k = self._rope(q, k)
         return self._merge(Fsv.sliding_window_attention(q, k, v, self.window))
 
@@ -91,6 +101,8 @@ class LinearAttention(_Attention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._heads(x)
+        if x.size(1) == 0:
+            return self._empty(v)
         return self._merge(Fsv.linear_attention(q, k, v, self.scan_chunk))
 
 
@@ -104,6 +116,8 @@ class DeltaNet(_Attention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._heads(x)
+        if x.size(1) == 0:
+            return self._empty(v)
         q, k = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
         beta = torch.sigmoid(self.beta_proj(x)).transpose(1, 2)
         return self._merge(Fsv.delta_rule(q, k, v, beta, self.scan_chunk))
@@ -142,6 +156,8 @@ class SVAttention(_Attention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._heads(x)
+        if x.size(1) == 0:
+            return self._empty(v)
         if self.normalize_keys:
             q, k = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
         t0 = time.perf_counter()
@@ -204,6 +220,11 @@ class HybridAttention(_Attention):
         s, L = self.settings, self.settings.chunk
         q, k, v = self._heads(x)
         T = x.size(1)
+        if T == 0:
+            self.last_gate = torch.zeros(x.size(0), self.n_heads, 0, dtype=x.dtype, device=x.device)
+            out = self._empty(v)
+            self.diagnostics["gate_mean"] = float("nan")
+            return out
         nc = (T + L - 1) // L
         ql, kl = q, k
         if s.rope:
