@@ -406,3 +406,33 @@ TEST(Certificate, FromJsonRefusesNegativeCounts) {
   huge["after"]["n"] = std::numeric_limits<std::uint64_t>::max();
   EXPECT_THROW(RemovalCertificate::from_json(huge), FormatError);
 }
+
+// A finite query far from every key (||q - x||^2 overflows fp64) reads the keys nearest to it, as
+// the limit of the RBF weights, never NaN; a non-finite query is refused by name.
+TEST(Readout, FarQueryReadsTheNearestKeysNotNaN) {
+  Support s;
+  s.keys = RowMatrix(3, 2);
+  s.keys << 0, 0, 1, 0, 0, 1;
+  s.values = RowMatrix::Identity(3, 3);
+  s.alpha = Eigen::Vector3d(0.25, 0.5, 0.25);
+  KernelSettings k;
+  k.bandwidth = 1.0;
+  const auto read = [&](double a, double b) { return readout(k, s, Eigen::Vector2d(a, b)); };
+  EXPECT_EQ(read(1e308, 0), Eigen::Vector3d(0, 1, 0));     // key (1, 0) is nearest
+  // (0, 0) and (0, 1) differ by exactly 1 in squared distance from (-1e308, 0): weights 1 : e^-1.
+  const Eigen::VectorXd west = read(-1e308, 0);
+  EXPECT_DOUBLE_EQ(west[0], 1 / (1 + std::exp(-1.0)));
+  EXPECT_EQ(west[1], 0.0);
+  EXPECT_DOUBLE_EQ(west[2], std::exp(-1.0) / (1 + std::exp(-1.0)));
+  EXPECT_EQ(read(0, 1e200), Eigen::Vector3d(0, 0, 1));     // key (0, 1)
+  EXPECT_EQ(read(-1e308, -1e308), Eigen::Vector3d(1, 0, 0));
+  // Keys (1, 0) and (0, 1) are equally far from (1e308, 1e308): their coefficients split it.
+  const Eigen::VectorXd tie = read(1e308, 1e308);
+  EXPECT_EQ(tie[0], 0.0);
+  EXPECT_DOUBLE_EQ(tie[1], 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(tie[2], 1.0 / 3.0);
+  // The ordinary path is unchanged.
+  EXPECT_TRUE(read(0.5, 0.5).allFinite());
+  EXPECT_THROW(read(std::numeric_limits<double>::infinity(), 0), InvalidArgument);
+  EXPECT_THROW(read(std::nan(""), 0), InvalidArgument);
+}
