@@ -359,6 +359,7 @@ TEST(E3Tiny, SetOverridesApplyAndBadOnesAreRejected) {
 // The LibTorch experiments' presets meet their own ranges, and out-of-range values of E5 and E6
 // are refused by key before anything trains.
 TEST(Ranges, TorchExperimentsPresetsAndHostileValues) {
+  install_torch_experiments();
   for (const char* id : {"E3", "E5", "E6"}) {
     const Experiment& e = find_experiment(id);
     ASSERT_TRUE(e.available()) << id;

@@ -138,8 +138,9 @@ TEST(LmHostile, ResourceOptionsAreBounded) {
   ASSERT_EQ(train({"--threads", "1"}).code, 0);
   expect_bad_input(run({"eval", "--checkpoint", out, "--data", data, "--threads", "100000"}, dir, 30),
                    {"--threads"});
-  expect_bad_input(run({"dump-keys", "--checkpoint", out, "--data", data, "--out",
-                        dir.file("k.npy"), "--threads", "100000"}, dir, 30),
+  expect_bad_input(run({"dump-keys", "--checkpoint", out, "--data", data, "--layer", "0",
+                        "--head", "0", "--out", dir.file("k.npy"), "--threads", "100000"},
+                       dir, 30),
                    {"--threads"});
 }
 

@@ -40,7 +40,8 @@ class _Attention(nn.Module):
         if x.dim() != 3 or x.size(2) != self.d_model:
             raise ValueError(f"x must be [B, T, {self.d_model}], got {list(x.shape)}")
         B, T, _ = x.shape
-        split = lambda y: y.view(B, T, self.n_heads, -1).transpose(1, 2)  # noqa: E731
+        dh = self.d_model // self.n_heads
+        split = lambda y: y.view(B, T, self.n_heads, dh).transpose(1, 2)  # noqa: E731
         return split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
 
     def _merge(self, o: torch.Tensor) -> torch.Tensor:
