@@ -329,6 +329,25 @@ void set_threads(int threads) {
 }
 
 // ------------------------------------------------------------------ Trainer
+namespace {
+
+// The average support a new swa run is state-matched to: --match-run's, else --matched-support
+// (< 0: the preset's default).
+double requested_support(const TrainOptions& o) {
+  return o.match_run.empty() ? o.matched_support : average_support_from_run(o.match_run);
+}
+
+// The attention window a new run of `preset` with these options gets (the new-run branch of
+// Trainer: the preset's window for the requested support, re-matched to a --chunk override).
+std::int64_t fresh_window(const std::string& preset, const TrainOptions& o) {
+  const layers::AttentionConfig a = make_preset(preset, requested_support(o)).model.attention;
+  if (o.chunk && a.type == layers::AttentionType::kSlidingWindow)
+    return layers::state_matched_window(*o.chunk, static_cast<double>(a.window - a.hybrid.chunk));
+  return a.window;
+}
+
+}  // namespace
+
 
 struct Trainer::State {
   TrainOptions opt;
@@ -477,18 +496,21 @@ void Trainer::init(TrainOptions options) {
     if (o.gate && layers::gate_type_from_string(*o.gate) != a.hybrid.gate)
       throw InvalidArgument("--gate " + *o.gate + " differs from the checkpoint's " +
                             layers::to_string(a.hybrid.gate));
-    if (o.matched_support >= 0 || !o.match_run.empty())
-      throw InvalidArgument(
-          "--matched-support and --match-run size a new swa model; a resumed run keeps the "
-          "checkpoint's window (" + std::to_string(a.window) + ")");
+    if (o.matched_support >= 0 || !o.match_run.empty()) {
+      // Accepted when they give the checkpoint's window (E5 resumes its runs with the same
+      // --match-run), refused when they would change it.
+      const std::int64_t w = fresh_window(ck_preset, o);
+      if (w != a.window)
+        throw InvalidArgument("--matched-support/--match-run give the window " +
+                              std::to_string(w) + ", which differs from the checkpoint's " +
+                              std::to_string(a.window));
+    }
     const auto stored_steps = ck.config.at("steps").get<std::int64_t>();
     if (o.steps != stored_steps && o.progress)
       std::cerr << "note: --steps " << o.steps << " differs from the checkpoint's " << stored_steps
                 << "; the cosine schedule now ends at step " << o.steps << "\n";
   } else {
-    double support = o.matched_support;
-    if (!o.match_run.empty()) support = average_support_from_run(o.match_run);
-    s.preset = make_preset(o.preset, support);
+    s.preset = make_preset(o.preset, requested_support(o));
     s.seed = o.seed.value_or(kDefaultSeed);
     auto& t = s.preset.train;
     if (o.batch) t.batch = *o.batch;

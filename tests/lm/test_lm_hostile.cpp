@@ -155,11 +155,18 @@ TEST(LmHostile, ResumeRefusesChangedSettings) {
                                            "--quiet", "--no-plot", "--threads", "1", "--steps", "2"};
   for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
            {"--C", "0.5"}, {"--chunk", "3"}, {"--fista-iterations", "7"}, {"--gate", "token"},
-           {"--eval-every", "9"}, {"--matched-support", "5"}}) {
+           {"--eval-every", "9"}}) {
     SCOPED_TRACE(flag);
     expect_bad_input(run(plus(resume, {flag, value}), dir), {flag});
   }
   EXPECT_EQ(run(resume, dir).code, 0);
+  // A sliding-window run: a support that gives another window is refused.
+  const std::string swa = dir.file("swa");
+  ASSERT_EQ(run(plus(train_args(data, swa, "tiny-swa"), {"--steps", "1"}), dir).code, 0);
+  expect_bad_input(run({"train", "--resume", "--out", swa, "--data", data, "--quiet", "--no-plot",
+                        "--threads", "1", "--steps", "2", "--matched-support", "40"},
+                       dir),
+                   {"--matched-support", "window"});
 }
 #else
 TEST(LmHostile, NeedsTheCli) { GTEST_SKIP() << "svattn CLI not built"; }
