@@ -346,6 +346,46 @@ std::int64_t fresh_window(const std::string& preset, const TrainOptions& o) {
   return a.window;
 }
 
+// On --resume every override must equal the checkpoint's value (`stored`, of preset `ck_preset`):
+// the schedule's and the architecture's; a changed one is refused by name, never dropped
+// (docs/lm.md "Presets").
+void check_resume_overrides(const TrainOptions& o, const Preset& stored,
+                            const std::string& ck_preset) {
+  auto same = [](const char* what, auto requested, auto held) {
+    if (requested && *requested != held) {
+      std::ostringstream os;
+      os << "--" << what << " " << *requested << " differs from the checkpoint's " << held;
+      throw InvalidArgument(os.str());
+    }
+  };
+  const auto& t = stored.train;
+  same("batch", o.batch, t.batch);
+  same("seq", o.seq, t.seq);
+  same("lr", o.lr, t.lr);
+  same("warmup", o.warmup, t.warmup);
+  same("eval-every", o.eval_every, t.eval_every);
+  same("eval-windows", o.eval_windows, t.eval_windows);
+  same("checkpoint-every", o.checkpoint_every, t.checkpoint_every);
+  same("log-every", o.log_every, t.log_every);
+  // The architecture is the checkpoint's: a changed one is refused, never silently dropped.
+  const auto& a = stored.model.attention;
+  same("C", o.svm_C, a.hybrid.problem.C);
+  same("chunk", o.chunk, a.hybrid.chunk);
+  same("fista-iterations", o.fista_iterations, a.hybrid.batched.iterations);
+  if (o.gate && layers::gate_type_from_string(*o.gate) != a.hybrid.gate)
+    throw InvalidArgument("--gate " + *o.gate + " differs from the checkpoint's " +
+                          layers::to_string(a.hybrid.gate));
+  if (o.matched_support >= 0 || !o.match_run.empty()) {
+    // Accepted when they give the checkpoint's window (E5 resumes its runs with the same
+    // --match-run), refused when they would change it.
+    const std::int64_t w = fresh_window(ck_preset, o);
+    if (w != a.window)
+      throw InvalidArgument("--matched-support/--match-run give the window " +
+                            std::to_string(w) + ", which differs from the checkpoint's " +
+                            std::to_string(a.window));
+  }
+}
+
 }  // namespace
 
 
@@ -472,39 +512,7 @@ void Trainer::init(TrainOptions options) {
     if (o.seed && *o.seed != s.seed)
       throw InvalidArgument("--seed " + std::to_string(*o.seed) + " differs from the checkpoint's " +
                             std::to_string(s.seed));
-    auto same = [&](const char* what, auto requested, auto stored) {
-      if (requested && *requested != stored) {
-        std::ostringstream os;
-        os << "--" << what << " " << *requested << " differs from the checkpoint's " << stored;
-        throw InvalidArgument(os.str());
-      }
-    };
-    const auto& t = s.preset.train;
-    same("batch", o.batch, t.batch);
-    same("seq", o.seq, t.seq);
-    same("lr", o.lr, t.lr);
-    same("warmup", o.warmup, t.warmup);
-    same("eval-every", o.eval_every, t.eval_every);
-    same("eval-windows", o.eval_windows, t.eval_windows);
-    same("checkpoint-every", o.checkpoint_every, t.checkpoint_every);
-    same("log-every", o.log_every, t.log_every);
-    // The architecture is the checkpoint's: a changed one is refused, never silently dropped.
-    const auto& a = s.preset.model.attention;
-    same("C", o.svm_C, a.hybrid.problem.C);
-    same("chunk", o.chunk, a.hybrid.chunk);
-    same("fista-iterations", o.fista_iterations, a.hybrid.batched.iterations);
-    if (o.gate && layers::gate_type_from_string(*o.gate) != a.hybrid.gate)
-      throw InvalidArgument("--gate " + *o.gate + " differs from the checkpoint's " +
-                            layers::to_string(a.hybrid.gate));
-    if (o.matched_support >= 0 || !o.match_run.empty()) {
-      // Accepted when they give the checkpoint's window (E5 resumes its runs with the same
-      // --match-run), refused when they would change it.
-      const std::int64_t w = fresh_window(ck_preset, o);
-      if (w != a.window)
-        throw InvalidArgument("--matched-support/--match-run give the window " +
-                              std::to_string(w) + ", which differs from the checkpoint's " +
-                              std::to_string(a.window));
-    }
+    check_resume_overrides(o, s.preset, ck_preset);
     const auto stored_steps = ck.config.at("steps").get<std::int64_t>();
     if (o.steps != stored_steps && o.progress)
       std::cerr << "note: --steps " << o.steps << " differs from the checkpoint's " << stored_steps

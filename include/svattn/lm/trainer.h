@@ -19,7 +19,7 @@
 namespace svattn::lm {
 
 /// The most intra-op threads set_threads accepts: 4 x the CPUs of this machine
-/// (std::thread::hardware_concurrency, 1 when unknown), at most 1024 (docs/lm.md "Threads").
+/// (std::thread::hardware_concurrency, 1 when unknown), at most 1024 (docs/lm.md "Resource bounds").
 /// More threads than that only oversubscribe the cores (a thousand threads on two cores ran for
 /// minutes).
 int max_threads();
