@@ -436,3 +436,18 @@ TEST(Readout, FarQueryReadsTheNearestKeysNotNaN) {
   EXPECT_THROW(read(std::numeric_limits<double>::infinity(), 0), InvalidArgument);
   EXPECT_THROW(read(std::nan(""), 0), InvalidArgument);
 }
+
+// A bounded-mode memory evicts the tokens a removal leaves in reserve: those ids may leave with the
+// removed ones, but an id still held or one `before` lacked is refused there too.
+TEST(Certificate, BoundedModeRemovalMayEvict) {
+  Memory m = filled(120, 3, 34, MemoryMode::kBounded);
+  const State before = m.state();
+  const std::vector<TokenId> rm = {before.partition.margin[0]};
+  const OpDiagnostics dg = m.remove_batch(rm);
+  const RemovalCertificate c =
+      removal_certificate(before, m, rm, "", dg, CertificateOptions{}, RowMatrix(0, 3));
+  EXPECT_TRUE(c.verify.ok());
+  const std::vector<TokenId> still = {m.state().ids.front()};
+  EXPECT_THROW(removal_certificate(before, m, still, "", dg, CertificateOptions{}, RowMatrix(0, 3)),
+               InvalidArgument);
+}
