@@ -1,4 +1,5 @@
-// ExperimentOptions::validate and the `--set KEY=VALUE` overrides of a preset (options.h).
+// ExperimentOptions::validate, the `--set KEY=VALUE` overrides of a preset and the ranges every key
+// is checked against (options.h).
 #include "svattn/experiments/options.h"
 
 #include <algorithm>

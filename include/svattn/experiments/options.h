@@ -1,7 +1,9 @@
 // Options of an experiment run and the `--set KEY=VALUE` overrides of its preset
 // (docs/experiments.md "Presets and overrides"). A preset is data: each experiment exposes it as a
 // flat JSON object (registry.h, Experiment::preset), and an override replaces one of its fields
-// after checking that the key exists and that the value has the field's type.
+// after checking that the key exists and that the value has the field's type; then every key is
+// checked against its range (KeyRange, RangeTable; docs/experiments.md "Ranges of the `--set`
+// keys").
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -100,8 +102,8 @@ struct ExperimentOptions {
   /// Render PNG plots (data and gnuplot scripts are written either way).
   bool plots = true;
 
-  /// Throws InvalidArgument for an unknown preset, a negative trial or step count or an empty
-  /// output directory.
+  /// Throws InvalidArgument for an unknown preset, a trial count outside [0, 100000], a negative
+  /// step count or an empty output directory.
   void validate() const;
 };
 
