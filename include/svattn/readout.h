@@ -11,9 +11,12 @@ struct Support {
   Eigen::VectorXd alpha;
 };
 
-/// For RBF: weights exp(log a_i - ||q - x_i||^2 / s^2) normalised by log-sum-exp (max shift),
-/// summed in ascending id order. For linear/poly kernels the weights a_i k(q, x_i) are used
-/// directly; if their sum is 0 the result is NaN (documented: those kernels do not define a probability).
+/// For RBF: weights exp(log a_i - ||q - x_i||^2 / s^2) normalised by log-sum-exp (max shift), summed
+/// in ascending id order. A finite query so far from every key that ||q - x||^2 overflows fp64
+/// (e.g. 1e308) is read from the differences of the squared distances instead (the limit: the
+/// nearest keys carry the weight); a non-finite query, or one fp64 cannot order, throws
+/// InvalidArgument. For linear/poly kernels the weights a_i k(q, x_i) are used directly; if
+/// their sum is 0 the result is NaN (documented: those kernels do not define a probability).
 Eigen::VectorXd readout(const KernelSettings& k, const Support& s,
                         const Eigen::Ref<const Eigen::VectorXd>& q);
 /// f(q) = sum_i a_i k(q, x_i) - k(q, q)/2 + b.

@@ -183,3 +183,32 @@ def test_verify_state_and_removal_certificate(keys200):
     assert not quick.check.performed and quick.verify.ok
     with pytest.raises(svattn.FormatError):
         svattn.RemovalCertificate.from_json('{"certificate": "svattn-removal-v1"}')
+
+
+def test_removal_certificate_refuses_a_removal_that_did_not_happen(keys200):
+    s = svattn.MemorySettings(bandwidth=2.0, C=0.05)
+    m = svattn.Memory(s, 6)
+    m.add_batch(np.arange(200), keys200)
+    before = m.state()
+    diag = m.remove_batch([3, 4])
+    with pytest.raises(ValueError, match="10 is still in the memory"):
+        svattn.removal_certificate(before, m, [10], diagnostics=diag)
+    with pytest.raises(ValueError, match="given twice"):
+        svattn.removal_certificate(before, m, [3, 4, 4], diagnostics=diag)
+    other = svattn.Memory(s, 6)
+    other.add_batch(np.arange(1000, 1050), keys200[:50])
+    with pytest.raises(ValueError, match="was not in `before`"):
+        svattn.removal_certificate(other.state(), m, [3, 4], diagnostics=diag)
+    assert svattn.removal_certificate(before, m, [4, 3], diagnostics=diag).verify.ok
+
+
+def test_certificate_from_json_refuses_negative_counts(keys200):
+    import json
+    m = svattn.Memory(svattn.MemorySettings(bandwidth=2.0, C=0.05), 6)
+    m.add_batch(np.arange(200), keys200)
+    before = m.state()
+    diag = m.remove_batch([7])
+    j = json.loads(svattn.removal_certificate(before, m, [7], diagnostics=diag).to_json())
+    j["after"]["n"] = -3
+    with pytest.raises(svattn.FormatError, match="after.n"):
+        svattn.RemovalCertificate.from_json(json.dumps(j))

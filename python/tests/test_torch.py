@@ -66,6 +66,37 @@ def test_op_errors_are_value_errors():
         st.sv_attention(q, k[..., :2], v)  # key dimension mismatch, from the C++ op
 
 
+@pytest.mark.parametrize("path", ["exact", "batched"])
+def test_op_refuses_empty_and_non_finite_inputs(path):
+    q, k, v = qkv()
+    s = svattn.ProblemSettings(bandwidth=1.5, C=0.3)
+    # N = 0 keys: an empty memory has no readout (an internal invariant / IndexError before).
+    with pytest.raises(ValueError, match="keys must hold at least one key"):
+        st.sv_attention(q, k[:, :, :0], v[:, :, :0], s, path)
+    # A NaN key gave NaN outputs silently on the batched path.
+    for name, bad in (("keys", k), ("values", v), ("queries", q)):
+        t = bad.clone()
+        t[0, 1, 0, 0] = float("nan") if name != "values" else float("inf")
+        args = {"queries": q, "keys": k, "values": v}
+        args[name] = t
+        with pytest.raises(ValueError, match=f"{name} must be finite"):
+            st.sv_attention(args["queries"], args["keys"], args["values"], s, path)
+
+
+def test_exact_refuses_equal_keys_with_ridge_zero_under_gradient():
+    q, k, v = qkv()
+    k[0, 0, 3] = k[0, 0, 1]
+    s = svattn.ProblemSettings(bandwidth=1.5, C=0.3, ridge=0.0)
+    k.requires_grad_(True)
+    with pytest.raises(ValueError, match="keys 1 and 3 .* are equal and problem.ridge = 0"):
+        st.sv_attention(q, k, v, s, "exact")
+    with torch.no_grad():  # no key gradient: the forward alone is defined
+        assert torch.isfinite(st.sv_attention(q, k, v, s, "exact")).all()
+    ok = st.sv_attention(q, k, v, svattn.ProblemSettings(bandwidth=1.5, C=0.3), "exact")
+    ok.sum().backward()
+    assert torch.isfinite(k.grad).all()
+
+
 def make_modules(D=16, H=2):
     torch.manual_seed(0)
     return {
@@ -96,6 +127,15 @@ def test_causality(name):
         assert (y2[:, :t + 1] - y[:, :t + 1]).abs().max() <= 1e-12, (name, t)
         if not (name.startswith("sv_") and t + 1 < 3):  # SVAttention's chunk 0 reads 0
             assert (y2[:, t + 1] - y[:, t + 1]).abs().max() > 1e-6, (name, t)
+
+
+@pytest.mark.parametrize("name", list(make_modules()))
+def test_empty_sequence_gives_empty_output(name):
+    m = make_modules()[name].double()
+    x = torch.randn(2, 0, 16, dtype=torch.float64, requires_grad=True)
+    y = m(x)
+    assert y.shape == (2, 0, 16)
+    y.sum().backward()
 
 
 @pytest.mark.parametrize("name", list(make_modules()))

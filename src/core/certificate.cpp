@@ -534,6 +534,60 @@ std::string limits_text() {
          "other tokens before the memory, those activations still depend on it.";
 }
 
+[[noreturn]] void bad_removal(const std::string& what) {
+  throw InvalidArgument("removal_certificate: " + what);
+}
+
+bool same_problem(const ProblemSettings& a, const ProblemSettings& b) {
+  return a.kernel.type == b.kernel.type && same_bits(a.kernel.bandwidth, b.kernel.bandwidth) &&
+         a.kernel.degree == b.kernel.degree && same_bits(a.kernel.coef0, b.kernel.coef0) &&
+         same_bits(a.C, b.C) && same_bits(a.ridge, b.ridge);
+}
+
+// What a certificate asserts about the removal itself, before any optimality argument: `before`
+// is a state of this memory (same settings and dimensions), every removed id (sorted, distinct)
+// was in `before` and is absent from the memory, and the memory holds exactly the ids of `before`
+// minus the removed ones, and, when `evicting` (a bounded-mode memory, which evicts the tokens
+// the removal leaves in reserve), minus evicted ones (docs/api.md "Certificates"). One merge walk,
+// O(n); throws InvalidArgument naming the first id that breaks it.
+void check_removal(const State& before, const State& after, const std::vector<TokenId>& removed,
+                   bool evicting) {
+  const auto dup = std::adjacent_find(removed.begin(), removed.end());
+  if (dup != removed.end()) bad_removal("removed id " + std::to_string(*dup) + " is given twice");
+  if (!same_problem(before.settings, after.settings) || before.dim != after.dim ||
+      before.value_dim != after.value_dim)
+    bad_removal("`before` is a state of another memory (settings or dimensions differ)");
+  if (std::adjacent_find(before.ids.begin(), before.ids.end(), std::greater_equal<TokenId>()) !=
+      before.ids.end())
+    bad_removal("`before` is not a canonical state (its ids are not ascending)");
+  if (before.alpha.size() != before.ids.size())
+    bad_removal("`before` is not a canonical state (ids and coefficients differ in number)");
+  for (const TokenId id : removed) {
+    if (!std::binary_search(before.ids.begin(), before.ids.end(), id))
+      bad_removal("removed id " + std::to_string(id) + " was not in `before`");
+    if (std::binary_search(after.ids.begin(), after.ids.end(), id))
+      bad_removal("removed id " + std::to_string(id) + " is still in the memory");
+  }
+  // Now `after` must be `before` without `removed`, in order.
+  std::size_t r = 0, a = 0;
+  for (const TokenId id : before.ids) {
+    if (r < removed.size() && removed[r] == id) {
+      ++r;
+      continue;
+    }
+    if (a < after.ids.size() && after.ids[a] < id) break;  // an id `before` did not hold
+    if (a >= after.ids.size() || after.ids[a] != id) {
+      if (evicting) continue;  // evicted by the bounded memory during the removal
+      bad_removal("id " + std::to_string(id) +
+                  " of `before` is gone from the memory but is not among the removed ids");
+    }
+    ++a;
+  }
+  if (a < after.ids.size())
+    bad_removal("the memory holds id " + std::to_string(after.ids[a]) +
+                ", which `before` did not hold");
+}
+
 }  // namespace
 
 RemovalCertificate removal_certificate(const State& before, const Memory& after_memory,
@@ -548,6 +602,7 @@ RemovalCertificate removal_certificate(const State& before, const Memory& after_
   c.record_id = record_id;
   c.removed_ids = removed;
   std::sort(c.removed_ids.begin(), c.removed_ids.end());
+  check_removal(before, after, c.removed_ids, ms.mode == MemoryMode::kBounded);
   c.before = summarize(before);
   c.after = summarize(after);
   c.solver = diag;

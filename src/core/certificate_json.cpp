@@ -33,7 +33,21 @@ std::int64_t get_int(const json& j, const char* key, const std::string& where) {
   if (!v.is_number_integer()) {
     throw FormatError("certificate: '" + where + "." + key + "' is not an integer");
   }
+  if (v.is_number_unsigned() &&
+      v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw FormatError("certificate: '" + where + "." + key + "' is out of the int64 range, got " +
+                      v.dump());
   return v.get<std::int64_t>();
+}
+
+/// A count or size: an integer >= 0 (a negative one would wrap in an unsigned field).
+std::int64_t get_count(const json& j, const char* key, const std::string& where) {
+  const std::int64_t v = get_int(j, key, where);
+  if (v < 0) {
+    throw FormatError("certificate: '" + where + "." + key + "' must be >= 0, got " +
+                      std::to_string(v));
+  }
+  return v;
 }
 
 bool get_bool(const json& j, const char* key, const std::string& where) {
@@ -66,10 +80,10 @@ json summary_to_json(const StateSummary& s, bool after) {
 
 StateSummary summary_from_json(const json& j, bool after, const std::string& where) {
   StateSummary s;
-  s.n = static_cast<std::size_t>(get_int(j, "n", where));
-  s.margin = static_cast<std::size_t>(get_int(j, "margin", where));
-  s.error = static_cast<std::size_t>(get_int(j, "error", where));
-  s.reserve = static_cast<std::size_t>(get_int(j, "reserve", where));
+  s.n = static_cast<std::size_t>(get_count(j, "n", where));
+  s.margin = static_cast<std::size_t>(get_count(j, "margin", where));
+  s.error = static_cast<std::size_t>(get_count(j, "error", where));
+  s.reserve = static_cast<std::size_t>(get_count(j, "reserve", where));
   s.state_sha256 = get_string(j, "state_sha256", where);
   if (after) {
     s.status = status_from_string(get_string(j, "status", where));
@@ -100,16 +114,16 @@ json solver_to_json(const OpDiagnostics& d) {
 OpDiagnostics solver_from_json(const json& j) {
   const std::string w = "solver";
   OpDiagnostics d;
-  d.events = get_int(j, "events", w);
-  d.zero_steps = get_int(j, "zero_steps", w);
-  d.refused_entrants = get_int(j, "refused_entrants", w);
-  d.refactorizations = get_int(j, "refactorizations", w);
-  d.canonical_solves = get_int(j, "canonical_solves", w);
-  d.repairs = get_int(j, "repairs", w);
-  d.batch_fallbacks = get_int(j, "batch_fallbacks", w);
-  d.boundary_solves = get_int(j, "boundary_solves", w);
-  d.tracked = get_int(j, "tracked", w);
-  d.kernel_evaluations = get_int(j, "kernel_evaluations", w);
+  d.events = get_count(j, "events", w);
+  d.zero_steps = get_count(j, "zero_steps", w);
+  d.refused_entrants = get_count(j, "refused_entrants", w);
+  d.refactorizations = get_count(j, "refactorizations", w);
+  d.canonical_solves = get_count(j, "canonical_solves", w);
+  d.repairs = get_count(j, "repairs", w);
+  d.batch_fallbacks = get_count(j, "batch_fallbacks", w);
+  d.boundary_solves = get_count(j, "boundary_solves", w);
+  d.tracked = get_count(j, "tracked", w);
+  d.kernel_evaluations = get_count(j, "kernel_evaluations", w);
   d.status = status_from_string(get_string(j, "status", w));
   d.seconds = get_double(j, "seconds", w);
   d.canonical_seconds = get_double(j, "canonical_seconds", w);
@@ -196,7 +210,7 @@ ResolveCheck check_from_json(const json& j) {
   c.max_abs_dalpha = get_double(j, "max_abs_dalpha", w);
   c.max_abs_ddecision = get_double(j, "max_abs_ddecision", w);
   c.max_abs_dreadout = get_double(j, "max_abs_dreadout", w);
-  c.probes = get_int(j, "probes", w);
+  c.probes = get_count(j, "probes", w);
   c.retrain_seconds = get_double(j, "retrain_seconds", w);
   return c;
 }
@@ -230,8 +244,8 @@ StoreErasure store_from_json(const json& j) {
   s.memory = get_string(j, "memory", w);
   s.record = get_int(j, "record", w);
   s.record_was_suspended = get_bool(j, "record_was_suspended", w);
-  s.token_rows_erased = get_int(j, "token_rows_erased", w);
-  s.tokens_removed_from_memory = get_int(j, "tokens_removed_from_memory", w);
+  s.token_rows_erased = get_count(j, "token_rows_erased", w);
+  s.tokens_removed_from_memory = get_count(j, "tokens_removed_from_memory", w);
   s.secure_delete = get_bool(j, "secure_delete", w);
   s.encryption = j.contains("encryption") ? get_string(j, "encryption", w) : "none";
   if (j.contains("data_key_id")) {
@@ -240,7 +254,7 @@ StoreErasure store_from_json(const json& j) {
     s.data_key_destroyed = get_bool(j, "data_key_destroyed", w);
   }
   if (j.contains("bounds_group")) {
-    s.bounds_group = get_int(j, "bounds_group", w);
+    s.bounds_group = get_count(j, "bounds_group", w);
     s.bounds_key_id = get_string(j, "bounds_key_id", w);
     s.bounds_key_sha256 = get_string(j, "bounds_key_sha256", w);
     s.bounds_key_destroyed = get_bool(j, "bounds_key_destroyed", w);
@@ -315,12 +329,20 @@ RemovalCertificate RemovalCertificate::from_json(const json& j) {
   for (const json& id : member(j, "removed_ids", w)) {
     if (!id.is_number_integer())
       throw FormatError("certificate: 'removed_ids' holds a non-integer");
-    c.removed_ids.push_back(id.get<TokenId>());
+    if (id.is_number_unsigned() && id.get<std::uint64_t>() > static_cast<std::uint64_t>(
+                                       std::numeric_limits<TokenId>::max()))
+      throw FormatError("certificate: 'removed_ids' holds " + id.dump() +
+                        ", out of the int64 id range");
+    const TokenId v = id.get<TokenId>();
+    if (!c.removed_ids.empty() && v <= c.removed_ids.back())
+      throw FormatError("certificate: 'removed_ids' is not strictly ascending at " +
+                        std::to_string(v));
+    c.removed_ids.push_back(v);
   }
   c.before = summary_from_json(member(j, "before", w), false, "before");
   c.after = summary_from_json(member(j, "after", w), true, "after");
   c.solver = solver_from_json(member(j, "solver", w));
-  c.evictions = static_cast<std::uint64_t>(get_int(j, "evictions", w));
+  c.evictions = static_cast<std::uint64_t>(get_count(j, "evictions", w));
   c.verify = verify_from_json(member(j, "verify", w));
   c.check = check_from_json(member(j, "check", w));
   if (j.contains("store")) c.store = store_from_json(j["store"]);

@@ -1,5 +1,6 @@
 #include "svattn/readout.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -7,6 +8,53 @@
 #include "svattn/errors.h"
 
 namespace svattn {
+
+namespace {
+
+// log(a_i k(q, x_i)) - log(a_r k(q, x_r)) for the RBF kernel without forming ||q - x||^2, which
+// overflows for a far query (||q - x||^2 > 1.8e308; e.g. q = 1e308): ||q - x_i||^2 - ||q - x_r||^2
+// = sum_c (x_ic - x_rc)(x_ic + x_rc - 2 q_c) = 8 sum_c e_c g_c with e_c, g_c the factors halved
+// (and quartered) so that neither overflows, and the factor 8 applied to the sum. A difference beyond fp64 is +-inf, which is the
+// exact limit of the weight ratio (0 or total dominance).
+double log_weight_difference(const Support& s, double s2, int i, int r,
+                             const Eigen::Ref<const Eigen::VectorXd>& q) {
+  const double* xi = s.keys.row(i).data();
+  const double* xr = s.keys.row(r).data();
+  double diff = 0.0;
+  for (Eigen::Index c = 0; c < q.size(); ++c) {
+    const double e = xi[c] / 2 - xr[c] / 2;
+    if (e == 0) continue;
+    const double g = xi[c] / 4 + xr[c] / 4 - q[c] / 2;
+    diff += e * (g / s2);
+  }
+  return std::log(s.alpha[i]) - std::log(s.alpha[r]) - 8 * diff;
+}
+
+// The max-shifted RBF weights when ||q - x||^2 / sigma^2 overflowed for every support key: the
+// log weights relative to a reference key, the reference moved to any key that is infinitely
+// heavier until none is. Throws InvalidArgument when fp64 cannot order the keys (a NaN
+// difference: opposite infinite terms).
+void far_query_weights(const Support& s, double s2, const Eigen::Ref<const Eigen::VectorXd>& q,
+                       std::vector<double>& w) {
+  const int m = static_cast<int>(w.size());
+  int r = 0;
+  for (int round = 0; round <= m; ++round) {
+    int heavier = -1;
+    for (int i = 0; i < m; ++i) {
+      w[i] = i == r ? 0.0 : log_weight_difference(s, s2, i, r, q);
+      if (std::isnan(w[i]))
+        throw InvalidArgument("readout: the query is too far from the keys for fp64 to order "
+                              "their kernel weights (||q - x||^2 / sigma^2 overflows)");
+      if (w[i] == std::numeric_limits<double>::infinity() && heavier < 0) heavier = i;
+    }
+    if (heavier < 0) break;
+    r = heavier;
+  }
+  const double wmax = *std::max_element(w.begin(), w.end());
+  for (int i = 0; i < m; ++i) w[i] = std::exp(w[i] - wmax);
+}
+
+}  // namespace
 
 Eigen::VectorXd readout(const KernelSettings& k, const Support& s,
                         const Eigen::Ref<const Eigen::VectorXd>& q) {
@@ -36,7 +84,14 @@ Eigen::VectorXd readout(const KernelSettings& k, const Support& s,
       w[i] = std::log(s.alpha[i]) - dist / s2;
       if (w[i] > wmax) wmax = w[i];
     }
-    for (int i = 0; i < m; ++i) w[i] = std::exp(w[i] - wmax);
+    if (std::isfinite(wmax)) {
+      for (int i = 0; i < m; ++i) w[i] = std::exp(w[i] - wmax);
+    } else {  // every squared distance overflowed (or a non-finite query): no shift exists
+      for (Eigen::Index c = 0; c < q.size(); ++c)
+        if (!std::isfinite(q[c]))
+          throw InvalidArgument("readout: query entry " + std::to_string(c) + " is not finite");
+      far_query_weights(s, s2, q, w);
+    }
   } else {
     for (int i = 0; i < m; ++i) w[i] = s.alpha[i] * kernel(k, q.data(), s.keys.row(i).data(), d);
   }

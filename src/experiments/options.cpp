@@ -1,8 +1,10 @@
-// ExperimentOptions::validate and the `--set KEY=VALUE` overrides of a preset (options.h).
+// ExperimentOptions::validate, the `--set KEY=VALUE` overrides of a preset and the ranges every key
+// is checked against (options.h).
 #include "svattn/experiments/options.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 namespace svattn::experiments {
 namespace {
@@ -128,12 +130,75 @@ json apply_overrides(json preset, const std::string& id, const std::vector<Overr
   return preset;
 }
 
+void bad(const std::string& field, const std::string& requirement, const json& value) {
+  throw SettingError(field, "must be " + requirement + ", got " + value.dump());
+}
+
+namespace {
+
+std::string number_text(double x) {
+  json j = x;
+  if (x == std::floor(x) && std::abs(x) < 1e15) j = static_cast<std::int64_t>(x);
+  return j.dump();
+}
+
+std::string interval(const KeyRange& r) {
+  return std::string(r.min_open ? "(" : "[") + number_text(r.min) + ", " + number_text(r.max) +
+         "]";
+}
+
+// One scalar of key `r.key` (`field` names it, with the item's index for a list).
+void check_scalar(const KeyRange& r, const std::string& field, const json& v) {
+  if (v.is_boolean()) return;
+  if (v.is_number()) {
+    const double x = v.get<double>();
+    const bool integer = v.is_number_integer() || v.is_number_unsigned();
+    const bool below = r.min_open ? !(x > r.min) : !(x >= r.min);
+    if (!std::isfinite(x) || below || x > r.max)
+      bad(field, std::string(integer ? "an integer" : "a number") + " in " + interval(r), v);
+    return;
+  }
+  if (v.is_string()) {
+    if (r.choices.empty()) return;
+    const std::string t = v.get<std::string>();
+    if (std::find(r.choices.begin(), r.choices.end(), t) != r.choices.end()) return;
+    std::string list;
+    for (const auto& c : r.choices) list += (list.empty() ? "" : " | ") + json(c).dump();
+    bad(field, "one of " + list, v);
+  }
+}
+
+}  // namespace
+
+void check_ranges(const json& settings, const std::string& id, const RangeTable& table) {
+  if (table.keys.empty()) return;
+  for (auto it = settings.begin(); it != settings.end(); ++it) {
+    const auto r = std::find_if(table.keys.begin(), table.keys.end(),
+                                [&](const KeyRange& k) { return k.key == it.key(); });
+    SVATTN_ASSERT(r != table.keys.end(), id + "'s key " + it.key() + " has no range");
+    const std::string field = id + "." + it.key();
+    const json& v = it.value();
+    if (!v.is_array()) {
+      check_scalar(*r, field, v);
+      continue;
+    }
+    if (v.size() < r->min_items || v.size() > r->max_items)
+      bad(field, "a list of " + std::to_string(r->min_items) + " to " +
+                     std::to_string(r->max_items) + " items",
+          v);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      check_scalar(*r, field + "[" + std::to_string(i) + "]", v[i]);
+  }
+  if (table.relations) table.relations(id, settings);
+}
+
 void ExperimentOptions::validate() const {
   // "cpu" is E3's and E5's own (the registry checks that every experiment run has the preset).
   if (preset != "quick" && preset != "paper" && preset != "tiny" && preset != "cpu") {
     throw InvalidArgument("unknown preset '" + preset + "' (expected quick, paper, tiny or cpu)");
   }
-  if (trials < 0) throw InvalidArgument("trials must be >= 0 (got " + std::to_string(trials) + ")");
+  if (trials < 0 || trials > 100000)
+    throw InvalidArgument("trials must be in [0, 100000] (got " + std::to_string(trials) + ")");
   if (steps < 0) throw InvalidArgument("steps must be >= 0 (got " + std::to_string(steps) + ")");
   if (out_dir.empty()) throw InvalidArgument("the output directory must not be empty");
 }

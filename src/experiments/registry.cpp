@@ -70,10 +70,14 @@ std::vector<Experiment> make_table() {
   t[0].render_file = detail::file_renderer("result", e1_forgetting::render);
   t[1].render_file = detail::file_renderer("", e2_rare_recall::render);
   t[3].render_file = detail::file_renderer("result", e4_icu::render);
+  t[0].ranges = e1_forgetting::ranges();
+  t[1].ranges = e2_rare_recall::ranges();
+  t[3].ranges = e4_icu::ranges();
 #ifdef SVATTN_EXPERIMENTS_HAVE_STORE
   t[6].run = e7_applications::run;
   t[6].presets = e7_applications::preset;
   t[6].render_file = detail::file_renderer("result", e7_applications::render);
+  t[6].ranges = e7_applications::ranges();
 #endif
   return t;
 }
@@ -109,12 +113,13 @@ std::vector<std::string> experiment_ids() {
 }
 
 void install_experiment(const std::string& id, Runner run, PresetTable presets,
-                        Renderer render_file) {
+                        Renderer render_file, RangeTable ranges) {
   Experiment& e = entry(id);
   if (!run || !presets) throw InvalidArgument("empty runner or preset table for " + e.id);
   e.run = std::move(run);
   e.presets = std::move(presets);
   e.render_file = std::move(render_file);
+  e.ranges = std::move(ranges);
 }
 
 void uninstall_experiment(const std::string& id) {
@@ -122,6 +127,7 @@ void uninstall_experiment(const std::string& id) {
   e.run = {};
   e.presets = {};
   e.render_file = {};
+  e.ranges = {};
 }
 
 bool Experiment::has_preset(const std::string& name) const {
@@ -157,7 +163,8 @@ void check_overrides(const ExperimentOptions& o, const std::vector<std::string>&
   }
   for (const auto& id : up) {
     const Experiment& e = entry(id);
-    if (e.available()) apply_overrides(e.presets(o.preset), e.id, o.overrides);
+    if (e.available())
+      check_ranges(apply_overrides(e.presets(o.preset), e.id, o.overrides), e.id, e.ranges);
   }
 }
 

@@ -82,11 +82,12 @@ std::string trained_keys(const ExperimentOptions& o, const LearnedKeysSpec& spec
 
 void install_torch_experiments() {
   install_experiment("E3", e3_selective_copy::run, e3_selective_copy::preset,
-                     detail::file_renderer("result", e3_selective_copy::render));
+                     detail::file_renderer("result", e3_selective_copy::render),
+                     e3_selective_copy::ranges());
   install_experiment("E5", e5_char_lm::run, e5_char_lm::preset,
-                     detail::file_renderer("result", e5_char_lm::render));
+                     detail::file_renderer("result", e5_char_lm::render), e5_char_lm::ranges());
   install_experiment("E6", e6_throughput::run, e6_throughput::preset,
-                     detail::file_renderer("", e6_throughput::render));
+                     detail::file_renderer("", e6_throughput::render), e6_throughput::ranges());
   install_learned_keys_source(trained_keys);
 }
 

@@ -22,8 +22,13 @@ void TrainHyper::validate() const {
     os << field << " = " << v << ": " << why;
     throw InvalidArgument(os.str());
   };
-  if (batch < 1) bad("batch", static_cast<double>(batch), "must be >= 1");
-  if (seq < 2) bad("seq", static_cast<double>(seq), "must be >= 2");
+  if (batch < 1 || batch > kMaxBatch)
+    bad("batch", static_cast<double>(batch), "must be in [1, " + std::to_string(kMaxBatch) + "]");
+  if (seq < 2 || seq > kMaxSeq)
+    bad("seq", static_cast<double>(seq), "must be in [2, " + std::to_string(kMaxSeq) + "]");
+  if (batch * seq > kMaxStepTokens)
+    bad("batch x seq", static_cast<double>(batch * seq),
+        "must be <= " + std::to_string(kMaxStepTokens) + " tokens per step");
   // The optimiser holds lr in fp32 (LibTorch AdamW): larger values cannot be represented.
   if (!(std::isfinite(lr) && lr > 0 && lr <= std::numeric_limits<float>::max()))
     bad("lr", lr, "must be finite, > 0 and representable in fp32");

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "svattn/errors.h"
 #include "svattn/hash.h"
@@ -305,8 +306,16 @@ layers::CharLm seeded_char_lm(const layers::LmConfig& config, std::uint64_t seed
   return layers::CharLm(config);
 }
 
+int max_threads() {
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::min(4u * cpus, 1024u));
+}
+
 void set_threads(int threads) {
-  if (threads < 1) throw InvalidArgument("--threads must be >= 1 (got " + std::to_string(threads) + ")");
+  if (threads < 1 || threads > max_threads())
+    throw InvalidArgument("--threads must be in [1, " + std::to_string(max_threads()) +
+                          "] (4 x the " + std::to_string(std::thread::hardware_concurrency()) +
+                          " CPUs of this machine, at most 1024), got " + std::to_string(threads));
   at::set_num_threads(threads);
   set_blas_threads(threads);
   static std::once_flag once;
@@ -320,6 +329,68 @@ void set_threads(int threads) {
 }
 
 // ------------------------------------------------------------------ Trainer
+namespace {
+
+// The average support a new swa run is state-matched to: --match-run's, else --matched-support
+// (< 0: the preset's default).
+double requested_support(const TrainOptions& o) {
+  return o.match_run.empty() ? o.matched_support : average_support_from_run(o.match_run);
+}
+
+// The attention window a new run of `preset` with these options gets (the new-run branch of
+// Trainer: the preset's window for the requested support, re-matched to a --chunk override).
+std::int64_t fresh_window(const std::string& preset, const TrainOptions& o) {
+  const layers::AttentionConfig a = make_preset(preset, requested_support(o)).model.attention;
+  if (o.chunk && a.type == layers::AttentionType::kSlidingWindow)
+    return layers::state_matched_window(*o.chunk, static_cast<double>(a.window - a.hybrid.chunk));
+  return a.window;
+}
+
+// On --resume every override must equal the checkpoint's value (`stored`, of preset `ck_preset`):
+// the schedule's and the architecture's; a changed one is refused by name, never dropped
+// (docs/lm.md "Presets").
+void check_resume_overrides(const TrainOptions& o, const Preset& stored,
+                            const std::string& ck_preset) {
+  auto same = [](const char* what, auto requested, auto held) {
+    if (requested && *requested != held) {
+      std::ostringstream os;
+      os << "--" << what << " " << *requested << " differs from the checkpoint's " << held;
+      throw InvalidArgument(os.str());
+    }
+  };
+  const auto& t = stored.train;
+  same("batch", o.batch, t.batch);
+  same("seq", o.seq, t.seq);
+  same("lr", o.lr, t.lr);
+  same("warmup", o.warmup, t.warmup);
+  same("eval-every", o.eval_every, t.eval_every);
+  same("eval-windows", o.eval_windows, t.eval_windows);
+  same("checkpoint-every", o.checkpoint_every, t.checkpoint_every);
+  same("log-every", o.log_every, t.log_every);
+  // The architecture is the checkpoint's: a changed one is refused, never silently dropped.
+  const auto& a = stored.model.attention;
+  same("C", o.svm_C, a.hybrid.problem.C);
+  same("chunk", o.chunk, a.hybrid.chunk);
+  same("fista-iterations", o.fista_iterations, a.hybrid.batched.iterations);
+  if (o.gate && layers::gate_type_from_string(*o.gate) != a.hybrid.gate)
+    throw InvalidArgument("--gate " + *o.gate + " differs from the checkpoint's " +
+                          layers::to_string(a.hybrid.gate));
+  if (o.global_path && layers::global_path_from_string(*o.global_path) != a.hybrid.path)
+    throw InvalidArgument("--global-path " + *o.global_path + " differs from the checkpoint's " +
+                          layers::to_string(a.hybrid.path));
+  if (o.matched_support >= 0 || !o.match_run.empty()) {
+    // Accepted when they give the checkpoint's window (E5 resumes its runs with the same
+    // --match-run), refused when they would change it.
+    const std::int64_t w = fresh_window(ck_preset, o);
+    if (w != a.window)
+      throw InvalidArgument("--matched-support/--match-run give the window " +
+                            std::to_string(w) + ", which differs from the checkpoint's " +
+                            std::to_string(a.window));
+  }
+}
+
+}  // namespace
+
 
 struct Trainer::State {
   TrainOptions opt;
@@ -444,32 +515,13 @@ void Trainer::init(TrainOptions options) {
     if (o.seed && *o.seed != s.seed)
       throw InvalidArgument("--seed " + std::to_string(*o.seed) + " differs from the checkpoint's " +
                             std::to_string(s.seed));
-    auto same = [&](const char* what, auto requested, auto stored) {
-      if (requested && *requested != stored) {
-        std::ostringstream os;
-        os << "--" << what << " " << *requested << " differs from the checkpoint's " << stored;
-        throw InvalidArgument(os.str());
-      }
-    };
-    const auto& t = s.preset.train;
-    same("batch", o.batch, t.batch);
-    same("seq", o.seq, t.seq);
-    same("lr", o.lr, t.lr);
-    same("warmup", o.warmup, t.warmup);
-    if (o.global_path) {
-      const auto stored = s.preset.model.attention.hybrid.path;
-      if (layers::global_path_from_string(*o.global_path) != stored)
-        throw InvalidArgument("--global-path " + *o.global_path + " differs from the checkpoint's " +
-                              layers::to_string(stored));
-    }
+    check_resume_overrides(o, s.preset, ck_preset);
     const auto stored_steps = ck.config.at("steps").get<std::int64_t>();
     if (o.steps != stored_steps && o.progress)
       std::cerr << "note: --steps " << o.steps << " differs from the checkpoint's " << stored_steps
                 << "; the cosine schedule now ends at step " << o.steps << "\n";
   } else {
-    double support = o.matched_support;
-    if (!o.match_run.empty()) support = average_support_from_run(o.match_run);
-    s.preset = make_preset(o.preset, support);
+    s.preset = make_preset(o.preset, requested_support(o));
     s.seed = o.seed.value_or(kDefaultSeed);
     auto& t = s.preset.train;
     if (o.batch) t.batch = *o.batch;

@@ -316,6 +316,7 @@ SoftmaxAttentionImpl::SoftmaxAttentionImpl(const AttentionConfig& config) : Atte
 
 Tensor SoftmaxAttentionImpl::forward(const Tensor& x) {
   auto qkv = project_qkv(x);
+  if (x.size(1) == 0) return merge(qkv[2]);  // T = 0: the empty output [B, 0, d_model]
   Tensor q = qkv[0], k = qkv[1];
   if (config_.rope) {
     q = apply_rope(q, config_.rope_base);
@@ -331,6 +332,7 @@ LinearAttentionImpl::LinearAttentionImpl(const AttentionConfig& config) : Attent
 
 Tensor LinearAttentionImpl::forward(const Tensor& x) {
   auto qkv = project_qkv(x);
+  if (x.size(1) == 0) return merge(qkv[2]);  // T = 0: the empty output [B, 0, d_model]
   return merge(linear_attention(qkv[0], qkv[1], qkv[2], config_.scan_chunk));
 }
 
@@ -341,6 +343,7 @@ DeltaNetAttentionImpl::DeltaNetAttentionImpl(const AttentionConfig& config)
 
 Tensor DeltaNetAttentionImpl::forward(const Tensor& x) {
   auto qkv = project_qkv(x);
+  if (x.size(1) == 0) return merge(qkv[2]);  // T = 0: the empty output [B, 0, d_model]
   Tensor q = F::normalize(qkv[0], F::NormalizeFuncOptions().dim(-1).eps(1e-6));
   Tensor k = F::normalize(qkv[1], F::NormalizeFuncOptions().dim(-1).eps(1e-6));
   Tensor beta = torch::sigmoid(beta_proj_->forward(x)).transpose(1, 2);  // [B, H, T]
@@ -383,6 +386,11 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   const auto B = x.size(0), T = x.size(1), H = config_.n_heads, L = hs.chunk;
   const auto nc = (T + L - 1) / L;
   diag_ = AttentionDiagnostics{};
+  if (T == 0) {  // the empty output [B, 0, d_model]; no memory, no gate
+    last_gate_ = torch::zeros({B, H, 0}, x.options());
+    diag_.support_per_head.assign(static_cast<std::size_t>(H), 0.0);
+    return merge(v);
+  }
 
   // Local path: causal softmax inside the chunk.
   Tensor ql = q, kl = k;

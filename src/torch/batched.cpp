@@ -18,14 +18,19 @@ namespace F = torch::nn::functional;
 
 void BatchedSettings::validate() const {
   check_problem(problem, "problem.");
-  if (iterations < 1) bad_setting("iterations", ">= 1", iterations);
+  const std::string up = std::to_string(kMaxIterations) + "]";
+  if (iterations < 1 || iterations > kMaxIterations)
+    bad_setting("iterations", "in [1, " + up, iterations);
   if (!std::isfinite(solve_ridge) || solve_ridge < 0)
     bad_setting("solve_ridge", "finite and >= 0", solve_ridge);
   if (!(mask_tol > 0 && mask_tol < 0.5)) bad_setting("mask_tol", "in (0, 0.5)", mask_tol);
-  if (power_iterations < 1) bad_setting("power_iterations", ">= 1", power_iterations);
+  if (power_iterations < 1 || power_iterations > kMaxIterations)
+    bad_setting("power_iterations", "in [1, " + up, power_iterations);
   if (bisections < 0 || bisections > 100) bad_setting("bisections", "in [0, 100]", bisections);
-  if (active_set_rounds < 0) bad_setting("active_set_rounds", ">= 0", active_set_rounds);
-  if (ipm_iterations < 0) bad_setting("ipm_iterations", ">= 0", ipm_iterations);
+  if (active_set_rounds < 0 || active_set_rounds > kMaxIterations)
+    bad_setting("active_set_rounds", "in [0, " + up, active_set_rounds);
+  if (ipm_iterations < 0 || ipm_iterations > kMaxIterations)
+    bad_setting("ipm_iterations", "in [0, " + up, ipm_iterations);
 }
 
 Tensor rbf_kernel(const Tensor& a, const Tensor& b, const Tensor& sigma) {
@@ -801,6 +806,8 @@ Prepared prepare(const Tensor& keys, const Tensor& values, const Tensor& queries
   if (same_length && p.M != p.N) fail("chunked attention needs queries and keys of equal length");
   if (log_sigma.defined() && (log_sigma.dim() != 1 || log_sigma.size(0) != p.H))
     fail("log_sigma must be undefined or [H]");
+  check_sv_data(keys, values, queries,
+                same_length ? "sv_batched_chunked_attention" : "sv_batched_attention");
   p.dtype = s.fp64 ? torch::kFloat64 : queries.scalar_type();
   const auto G = p.B * p.H;
   p.x = keys.to(p.dtype).reshape({G, p.N, p.d});

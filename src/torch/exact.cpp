@@ -484,6 +484,9 @@ Tensor sv_exact_attention(const Tensor& keys, const Tensor& values, const Tensor
                           const Tensor& log_sigma, const ExactSettings& settings, ExactInfo* info) {
   settings.validate();
   check_inputs(keys, values, queries, log_sigma, false);
+  check_sv_data(keys, values, queries, "sv_exact_attention");
+  check_distinct_keys_for_gradient(keys, keys.size(2), settings.problem.ridge,
+                                   "sv_exact_attention");
   return ExactFunction::apply(keys, values, queries, defined_log_sigma(keys, log_sigma, settings),
                               std::int64_t{0}, settings, info);
 }
@@ -494,6 +497,10 @@ Tensor sv_exact_chunked_attention(const Tensor& keys, const Tensor& values, cons
   if (chunk < 1) throw InvalidArgument("sv_exact_chunked_attention: chunk must be >= 1");
   settings.validate();
   check_inputs(keys, values, queries, log_sigma, true);
+  check_sv_data(keys, values, queries, "sv_exact_chunked_attention");
+  const std::int64_t N = keys.size(2);
+  check_distinct_keys_for_gradient(keys, ((N + chunk - 1) / chunk - 1) * chunk,
+                                   settings.problem.ridge, "sv_exact_chunked_attention");
   return ExactFunction::apply(keys, values, queries, defined_log_sigma(keys, log_sigma, settings),
                               chunk, settings, info);
 }

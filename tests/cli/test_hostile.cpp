@@ -264,5 +264,29 @@ TEST(CliHostile, RemovingAnEvictedTokenSaysItWasEvicted) {
                    {"token " + std::to_string(gone), "was evicted"});
 }
 
+// Out-of-range `--set` values are exit 2 naming the key before anything runs or is written (they
+// crashed with SIGSEGV / SIGBUS / abort, hung, exited 3, or ran with exit 0).
+TEST(CliHostile, ExperimentSetValuesHaveRanges) {
+  TempDir dir("hostile");
+  const auto experiment = [&](const std::string& id, const std::string& set) {
+    return run({"experiment", id, "--preset", "tiny", "--quiet", "--no-plots", "--out",
+                dir.file("out"), "--set", set},
+               dir);
+  };
+  for (const std::string set : {"patterns=0", "patterns=-1", "tokens=-1", "rare_share=2",
+                                "seeds=-1", "budgets=[]"}) {
+    SCOPED_TRACE(set);
+    expect_bad_input(experiment("E2", set), {"--set E2." + set.substr(0, set.find('=')), "must be"});
+  }
+  expect_bad_input(experiment("E4", "fractions=[-1]"), {"--set E4.fractions", "(0, 1]"});
+  for (const std::string set : {"subjects=-1", "subjects=-2", "relations=-1"}) {
+    SCOPED_TRACE(set);
+    const auto r = experiment("E7", set);
+    if (r.err.find("not available") != std::string::npos) continue;  // a build without the store
+    expect_bad_input(r, {"--set E7." + set.substr(0, set.find('='))});
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out"))) << "a refused run wrote its directory";
+}
+
 }  // namespace
 }  // namespace svattn

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -335,4 +336,118 @@ TEST(Readout, EmptySupportReadsNaN) {
   ASSERT_EQ(o.size(), 2);
   EXPECT_TRUE(std::isnan(o[0]) && std::isnan(o[1]));
   EXPECT_EQ(decision_function(k, s, 0.0, Eigen::VectorXd::Zero(3)), -0.5);
+}
+
+// A certificate states what was removed: ids that were not removed, ids of another memory's state
+// and ids given twice are refused (InvalidArgument naming the id), not certified.
+TEST(Certificate, RefusesARemovalThatDidNotHappen) {
+  Memory m = filled(60, 3, 31);
+  const State before = m.state();
+  const OpDiagnostics dg = m.remove_batch({3, 4});
+  const auto refuses = [&](const State& b, const std::vector<TokenId>& rm, const std::string& what) {
+    try {
+      removal_certificate(b, m, rm, "", dg, CertificateOptions{}, RowMatrix(0, 3));
+      ADD_FAILURE() << "certified " << what;
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // Id 10 is still in the memory; 3 and 4 are gone without being named.
+  EXPECT_NE(refuses(before, {10}, "an id still held").find("10 is still in the memory"),
+            std::string::npos);
+  // Only part of what was removed.
+  EXPECT_NE(refuses(before, {3}, "half of the removal").find("id 4 of `before` is gone"),
+            std::string::npos);
+  // An id `before` never held.
+  EXPECT_NE(refuses(before, {3, 4, 999}, "an unknown id").find("999 was not in `before`"),
+            std::string::npos);
+  // Duplicates are refused, not kept as given.
+  EXPECT_NE(refuses(before, {3, 4, 4}, "a duplicate id").find("4 is given twice"),
+            std::string::npos);
+  // A state of an unrelated memory: other ids, or other settings.
+  Memory other = filled(80, 3, 32);
+  EXPECT_FALSE(refuses(other.state(), {3, 4}, "another memory's ids").empty());
+  MemorySettings ms;
+  ms.problem = settings().problem;
+  ms.problem.C = 0.05;
+  Memory third(ms, 3, 3);
+  third.add_batch(TokenSet::from_rows(make_keys(Stream::kGaussian, 60, 3, 31)));
+  EXPECT_NE(refuses(third.state(), {3, 4}, "another memory's settings").find("another memory"),
+            std::string::npos);
+  // The true removal, in any order, certifies.
+  const RemovalCertificate c =
+      removal_certificate(before, m, {4, 3}, "", dg, CertificateOptions{}, RowMatrix(0, 3));
+  EXPECT_TRUE(c.verify.ok());
+  EXPECT_EQ(c.removed_ids, (std::vector<TokenId>{3, 4}));
+}
+
+// Counts in a certificate's JSON are non-negative integers: a negative one is refused by name
+// instead of wrapping to a huge size_t.
+TEST(Certificate, FromJsonRefusesNegativeCounts) {
+  Memory m = filled(40, 3, 33);
+  const State before = m.state();
+  const OpDiagnostics dg = m.remove_batch({1});
+  const nlohmann::json j =
+      removal_certificate(before, m, {1}, "", dg, CertificateOptions{}, RowMatrix(0, 3)).to_json();
+  for (const auto& path : {"/after/n", "/before/reserve", "/evictions", "/solver/events"}) {
+    nlohmann::json broken = j;
+    broken[nlohmann::json::json_pointer(path)] = -3;
+    try {
+      RemovalCertificate::from_json(broken);
+      ADD_FAILURE() << "from_json accepted " << path << " = -3";
+    } catch (const FormatError& e) {
+      std::string field = std::string(path).substr(1);
+      std::replace(field.begin(), field.end(), '/', '.');
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  }
+  nlohmann::json huge = j;
+  huge["after"]["n"] = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_THROW(RemovalCertificate::from_json(huge), FormatError);
+}
+
+// A finite query far from every key (||q - x||^2 overflows fp64) reads the keys nearest to it, as
+// the limit of the RBF weights, never NaN; a non-finite query is refused by name.
+TEST(Readout, FarQueryReadsTheNearestKeysNotNaN) {
+  Support s;
+  s.keys = RowMatrix(3, 2);
+  s.keys << 0, 0, 1, 0, 0, 1;
+  s.values = RowMatrix::Identity(3, 3);
+  s.alpha = Eigen::Vector3d(0.25, 0.5, 0.25);
+  KernelSettings k;
+  k.bandwidth = 1.0;
+  const auto read = [&](double a, double b) { return readout(k, s, Eigen::Vector2d(a, b)); };
+  EXPECT_EQ(read(1e308, 0), Eigen::Vector3d(0, 1, 0));     // key (1, 0) is nearest
+  // (0, 0) and (0, 1) differ by exactly 1 in squared distance from (-1e308, 0): weights 1 : e^-1.
+  const Eigen::VectorXd west = read(-1e308, 0);
+  EXPECT_DOUBLE_EQ(west[0], 1 / (1 + std::exp(-1.0)));
+  EXPECT_EQ(west[1], 0.0);
+  EXPECT_DOUBLE_EQ(west[2], std::exp(-1.0) / (1 + std::exp(-1.0)));
+  EXPECT_EQ(read(0, 1e200), Eigen::Vector3d(0, 0, 1));     // key (0, 1)
+  EXPECT_EQ(read(-1e308, -1e308), Eigen::Vector3d(1, 0, 0));
+  // Keys (1, 0) and (0, 1) are equally far from (1e308, 1e308): their coefficients split it.
+  const Eigen::VectorXd tie = read(1e308, 1e308);
+  EXPECT_EQ(tie[0], 0.0);
+  EXPECT_DOUBLE_EQ(tie[1], 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(tie[2], 1.0 / 3.0);
+  // The ordinary path is unchanged.
+  EXPECT_TRUE(read(0.5, 0.5).allFinite());
+  EXPECT_THROW(read(std::numeric_limits<double>::infinity(), 0), InvalidArgument);
+  EXPECT_THROW(read(std::nan(""), 0), InvalidArgument);
+}
+
+// A bounded-mode memory evicts the tokens a removal leaves in reserve: those ids may leave with the
+// removed ones, but an id still held or one `before` lacked is refused there too.
+TEST(Certificate, BoundedModeRemovalMayEvict) {
+  Memory m = filled(120, 3, 34, MemoryMode::kBounded);
+  const State before = m.state();
+  const std::vector<TokenId> rm = {before.partition.margin[0]};
+  const OpDiagnostics dg = m.remove_batch(rm);
+  const RemovalCertificate c =
+      removal_certificate(before, m, rm, "", dg, CertificateOptions{}, RowMatrix(0, 3));
+  EXPECT_TRUE(c.verify.ok());
+  const std::vector<TokenId> still = {m.state().ids.front()};
+  EXPECT_THROW(removal_certificate(before, m, still, "", dg, CertificateOptions{}, RowMatrix(0, 3)),
+               InvalidArgument);
 }

@@ -564,6 +564,62 @@ TEST(OverridesTest, SetReplacesPresetFieldsAndRejectsUnknownKeysAndBadValues) {
   EXPECT_THROW(ex::check_overrides(o, {"E2"}), ex::SettingError);
 }
 
+// Every preset key of every experiment this build runs has a range, and every preset lies in it.
+TEST(OverridesTest, EveryPresetKeyHasARangeThePresetsMeet) {
+  for (const auto& e : ex::all_experiments()) {
+    if (!e.available()) continue;
+    SCOPED_TRACE(e.id);
+    EXPECT_FALSE(e.ranges.keys.empty());
+    std::vector<std::string> names = {"tiny", "quick", "paper"};
+    names.insert(names.end(), e.extra_presets.begin(), e.extra_presets.end());
+    for (const auto& name : names) {
+      SCOPED_TRACE(name);
+      EXPECT_NO_THROW(ex::check_ranges(e.presets(name), e.id, e.ranges));
+    }
+  }
+}
+
+// Out-of-range `--set` values are refused before anything runs, naming the key: they used to crash
+// (SIGSEGV, abort, exit 3), hang, or run with exit 0.
+TEST(OverridesTest, OutOfRangeValuesAreRefusedNamingTheKey) {
+  const auto refused = [](const std::string& id, const std::string& item) {
+    ex::ExperimentOptions o;
+    o.preset = "tiny";
+    o.overrides = {ex::parse_override(item)};
+    try {
+      ex::check_overrides(o, {id});
+    } catch (const ex::SettingError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"E2", "patterns=0"},   {"E2", "patterns=-1"},  {"E2", "tokens=-1"},
+      {"E2", "rare_share=2"}, {"E2", "seeds=-1"},     {"E2", "budgets=[]"},
+      {"E2", "noise=-1"},     {"E2", "dim=0"},        {"E2", "budgets=6,6"},
+      {"E2", "budgets=6,500"}, {"E2", "headline_budget=7"}, {"E2", "tokens=10000000000"},
+      {"E1", "n=-5"},         {"E1", "trials=0"},     {"E1", "streams=[]"},
+      {"E1", "streams=gaussian_d2,gaussian_d2"}, {"E1", "keys_steps=-1"},
+      {"E4", "fractions=[-1]"}, {"E4", "fractions=[2]"}, {"E4", "max_stays=-1"},
+      {"E4", "random_draws=0"}, {"E4", "datasets=[\"eicu\"]"}, {"E4", "headline_fraction=0.2"}};
+  for (const auto& [id, item] : cases) {
+    const std::string key = id + "." + item.substr(0, item.find('='));
+    const std::string what = refused(id, item);
+    EXPECT_NE(what.find("--set " + key), std::string::npos) << item << ": " << what;
+    EXPECT_NE(what.find("must be"), std::string::npos) << item << ": " << what;
+  }
+  if (ex::find_experiment("E7").available()) {
+    for (const std::string item : {"subjects=-1", "subjects=-2", "relations=-1", "members=1",
+                                   "erased=0", "erased=6", "max_hours=0", "bootstrap=0",
+                                   "pg_steps=0", "subjects=3000"}) {
+      const std::string key = "E7." + item.substr(0, item.find('='));
+      EXPECT_NE(refused("E7", item).find("--set " + key), std::string::npos)
+          << item << ": " << refused("E7", item);
+    }
+  }
+  EXPECT_EQ(refused("E2", "patterns=3"), "(accepted)");
+}
+
 TEST(ReproduceTest, ThePresetCpuIsE5sAlone) {
   EXPECT_TRUE(ex::find_experiment("E5").has_preset("cpu"));
   EXPECT_FALSE(ex::find_experiment("E2").has_preset("cpu"));

@@ -340,9 +340,53 @@ TEST(E3Tiny, SetOverridesApplyAndBadOnesAreRejected) {
   EXPECT_THROW(run_id("E3", o), SettingError);
   o.overrides = overrides({"methods=swa"});  // the window needs the hybrid first (or window=W)
   EXPECT_THROW(run_id("E3", o), svattn::InvalidArgument);
+  // Ranges, checked before anything trains: workers=100000 aborted, workers=0 ran with exit 0.
+  for (const char* item : {"workers=0", "workers=100000", "iters=1000000000", "heads=3",
+                           "prefix=1", "factors=[]", "mask_tol=0.5", "gate=both"}) {
+    o.overrides = overrides({item});
+    try {
+      run_id("E3", o);
+      ADD_FAILURE() << item << " accepted";
+    } catch (const SettingError& e) {
+      const std::string key = std::string(item).substr(0, std::string(item).find('='));
+      EXPECT_NE(std::string(e.what()).find("E3." + key), std::string::npos) << e.what();
+    }
+  }
 }
 
 // ------------------------------------------------------------------ E5 / E6 tiny
+
+// The LibTorch experiments' presets meet their own ranges, and out-of-range values of E5 and E6
+// are refused by key before anything trains.
+TEST(Ranges, TorchExperimentsPresetsAndHostileValues) {
+  install_torch_experiments();
+  for (const char* id : {"E3", "E5", "E6"}) {
+    const Experiment& e = find_experiment(id);
+    ASSERT_TRUE(e.available()) << id;
+    EXPECT_FALSE(e.ranges.keys.empty()) << id;
+    std::vector<std::string> names = {"tiny", "quick", "paper"};
+    names.insert(names.end(), e.extra_presets.begin(), e.extra_presets.end());
+    for (const auto& name : names)
+      EXPECT_NO_THROW(check_ranges(e.presets(name), e.id, e.ranges)) << id << " " << name;
+  }
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"E5", "seeds=0"},  {"E5", "workers=0"},   {"E5", "workers=100000"}, {"E5", "batch=100000000"},
+      {"E5", "device=tpu"}, {"E5", "pairs=[{\"hybrid\":\"nope\",\"swa\":\"swa-3m\",\"reference\":\"\",\"gate\":\"chunk\"}]"},
+      {"E5", "corpus=wiki"}, {"E6", "presets=[]"}, {"E6", "presets=nope"}, {"E6", "seq=1"},
+      {"E6", "steps=0"}};
+  for (const auto& [id, item] : cases) {
+    ExperimentOptions o;
+    o.preset = "tiny";
+    o.overrides = overrides({item});
+    try {
+      check_overrides(o, {id});
+      ADD_FAILURE() << id << " " << item << " accepted";
+    } catch (const SettingError& e) {
+      const std::string key = id + "." + item.substr(0, item.find('='));
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}
 
 TEST(E5Tiny, MatchedWindowAndSeedReproducible) {
   if (!fs::exists(data_dir() + "/tinyshakespeare/input.txt"))

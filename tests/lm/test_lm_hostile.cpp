@@ -118,6 +118,58 @@ TEST(LmHostile, EditedCheckpointConfigIsAFormatError) {
   expect_bad_input(run({"eval", "--checkpoint", out, "--data", data, "--windows", "1"}, dir),
                    {"model.pt", "shape"});
 }
+// Resource options have documented upper bounds (docs/lm.md "Resource bounds"): a thread count,
+// batch or FISTA budget far beyond them is exit 2 naming the option, before anything runs, not
+// minutes of oversubscribed threads, a 52 GB allocation or an endless forward.
+TEST(LmHostile, ResourceOptionsAreBounded) {
+  TempDir dir("lm-hostile");
+  const std::string data = bytes_file(dir, "b5000.txt", 5000);
+  const std::string out = dir.file("x");
+  const auto train = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {"train", "--preset", "tiny", "--data", data, "--out", out,
+                                  "--quiet", "--no-plot", "--steps", "1"};
+    return run(plus(a, extra), dir, 30);
+  };
+  expect_bad_input(train({"--threads", "100000"}), {"--threads", "100000"});
+  expect_bad_input(train({"--threads", "1", "--batch", "100000000"}), {"batch"});
+  expect_bad_input(train({"--threads", "1", "--seq", "10000000"}), {"seq"});
+  expect_bad_input(train({"--threads", "1", "--batch", "4096", "--seq", "4096"}), {"batch x seq"});
+  expect_bad_input(train({"--threads", "1", "--fista-iterations", "1000000000"}),
+                   {"iterations", "10000"});
+  EXPECT_FALSE(fs::exists(out)) << "a refused run created its directory";
+  ASSERT_EQ(train({"--threads", "1"}).code, 0);
+  expect_bad_input(run({"eval", "--checkpoint", out, "--data", data, "--threads", "100000"}, dir, 30),
+                   {"--threads"});
+  expect_bad_input(run({"dump-keys", "--checkpoint", out, "--data", data, "--layer", "0",
+                        "--head", "0", "--out", dir.file("k.npy"), "--threads", "100000"},
+                       dir, 30),
+                   {"--threads"});
+}
+
+// On --resume an architecture or schedule override that differs from the checkpoint's is refused
+// by name (it used to be dropped silently); the checkpoint's own value is accepted.
+TEST(LmHostile, ResumeRefusesChangedSettings) {
+  TempDir dir("lm-hostile");
+  const std::string data = bytes_file(dir, "b5000.txt", 5000);
+  const std::string out = dir.file("x");
+  ASSERT_EQ(run(plus(train_args(data, out), {"--steps", "1"}), dir).code, 0);
+  const std::vector<std::string> resume = {"train", "--resume", "--out", out, "--data", data,
+                                           "--quiet", "--no-plot", "--threads", "1", "--steps", "2"};
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--C", "0.5"}, {"--chunk", "3"}, {"--fista-iterations", "7"}, {"--gate", "token"},
+           {"--eval-every", "9"}}) {
+    SCOPED_TRACE(flag);
+    expect_bad_input(run(plus(resume, {flag, value}), dir), {flag});
+  }
+  EXPECT_EQ(run(resume, dir).code, 0);
+  // A sliding-window run: a support that gives another window is refused.
+  const std::string swa = dir.file("swa");
+  ASSERT_EQ(run(plus(train_args(data, swa, "tiny-swa"), {"--steps", "1"}), dir).code, 0);
+  expect_bad_input(run({"train", "--resume", "--out", swa, "--data", data, "--quiet", "--no-plot",
+                        "--threads", "1", "--steps", "2", "--matched-support", "40"},
+                       dir),
+                   {"--matched-support", "window"});
+}
 #else
 TEST(LmHostile, NeedsTheCli) { GTEST_SKIP() << "svattn CLI not built"; }
 #endif

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstdio>
 
 #include "svattn/errors.h"
@@ -139,6 +140,58 @@ TEST(AttentionModules, EveryModuleIsStrictlyCausal) {
       EXPECT_GT(maxdiff(y2.narrow(1, t + 1, 1), y.narrow(1, t + 1, 1)), 1e-6) << name << " t=" << t;
     }
   }
+}
+
+// T = 0 is an empty sequence: every module returns the empty output [B, 0, d_model] (the hybrid
+// and DeltaNet used to fail inside their paths).
+TEST(AttentionModules, EmptySequenceGivesEmptyOutput) {
+  testing::set_threads();
+  for (const auto& [name, cfg] : all_configs()) {
+    auto m = make_attention(cfg);
+    m->to(torch::kFloat64);
+    Tensor x = torch::randn({2, 0, 32}, f64()).requires_grad_(true);
+    Tensor y = m->forward(x);
+    EXPECT_EQ(y.sizes(), x.sizes()) << name;
+    y.sum().backward();
+  }
+}
+
+// The ops' entry refuses what would give NaN silently: no keys, non-finite keys, values or
+// queries, and (exact path, key gradient wanted) equal keys with ridge 0.
+TEST(AttentionOps, EntryRefusesEmptyAndNonFiniteInputs) {
+  testing::set_threads();
+  Tensor q = torch::randn({1, 2, 3, 4}, f64()), k = torch::randn({1, 2, 6, 4}, f64());
+  Tensor v = torch::randn({1, 2, 6, 2}, f64());
+  ExactSettings es;
+  BatchedSettings bs;
+  const auto refuses = [](const std::function<void()>& f, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const svattn::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  Tensor k0 = k.narrow(2, 0, 0), v0 = v.narrow(2, 0, 0);
+  refuses([&] { sv_exact_attention(k0, v0, q, Tensor(), es); }, "at least one key");
+  refuses([&] { sv_batched_attention(k0, v0, q, Tensor(), bs); }, "at least one key");
+  Tensor kn = k.clone();
+  kn[0][1][2][0] = std::nan("");
+  refuses([&] { sv_exact_attention(kn, v, q, Tensor(), es); }, "keys must be finite");
+  refuses([&] { sv_batched_attention(kn, v, q, Tensor(), bs); }, "keys must be finite");
+  refuses([&] { sv_batched_chunked_attention(kn, v, kn, Tensor(), 2, bs); }, "keys must be finite");
+  Tensor qn = q.clone();
+  qn[0][0][1][3] = INFINITY;
+  refuses([&] { sv_batched_attention(k, v, qn, Tensor(), bs); }, "queries must be finite");
+  Tensor kd = k.clone();
+  kd[0][0][4] = kd[0][0][2];
+  kd.requires_grad_(true);
+  es.problem.ridge = 0;
+  refuses([&] { sv_exact_attention(kd, v, q, Tensor(), es); }, "keys 2 and 4 of (b 0, h 0)");
+  es.problem.ridge = 1e-6;
+  Tensor o = sv_exact_attention(kd, v, q, Tensor(), es);
+  o.sum().backward();
+  EXPECT_TRUE(torch::isfinite(kd.grad()).all().item<bool>());
 }
 
 TEST(AttentionModules, HybridWithGateZeroIsLocalAttention) {

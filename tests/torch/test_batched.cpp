@@ -402,8 +402,15 @@ TEST(BatchedPath, Float32RunsAndSettingsValidate) {
     bad.validate();
     ADD_FAILURE() << "no exception";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("ipm_iterations must be >= 0, got -1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ipm_iterations must be in [0, 10000], got -1"), std::string::npos) << e.what();
   }
+  // Iteration counts have an upper bound (a budget of 1e9 ran forever).
+  bad = BatchedSettings{};
+  bad.iterations = BatchedSettings::kMaxIterations + 1;
+  EXPECT_THROW(bad.validate(), InvalidArgument);
+  bad = BatchedSettings{};
+  bad.iterations = BatchedSettings::kMaxIterations;
+  EXPECT_NO_THROW(bad.validate());
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // Options of an experiment run and the `--set KEY=VALUE` overrides of its preset
 // (docs/experiments.md "Presets and overrides"). A preset is data: each experiment exposes it as a
 // flat JSON object (registry.h, Experiment::preset), and an override replaces one of its fields
-// after checking that the key exists and that the value has the field's type.
+// after checking that the key exists and that the value has the field's type; then every key is
+// checked against its range (KeyRange, RangeTable; docs/experiments.md "Ranges of the `--set`
+// keys").
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -43,6 +46,36 @@ Override parse_override(const std::string& item);
 nlohmann::json apply_overrides(nlohmann::json preset, const std::string& id,
                                const std::vector<Override>& overrides);
 
+/// The allowed values of one preset key (docs/experiments.md "Ranges of the `--set` keys"):
+/// a number, or each number of a list, in [min, max] (min excluded when min_open); a list's length
+/// in [min_items, max_items]; a string, or each string of a list, one of `choices` (any string
+/// when empty). A boolean key has no range beyond its type.
+struct KeyRange {
+  std::string key;
+  double min = 0, max = 0;
+  bool min_open = false;
+  std::size_t min_items = 0, max_items = 0;
+  std::vector<std::string> choices = {};
+};
+
+/// One experiment's ranges: one entry per preset key, and the checks between keys (`relations`,
+/// e.g. a headline budget that must be one of the budgets), which throw through bad().
+struct RangeTable {
+  std::vector<KeyRange> keys;
+  std::function<void(const std::string& id, const nlohmann::json& settings)> relations = {};
+};
+
+/// The one message of an out-of-range `--set` value: SettingError naming `field` (e.g.
+/// "E2.patterns"): "--set E2.patterns: must be an integer in [1, 10000], got 0".
+[[noreturn]] void bad(const std::string& field, const std::string& requirement,
+                      const nlohmann::json& value);
+
+/// Checks every key of `settings` (a preset after its overrides) against `table`, then the
+/// relations; throws SettingError through bad(). A key without an entry is an internal error
+/// (every preset key of E1 ... E7 has one; tested); a table without entries (an experiment a test
+/// installs) checks nothing.
+void check_ranges(const nlohmann::json& settings, const std::string& id, const RangeTable& table);
+
 struct ExperimentOptions {
   /// "quick" (minutes on 2 cores), "paper" (the paper's scale where the data allow) or "tiny"
   /// (seconds; for tests).
@@ -69,8 +102,8 @@ struct ExperimentOptions {
   /// Render PNG plots (data and gnuplot scripts are written either way).
   bool plots = true;
 
-  /// Throws InvalidArgument for an unknown preset, a negative trial or step count or an empty
-  /// output directory.
+  /// Throws InvalidArgument for an unknown preset, a trial count outside [0, 100000], a negative
+  /// step count or an empty output directory.
   void validate() const;
 };
 

@@ -34,6 +34,8 @@ struct Experiment {
   /// Presets beyond tiny / quick / paper that only this experiment has (E3 and E5: "cpu").
   std::vector<std::string> extra_presets = {};
   Renderer render_file = {};  ///< empty when run is
+  /// The range of every preset key, checked before anything runs (check_overrides).
+  RangeTable ranges = {};
   bool available() const { return static_cast<bool>(run); }
   bool has_preset(const std::string& name) const;
 };
@@ -48,13 +50,14 @@ std::vector<std::string> experiment_ids();
 /// Makes `id` runnable (replaces its runner and presets); throws InvalidArgument for an unknown id
 /// or an empty runner. Used by install_torch_experiments and by tests.
 void install_experiment(const std::string& id, Runner run, PresetTable presets,
-                        Renderer render_file = {});
+                        Renderer render_file = {}, RangeTable ranges = {});
 /// Makes `id` unavailable again (tests).
 void uninstall_experiment(const std::string& id);
 
 /// Checks options.validate() and every override against the presets of the experiments `ids`
 /// before anything runs: a scoped override of an id outside `ids` or of an unavailable
-/// experiment, an unknown key or a bad value throws SettingError naming the key; a preset that
+/// experiment, an unknown key, a value of another type or out of the key's range (Experiment::
+/// ranges) throws SettingError naming the key; a preset that
 /// one of `ids` does not have throws InvalidArgument naming both.
 void check_overrides(const ExperimentOptions& options, const std::vector<std::string>& ids);
 

@@ -14,8 +14,13 @@ namespace svattn::lm {
 
 /// Optimisation settings of a run (AdamW, linear warm-up then cosine decay, gradient clipping).
 struct TrainHyper {
-  std::int64_t batch = 16;         ///< sequences per step
-  std::int64_t seq = 256;          ///< tokens per sequence (targets per window)
+  /// Upper bounds validate() enforces (docs/lm.md "Resource bounds"): batch and seq each, and the
+  /// tokens of one step (batch x seq), whose activations the step holds at once.
+  static constexpr std::int64_t kMaxBatch = 4096;
+  static constexpr std::int64_t kMaxSeq = 65536;
+  static constexpr std::int64_t kMaxStepTokens = std::int64_t{1} << 20;
+  std::int64_t batch = 16;         ///< sequences per step, in [1, kMaxBatch]
+  std::int64_t seq = 256;          ///< tokens per sequence (targets per window), in [2, kMaxSeq]
   double lr = 1e-3;                ///< peak learning rate
   double min_lr_ratio = 0.1;       ///< cosine floor as a fraction of lr
   std::int64_t warmup = 200;       ///< linear warm-up steps (from lr / warmup)

@@ -18,7 +18,13 @@
 
 namespace svattn::lm {
 
-/// Sets LibTorch's intra-op threads (>= 1) and, once per process, its inter-op threads.
+/// The most intra-op threads set_threads accepts: 4 x the CPUs of this machine
+/// (std::thread::hardware_concurrency, 1 when unknown), at most 1024 (docs/lm.md "Resource bounds").
+/// More threads than that only oversubscribe the cores (a thousand threads on two cores ran for
+/// minutes).
+int max_threads();
+/// Sets LibTorch's intra-op threads and, once per process, its inter-op threads. Throws
+/// InvalidArgument naming --threads outside [1, max_threads()].
 void set_threads(int threads);
 
 inline constexpr std::uint64_t kDefaultSeed = 1234;
@@ -43,8 +49,8 @@ struct TrainOptions {
   std::optional<std::int64_t> chunk;            ///< hybrid chunk (swa: the window's chunk part)
   std::optional<int> fista_iterations;          ///< hybrid batched path
   std::optional<std::string> global_path;       ///< hybrid: "exact" | "batched" memory solver
-  double matched_support = -1;      ///< swa-*: average support to match (< 0: default)
-  std::string match_run;            ///< swa-*: read the average support from this hybrid run
+  double matched_support = -1;      ///< swa-*: average support to match (< 0: default; new runs only)
+  std::string match_run;            ///< swa-*: read the average support from this hybrid run (new runs only)
   int threads = 2;
   /// LibTorch device of the model and its batches: "cpu", "cuda", "cuda:1" (scripts/gpu-paper.sh).
   /// A CUDA device needs a CUDA build of LibTorch and a visible GPU (InvalidArgument otherwise);

@@ -33,7 +33,12 @@ struct BatchedSettings {
   /// when no per-head log_sigma tensor is passed; problem.C the box bound; problem.ridge the
   /// problem's mu (FISTA minimises a'(K + mu I)a - diag(K)'a, the same problem as the exact path).
   ProblemSettings problem;
-  /// FISTA iterations (fixed budget, no early exit: the cost is data independent). >= 1.
+  /// Upper bound of iterations, power_iterations, active_set_rounds and ipm_iterations: the cost
+  /// of a forward grows linearly with each, and a budget beyond this is a typo, not a setting
+  /// (50 x the default FISTA budget; docs/layers.md "Settings").
+  static constexpr int kMaxIterations = 10000;
+  /// FISTA iterations (fixed budget, no early exit: the cost is data independent). In
+  /// [1, kMaxIterations].
   int iterations = 200;
   /// Ridge lambda added to K_SS + mu I in the coefficient solve (the paper's 1e-3). Finite, >= 0.
   double solve_ridge = 1e-3;

@@ -91,14 +91,19 @@ class _Attention(nn.Module):
             raise ValueError("hidden_states must be [B, T, " + str(self.hidden_size) + "], got "
                              + str(list(x.shape)))
         B, T = x.size(0), x.size(1)
-        q = self.q_proj(x).view(B, T, self.num_heads, -1).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.num_heads, -1).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, self.num_heads, -1).transpose(1, 2)
+        dh = self.hidden_size // self.num_heads  # explicit: view cannot infer it when T = 0
+        q = self.q_proj(x).view(B, T, self.num_heads, dh).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.num_heads, dh).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.num_heads, dh).transpose(1, 2)
         return q, k, v
 
     def _merge(self, o: torch.Tensor) -> torch.Tensor:
         B, _, T, _ = o.shape
         return self.o_proj(o.transpose(1, 2).reshape(B, T, self.hidden_size))
+
+    def _empty(self, v: torch.Tensor) -> torch.Tensor:
+        """T = 0: the empty output [B, 0, hidden_size] (no token, nothing to attend to)."""
+        return self._merge(v)
 
 
 _COMMON_ARGS = """
@@ -132,6 +137,8 @@ class SoftmaxAttention(_Attention):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         q, k, v = self._heads(hidden_states)
+        if hidden_states.size(1) == 0:
+            return self._empty(v)
         q, k = self._rope(q, k)
         return self._merge(Fsv.causal_softmax_attention(q, k, v))
 
@@ -153,6 +160,8 @@ class SlidingWindowAttention(SoftmaxAttention):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         q, k, v = self._heads(hidden_states)
+        if hidden_states.size(1) == 0:
+            return self._empty(v)
         q, k = self._rope(q, k)
         return self._merge(Fsv.sliding_window_attention(q, k, v, self.window))
 
@@ -170,6 +179,8 @@ class LinearAttention(_Attention):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         q, k, v = self._heads(hidden_states)
+        if hidden_states.size(1) == 0:
+            return self._empty(v)
         return self._merge(Fsv.linear_attention(q, k, v, self.scan_chunk))
 
 
@@ -187,6 +198,8 @@ class DeltaNet(_Attention):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         q, k, v = self._heads(hidden_states)
+        if hidden_states.size(1) == 0:
+            return self._empty(v)
         q, k = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
         beta = torch.sigmoid(self.beta_proj(hidden_states)).transpose(1, 2)
         return self._merge(Fsv.delta_rule(q, k, v, beta, self.scan_chunk))
@@ -270,6 +283,9 @@ class SVAttention(_Attention):
         want = _want_diagnostics(return_diagnostics)
         cache = past_key_values if past_key_values is not None else bound_cache(self)
         q, k, v = self._qk(hidden_states)
+        if hidden_states.size(1) == 0:
+            out = self._empty(v)
+            return (out, {}) if return_diagnostics else out
         t0 = time.perf_counter() if want else 0.0
         if cache is not None:
             o, diag = self._read_cache(cache, q, k, v), {}
@@ -368,6 +384,14 @@ class HybridAttention(_Attention):
         s, L, x = self.settings, self.settings.chunk, hidden_states
         q, k, v = self._heads(x)
         T = x.size(1)
+        if T == 0:
+            self.last_gate = torch.zeros(x.size(0), self.num_heads, 0, dtype=x.dtype, device=x.device)
+            out = self._empty(v)
+            diag = {"support_per_head": [0.0] * self.num_heads, "support_mean": float("nan"),
+                    "gate_mean": float("nan"), "solver_seconds": 0.0} if want else {}
+            if want:
+                self.diagnostics = diag
+            return (out, diag) if return_diagnostics else out
         nc = (T + L - 1) // L
         ql, kl = (Fsv.apply_rope(q, s.rope_base), Fsv.apply_rope(k, s.rope_base)) if s.rope else (q, k)
         o_loc = Fsv.chunk_local_attention(ql, kl, v, L)

@@ -1069,6 +1069,25 @@ Result Result::from_json(const nlohmann::json& j) {
 
 nlohmann::json preset(const std::string& name) { return preset_for(name); }
 
+RangeTable ranges() {
+  RangeTable t;
+  t.keys = {{"n", 8, 20000},
+            {"trials", 1, 10000},
+            {"streams", 0, 0, false, 1, all_streams().size(), stream_names()},
+            {"keys_model"},
+            {"keys_steps", 0, 1000000},
+            {"keys_tokens", 0, 1000000}};
+  t.relations = [](const std::string& id, const nlohmann::json& s) {
+    const auto& st = s["streams"];
+    for (std::size_t i = 0; i < st.size(); ++i)
+      for (std::size_t k = 0; k < i; ++k)
+        if (st[i] == st[k]) bad(id + ".streams", "a list of distinct streams", st);
+    if (s["keys_model"].get<std::string>().empty())
+      bad(id + ".keys_model", "an LM preset name", s["keys_model"]);
+  };
+  return t;
+}
+
 std::vector<std::string> stream_names() {
   std::vector<std::string> v;
   for (const auto& s : all_streams()) v.push_back(s.name);

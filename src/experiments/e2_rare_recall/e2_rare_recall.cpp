@@ -171,6 +171,29 @@ Result Result::from_json(const nlohmann::json& j) {
 
 nlohmann::json preset(const std::string& name) { return e2_preset(name); }
 
+RangeTable ranges() {
+  RangeTable t;
+  t.keys = {{"tokens", 8, 20000},     {"dim", 1, 1024},       {"patterns", 1, 10000},
+            {"rare_share", 0, 1},     {"noise", 0, 100},      {"budgets", 1, 20000, false, 1, 64},
+            {"headline_budget", 1, 20000}, {"seeds", 1, 10000}};
+  t.relations = [](const std::string& id, const nlohmann::json& s) {
+    const int T = s["tokens"].get<int>();
+    const auto& b = s["budgets"];
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      if (b[i].get<int>() > T)
+        bad(id + ".budgets[" + std::to_string(i) + "]", "<= tokens (" + std::to_string(T) + ")",
+            b[i]);
+      for (std::size_t k = 0; k < i; ++k)
+        if (b[i] == b[k]) bad(id + ".budgets", "a list of distinct budgets", b);
+    }
+    if (std::find(b.begin(), b.end(), s["headline_budget"]) == b.end())
+      bad(id + ".headline_budget", "one of the budgets " + b.dump(), s["headline_budget"]);
+    if (s["patterns"].get<int>() > T)
+      bad(id + ".patterns", "<= tokens (" + std::to_string(T) + ")", s["patterns"]);
+  };
+  return t;
+}
+
 Result measure(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;

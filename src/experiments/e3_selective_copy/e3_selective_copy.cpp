@@ -1206,6 +1206,85 @@ Result Result::from_json(const json& j) {
 
 json preset(const std::string& name) { return e3_preset(name); }
 
+namespace {
+
+void distinct_items(const std::string& field, const json& v) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    for (std::size_t k = 0; k < i; ++k)
+      if (v[i] == v[k]) bad(field, "a list of distinct items", v);
+}
+
+// The checks between E3's keys (ranges().relations).
+void e3_relations(const std::string& id, const json& s) {
+  if (s["prefix"].get<int>() < s["k"].get<int>())
+    bad(id + ".prefix", ">= k (" + s["k"].dump() + ")", s["prefix"]);
+  const std::int64_t d = s["d_model"].get<std::int64_t>();
+  if (d % s["heads"].get<std::int64_t>() != 0)
+    bad(id + ".heads", "a divisor of d_model (" + std::to_string(d) + ")", s["heads"]);
+  const std::int64_t rh = s["recurrent_heads"].get<std::int64_t>();
+  if (rh > 0 && d % rh != 0)
+    bad(id + ".recurrent_heads", "0 or a divisor of d_model (" + std::to_string(d) + ")",
+        s["recurrent_heads"]);
+  std::int64_t longest = 0;
+  for (const auto& f : s["factors"]) longest = std::max(longest, f.get<std::int64_t>());
+  if (longest * s["prefix"].get<std::int64_t>() > 65536)
+    bad(id + ".factors", "such that prefix x factor <= 65536 tokens (prefix " +
+                             s["prefix"].dump() + ")",
+        s["factors"]);
+  distinct_items(id + ".factors", s["factors"]);
+  distinct_items(id + ".methods", s["methods"]);
+  distinct_items(id + ".seeds", s["seeds"]);
+  const auto& m = s["methods"];
+  const bool swa = std::find(m.begin(), m.end(), "swa") != m.end();
+  if (swa && m.front() != "hybrid" && s["window"].get<std::int64_t>() < 1)
+    bad(id + ".window", ">= 1 when swa runs without the hybrid first (its state-matched window)",
+        s["window"]);
+}
+
+}  // namespace
+
+RangeTable ranges() {
+  RangeTable t;
+  t.keys = {{"symbols", 2, 1000},
+            {"k", 1, 1000},
+            {"prefix", 1, 65536},
+            {"d_model", 1, 4096},
+            {"layers", 1, 64},
+            {"heads", 1, 64},
+            {"recurrent_heads", 0, 64},
+            {"chunk", 1, 65536},
+            {"C", 0, 1e6, true},
+            {"iters", 1, layers::BatchedSettings::kMaxIterations},
+            {"mask_tol", 0, 0.499, true},
+            {"gate", 0, 0, false, 0, 0, {"token", "chunk"}},
+            {"gate_bias", -100, 100},
+            {"sigma", 0, 1e6, true},
+            {"learn_sigma"},
+            {"bounded"},
+            {"mu", 0, 1},
+            {"eval_exact"},
+            {"path", 0, 0, false, 0, 0, {"exact", "batched"}},
+            {"eval_path", 0, 0, false, 0, 0, {"", "exact", "batched"}},
+            {"save"},
+            {"reuse"},
+            {"steps", 1, 1000000},
+            {"batch", 1, 4096},
+            {"lr", 0, 1, true},
+            {"wd", 0, 10},
+            {"warmup", 0, 1000000},
+            {"eval_sequences", 1, 1000000},
+            {"long_factor", 1, 1000000},
+            {"long_eval_sequences", 0, 1000000},
+            {"window", 0, 65536},
+            {"factors", 1, 1024, false, 1, 32},
+            {"methods", 0, 0, false, 1, 5, {"hybrid", "swa", "linear", "deltanet", "softmax"}},
+            {"eval_tokens_per_forward", 1, 1 << 24},
+            {"seeds", 0, 1e15, false, 0, 64},
+            {"workers", 1, 64}};
+  t.relations = e3_relations;
+  return t;
+}
+
 Result measure(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;

@@ -369,6 +369,27 @@ Result Result::from_json(const nlohmann::json& j) {
 
 nlohmann::json preset(const std::string& name) { return e4_preset(name); }
 
+RangeTable ranges() {
+  RangeTable t;
+  t.keys = {{"datasets", 0, 0, false, 1, 2, {"mimic", "physionet2012"}},
+            {"max_stays", 0, 1000000},
+            {"fractions", 0, 1, true, 1, 16},
+            {"headline_fraction", 0, 1, true},
+            {"random_draws", 1, 10000}};
+  t.relations = [](const std::string& id, const nlohmann::json& s) {
+    for (const char* key : {"datasets", "fractions"}) {
+      const auto& v = s[key];
+      for (std::size_t i = 0; i < v.size(); ++i)
+        for (std::size_t k = 0; k < i; ++k)
+          if (v[i] == v[k]) bad(id + "." + key, "a list of distinct items", v);
+    }
+    const auto& f = s["fractions"];
+    if (std::find(f.begin(), f.end(), s["headline_fraction"]) == f.end())
+      bad(id + ".headline_fraction", "one of the fractions " + f.dump(), s["headline_fraction"]);
+  };
+  return t;
+}
+
 Result measure(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;

@@ -489,6 +489,63 @@ Result Result::from_json(const json& j) {
 
 json preset(const std::string& name) { return e5_preset(name); }
 
+namespace {
+
+// The checks between E5's keys and of its pairs (ranges().relations).
+void e5_relations(const std::string& id, const json& s) {
+  const std::vector<std::string> names = lm::preset_names();
+  const auto known = [&](const json& v) {
+    return v.is_string() && std::find(names.begin(), names.end(), v.get<std::string>()) != names.end();
+  };
+  const auto& pairs = s["pairs"];
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    const json& q = pairs[i];
+    const std::string field = id + ".pairs[" + std::to_string(i) + "]";
+    const bool ok = q.is_object() && q.contains("hybrid") && known(q["hybrid"]) &&
+                    q.contains("swa") && known(q["swa"]) && q.contains("reference") &&
+                    (q["reference"] == "" || known(q["reference"])) && q.contains("gate") &&
+                    (q["gate"] == "chunk" || q["gate"] == "token");
+    if (!ok)
+      bad(field, "{\"hybrid\", \"swa\", \"reference\" (\"\" = none): LM presets, \"gate\": "
+                 "chunk | token}",
+          q);
+  }
+  try {
+    lm::parse_device(s["device"].get<std::string>());
+  } catch (const InvalidArgument&) {
+    bad(id + ".device", "cpu, or cuda / cuda:N with that GPU present", s["device"]);
+  }
+  if (s["batch"].get<std::int64_t>() * s["seq"].get<std::int64_t>() >
+      lm::TrainHyper::kMaxStepTokens)
+    bad(id + ".batch",
+        "such that batch x seq <= " + std::to_string(lm::TrainHyper::kMaxStepTokens) + " tokens",
+        s["batch"]);
+}
+
+}  // namespace
+
+RangeTable ranges() {
+  RangeTable t;
+  t.keys = {{"corpus", 0, 0, false, 0, 0, {"enwik8", "shakespeare"}},
+            {"pairs", 0, 0, false, 1, 8},
+            {"seeds", 1, 100},
+            {"steps", 1, 10000000},
+            {"batch", 1, static_cast<double>(lm::TrainHyper::kMaxBatch)},
+            {"seq", 2, static_cast<double>(lm::TrainHyper::kMaxSeq)},
+            {"warmup", 0, 10000000},
+            {"eval_every", 0, 10000000},
+            {"eval_windows", 0, 10000000},
+            {"test_windows", 0, 10000000},
+            {"chunk", 0, static_cast<double>(lm::TrainHyper::kMaxSeq)},
+            {"note"},
+            {"device"},
+            {"max_seconds", 0, 1e7},
+            {"lr", 0, 1},
+            {"workers", 1, 64}};
+  t.relations = e5_relations;
+  return t;
+}
+
 Result measure(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;

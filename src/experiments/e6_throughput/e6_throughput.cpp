@@ -118,6 +118,30 @@ Result Result::from_json(const json& j) {
 
 json preset(const std::string& name) { return e6_preset(name); }
 
+RangeTable ranges() {
+  RangeTable t;
+  t.keys = {{"presets", 0, 0, false, 1, 16, lm::preset_names()},
+            {"batch", 1, static_cast<double>(lm::TrainHyper::kMaxBatch)},
+            {"seq", 2, static_cast<double>(lm::TrainHyper::kMaxSeq)},
+            {"steps", 1, 1000000},
+            {"warmup", 0, 1000000},
+            {"corpus", 0, 0, false, 0, 0, {"enwik8", "shakespeare"}},
+            {"device"}};
+  t.relations = [](const std::string& id, const json& s) {
+    try {
+      lm::parse_device(s["device"].get<std::string>());
+    } catch (const InvalidArgument&) {
+      bad(id + ".device", "cpu, or cuda / cuda:N with that GPU present", s["device"]);
+    }
+    if (s["batch"].get<std::int64_t>() * s["seq"].get<std::int64_t>() >
+        lm::TrainHyper::kMaxStepTokens)
+      bad(id + ".batch", "such that batch x seq <= " +
+                             std::to_string(lm::TrainHyper::kMaxStepTokens) + " tokens",
+          s["batch"]);
+  };
+  return t;
+}
+
 Result measure(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;

@@ -1484,6 +1484,24 @@ Result Result::from_json(const json& j) {
 
 nlohmann::json preset(const std::string& name) { return e7_preset(name); }
 
+RangeTable ranges() {
+  RangeTable t;
+  t.keys = {{"subjects", 1, 2000},     {"relations", 1, 64},   {"forget", 0, 10000},
+            {"edits", 0, 10000},       {"members", 2, 10000},  {"erased", 1, 9999},
+            {"never_seen", 0, 100000}, {"max_hours", 1, 1000}, {"pg_steps", 1, 100000, false, 0, 16},
+            {"bootstrap", 1, 100000}};
+  t.relations = [](const std::string& id, const nlohmann::json& s) {
+    if (s["erased"].get<int>() >= s["members"].get<int>())
+      bad(id + ".erased", "< members (" + s["members"].dump() + ")", s["erased"]);
+    const long facts = s["subjects"].get<long>() * s["relations"].get<long>();
+    if (facts > 20000)
+      bad(id + ".subjects", "such that subjects x relations <= 20000 facts (relations " +
+                                s["relations"].dump() + ")",
+          s["subjects"]);
+  };
+  return t;
+}
+
 Result measure(const ExperimentOptions& o) {
   o.validate();
   const Stopwatch total;

@@ -89,6 +89,9 @@ struct Result {
 
 /// The preset "tiny" | "quick" | "paper" as a flat JSON object (the `--set` keys).
 nlohmann::json preset(const std::string& name);
+/// The range of every preset key (the `--set` checks; docs/experiments.md "Ranges of the `--set`
+/// keys").
+RangeTable ranges();
 /// Trains (or reuses) the learned keys when the preset asks for them and this build can, then
 /// runs every trial of every selected stream. Writes no report; the only files are the trained
 /// keys and a reproduction folder per deletion whose state is not bit-identical to retraining

@@ -128,6 +128,9 @@ struct Result {
 
 /// The preset "tiny" | "quick" | "cpu" | "paper" as a flat JSON object (the `--set` keys).
 nlohmann::json preset(const std::string& name);
+/// The range of every preset key (the `--set` checks; docs/experiments.md "Ranges of the `--set`
+/// keys").
+RangeTable ranges();
 /// Trains and evaluates every method on every seed (model files only with save; no report).
 Result measure(const ExperimentOptions& options);
 /// Writes <out_dir>/E3.md, E3.json (the tables derived from the result, and the result) and plots.

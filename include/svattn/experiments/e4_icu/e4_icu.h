@@ -80,6 +80,9 @@ struct Result {
 
 /// The preset "tiny" | "quick" | "paper" as a flat JSON object (the `--set` keys).
 nlohmann::json preset(const std::string& name);
+/// The range of every preset key (the `--set` checks; docs/experiments.md "Ranges of the `--set`
+/// keys").
+RangeTable ranges();
 /// Reads the datasets and runs every method on every stay at every budget (no files written).
 Result measure(const ExperimentOptions& options);
 /// Writes <out_dir>/E4.md, E4.json (the result and the tables derived from it) and the plots.

@@ -90,6 +90,9 @@ struct Result {
 
 /// The preset "tiny" | "quick" | "cpu" | "paper" as a flat JSON object (the `--set` keys).
 nlohmann::json preset(const std::string& name);
+/// The range of every preset key (the `--set` checks; docs/experiments.md "Ranges of the `--set`
+/// keys").
+RangeTable ranges();
 /// Trains and tests every model of every pair and seed (run directories under <out>/E5-runs; no
 /// report written).
 Result measure(const ExperimentOptions& options);

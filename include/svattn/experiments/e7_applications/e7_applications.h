@@ -166,6 +166,9 @@ struct Result {
 
 /// The preset "tiny" | "quick" | "paper" as a flat JSON object (the `--set` keys).
 nlohmann::json preset(const std::string& name);
+/// The range of every preset key (the `--set` checks; docs/experiments.md "Ranges of the `--set`
+/// keys").
+RangeTable ranges();
 /// Runs (a), (b) and (c): builds the fact memories, fills and erases the stores in
 /// <out_dir>/E7-work (removed afterwards) and scans their files; writes no report.
 Result measure(const ExperimentOptions& options);
