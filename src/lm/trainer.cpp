@@ -102,11 +102,26 @@ Tensor window_tensor(const Corpus& corpus, const std::vector<std::int64_t>& offs
   return t;
 }
 
+// A hybrid gate parameter: some component of its dotted name starts with "gate_" (gate_proj,
+// gate_bias, gate_position).
+bool is_gate_parameter(const std::string& name) {
+  for (std::size_t at = 0; at < name.size();) {
+    if (name.compare(at, 5, "gate_") == 0) return true;
+    const auto dot = name.find('.', at);
+    if (dot == std::string::npos) break;
+    at = dot + 1;
+  }
+  return false;
+}
+
+// AdamW groups: matrices decay; vectors, and the gate unless h.gate_weight_decay, do not.
 std::vector<torch::optim::OptimizerParamGroup> param_groups(torch::nn::Module& model, const TrainHyper& h) {
   std::vector<Tensor> decay, no_decay;
-  for (auto& p : model.parameters(/*recurse=*/true)) {
+  for (auto& item : model.named_parameters(/*recurse=*/true)) {
+    const Tensor& p = item.value();
     if (!p.requires_grad()) continue;
-    (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    const bool decays = p.dim() >= 2 && (h.gate_weight_decay || !is_gate_parameter(item.key()));
+    (decays ? decay : no_decay).push_back(p);
   }
   auto opts = [&](double wd) {
     auto o = std::make_unique<torch::optim::AdamWOptions>(h.lr);
@@ -488,8 +503,10 @@ void Trainer::init(TrainOptions options) {
     if (o.global_path) a.hybrid.path = layers::global_path_from_string(*o.global_path);
     if (o.chunk) {
       if (a.type == layers::AttentionType::kSlidingWindow) {
-        const double support_part = static_cast<double>(a.window - a.hybrid.chunk);
-        a.window = layers::state_matched_window(*o.chunk, support_part);
+        // The matched window is the hybrid's local width plus the support: keep the support part.
+        const double support_part = static_cast<double>(a.window - a.hybrid.local_width());
+        a.hybrid.chunk = *o.chunk;
+        a.window = layers::state_matched_window(a.hybrid.local_width(), support_part);
       }
       a.hybrid.chunk = *o.chunk;
     }
