@@ -68,9 +68,15 @@ int run_train(TrainCliOptions& c, CLI::App* sub) {
     fmt::print("parameters: {}\n", trainer.parameters());
     if (p.model.attention.type == layers::AttentionType::kSlidingWindow)
       fmt::print("sliding window: {}\n", p.model.attention.window);
-    if (p.model.attention.type == layers::AttentionType::kHybrid)
-      fmt::print("hybrid memory: {} path, chunk {}\n",
-                 layers::to_string(p.model.attention.hybrid.path), p.model.attention.hybrid.chunk);
+    if (p.model.attention.type == layers::AttentionType::kHybrid) {
+      const auto& h = p.model.attention.hybrid;
+      if (h.memory)
+        fmt::print("hybrid memory: {} path, chunk {}\n", layers::to_string(h.path), h.chunk);
+      else
+        fmt::print("hybrid memory: off (local path alone)\n");
+      fmt::print("hybrid local path: {}, {} to {} recent tokens, {} gate\n", layers::to_string(h.local),
+                 h.min_local(), h.local_width(), layers::to_string(h.gate));
+    }
     fmt::print("data: {} ({}, {} bytes; train {} bytes, valid {} bytes)\n", corpus.label(), corpus.path(),
                corpus.size(), tr.second - tr.first, va.second - va.first);
     fmt::print("batch {} x seq {}, lr {}, steps {}{}, threads {}, OpenBLAS kernels {}\n", p.train.batch,

@@ -506,9 +506,11 @@ void Trainer::init(TrainOptions options) {
       a.hybrid.local = matched.local;
       a.hybrid.local_window = matched.local_window;
       a.window = layers::state_matched_window(a.hybrid.local_width(), support);
-      s.preset.description += "; matched to " + o.match_run + ": window " + std::to_string(a.window) +
-                              " = local width " + std::to_string(a.hybrid.local_width()) + " + support " +
-                              std::to_string(support);
+      std::ostringstream os;
+      os << s.preset.description.substr(0, s.preset.description.find(", state-matched"))
+         << ", state-matched sliding window " << a.window << " = local width " << a.hybrid.local_width()
+         << " + average support " << support << " (both from " << o.match_run << ")";
+      s.preset.description = os.str();
     }
     if (o.gate) a.hybrid.gate = layers::gate_type_from_string(*o.gate);
     if (o.local || o.local_window) {
