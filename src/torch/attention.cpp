@@ -256,7 +256,8 @@ std::string to_string(GateType g) {
 }
 
 GateType gate_type_from_string(const std::string& s) {
-  for (auto g : {GateType::kChunkFrozen, GateType::kPerToken, GateType::kPosition, GateType::kJoint})
+  for (auto g :
+       {GateType::kChunkFrozen, GateType::kPerToken, GateType::kPosition, GateType::kJoint})
     if (to_string(g) == s) return g;
   throw InvalidArgument("unknown gate type '" + s + "' (chunk|token|position|joint)");
 }
@@ -513,7 +514,8 @@ Tensor HybridSvAttentionImpl::global_path(const Tensor& q, const Tensor& k, cons
   }
   if (shift == 0) return o_glob;
   if (lz != nullptr)
-    *lz = F::pad(*lz, F::PadFuncOptions({shift, 0}).value(-std::numeric_limits<double>::infinity()));
+    *lz =
+        F::pad(*lz, F::PadFuncOptions({shift, 0}).value(-std::numeric_limits<double>::infinity()));
   return F::pad(o_glob, F::PadFuncOptions({0, 0, shift, 0}));
 }
 
@@ -564,7 +566,7 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   auto opts = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
   Tensor mem_at = (torch::arange(T, opts) >= first_mem).view({1, 1, T});
   if (joint) mass = (lz_mem - lz_loc).masked_fill(~mem_at, 0.0);  // -inf before the first memory
-  Tensor g = gate(x, mass) * mem_at.to(x.scalar_type());  // [B, H, T]
+  Tensor g = gate(x, mass) * mem_at.to(x.scalar_type());          // [B, H, T]
   last_gate_ = g.detach();
   diag_.gate_mean = g.detach().narrow(2, first_mem, T - first_mem).mean().item<double>();
   Tensor gu = g.unsqueeze(-1);

@@ -763,7 +763,8 @@ Tensor readout_set(const Tensor& q, const Tensor& x, const Tensor& v, const Tens
   Tensor has = z > 0;
   z = torch::where(has, z, torch::ones_like(z));
   if (lz != nullptr)  // log of the guarded z: no 0 * inf in the backward of an empty memory
-    *lz = torch::where(has, torch::log(z) + m, torch::full_like(z, -std::numeric_limits<double>::infinity()))
+    *lz = torch::where(has, torch::log(z) + m,
+                       torch::full_like(z, -std::numeric_limits<double>::infinity()))
               .squeeze(-1);
   return (torch::bmm(w.view({G, R * M, N}), v).view({G, R, M, v.size(-1)}) / z);
 }
@@ -890,8 +891,8 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
   const bool want_lz = log_normalizer != nullptr;
   std::vector<Tensor> lzs;
   if (want_lz)
-    lzs.push_back(torch::full({G, std::min(T, L)}, -std::numeric_limits<double>::infinity(),
-                              p.x.options()));
+    lzs.push_back(
+        torch::full({G, std::min(T, L)}, -std::numeric_limits<double>::infinity(), p.x.options()));
   if (n_chunks == 1) {
     o = torch::zeros({G, T, p.dv}, p.x.options());
   } else if (!s.bounded) {
@@ -914,9 +915,9 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
       SolvedSet sol = solve_set(Kfull.narrow(1, 0, n).narrow(2, 0, n), valid, s, Tensor(),
                                 Kfull64.narrow(1, 0, n).narrow(2, 0, n));
       Tensor lz;
-      Tensor og =
-          readout_set(qm.narrow(1, r0 * L, Rg * L).view({G, Rg, L, p.d}), xm.narrow(1, 0, n),
-                      vmem.narrow(1, 0, n), sol.alpha, sol.role > 0, p.sigma, want_lz ? &lz : nullptr);
+      Tensor og = readout_set(qm.narrow(1, r0 * L, Rg * L).view({G, Rg, L, p.d}),
+                              xm.narrow(1, 0, n), vmem.narrow(1, 0, n), sol.alpha, sol.role > 0,
+                              p.sigma, want_lz ? &lz : nullptr);
       outs.push_back(og.reshape({G, Rg * L, p.dv}));
       if (want_lz) lzs.push_back(lz.reshape({G, Rg * L}));
       if (info != nullptr) {

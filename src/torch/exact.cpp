@@ -180,8 +180,8 @@ void unit_readout(const Unit& u, const double* X, const double* V, const double*
 // Accumulates the gradients of one unit into the (b, h) slices Xg, Vg, Qg and *sg (d loss / d
 // sigma). G: d loss / d output; GZ (may be null): d loss / d log-normaliser per query.
 void unit_backward(const Unit& u, const double* X, const double* V, const double* Q,
-                   const double* G, const double* GZ, double* Xg, double* Vg, double* Qg, double* sg, std::int64_t d,
-                   std::int64_t dv, double sigma) {
+                   const double* G, const double* GZ, double* Xg, double* Vg, double* Qg,
+                   double* sg, std::int64_t d, std::int64_t dv, double sigma) {
   const std::size_t ns = u.support.size();
   if (ns == 0) return;
   const double inv_s2 = 1.0 / (sigma * sigma);
@@ -338,17 +338,19 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
   // chunk == 0: one memory of all N keys per (b, h) read by all M queries. chunk > 0: causal
   // chunked memory (queries of chunk c read the memory of chunks 0..c-1).
   // Returns {output [B,H,M,dv], log-normaliser [B,H,M] (-inf where the memory is empty)}.
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const Tensor& keys,
-                        const Tensor& values, const Tensor& queries, const Tensor& log_sigma,
-                        std::int64_t chunk, const ExactSettings& settings, ExactInfo* info) {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const Tensor& keys, const Tensor& values,
+                                                const Tensor& queries, const Tensor& log_sigma,
+                                                std::int64_t chunk, const ExactSettings& settings,
+                                                ExactInfo* info) {
     settings.validate();
     const Shapes s = check_inputs(keys, values, queries, log_sigma, chunk > 0);
     if (chunk < 0) throw InvalidArgument("sv_exact_chunked_attention: chunk must be >= 1");
     const std::vector<double> sig = head_sigmas(log_sigma, s.H, settings.problem.kernel.bandwidth);
     const Tensor X = cpu64(keys), V = cpu64(values), Q = cpu64(queries);
     Tensor O = torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
-    Tensor LZ = torch::full({s.B, s.H, s.M}, -std::numeric_limits<double>::infinity(),
-                            torch::kFloat64);
+    Tensor LZ =
+        torch::full({s.B, s.H, s.M}, -std::numeric_limits<double>::infinity(), torch::kFloat64);
     const std::int64_t n_chunks = chunk > 0 ? (s.N + chunk - 1) / chunk : 1;
     const std::int64_t units_per = chunk > 0 ? n_chunks : 1;
     std::vector<Unit> units(static_cast<std::size_t>(s.B * s.H * units_per));
@@ -462,7 +464,8 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
           unit_backward(
               u, X.data_ptr<double>() + bh * s.N * s.d, V.data_ptr<double>() + bh * s.N * s.dv,
               Q.data_ptr<double>() + bh * s.M * s.d, G.data_ptr<double>() + bh * s.M * s.dv,
-              has_gz ? GZ.data_ptr<double>() + bh * s.M : nullptr, Xg.data_ptr<double>() + bh * s.N * s.d, Vg.data_ptr<double>() + bh * s.N * s.dv,
+              has_gz ? GZ.data_ptr<double>() + bh * s.M : nullptr,
+              Xg.data_ptr<double>() + bh * s.N * s.d, Vg.data_ptr<double>() + bh * s.N * s.dv,
               Qg.data_ptr<double>() + bh * s.M * s.d, Sg.data_ptr<double>() + bh, s.d, s.dv, sigma);
         }
       }
@@ -507,8 +510,8 @@ Tensor sv_exact_chunked_attention(const Tensor& keys, const Tensor& values, cons
   if (chunk < 1) throw InvalidArgument("sv_exact_chunked_attention: chunk must be >= 1");
   settings.validate();
   check_inputs(keys, values, queries, log_sigma, true);
-  auto outs = ExactFunction::apply(keys, values, queries,
-                                   defined_log_sigma(keys, log_sigma, settings), chunk, settings, info);
+  auto outs = ExactFunction::apply(
+      keys, values, queries, defined_log_sigma(keys, log_sigma, settings), chunk, settings, info);
   if (log_normalizer != nullptr) *log_normalizer = outs[1];
   return outs[0];
 }

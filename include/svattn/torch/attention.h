@@ -45,8 +45,7 @@ torch::Tensor delta_rule(const torch::Tensor& q, const torch::Tensor& k, const t
 /// given, receives logsumexp_s q_t.k_s / sqrt(dh) over those keys, [B, H, T].
 torch::Tensor memory_local_attention(const torch::Tensor& q, const torch::Tensor& k,
                                      const torch::Tensor& v, std::int64_t chunk,
-                                     std::int64_t window,
-                                     torch::Tensor* log_normalizer = nullptr);
+                                     std::int64_t window, torch::Tensor* log_normalizer = nullptr);
 /// Rotary position embedding of x [B, H, T, dh] (dh even) at positions 0..T-1.
 torch::Tensor apply_rope(const torch::Tensor& x, double base);
 
