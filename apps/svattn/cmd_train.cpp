@@ -21,10 +21,10 @@ struct TrainCliOptions {
   bool json = false;
   std::uint64_t seed = lm::kDefaultSeed;
   std::int64_t batch = 0, seq = 0, warmup = -1, eval_every = -1, eval_windows = -1, checkpoint_every = -1,
-               log_every = 0, chunk = 0;
+               log_every = 0, chunk = 0, local_window = 0;
   double lr = 0, svm_C = 0;
   int fista_iterations = 0;
-  std::string gate, global_path;
+  std::string gate, global_path, local;
   bool quiet = false, no_plot = false;
 };
 
@@ -49,6 +49,8 @@ int run_train(TrainCliOptions& c, CLI::App* sub) {
   if (sub->count("--checkpoint-every") > 0) t.checkpoint_every = c.checkpoint_every;
   if (sub->count("--log-every") > 0) t.log_every = c.log_every;
   if (sub->count("--gate") > 0) t.gate = c.gate;
+  if (sub->count("--local") > 0) t.local = c.local;
+  if (sub->count("--local-window") > 0) t.local_window = c.local_window;
   if (sub->count("--C") > 0) t.svm_C = c.svm_C;
   if (sub->count("--chunk") > 0) t.chunk = c.chunk;
   if (sub->count("--fista-iterations") > 0) t.fista_iterations = c.fista_iterations;
@@ -67,9 +69,15 @@ int run_train(TrainCliOptions& c, CLI::App* sub) {
     fmt::print("parameters: {}\n", trainer.parameters());
     if (p.model.attention.type == layers::AttentionType::kSlidingWindow)
       fmt::print("sliding window: {}\n", p.model.attention.window);
-    if (p.model.attention.type == layers::AttentionType::kHybrid)
-      fmt::print("hybrid memory: {} path, chunk {}\n",
-                 layers::to_string(p.model.attention.hybrid.path), p.model.attention.hybrid.chunk);
+    if (p.model.attention.type == layers::AttentionType::kHybrid) {
+      const auto& h = p.model.attention.hybrid;
+      if (h.memory)
+        fmt::print("hybrid memory: {} path, chunk {}\n", layers::to_string(h.path), h.chunk);
+      else
+        fmt::print("hybrid memory: off (local path alone)\n");
+      fmt::print("hybrid local path: {}, {} to {} recent tokens, {} gate\n", layers::to_string(h.local),
+                 h.min_local(), h.local_width(), layers::to_string(h.gate));
+    }
     fmt::print("data: {} ({}, {} bytes; train {} bytes, valid {} bytes)\n", corpus.label(), corpus.path(),
                corpus.size(), tr.second - tr.first, va.second - va.first);
     fmt::print("batch {} x seq {}, lr {}, steps {}{}, threads {}, OpenBLAS kernels {}\n", p.train.batch,
@@ -121,7 +129,9 @@ Registrar reg("train", [](CLI::App& app, int& exit_code) {
   sub->add_option("--eval-windows", o->eval_windows, "validation windows (0: the whole split)");
   sub->add_option("--checkpoint-every", o->checkpoint_every, "checkpoint period in steps (0: end only)");
   sub->add_option("--log-every", o->log_every, "JSONL train record period in steps");
-  sub->add_option("--gate", o->gate, "hybrid gate: chunk (the paper's) | token");
+  sub->add_option("--gate", o->gate, "hybrid gate: chunk (the paper's) | token | position | joint (docs/layers.md §3)");
+  sub->add_option("--local", o->local, "hybrid local path: chunk (the paper's) | window (sliding, docs/layers.md §3)");
+  sub->add_option("--local-window", o->local_window, "hybrid window mode: W_loc, the fewest recent tokens seen locally");
   sub->add_option("--C", o->svm_C, "hybrid: box bound C of the SV memory");
   sub->add_option("--chunk", o->chunk, "hybrid chunk length (swa: the chunk part of the window)");
   sub->add_option("--fista-iterations", o->fista_iterations, "hybrid: FISTA iterations of the batched path");

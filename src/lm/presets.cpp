@@ -91,7 +91,8 @@ TrainHyper base_train() {
 std::vector<std::string> preset_names() {
   std::vector<std::string> out;
   for (const char* size : {"800k", "3m", "10m"})
-    for (const char* kind : {"hybrid", "hybrid-token", "swa", "softmax", "linear", "deltanet"})
+    for (const char* kind : {"hybrid", "hybrid-token", "hybrid-local", "hybrid-window", "hybrid-window-local",
+                             "swa", "swa-window", "softmax", "linear", "deltanet"})
       out.push_back(std::string(kind) + "-" + size);
   out.emplace_back("tiny");
   out.emplace_back("tiny-swa");
@@ -154,17 +155,29 @@ Preset make_preset(const std::string& name, double matched_support) {
   auto& a = p.model.attention;
   const std::string dims = "d " + std::to_string(a.d_model) + ", " + std::to_string(p.model.n_layers) +
                            " layers, " + std::to_string(a.n_heads) + " heads";
-  if (kind == "hybrid" || kind == "hybrid-token") {
+  // Window-mode kinds (docs/layers.md §3): the local path sees every token newer than the memory,
+  // at least the last kWindowPresetLocal; swa-window is state-matched to them.
+  if (kind == "hybrid-window" || kind == "hybrid-window-local" || kind == "swa-window") {
+    a.hybrid.local = layers::LocalPath::kWindow;
+    a.hybrid.local_window = kWindowPresetLocal;
+  }
+  if (kind == "hybrid" || kind == "hybrid-token" || kind == "hybrid-local" || kind == "hybrid-window" ||
+      kind == "hybrid-window-local") {
     a.type = AttentionType::kHybrid;
     if (kind == "hybrid-token") a.hybrid.gate = layers::GateType::kPerToken;
-    p.description = dims + ", hybrid SV attention (chunk " + std::to_string(a.hybrid.chunk) +
-                    ", C 1/16, " + layers::to_string(a.hybrid.gate) + " gate)";
-  } else if (kind == "swa") {
+    a.hybrid.memory = kind != "hybrid-local" && kind != "hybrid-window-local";
+    std::string local = "chunk-local";
+    if (a.hybrid.local == layers::LocalPath::kWindow)
+      local = "sliding local >= " + std::to_string(a.hybrid.local_window) + " tokens";
+    p.description = dims + ", hybrid SV attention (chunk " + std::to_string(a.hybrid.chunk) + ", " + local +
+                    (a.hybrid.memory ? ", C 1/16, " + layers::to_string(a.hybrid.gate) + " gate)"
+                                     : ", memory off: local path alone)");
+  } else if (kind == "swa" || kind == "swa-window") {
     a.type = AttentionType::kSlidingWindow;
-    a.window = layers::state_matched_window(a.hybrid.chunk, support);
+    a.window = layers::state_matched_window(a.hybrid.local_width(), support);
     std::ostringstream os;
-    os << dims << ", state-matched sliding window " << a.window << " = chunk " << a.hybrid.chunk
-       << " + average support " << support;
+    os << dims << ", state-matched sliding window " << a.window << " = hybrid local width "
+       << a.hybrid.local_width() << " + average support " << support;
     p.description = os.str();
   } else if (kind == "softmax") {
     a.type = AttentionType::kSoftmax;
@@ -242,6 +255,9 @@ json to_json(const LmConfig& c) {
   json hj = {{"chunk", h.chunk},
              {"path", layers::to_string(h.path)},
              {"gate", layers::to_string(h.gate)},
+             {"local", layers::to_string(h.local)},
+             {"local_window", h.local_window},
+             {"memory", h.memory},
              {"C", h.problem.C},
              {"bandwidth", h.problem.kernel.bandwidth},
              {"learn_bandwidth", h.learn_bandwidth},
@@ -300,6 +316,11 @@ LmConfig lm_config_from_json(const json& j) {
     hc.chunk = h.at("chunk").get<std::int64_t>();
     hc.path = layers::global_path_from_string(h.at("path").get<std::string>());
     hc.gate = layers::gate_type_from_string(h.at("gate").get<std::string>());
+    // Local-path options added after the first checkpoints: absent means the paper's chunk-local
+    // path with the memory on.
+    hc.local = layers::local_path_from_string(h.value("local", std::string("chunk")));
+    hc.local_window = h.value("local_window", hc.local_window);
+    hc.memory = h.value("memory", true);
     hc.problem.C = h.at("C").get<double>();
     hc.problem.kernel.bandwidth = h.at("bandwidth").get<double>();
     hc.learn_bandwidth = h.at("learn_bandwidth").get<bool>();
@@ -334,6 +355,7 @@ json to_json(const TrainHyper& h) {
   return {{"batch", h.batch},           {"seq", h.seq},
           {"lr", h.lr},                 {"min_lr_ratio", h.min_lr_ratio},
           {"warmup", h.warmup},         {"weight_decay", h.weight_decay},
+          {"gate_weight_decay", h.gate_weight_decay},
           {"beta1", h.beta1},           {"beta2", h.beta2},
           {"eps", h.eps},               {"clip", h.clip},
           {"eval_every", h.eval_every}, {"eval_windows", h.eval_windows},
@@ -349,6 +371,8 @@ TrainHyper train_hyper_from_json(const json& j) {
     h.min_lr_ratio = j.at("min_lr_ratio").get<double>();
     h.warmup = j.at("warmup").get<std::int64_t>();
     h.weight_decay = j.at("weight_decay").get<double>();
+    // Runs written before the switch decayed the gate projection like every matrix.
+    h.gate_weight_decay = j.value("gate_weight_decay", true);
     h.beta1 = j.at("beta1").get<double>();
     h.beta2 = j.at("beta2").get<double>();
     h.eps = j.at("eps").get<double>();

@@ -103,23 +103,6 @@ Tensor window_tensor(const Corpus& corpus, const std::vector<std::int64_t>& offs
   return t;
 }
 
-std::vector<torch::optim::OptimizerParamGroup> param_groups(torch::nn::Module& model, const TrainHyper& h) {
-  std::vector<Tensor> decay, no_decay;
-  for (auto& p : model.parameters(/*recurse=*/true)) {
-    if (!p.requires_grad()) continue;
-    (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  }
-  auto opts = [&](double wd) {
-    auto o = std::make_unique<torch::optim::AdamWOptions>(h.lr);
-    o->betas(std::make_tuple(h.beta1, h.beta2)).eps(h.eps).weight_decay(wd);
-    return o;
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, opts(h.weight_decay));
-  groups.emplace_back(no_decay, opts(0.0));
-  return groups;
-}
-
 /// Learning rate at (1-based) step: linear warm-up to lr over `warmup` steps, then cosine decay to
 /// min_lr_ratio * lr at `total`.
 double schedule(const TrainHyper& h, std::int64_t step, std::int64_t total) {
@@ -299,6 +282,38 @@ void torch_load_model(layers::CharLm& model, const std::string& path) {
 }
 
 }  // namespace
+
+// A hybrid gate parameter: some component of its dotted name starts with "gate_" (gate_proj,
+// gate_bias, gate_position).
+bool is_gate_parameter(const std::string& name) {
+  for (std::size_t at = 0; at < name.size();) {
+    if (name.compare(at, 5, "gate_") == 0) return true;
+    const auto dot = name.find('.', at);
+    if (dot == std::string::npos) break;
+    at = dot + 1;
+  }
+  return false;
+}
+
+// AdamW groups: matrices decay; vectors, and the gate unless h.gate_weight_decay, do not.
+std::vector<torch::optim::OptimizerParamGroup> param_groups(torch::nn::Module& model, const TrainHyper& h) {
+  std::vector<Tensor> decay, no_decay;
+  for (auto& item : model.named_parameters(/*recurse=*/true)) {
+    const Tensor& p = item.value();
+    if (!p.requires_grad()) continue;
+    const bool decays = p.dim() >= 2 && (h.gate_weight_decay || !is_gate_parameter(item.key()));
+    (decays ? decay : no_decay).push_back(p);
+  }
+  auto opts = [&](double wd) {
+    auto o = std::make_unique<torch::optim::AdamWOptions>(h.lr);
+    o->betas(std::make_tuple(h.beta1, h.beta2)).eps(h.eps).weight_decay(wd);
+    return o;
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, opts(h.weight_decay));
+  groups.emplace_back(no_decay, opts(0.0));
+  return groups;
+}
 
 layers::CharLm seeded_char_lm(const layers::LmConfig& config, std::uint64_t seed) {
   const std::lock_guard<std::mutex> lock(global_generator_mutex());
@@ -534,14 +549,41 @@ void Trainer::init(TrainOptions options) {
     if (o.log_every) t.log_every = *o.log_every;
     t.validate();
     auto& a = s.preset.model.attention;
+    if (!o.match_run.empty() && a.type == layers::AttentionType::kSlidingWindow) {
+      // State matching (docs/layers.md §3): the window is the matched hybrid's local width
+      // (chunk, or W_loc + chunk - 1 in window mode) plus its measured support.
+      const auto f = verify_checkpoint(checkpoint_dir_of(o.match_run));
+      const auto matched = lm_config_from_json(f.config.at("model")).attention.hybrid;
+      a.hybrid.chunk = matched.chunk;
+      a.hybrid.local = matched.local;
+      a.hybrid.local_window = matched.local_window;
+      a.window = layers::state_matched_window(a.hybrid.local_width(), support);
+      std::ostringstream os;
+      os << s.preset.description.substr(0, s.preset.description.find(", state-matched"))
+         << ", state-matched sliding window " << a.window << " = local width " << a.hybrid.local_width()
+         << " + average support " << support << " (both from " << o.match_run << ")";
+      s.preset.description = os.str();
+    }
     if (o.gate) a.hybrid.gate = layers::gate_type_from_string(*o.gate);
+    if (o.local || o.local_window) {
+      if (a.type == layers::AttentionType::kSlidingWindow)
+        throw InvalidArgument("--local/--local-window: for hybrid presets (swa-* takes the matched "
+                              "hybrid's local path from --match-run)");
+      if (o.local) a.hybrid.local = layers::local_path_from_string(*o.local);
+      if (o.local_window) {
+        a.hybrid.local = layers::LocalPath::kWindow;
+        a.hybrid.local_window = *o.local_window;
+      }
+    }
     if (o.svm_C) a.hybrid.problem.C = *o.svm_C;
     if (o.fista_iterations) a.hybrid.batched.iterations = *o.fista_iterations;
     if (o.global_path) a.hybrid.path = layers::global_path_from_string(*o.global_path);
     if (o.chunk) {
       if (a.type == layers::AttentionType::kSlidingWindow) {
-        const double support_part = static_cast<double>(a.window - a.hybrid.chunk);
-        a.window = layers::state_matched_window(*o.chunk, support_part);
+        // The matched window is the hybrid's local width plus the support: keep the support part.
+        const double support_part = static_cast<double>(a.window - a.hybrid.local_width());
+        a.hybrid.chunk = *o.chunk;
+        a.window = layers::state_matched_window(a.hybrid.local_width(), support_part);
       }
       a.hybrid.chunk = *o.chunk;
     }

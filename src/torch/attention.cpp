@@ -24,11 +24,13 @@ Tensor causal_mask(std::int64_t t, const torch::Device& device) {
   return torch::ones({t, t}, torch::TensorOptions().dtype(torch::kBool).device(device)).tril();
 }
 
+// lse (may be null) receives the log-normaliser logsumexp of the allowed scores per query.
 Tensor masked_softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                const Tensor& allowed) {
+                                const Tensor& allowed, Tensor* lse = nullptr) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   Tensor s = torch::matmul(q, k.transpose(-1, -2)) * scale;
   s = s.masked_fill(~allowed, -std::numeric_limits<double>::infinity());
+  if (lse != nullptr) *lse = torch::logsumexp(s, -1);
   return torch::matmul(torch::softmax(s, -1), v);
 }
 
@@ -98,6 +100,35 @@ Tensor chunk_local_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   Tensor o =
       masked_softmax_attention(blocks(qp), blocks(kp), blocks(vp), causal_mask(chunk, q.device()));
   return o.reshape({B, H, nc * chunk, v.size(3)}).narrow(2, 0, T);
+}
+
+Tensor memory_local_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t chunk,
+                              std::int64_t window, Tensor* log_normalizer) {
+  check_qkv(q, k, v, "memory_local_attention");
+  if (chunk < 1) throw InvalidArgument("memory_local_attention: chunk must be >= 1");
+  if (window < 1) throw InvalidArgument("memory_local_attention: window must be >= 1");
+  if (window == 1 && log_normalizer == nullptr) return chunk_local_attention(q, k, v, chunk);
+  const auto B = q.size(0), H = q.size(1), T = q.size(2);
+  // Query block i = [iL, iL + L) reads keys [iL - P, iL + L): P = L ceil((W - 1) / L) reaches
+  // b(iL), the earliest boundary in the block.
+  const std::int64_t L = chunk, P = (window - 1 + L - 1) / L * L;
+  Tensor qp = pad_time(q, L), kp = pad_time(k, L), vp = pad_time(v, L);
+  const auto nb = qp.size(2) / L;
+  kp = F::pad(kp, F::PadFuncOptions({0, 0, P, 0}));
+  vp = F::pad(vp, F::PadFuncOptions({0, 0, P, 0}));
+  Tensor kb = kp.unfold(2, P + L, L).transpose(-1, -2);  // [B, H, nb, P + L, dh]
+  Tensor vb = vp.unfold(2, P + L, L).transpose(-1, -2);
+  Tensor qb = qp.reshape({B, H, nb, L, q.size(3)});
+  auto opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
+  Tensor tq = torch::arange(nb, opts).view({nb, 1, 1}) * L + torch::arange(L, opts).view({1, L, 1});
+  Tensor tk = torch::arange(nb, opts).view({nb, 1, 1}) * L - P +
+              torch::arange(P + L, opts).view({1, 1, P + L});
+  Tensor bound = torch::div(torch::clamp_min(tq - window + 1, 0), L, "floor") * L;
+  Tensor allowed = (tk <= tq) & (tk >= bound);  // [nb, L, P + L]; bound >= 0 masks the padding
+  Tensor lse;
+  Tensor o = masked_softmax_attention(qb, kb, vb, allowed, log_normalizer ? &lse : nullptr);
+  if (log_normalizer != nullptr) *log_normalizer = lse.reshape({B, H, nb * L}).narrow(2, 0, T);
+  return o.reshape({B, H, nb * L, v.size(3)}).narrow(2, 0, T);
 }
 
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t chunk_arg) {
@@ -211,12 +242,33 @@ GlobalPath global_path_from_string(const std::string& s) {
   throw InvalidArgument("unknown global path '" + s + "' (exact|batched)");
 }
 
-std::string to_string(GateType g) { return g == GateType::kChunkFrozen ? "chunk" : "token"; }
+std::string to_string(GateType g) {
+  switch (g) {
+    case GateType::kChunkFrozen:
+      return "chunk";
+    case GateType::kPerToken:
+      return "token";
+    case GateType::kPosition:
+      return "position";
+    case GateType::kJoint:
+      return "joint";
+  }
+  return "?";
+}
 
 GateType gate_type_from_string(const std::string& s) {
-  if (s == "chunk") return GateType::kChunkFrozen;
-  if (s == "token") return GateType::kPerToken;
-  throw InvalidArgument("unknown gate type '" + s + "' (chunk|token)");
+  for (auto g :
+       {GateType::kChunkFrozen, GateType::kPerToken, GateType::kPosition, GateType::kJoint})
+    if (to_string(g) == s) return g;
+  throw InvalidArgument("unknown gate type '" + s + "' (chunk|token|position|joint)");
+}
+
+std::string to_string(LocalPath p) { return p == LocalPath::kChunk ? "chunk" : "window"; }
+
+LocalPath local_path_from_string(const std::string& s) {
+  if (s == "chunk") return LocalPath::kChunk;
+  if (s == "window") return LocalPath::kWindow;
+  throw InvalidArgument("unknown local path '" + s + "' (chunk|window)");
 }
 
 ProblemSettings hybrid_default_problem() {
@@ -238,6 +290,7 @@ bool same_problem(const ProblemSettings& a, const ProblemSettings& b) {
 void HybridSettings::validate() const {
   check_problem(problem, "hybrid.problem.");
   if (chunk < 1) bad_setting("hybrid.chunk", ">= 1", chunk);
+  if (local_window < 1) bad_setting("hybrid.local_window", ">= 1", local_window);
   if (!std::isfinite(gate_bias_init))
     bad_setting("hybrid.gate_bias_init", "finite", gate_bias_init);
   if (gate_override && !(*gate_override >= 0 && *gate_override <= 1))
@@ -256,6 +309,10 @@ void HybridSettings::validate() const {
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(std::string("hybrid.batched.") + e.what());
   }
+}
+
+std::int64_t HybridSettings::memory_boundary(std::int64_t t) const {
+  return std::max<std::int64_t>(t - min_local() + 1, 0) / chunk * chunk;
 }
 
 ExactSettings HybridSettings::exact_settings() const {
@@ -360,6 +417,8 @@ HybridSvAttentionImpl::HybridSvAttentionImpl(const AttentionConfig& config)
   gate_bias_ = register_parameter("gate_bias", torch::full({H}, hs.gate_bias_init));
   gate_proj_ = register_module(
       "gate_proj", torch::nn::Linear(torch::nn::LinearOptions(config_.d_model, H).bias(false)));
+  if (hs.gate == GateType::kPosition)
+    gate_position_ = register_parameter("gate_position", torch::zeros({H, hs.chunk}));
   // Start the gate from its bias alone: the data-dependent part is learned.
   torch::NoGradGuard ng;
   gate_proj_->weight.zero_();
@@ -379,124 +438,148 @@ void HybridSvAttentionImpl::record_agreement(const Tensor& batched_role,
           .item<double>();
 }
 
+// Local path: causal softmax over b(t) <= s <= t (the chunk in chunk mode).
+Tensor HybridSvAttentionImpl::local_path(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         Tensor* lz) const {
+  const auto& hs = config_.hybrid;
+  Tensor ql = q, kl = k;
+  if (config_.rope) {
+    ql = apply_rope(q, config_.rope_base);
+    kl = apply_rope(k, config_.rope_base);
+  }
+  return memory_local_attention(ql, kl, v, hs.chunk, hs.min_local(), lz);
+}
+
+// Global path: query t reads the SV memory of the tokens s < b(t). The chunked solvers give query
+// position u the memory of chunks 0..floor(u/L)-1, so query t is read at u = t - (W - 1) (W = 1
+// in chunk mode: no shift); tokens from T - (W - 1) on are in no memory that is read, so the
+// solvers see the first T - (W - 1) keys. Fills the support diagnostics.
+Tensor HybridSvAttentionImpl::global_path(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          Tensor* lz) {
+  const auto& h = config_.hybrid;
+  const auto shift = h.min_local() - 1, Tm = q.size(2) - shift, L = h.chunk;
+  const auto nc = (Tm + L - 1) / L;
+  Tensor qs = q.narrow(2, shift, Tm), ks = k.narrow(2, 0, Tm), vm = v.narrow(2, 0, Tm);
+  if (h.normalize_keys) {
+    qs = F::normalize(qs, F::NormalizeFuncOptions().dim(-1).eps(1e-6));
+    ks = F::normalize(ks, F::NormalizeFuncOptions().dim(-1).eps(1e-6));
+  }
+  Tensor lsig = h.learn_bandwidth ? log_sigma_ : Tensor();
+  const auto t0 = std::chrono::steady_clock::now();
+  Tensor o_glob, support, role, alpha;
+  if (h.path == GlobalPath::kExact) {
+    ExactInfo info;
+    o_glob = sv_exact_chunked_attention(ks, vm, qs, lsig, L, h.exact_settings(), &info, lz);
+    support = info.support;
+    role = info.role;
+    alpha = info.alpha;
+    if (h.certify) {
+      Tensor checked = info.verified.narrow(2, 1, nc - 1);
+      diag_.certified_units = (checked >= 0).sum().item<std::int64_t>();
+      diag_.verified_units = (checked == 1).sum().item<std::int64_t>();
+    }
+    if (h.check_agreement) {
+      torch::NoGradGuard ng;
+      BatchedInfo bi;
+      sv_batched_chunked_attention(ks.detach(), vm.detach(), qs.detach(),
+                                   lsig.defined() ? lsig.detach() : lsig, L, h.batched_settings(),
+                                   &bi);
+      record_agreement(bi.role, bi.alpha, info.role, info.alpha);
+    }
+  } else {
+    BatchedInfo info;
+    o_glob = sv_batched_chunked_attention(ks, vm, qs, lsig, L, h.batched_settings(), &info, lz);
+    support = info.support;
+    role = info.role;
+    alpha = info.alpha;
+    diag_.fista_residual = info.residual;
+    diag_.negative_coefficients = info.negative_coefficients;
+    if (h.check_agreement) {
+      torch::NoGradGuard ng;
+      ExactInfo ex;
+      sv_exact_chunked_attention(ks.detach(), vm.detach(), qs.detach(),
+                                 lsig.defined() ? lsig.detach() : lsig, L, h.exact_settings(), &ex);
+      record_agreement(info.role, info.alpha, ex.role, ex.alpha);
+    }
+  }
+  diag_.solver_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Tensor sup = support.narrow(2, 1, nc - 1)
+                   .to(torch::kFloat64)
+                   .mean(std::vector<std::int64_t>{0, 2})
+                   .cpu();  // [H]
+  diag_.support_per_head.assign(sup.data_ptr<double>(), sup.data_ptr<double>() + sup.size(0));
+  diag_.support_mean = sup.mean().item<double>();
+  if (h.count_distinct_support) {
+    const DistinctSupport ds = distinct_support(ks, role, alpha, L);
+    diag_.distinct_support_per_head = ds.distinct_per_head;
+    diag_.duplicate_alpha_spread = ds.duplicate_alpha_spread;
+    diag_.duplicate_support_tokens = ds.duplicate_support_tokens;
+  }
+  if (shift == 0) return o_glob;
+  if (lz != nullptr)
+    *lz =
+        F::pad(*lz, F::PadFuncOptions({shift, 0}).value(-std::numeric_limits<double>::infinity()));
+  return F::pad(o_glob, F::PadFuncOptions({0, 0, shift, 0}));
+}
+
+// Gate per head and token [B, H, T] before the b(t) > 0 mask (docs/layers.md §3).
+Tensor HybridSvAttentionImpl::gate(const Tensor& x, const Tensor& mass) {
+  const auto& hs = config_.hybrid;
+  const auto B = x.size(0), T = x.size(1), H = config_.n_heads, L = hs.chunk;
+  const auto nc = (T + L - 1) / L;
+  auto opts = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
+  // u = t - (W - 1) clamped at 0: m(t) = floor(u / L) the memory read, p(t) = u mod L.
+  Tensor u = torch::clamp_min(torch::arange(T, opts) - (hs.min_local() - 1), 0);
+  if (hs.gate_override) return torch::full({B, H, T}, *hs.gate_override, x.options());
+  if (hs.gate == GateType::kPerToken)
+    return torch::sigmoid(gate_proj_->forward(x) + gate_bias_).transpose(1, 2);
+  if (hs.gate == GateType::kJoint) return torch::sigmoid(mass + gate_bias_.view({1, H, 1}));
+  if (hs.gate == GateType::kPosition) {
+    Tensor pos = gate_position_.index_select(1, torch::remainder(u, L));  // [H, T]
+    return torch::sigmoid(gate_proj_->forward(x).transpose(1, 2) + gate_bias_.view({1, H, 1}) +
+                          pos.unsqueeze(0));
+  }
+  // Summary of chunk m-1 (mean of x), the last chunk the memory took in: causal.
+  Tensor xp = F::pad(x.unsqueeze(1), F::PadFuncOptions({0, 0, 0, nc * L - T})).squeeze(1);
+  Tensor counts = torch::full({nc}, static_cast<double>(L), x.options());
+  counts[nc - 1] = static_cast<double>(T - (nc - 1) * L);
+  Tensor summary = xp.view({B, nc, L, config_.d_model}).sum(2) / counts.view({1, nc, 1});
+  Tensor prev =
+      torch::cat({torch::zeros_like(summary.narrow(1, 0, 1)), summary.narrow(1, 0, nc - 1)}, 1);
+  Tensor gc = torch::sigmoid(gate_proj_->forward(prev) + gate_bias_).transpose(1, 2);  // [B, H, nc]
+  return gc.index_select(2, torch::div(u, L, "floor"));
+}
+
 Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   const auto& hs = config_.hybrid;
   auto qkv = project_qkv(x);
-  Tensor q = qkv[0], k = qkv[1], v = qkv[2];
-  const auto B = x.size(0), T = x.size(1), H = config_.n_heads, L = hs.chunk;
-  const auto nc = (T + L - 1) / L;
+  const Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
+  const auto B = x.size(0), T = x.size(1), H = config_.n_heads;
   diag_ = AttentionDiagnostics{};
   if (T == 0) {  // the empty output [B, 0, d_model]; no memory, no gate
     last_gate_ = torch::zeros({B, H, 0}, x.options());
     diag_.support_per_head.assign(static_cast<std::size_t>(H), 0.0);
     return merge(v);
   }
-
-  // Local path: causal softmax inside the chunk.
-  Tensor ql = q, kl = k;
-  if (config_.rope) {
-    ql = apply_rope(q, config_.rope_base);
-    kl = apply_rope(k, config_.rope_base);
-  }
-  Tensor o_loc = chunk_local_attention(ql, kl, v, L);
-  if (nc == 1) {
+  const bool joint = hs.gate == GateType::kJoint && !hs.gate_override;
+  Tensor lz_loc, lz_mem, mass;
+  Tensor o_loc = local_path(q, k, v, joint ? &lz_loc : nullptr);
+  const std::int64_t first_mem = hs.chunk + hs.min_local() - 1;  // first t with b(t) > 0
+  if (!hs.memory || first_mem >= T) {
     last_gate_ = torch::zeros({B, H, T}, x.options());
-    diag_.support_per_head.assign(static_cast<std::size_t>(H), 0.0);
+    if (hs.memory) diag_.support_per_head.assign(static_cast<std::size_t>(H), 0.0);
     return merge(o_loc);
   }
-
-  // Global path: SV memory of chunks 0..c-1.
-  Tensor qs = q, ks = k;
-  if (hs.normalize_keys) {
-    qs = F::normalize(q, F::NormalizeFuncOptions().dim(-1).eps(1e-6));
-    ks = F::normalize(k, F::NormalizeFuncOptions().dim(-1).eps(1e-6));
-  }
-  Tensor lsig = hs.learn_bandwidth ? log_sigma_ : Tensor();
-  const auto t0 = std::chrono::steady_clock::now();
-  Tensor o_glob, support, role, alpha;
-  if (hs.path == GlobalPath::kExact) {
-    ExactInfo info;
-    o_glob = sv_exact_chunked_attention(ks, v, qs, lsig, L, hs.exact_settings(), &info);
-    support = info.support;
-    role = info.role;
-    alpha = info.alpha;
-    if (hs.certify) {
-      Tensor checked = info.verified.narrow(2, 1, nc - 1);
-      diag_.certified_units = (checked >= 0).sum().item<std::int64_t>();
-      diag_.verified_units = (checked == 1).sum().item<std::int64_t>();
-    }
-    if (hs.check_agreement) {
-      torch::NoGradGuard ng;
-      BatchedInfo bi;
-      sv_batched_chunked_attention(ks.detach(), v.detach(), qs.detach(),
-                                   lsig.defined() ? lsig.detach() : lsig, L, hs.batched_settings(),
-                                   &bi);
-      record_agreement(bi.role, bi.alpha, info.role, info.alpha);
-    }
-  } else {
-    BatchedInfo info;
-    o_glob = sv_batched_chunked_attention(ks, v, qs, lsig, L, hs.batched_settings(), &info);
-    support = info.support;
-    role = info.role;
-    alpha = info.alpha;
-    diag_.fista_residual = info.residual;
-    diag_.negative_coefficients = info.negative_coefficients;
-    if (hs.check_agreement) {
-      torch::NoGradGuard ng;
-      ExactInfo ex;
-      sv_exact_chunked_attention(ks.detach(), v.detach(), qs.detach(),
-                                 lsig.defined() ? lsig.detach() : lsig, L, hs.exact_settings(),
-                                 &ex);
-      record_agreement(info.role, info.alpha, ex.role, ex.alpha);
-    }
-  }
-  diag_.solver_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  {
-    Tensor sup = support.narrow(2, 1, nc - 1)
-                     .to(torch::kFloat64)
-                     .mean(std::vector<std::int64_t>{0, 2})
-                     .cpu();  // [H]
-    diag_.support_per_head.assign(sup.data_ptr<double>(), sup.data_ptr<double>() + H);
-    diag_.support_mean = sup.mean().item<double>();
-  }
-  if (hs.count_distinct_support) {
-    const DistinctSupport ds = distinct_support(ks, role, alpha, L);
-    diag_.distinct_support_per_head = ds.distinct_per_head;
-    diag_.duplicate_alpha_spread = ds.duplicate_alpha_spread;
-    diag_.duplicate_support_tokens = ds.duplicate_support_tokens;
-  }
-
-  // Gate per head and chunk (or token); 0 on chunk 0.
-  Tensor chunk_id = torch::div(
-      torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(x.device())), L, "floor");
-  Tensor has_mem = (chunk_id > 0).to(x.scalar_type()).view({1, 1, T});
-  Tensor g;  // [B, H, T]
-  if (hs.gate_override) {
-    g = torch::full({B, H, T}, *hs.gate_override, x.options());
-  } else if (hs.gate == GateType::kPerToken) {
-    g = torch::sigmoid(gate_proj_->forward(x) + gate_bias_).transpose(1, 2);
-  } else {
-    // Summary of chunk c-1 (mean of x), known before chunk c starts: causal.
-    Tensor xp = F::pad(x.unsqueeze(1), F::PadFuncOptions({0, 0, 0, nc * L - T})).squeeze(1);
-    Tensor counts = torch::full({nc}, static_cast<double>(L), x.options());
-    counts[nc - 1] = static_cast<double>(T - (nc - 1) * L);
-    Tensor summary = xp.view({B, nc, L, config_.d_model}).sum(2) / counts.view({1, nc, 1});
-    Tensor prev =
-        torch::cat({torch::zeros_like(summary.narrow(1, 0, 1)), summary.narrow(1, 0, nc - 1)}, 1);
-    Tensor gc =
-        torch::sigmoid(gate_proj_->forward(prev) + gate_bias_).transpose(1, 2);  // [B, H, nc]
-    g = gc.index_select(2, chunk_id);
-  }
-  g = g * has_mem;
+  Tensor o_glob = global_path(q, k, v, joint ? &lz_mem : nullptr);
+  auto opts = torch::TensorOptions().dtype(torch::kInt64).device(x.device());
+  Tensor mem_at = (torch::arange(T, opts) >= first_mem).view({1, 1, T});
+  if (joint) mass = (lz_mem - lz_loc).masked_fill(~mem_at, 0.0);  // -inf before the first memory
+  Tensor g = gate(x, mass) * mem_at.to(x.scalar_type());          // [B, H, T]
   last_gate_ = g.detach();
-  {
-    Tensor gm = g.detach().narrow(2, L, T - L);
-    diag_.gate_mean = gm.mean().item<double>();
-  }
+  diag_.gate_mean = g.detach().narrow(2, first_mem, T - first_mem).mean().item<double>();
   Tensor gu = g.unsqueeze(-1);
-  Tensor o = gu * o_glob + (1 - gu) * o_loc;
-  return merge(o);
+  return merge(gu * o_glob + (1 - gu) * o_loc);
 }
 
 std::shared_ptr<AttentionImpl> make_attention(const AttentionConfig& config) {

@@ -751,8 +751,9 @@ namespace {
 
 // Readout of R memories per (batch, head): q [G, R, M, d] reads problem r's memory over the keys
 // x [G, N, d] with coefficients alpha [G, R, N] on the support sup [G, R, N] -> [G, R, M, dv].
+// lz (may be null) receives log sum_j alpha_j k(q, x_j) [G, R, M] (-inf for an empty support).
 Tensor readout_set(const Tensor& q, const Tensor& x, const Tensor& v, const Tensor& alpha,
-                   const Tensor& sup, const Tensor& sigma) {
+                   const Tensor& sup, const Tensor& sigma, Tensor* lz = nullptr) {
   const auto G = q.size(0), R = q.size(1), M = q.size(2), N = x.size(1);
   Tensor qf = q.reshape({G, R * M, q.size(3)});
   Tensor qq = qf.pow(2).sum(-1, true);
@@ -765,7 +766,12 @@ Tensor readout_set(const Tensor& q, const Tensor& x, const Tensor& v, const Tens
   m = torch::where(torch::isfinite(m), m, torch::zeros_like(m));
   Tensor w = alpha.clamp_min(0).unsqueeze(2) * torch::exp(logits - m);
   Tensor z = w.sum(-1, true);
-  z = torch::where(z > 0, z, torch::ones_like(z));
+  Tensor has = z > 0;
+  z = torch::where(has, z, torch::ones_like(z));
+  if (lz != nullptr)  // log of the guarded z: no 0 * inf in the backward of an empty memory
+    *lz = torch::where(has, torch::log(z) + m,
+                       torch::full_like(z, -std::numeric_limits<double>::infinity()))
+              .squeeze(-1);
   return (torch::bmm(w.view({G, R * M, N}), v).view({G, R, M, v.size(-1)}) / z);
 }
 
@@ -872,7 +878,8 @@ Tensor sv_batched_attention(const Tensor& keys, const Tensor& values, const Tens
 
 Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, const Tensor& queries,
                                     const Tensor& log_sigma, std::int64_t chunk,
-                                    const BatchedSettings& s, BatchedInfo* info) {
+                                    const BatchedSettings& s, BatchedInfo* info,
+                                    Tensor* log_normalizer) {
   if (chunk < 1)
     throw InvalidArgument("sv_batched_chunked_attention: chunk = " + std::to_string(chunk) +
                           ": must be >= 1");
@@ -888,6 +895,12 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
     alpha_all = torch::zeros({G, n_chunks, T}, p.x.options());
   }
   Tensor o;
+  // Log-normalisers per query (log_normalizer only); chunk 0 has no memory: -inf.
+  const bool want_lz = log_normalizer != nullptr;
+  std::vector<Tensor> lzs;
+  if (want_lz)
+    lzs.push_back(
+        torch::full({G, std::min(T, L)}, -std::numeric_limits<double>::infinity(), p.x.options()));
   if (n_chunks == 1) {
     o = torch::zeros({G, T, p.dv}, p.x.options());
   } else if (!s.bounded) {
@@ -909,10 +922,12 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
       Tensor valid = (torch::arange(n, i64).view({1, 1, n}) < limit).expand({G, Rg, n});
       SolvedSet sol = solve_set(Kfull.narrow(1, 0, n).narrow(2, 0, n), valid, s, Tensor(),
                                 Kfull64.narrow(1, 0, n).narrow(2, 0, n));
-      Tensor og =
-          readout_set(qm.narrow(1, r0 * L, Rg * L).view({G, Rg, L, p.d}), xm.narrow(1, 0, n),
-                      vmem.narrow(1, 0, n), sol.alpha, sol.role > 0, p.sigma);
+      Tensor lz;
+      Tensor og = readout_set(qm.narrow(1, r0 * L, Rg * L).view({G, Rg, L, p.d}),
+                              xm.narrow(1, 0, n), vmem.narrow(1, 0, n), sol.alpha, sol.role > 0,
+                              p.sigma, want_lz ? &lz : nullptr);
       outs.push_back(og.reshape({G, Rg * L, p.dv}));
+      if (want_lz) lzs.push_back(lz.reshape({G, Rg * L}));
       if (info != nullptr) {
         role_all.narrow(1, r0 + 1, Rg).narrow(2, 0, n).copy_(sol.role);
         alpha_all.narrow(1, r0 + 1, Rg).narrow(2, 0, n).copy_(sol.alpha.detach());
@@ -941,9 +956,11 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
         ws =
             torch::cat({warm, torch::zeros({G, n - warm.size(1)}, warm.options())}, 1).unsqueeze(1);
       SolvedSet sol = solve_set(K, valid.unsqueeze(1), s, ws, gram64(xk, p.sigma, K));
+      Tensor lz;
       outs.push_back(readout_set(p.q.narrow(1, qb, qe - qb).unsqueeze(1), xk, vk, sol.alpha,
-                                 sol.role > 0, p.sigma)
+                                 sol.role > 0, p.sigma, want_lz ? &lz : nullptr)
                          .squeeze(1));
+      if (want_lz) lzs.push_back(lz.squeeze(1));
       Tensor role = sol.role.squeeze(1);
       if (info != nullptr) {
         role_all.select(1, c).scatter_(-1, idx, role);
@@ -967,6 +984,9 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
     info->support = (info->role > 0).sum(-1);
     info->seconds = seconds_since(t0);
   }
+  if (want_lz)
+    *log_normalizer =
+        torch::cat(lzs, 1).narrow(1, 0, T).reshape({p.B, p.H, T}).to(queries.scalar_type());
   return o.reshape({p.B, p.H, T, p.dv}).to(queries.scalar_type());
 }
 

@@ -139,8 +139,9 @@ Unit capture(const Memory& mem, std::int64_t q_begin, std::int64_t q_end, bool c
 }
 
 // Output rows [q_begin, q_end) of one (b, h) slice. X: rows of keys (pos -> pointer), V values.
+// LZ (may be null) receives log sum_j a_j k(q, x_j) per query (-inf for an empty memory).
 void unit_readout(const Unit& u, const double* X, const double* V, const double* Q, double* O,
-                  std::int64_t d, std::int64_t dv, double sigma) {
+                  double* LZ, std::int64_t d, std::int64_t dv, double sigma) {
   const double inv_s2 = 1.0 / (sigma * sigma);
   const std::size_t ns = u.support.size();
   std::vector<double> logit(ns);
@@ -148,6 +149,7 @@ void unit_readout(const Unit& u, const double* X, const double* V, const double*
     const double* q = Q + m * d;
     double* o = O + m * dv;
     std::fill(o, o + dv, 0.0);
+    if (LZ != nullptr) LZ[m] = -std::numeric_limits<double>::infinity();
     if (ns == 0) continue;
     double mx = -std::numeric_limits<double>::infinity();
     for (std::size_t j = 0; j < ns; ++j) {
@@ -166,6 +168,7 @@ void unit_readout(const Unit& u, const double* X, const double* V, const double*
       logit[j] = w;
       z += w;
     }
+    if (LZ != nullptr) LZ[m] = mx + std::log(z);
     for (std::size_t j = 0; j < ns; ++j) {
       const double p = logit[j] / z;
       const double* v = V + u.support[j] * dv;
@@ -175,10 +178,10 @@ void unit_readout(const Unit& u, const double* X, const double* V, const double*
 }
 
 // Accumulates the gradients of one unit into the (b, h) slices Xg, Vg, Qg and *sg (d loss / d
-// sigma).
+// sigma). G: d loss / d output; GZ (may be null): d loss / d log-normaliser per query.
 void unit_backward(const Unit& u, const double* X, const double* V, const double* Q,
-                   const double* G, double* Xg, double* Vg, double* Qg, double* sg, std::int64_t d,
-                   std::int64_t dv, double sigma) {
+                   const double* G, const double* GZ, double* Xg, double* Vg, double* Qg,
+                   double* sg, std::int64_t d, std::int64_t dv, double sigma) {
   const std::size_t ns = u.support.size();
   if (ns == 0) return;
   const double inv_s2 = 1.0 / (sigma * sigma);
@@ -214,6 +217,8 @@ void unit_backward(const Unit& u, const double* X, const double* V, const double
     }
     double go = 0;
     for (std::int64_t k = 0; k < dv; ++k) go += g[k] * o[k];
+    // d log z / d logit_j = p_j: the log-normaliser's gradient joins the output's.
+    const double gz = GZ != nullptr ? GZ[m] : 0.0;
     for (std::size_t j = 0; j < ns; ++j) {
       const std::int64_t pos = u.support[j];
       const double* v = V + pos * dv;
@@ -221,7 +226,7 @@ void unit_backward(const Unit& u, const double* X, const double* V, const double
       double gv = 0;
       for (std::int64_t k = 0; k < dv; ++k) gv += g[k] * v[k];
       // s_j = d loss / d logit_j, logit_j = log a_j - ||q - x_j||^2 / sigma^2.
-      const double s = p[j] * (gv - go);
+      const double s = p[j] * (gv - go + gz);
       double* vg = Vg + pos * dv;
       for (std::int64_t k = 0; k < dv; ++k) vg[k] += p[j] * g[k];
       double* xg = Xg + pos * d;
@@ -332,15 +337,20 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
  public:
   // chunk == 0: one memory of all N keys per (b, h) read by all M queries. chunk > 0: causal
   // chunked memory (queries of chunk c read the memory of chunks 0..c-1).
-  static Tensor forward(torch::autograd::AutogradContext* ctx, const Tensor& keys,
-                        const Tensor& values, const Tensor& queries, const Tensor& log_sigma,
-                        std::int64_t chunk, const ExactSettings& settings, ExactInfo* info) {
+  // Returns {output [B,H,M,dv], log-normaliser [B,H,M] (-inf where the memory is empty)}.
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const Tensor& keys, const Tensor& values,
+                                                const Tensor& queries, const Tensor& log_sigma,
+                                                std::int64_t chunk, const ExactSettings& settings,
+                                                ExactInfo* info) {
     settings.validate();
     const Shapes s = check_inputs(keys, values, queries, log_sigma, chunk > 0);
     if (chunk < 0) throw InvalidArgument("sv_exact_chunked_attention: chunk must be >= 1");
     const std::vector<double> sig = head_sigmas(log_sigma, s.H, settings.problem.kernel.bandwidth);
     const Tensor X = cpu64(keys), V = cpu64(values), Q = cpu64(queries);
     Tensor O = torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
+    Tensor LZ =
+        torch::full({s.B, s.H, s.M}, -std::numeric_limits<double>::infinity(), torch::kFloat64);
     const std::int64_t n_chunks = chunk > 0 ? (s.N + chunk - 1) / chunk : 1;
     const std::int64_t units_per = chunk > 0 ? n_chunks : 1;
     std::vector<Unit> units(static_cast<std::size_t>(s.B * s.H * units_per));
@@ -348,6 +358,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
     const double* vp = V.data_ptr<double>();
     const double* qp = Q.data_ptr<double>();
     double* op = O.data_ptr<double>();
+    double* lzp = LZ.data_ptr<double>();
     const auto t0 = std::chrono::steady_clock::now();
     at::parallel_for(0, s.B * s.H, 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t bh = begin; bh < end; ++bh) {
@@ -356,13 +367,14 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
         const double* v = vp + bh * s.N * s.dv;
         const double* q = qp + bh * s.M * s.d;
         double* o = op + bh * s.M * s.dv;
+        double* lz = lzp + bh * s.M;
         Memory mem(settings.memory_settings(sigma), static_cast<int>(s.d), static_cast<int>(s.dv));
         if (chunk == 0) {
           OpDiagnostics dg = mem.add_batch(token_rows(x, v, 0, s.N, s.d, s.dv));
           Unit u = capture(mem, 0, s.M, settings.certify);
           u.events = dg.events;
           u.fallbacks = dg.batch_fallbacks;
-          unit_readout(u, x, v, q, o, s.d, s.dv, sigma);
+          unit_readout(u, x, v, q, o, lz, s.d, s.dv, sigma);
           units[static_cast<std::size_t>(bh)] = std::move(u);
           continue;
         }
@@ -377,7 +389,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
             u = capture(mem, qb, qe, settings.certify);
             u.events = dg.events;
             u.fallbacks = dg.batch_fallbacks;
-            unit_readout(u, x, v, q, o, s.d, s.dv, sigma);
+            unit_readout(u, x, v, q, o, lz, s.d, s.dv, sigma);
           }
           units[static_cast<std::size_t>(bh * n_chunks + c)] = std::move(u);
         }
@@ -424,7 +436,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
     ctx->saved_data["chunk"] = chunk;
     ctx->saved_data["n_chunks"] = n_chunks;
     ctx->saved_data["bandwidth"] = settings.problem.kernel.bandwidth;
-    return O.to(queries.options());
+    return {O.to(queries.options()), LZ.to(queries.options())};
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -440,6 +452,8 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
     const Tensor X = cpu64(keys), V = cpu64(values), Q = cpu64(queries);
     Tensor G =
         grads[0].defined() ? cpu64(grads[0]) : torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
+    const bool has_gz = grads.size() > 1 && grads[1].defined();
+    Tensor GZ = has_gz ? cpu64(grads[1]) : Tensor();
     Tensor Xg = torch::zeros_like(X), Vg = torch::zeros_like(V), Qg = torch::zeros_like(Q);
     Tensor Sg = torch::zeros({s.B, s.H}, torch::kFloat64);
     at::parallel_for(0, s.B * s.H, 1, [&](std::int64_t begin, std::int64_t end) {
@@ -450,6 +464,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
           unit_backward(
               u, X.data_ptr<double>() + bh * s.N * s.d, V.data_ptr<double>() + bh * s.N * s.dv,
               Q.data_ptr<double>() + bh * s.M * s.d, G.data_ptr<double>() + bh * s.M * s.dv,
+              has_gz ? GZ.data_ptr<double>() + bh * s.M : nullptr,
               Xg.data_ptr<double>() + bh * s.N * s.d, Vg.data_ptr<double>() + bh * s.N * s.dv,
               Qg.data_ptr<double>() + bh * s.M * s.d, Sg.data_ptr<double>() + bh, s.d, s.dv, sigma);
         }
@@ -488,12 +503,13 @@ Tensor sv_exact_attention(const Tensor& keys, const Tensor& values, const Tensor
   check_distinct_keys_for_gradient(keys, keys.size(2), settings.problem.ridge,
                                    "sv_exact_attention");
   return ExactFunction::apply(keys, values, queries, defined_log_sigma(keys, log_sigma, settings),
-                              std::int64_t{0}, settings, info);
+                              std::int64_t{0}, settings, info)[0];
 }
 
 Tensor sv_exact_chunked_attention(const Tensor& keys, const Tensor& values, const Tensor& queries,
                                   const Tensor& log_sigma, std::int64_t chunk,
-                                  const ExactSettings& settings, ExactInfo* info) {
+                                  const ExactSettings& settings, ExactInfo* info,
+                                  Tensor* log_normalizer) {
   if (chunk < 1) throw InvalidArgument("sv_exact_chunked_attention: chunk must be >= 1");
   settings.validate();
   check_inputs(keys, values, queries, log_sigma, true);
@@ -501,8 +517,10 @@ Tensor sv_exact_chunked_attention(const Tensor& keys, const Tensor& values, cons
   const std::int64_t N = keys.size(2);
   check_distinct_keys_for_gradient(keys, ((N + chunk - 1) / chunk - 1) * chunk,
                                    settings.problem.ridge, "sv_exact_chunked_attention");
-  return ExactFunction::apply(keys, values, queries, defined_log_sigma(keys, log_sigma, settings),
-                              chunk, settings, info);
+  auto outs = ExactFunction::apply(
+      keys, values, queries, defined_log_sigma(keys, log_sigma, settings), chunk, settings, info);
+  if (log_normalizer != nullptr) *log_normalizer = outs[1];
+  return outs[0];
 }
 
 }  // namespace svattn::layers

@@ -83,11 +83,11 @@ std::int64_t count_parameters(const torch::nn::Module& module, bool trainable_on
   return n;
 }
 
-std::int64_t state_matched_window(std::int64_t chunk, double average_support) {
-  if (chunk < 1) throw InvalidArgument("state_matched_window: chunk must be >= 1");
+std::int64_t state_matched_window(std::int64_t local_width, double average_support) {
+  if (local_width < 1) throw InvalidArgument("state_matched_window: local width must be >= 1");
   if (!std::isfinite(average_support) || average_support < 0)
     throw InvalidArgument("state_matched_window: average support must be finite and >= 0");
-  return chunk + static_cast<std::int64_t>(std::llround(average_support));
+  return local_width + static_cast<std::int64_t>(std::llround(average_support));
 }
 
 }  // namespace svattn::layers

@@ -186,6 +186,14 @@ TEST(StateMatching, MatchedWindowCarriesTheHybridsState) {
     EXPECT_LE(std::fabs(sv - sw), 0.5 * 64 + support + 1e-9) << support;
     EXPECT_EQ(sw, static_cast<double>(16 + std::lround(support)) * 64);
   }
+  {  // The sliding local path holds W_loc + chunk - 1 tokens; memory off holds no support.
+    svattn::layers::AttentionConfig hw = h;
+    hw.hybrid.local = svattn::layers::LocalPath::kWindow;
+    hw.hybrid.local_window = 10;
+    EXPECT_EQ(state_floats_per_head(hw, 8.0, 1 << 20), (10 + 16 - 1 + 8.0) * 64 + 8.0);
+    hw.hybrid.memory = false;
+    EXPECT_EQ(state_floats_per_head(hw, 8.0, 1 << 20), (10 + 16 - 1) * 64.0);
+  }
   svattn::layers::AttentionConfig lin = h;
   lin.type = svattn::layers::AttentionType::kLinear;
   lin.n_heads = 1;

@@ -187,6 +187,65 @@ TEST(LmPresets, ParameterCountsAndStateMatchedWindow) {
   }
 }
 
+// Window-mode presets are matched by their local width (W_loc + chunk - 1); the local-only presets
+// switch the memory off; old configs without the new fields load as the paper's layer.
+TEST(LmPresets, WindowModePresetsAndStateAccounting) {
+  const Preset hw = make_preset("hybrid-window-3m");
+  EXPECT_EQ(hw.model.attention.type, layers::AttentionType::kHybrid);
+  EXPECT_EQ(hw.model.attention.hybrid.local, layers::LocalPath::kWindow);
+  EXPECT_EQ(hw.model.attention.hybrid.local_window, kWindowPresetLocal);
+  EXPECT_TRUE(hw.model.attention.hybrid.memory);
+  EXPECT_FALSE(make_preset("hybrid-window-local-3m").model.attention.hybrid.memory);
+  EXPECT_FALSE(make_preset("hybrid-local-800k").model.attention.hybrid.memory);
+  EXPECT_EQ(make_preset("hybrid-local-800k").model.attention.hybrid.local, layers::LocalPath::kChunk);
+  EXPECT_EQ(make_preset("swa-window-3m").model.attention.window,
+            kWindowPresetLocal + 64 - 1 + std::llround(kDefaultMatchedSupport));
+  EXPECT_EQ(make_preset("swa-window-3m", 20.4).model.attention.window, kWindowPresetLocal + 63 + 20);
+  // The paper's presets are unchanged by the new kinds.
+  EXPECT_EQ(make_preset("swa-3m").model.attention.window, 64 + std::llround(kDefaultMatchedSupport));
+  EXPECT_EQ(make_preset("hybrid-3m").model.attention.hybrid.local, layers::LocalPath::kChunk);
+  auto j = to_json(make_preset("hybrid-3m").model);
+  for (const char* key : {"local", "local_window", "memory"}) j["attention"]["hybrid"].erase(key);
+  const auto old = lm_config_from_json(j);
+  EXPECT_EQ(old.attention.hybrid.local, layers::LocalPath::kChunk);
+  EXPECT_TRUE(old.attention.hybrid.memory);
+  auto tj = to_json(make_preset("hybrid-3m").train);
+  EXPECT_FALSE(train_hyper_from_json(tj).gate_weight_decay);
+  tj.erase("gate_weight_decay");  // runs written before the switch decayed the gate
+  EXPECT_TRUE(train_hyper_from_json(tj).gate_weight_decay);
+}
+
+// The gate's matrices are not decayed unless gate_weight_decay asks for it.
+TEST(LmTrainer, GateParametersAreNotDecayedByDefault) {
+  for (const char* kind : {"tiny", "hybrid-window-800k"}) {
+    Preset p = make_preset(kind);
+    p.model.attention.hybrid.gate = layers::GateType::kPosition;
+    layers::CharLm model(p.model);
+    auto holds = [](const torch::optim::OptimizerParamGroup& g, const torch::Tensor& t) {
+      for (const auto& q : g.params())
+        if (q.is_same(t)) return true;
+      return false;
+    };
+    long gate_matrices = 0;
+    for (bool decay_gate : {false, true}) {
+      p.train.gate_weight_decay = decay_gate;
+      auto groups = param_groups(*model, p.train);
+      ASSERT_EQ(groups.size(), 2u);
+      EXPECT_EQ(static_cast<const torch::optim::AdamWOptions&>(groups[1].options()).weight_decay(), 0.0);
+      for (const auto& item : model->named_parameters()) {
+        const bool gate = is_gate_parameter(item.key());
+        const bool matrix = item.value().dim() >= 2;
+        if (gate && matrix && !decay_gate) ++gate_matrices;
+        EXPECT_EQ(holds(groups[0], item.value()), matrix && (decay_gate || !gate)) << kind << " " << item.key();
+      }
+    }
+    EXPECT_EQ(gate_matrices, 2 * p.model.n_layers) << kind;  // gate_proj and gate_position
+  }
+  EXPECT_TRUE(is_gate_parameter("block0.attn.gate_proj.weight"));
+  EXPECT_FALSE(is_gate_parameter("block0.attn.q_proj.weight"));
+  EXPECT_FALSE(is_gate_parameter("block0.attn.aggregate_x"));
+}
+
 // ------------------------------------------------------------------ trainer
 
 TEST(LmTrainer, TinyPresetLossFallsOnShakespeare) {
@@ -225,6 +284,33 @@ TEST(LmTrainer, TinyPresetLossFallsOnShakespeare) {
 
 // Training on the exact path (--global-path exact): finite, falling losses, the path stored in the
 // checkpoint, and every memory of the trained model verified by the certificate checker.
+// State matching from a run: the window is the matched hybrid's local width (W_loc + chunk - 1
+// in window mode) plus its measured support, with the hybrid's local geometry copied.
+TEST(LmTrainer, MatchRunUsesTheHybridsLocalWidth) {
+  REQUIRE_DATA();
+  TempDir d("lm-match");
+  TrainOptions h = tiny_options(d.file("hybrid"), 4);
+  h.local_window = 8;  // window mode, chunk 32: local width 39
+  h.eval_every = 0;
+  h.eval_windows = 2;
+  h.batch = 2;
+  Trainer{h}.run();
+  const double support = average_support_from_run(d.file("hybrid"));
+  TrainOptions w = tiny_options(d.file("swa"), 1);
+  w.preset = "tiny-swa";
+  w.match_run = d.file("hybrid");
+  w.batch = 2;
+  Trainer t(w);
+  const auto a = lm_config_from_json(t.config_json().at("model")).attention;
+  EXPECT_EQ(a.hybrid.local, layers::LocalPath::kWindow);
+  EXPECT_EQ(a.hybrid.local_width(), 39);
+  EXPECT_EQ(a.window, 39 + std::llround(support));
+  TrainOptions bad = tiny_options(d.file("bad"), 1);
+  bad.preset = "tiny-swa";
+  bad.local = "window";
+  EXPECT_THROW(Trainer{bad}, InvalidArgument);
+}
+
 TEST(LmTrainer, TinyTrainsOnTheExactPath) {
   REQUIRE_DATA();
   TempDir d("lm-exact");

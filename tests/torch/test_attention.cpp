@@ -112,6 +112,15 @@ std::vector<std::pair<std::string, AttentionConfig>> all_configs() {
         c.hybrid.bounded = bounded;
         out.emplace_back("hybrid/" + to_string(path) + "/" + to_string(gate) + (bounded ? "/bounded" : ""), c);
       }
+  for (auto path : {GlobalPath::kBatched, GlobalPath::kExact})
+    for (auto gate : {GateType::kChunkFrozen, GateType::kPosition, GateType::kJoint}) {
+      AttentionConfig c = small_config(AttentionType::kHybrid);
+      c.hybrid.path = path;
+      c.hybrid.gate = gate;
+      c.hybrid.local = LocalPath::kWindow;
+      c.hybrid.local_window = 5;
+      out.emplace_back("hybrid/window/" + to_string(path) + "/" + to_string(gate), c);
+    }
   return out;
 }
 

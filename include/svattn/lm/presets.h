@@ -25,6 +25,8 @@ struct TrainHyper {
   double min_lr_ratio = 0.1;       ///< cosine floor as a fraction of lr
   std::int64_t warmup = 200;       ///< linear warm-up steps (from lr / warmup)
   double weight_decay = 0.1;       ///< AdamW, on matrices only (dim >= 2)
+  /// Also decay the hybrid gate's matrices (parameters named gate_*); off: the gate is free.
+  bool gate_weight_decay = false;
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double clip = 1.0;               ///< global gradient-norm clip (<= 0: off)
   std::int64_t eval_every = 250;   ///< validation BPC period (steps; 0: only at the end)
@@ -56,7 +58,11 @@ inline constexpr double kDefaultMatchedSupport = 36.0;
 /// (steps 76-100) = 17.9 (docs/lm.md).
 inline constexpr double kDefaultTinyMatchedSupport = 18.0;
 
-/// Builds a preset. For swa-* the window is chunk + matched_support (docs/layers.md §3), where
+/// W_loc of the hybrid-window-* presets (their local path holds 64 to 127 tokens at chunk 64).
+inline constexpr std::int64_t kWindowPresetLocal = 64;
+
+/// Builds a preset. For swa-* the window is the hybrid's local width (chunk; for swa-window
+/// W_loc + chunk - 1) + matched_support (docs/layers.md §3), where
 /// matched_support < 0 means kDefaultMatchedSupport; tiny-swa likewise with chunk 32 and
 /// kDefaultTinyMatchedSupport. Throws InvalidArgument listing the names.
 Preset make_preset(const std::string& name, double matched_support = -1);

@@ -34,6 +34,12 @@ inline constexpr std::uint64_t kDefaultSeed = 1234;
 /// workers) start exactly as they would alone.
 layers::CharLm seeded_char_lm(const layers::LmConfig& config, std::uint64_t seed);
 
+/// Whether a parameter name belongs to a hybrid gate (a dotted component starting "gate_").
+bool is_gate_parameter(const std::string& name);
+/// The AdamW groups of a model: {matrices, weight_decay} and {the rest, 0}; the gate's matrices
+/// decay only with h.gate_weight_decay.
+std::vector<torch::optim::OptimizerParamGroup> param_groups(torch::nn::Module& model, const TrainHyper& h);
+
 struct TrainOptions {
   std::string preset = "tiny";
   DataSpec data;
@@ -44,7 +50,9 @@ struct TrainOptions {
   // Overrides of the preset (on --resume they must equal the checkpoint's values).
   std::optional<std::int64_t> batch, seq, warmup, eval_every, eval_windows, checkpoint_every, log_every;
   std::optional<double> lr;
-  std::optional<std::string> gate;              ///< hybrid: "chunk" | "token"
+  std::optional<std::string> gate;              ///< hybrid: "chunk" | "token" | "position" | "joint"
+  std::optional<std::string> local;             ///< hybrid: local path "chunk" | "window"
+  std::optional<std::int64_t> local_window;     ///< hybrid window mode: W_loc (implies window)
   std::optional<double> svm_C;                  ///< hybrid: box bound C
   std::optional<std::int64_t> chunk;            ///< hybrid chunk (swa: the window's chunk part)
   std::optional<int> fista_iterations;          ///< hybrid batched path

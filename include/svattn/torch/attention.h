@@ -38,6 +38,14 @@ torch::Tensor linear_attention(const torch::Tensor& q, const torch::Tensor& k,
 /// (unit-lower-triangular solve per chunk, sequential only across chunks).
 torch::Tensor delta_rule(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                          const torch::Tensor& beta, std::int64_t chunk);
+/// The hybrid's local path with memory boundary b(t) = chunk * floor(max(t - window + 1, 0) /
+/// chunk): query t attends to the keys s with b(t) <= s <= t (at least the last `window` tokens,
+/// at most window + chunk - 1). window = 1 is chunk_local_attention (b(t) is t's chunk start);
+/// chunk = 1 is sliding_window_attention. Blocked: O(T * (window + chunk)). `log_normalizer`, if
+/// given, receives logsumexp_s q_t.k_s / sqrt(dh) over those keys, [B, H, T].
+torch::Tensor memory_local_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                     const torch::Tensor& v, std::int64_t chunk,
+                                     std::int64_t window, torch::Tensor* log_normalizer = nullptr);
 /// Rotary position embedding of x [B, H, T, dh] (dh even) at positions 0..T-1.
 torch::Tensor apply_rope(const torch::Tensor& x, double base);
 
@@ -51,12 +59,28 @@ enum class GlobalPath { kExact, kBatched };
 std::string to_string(GlobalPath p);
 GlobalPath global_path_from_string(const std::string& s);  ///< "exact" | "batched"
 
+/// Which gate mixes the two paths (docs/layers.md §3). m(t) = b(t) / chunk is the memory that
+/// query t reads, p(t) = max(t - W + 1, 0) mod chunk its position since that memory's last update
+/// (W = local_window in window mode, 1 in chunk mode: p(t) = t mod chunk).
 enum class GateType {
-  kChunkFrozen,  ///< the paper's gate: g_{h,c} = sigmoid(a_h + w_h . mean(x over chunk c-1))
+  kChunkFrozen,  ///< the paper's gate: g_{h,t} = sigmoid(a_h + w_h . mean(x over chunk m(t)-1))
   kPerToken,     ///< g_{t,h} = sigmoid(w_h . x_t + a_h)
+  kPosition,     ///< g_{t,h} = sigmoid(w_h . x_t + a_h + p_{h,p(t)}), p a learned [H, chunk] table
+  /// One softmax over the memory logits log a_j - |q - x_j|^2 / sigma^2 (+ a_h) and the local
+  /// logits q.k / sqrt(dh): g_{t,h} = sigmoid(log Z_mem + a_h - log Z_loc), the memory's share.
+  kJoint,
 };
 std::string to_string(GateType g);
-GateType gate_type_from_string(const std::string& s);  ///< "chunk" | "token"
+/// "chunk" | "token" | "position" | "joint"
+GateType gate_type_from_string(const std::string& s);
+
+/// The hybrid's local path (docs/layers.md §3).
+enum class LocalPath {
+  kChunk,   ///< the paper's: causal softmax inside the chunk, reset at every chunk boundary
+  kWindow,  ///< sliding: every token newer than the memory, at least the last local_window
+};
+std::string to_string(LocalPath p);
+LocalPath local_path_from_string(const std::string& s);  ///< "chunk" | "window"
 
 /// The hybrid layer's default problem: C = 1/16 (support >= 16 tokens), sigma = 1, mu = 1e-6.
 ProblemSettings hybrid_default_problem();
@@ -69,6 +93,11 @@ struct HybridSettings {
   std::int64_t chunk = 64;  ///< local chunk length L (>= 1)
   GlobalPath path = GlobalPath::kBatched;
   GateType gate = GateType::kChunkFrozen;
+  LocalPath local = LocalPath::kChunk;
+  /// Window mode: W_loc >= 1, the fewest recent tokens the local path sees (see local_width()).
+  std::int64_t local_window = 64;
+  /// false: the SV memory is not built and the layer is its local path alone (ablation).
+  bool memory = true;
   bool learn_bandwidth = true;  ///< per-head log sigma is a parameter
   bool normalize_keys = true;   ///< SV keys/queries are L2-normalised (|x - y|^2 in [0, 4])
   bool bounded = false;         ///< evict reserve tokens at chunk boundaries (see ExactSettings)
@@ -94,6 +123,15 @@ struct HybridSettings {
 
   /// Throws InvalidArgument naming the bad field ("hybrid.problem.C must be ..., got ...").
   void validate() const;
+  /// W in b(t) = chunk * floor(max(t - W + 1, 0) / chunk): local_window in window mode, 1 in chunk
+  /// mode.
+  std::int64_t min_local() const { return local == LocalPath::kWindow ? local_window : 1; }
+  /// The most tokens the local path holds, min_local() + chunk - 1 (chunk in chunk mode): the
+  /// local part of the layer's state; the state-matched window adds the measured |S ∪ E|.
+  std::int64_t local_width() const { return min_local() + chunk - 1; }
+  /// b(t): the memory read by query t holds exactly the tokens s < b(t) (0: no memory); the local
+  /// path sees b(t) <= s <= t.
+  std::int64_t memory_boundary(std::int64_t t) const;
   /// The exact path's settings (problem, bounded).
   ExactSettings exact_settings() const;
   /// `batched` with problem and bounded set from this struct.
@@ -179,19 +217,28 @@ class DeltaNetAttentionImpl : public AttentionImpl {
   torch::nn::Linear beta_proj_{nullptr};
 };
 
-/// Hybrid SV attention (docs/layers.md §3). Chunk 0 uses the local path alone.
+/// Hybrid SV attention (docs/layers.md §3). Tokens with no memory (b(t) = 0) use the
+/// local path alone.
 class HybridSvAttentionImpl : public AttentionImpl {
  public:
   explicit HybridSvAttentionImpl(const AttentionConfig& config);
   torch::Tensor forward(const torch::Tensor& x) override;
-  /// Gate per head and token [B, H, T] of the last forward (0 on chunk 0), detached.
+  /// Gate per head and token [B, H, T] of the last forward (0 where b(t) = 0), detached.
   const torch::Tensor& last_gate() const { return last_gate_; }
 
  private:
   torch::Tensor log_sigma_;               // [H], parameter when learn_bandwidth
   torch::Tensor gate_bias_;               // [H]
   torch::nn::Linear gate_proj_{nullptr};  // D -> H
+  torch::Tensor gate_position_;           // [H, chunk], GateType::kPosition
   torch::Tensor last_gate_;
+  // lz (may be null): the path's log-normaliser [B, H, T] for the joint gate.
+  torch::Tensor local_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           torch::Tensor* lz) const;
+  torch::Tensor global_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                            torch::Tensor* lz);
+  // mass: log Z_mem - log Z_loc (joint gate only; 0 where no memory).
+  torch::Tensor gate(const torch::Tensor& x, const torch::Tensor& mass);
   void record_agreement(const torch::Tensor& batched_role, const torch::Tensor& batched_alpha,
                         const torch::Tensor& exact_role, const torch::Tensor& exact_alpha);
 };

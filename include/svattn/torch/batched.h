@@ -157,12 +157,14 @@ torch::Tensor sv_batched_attention(const torch::Tensor& keys, const torch::Tenso
 /// the memory of chunks 0..c-1; chunk 0 reads 0. Full mode solves the memories of all chunks as one
 /// batch of problems on the leading blocks of one Gram matrix (one batched product per FISTA
 /// iteration for all chunks). Bounded mode is sequential (chunk c's memory depends on chunk c-1's
-/// support); FISTA of chunk c is warm-started from chunk c-1 there.
+/// support); FISTA of chunk c is warm-started from chunk c-1 there. `log_normalizer` as in
+/// sv_exact_chunked_attention.
 torch::Tensor sv_batched_chunked_attention(const torch::Tensor& keys, const torch::Tensor& values,
                                            const torch::Tensor& queries,
                                            const torch::Tensor& log_sigma, std::int64_t chunk,
                                            const BatchedSettings& settings,
-                                           BatchedInfo* info = nullptr);
+                                           BatchedInfo* info = nullptr,
+                                           torch::Tensor* log_normalizer = nullptr);
 
 /// Fraction of units (all leading dims; the last dim is the token axis) whose roles are equal,
 /// skipping units where both have an empty support. Returns {rate, units compared}.

@@ -68,10 +68,13 @@ torch::Tensor sv_exact_attention(const torch::Tensor& keys, const torch::Tensor&
 /// Causal chunked memory for the hybrid layer: keys/values/queries [B,H,T,*], chunk length L
 /// (T need not be a multiple of L). Queries of chunk c read the memory of chunks 0..c-1 (built
 /// incrementally: chunk c-1's tokens are added before chunk c is read). Chunk 0 has no memory: its
-/// rows of the output are 0. Returns [B,H,T,dv].
+/// rows of the output are 0. Returns [B,H,T,dv]. `log_normalizer`, if given, receives the
+/// differentiable log sum_{j in S ∪ E} a_j k(q_t, x_j) [B,H,T] (-inf where the memory is empty):
+/// the memory's mass for the hybrid's joint gate (docs/layers.md §3).
 torch::Tensor sv_exact_chunked_attention(const torch::Tensor& keys, const torch::Tensor& values,
                                          const torch::Tensor& queries,
                                          const torch::Tensor& log_sigma, std::int64_t chunk,
-                                         const ExactSettings& settings, ExactInfo* info = nullptr);
+                                         const ExactSettings& settings, ExactInfo* info = nullptr,
+                                         torch::Tensor* log_normalizer = nullptr);
 
 }  // namespace svattn::layers

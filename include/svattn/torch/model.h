@@ -65,8 +65,9 @@ TORCH_MODULE(CharLm);
 /// Number of parameter scalars (each tensor counted once, so a tied head is not double counted).
 std::int64_t count_parameters(const torch::nn::Module& module, bool trainable_only = true);
 
-/// State-matched sliding window (docs/layers.md §3): the hybrid's local chunk plus its average |S ∪
-/// E|, rounded to the nearest integer.
-std::int64_t state_matched_window(std::int64_t chunk, double average_support);
+/// State-matched sliding window (docs/layers.md §3): the hybrid's local width (its chunk in chunk
+/// mode, HybridSettings::local_width()) plus its average |S ∪ E|,
+/// rounded to the nearest integer.
+std::int64_t state_matched_window(std::int64_t local_width, double average_support);
 
 }  // namespace svattn::layers

@@ -64,7 +64,10 @@ double state_floats_per_head(const layers::AttentionConfig& config, double avera
       return dk * dv;
     case layers::AttentionType::kHybrid:
       if (!(average_support >= 0)) throw InvalidArgument("state_floats_per_head: hybrid needs the average support");
-      return (static_cast<double>(config.hybrid.chunk) + average_support) * (dk + dv) + average_support;
+      // Local span (chunk, or W_loc + chunk - 1 with the sliding local path; docs/layers.md §3) plus
+      // the support's keys, values and coefficients; without a memory only the local span.
+      if (!config.hybrid.memory) return static_cast<double>(config.hybrid.local_width()) * (dk + dv);
+      return (static_cast<double>(config.hybrid.local_width()) + average_support) * (dk + dv) + average_support;
   }
   throw InvalidArgument("state_floats_per_head: unknown attention type");
 }

@@ -351,9 +351,14 @@ void add_pair(Derived& d, const PairResult& pr) {
   const double rel = (mean_of(sb) - mean_of(hb)) / mean_of(sb);
   double sup = 0;
   for (const auto& r : pr.swa) sup += r.matched_support / pr.swa.size();
-  add_model_row(d, pr.pair, pr.hybrid, "chunk + |S ∪ E| ≈ " + fmt_fixed(sup, 1) + " (measured)");
+  // The hybrid's local width (chunk, or W_loc + chunk - 1 with the sliding local path) is what the
+  // window adds the support to (docs/layers.md §3).
+  const Run& w0 = pr.swa.front();
+  const std::string width =
+      std::to_string(w0.window - static_cast<std::int64_t>(std::llround(w0.matched_support)));
+  add_model_row(d, pr.pair, pr.hybrid, "local " + width + " + |S ∪ E| ≈ " + fmt_fixed(sup, 1) + " (measured)");
   add_model_row(d, pr.pair, pr.swa,
-                "window " + std::to_string(pr.swa.front().window) + " = chunk + " + fmt_fixed(sup, 1));
+                "window " + std::to_string(w0.window) + " = local width " + width + " + " + fmt_fixed(sup, 1));
   if (!pr.reference.empty()) add_model_row(d, pr.pair, pr.reference, "full context");
   json pj = {{"hybrid", pr.pair.hybrid}, {"swa", pr.pair.swa}, {"reference", pr.pair.reference},
              {"gate", pr.pair.gate}, {"hybrid_test_bpc", hb}, {"swa_test_bpc", sb},
@@ -429,8 +434,9 @@ std::string markdown(const Result& res, const Derived& d, const std::vector<Plot
      << res.machine.value("cpu", std::string("unknown CPU")) << " (1 thread per run, "
      << (p.device == "cpu" ? std::max(1, p.workers) : 1) << " run(s) side by side).\n\n";
   md << "Scale: " << scale_text(res) << ". " << p.note << ".\n\n";
-  md << "Each seed trains the hybrid first; its sliding-window partner uses window = chunk + the "
-        "hybrid's measured average support (last quarter of its training log), so both carry the "
+  md << "Each seed trains the hybrid first; its sliding-window partner uses window = the hybrid's "
+        "local width (its chunk; W_loc + chunk - 1 with the sliding local path) + its measured "
+        "average support (last quarter of its training log), so both carry the "
         "same attention state per head. Same seed = same initialisation seed and the same training "
         "batches for every model. Test BPC over the test split (5 % at the end of the corpus).\n\n";
   md << "## Summary (ours beside the paper)\n\n| metric | paper | ours |\n| --- | --- | --- |\n";
