@@ -65,7 +65,8 @@ def main():
     torch.manual_seed(a.seed)
     data = torch.frombuffer(bytearray(open(find_data(a.data), "rb").read()), dtype=torch.uint8).long()
     model = CharLM()
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
+    # AdamW's default decay on the weights, none on the gates (svattn.torch.param_groups)
+    opt = torch.optim.AdamW(st.param_groups(model, weight_decay=0.01), lr=a.lr)
     t0 = time.time()
     for step in range(1, a.steps + 1):
         starts = torch.randint(0, len(data) - a.seq - 1, (a.batch,))

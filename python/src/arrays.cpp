@@ -2,6 +2,7 @@
 #include "arrays.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 
@@ -93,8 +94,36 @@ void MatrixView::check_finite() const {
       }
 }
 
+namespace {
+[[noreturn]] void id_out_of_range(const std::string& what, const std::string& value) {
+  const std::string msg =
+      what + ": id " + value + " is outside the int64 range of token ids [-2^63, 2^63 - 1]";
+  PyErr_SetString(PyExc_OverflowError, msg.c_str());
+  throw py::error_already_set();
+}
+}  // namespace
+
+TokenId to_id(py::handle obj, const std::string& what) {
+  if (py::isinstance<py::float_>(obj) || !PyIndex_Check(obj.ptr()))
+    throw py::type_error(what + ": expected an integer id, got " +
+                         std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+  py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
+  if (!i) throw py::error_already_set();
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow != 0) id_out_of_range(what, std::string(py::str(i)));
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return static_cast<TokenId>(v);
+}
+
 std::vector<TokenId> to_ids(py::handle obj, const std::string& what) {
   py::array a = py::array::ensure(obj);
+  if (a && a.dtype().kind() == 'O' && a.ndim() == 1) {  // Python ints beyond 64 bits
+    std::vector<TokenId> out;
+    out.reserve(static_cast<std::size_t>(a.size()));
+    for (py::handle h : obj) out.push_back(to_id(h, what));
+    return out;
+  }
   if (!a) throw py::type_error(what + ": expected a sequence of integer ids");
   if (a.size() == 0) return {};
   const char kind = a.dtype().kind();
@@ -102,6 +131,12 @@ std::vector<TokenId> to_ids(py::handle obj, const std::string& what) {
     throw py::type_error(what + ": ids must be integers, got dtype " +
                          std::string(py::str(a.dtype())));
   if (a.ndim() != 1) throw py::value_error(what + ": expected a 1-D sequence of ids");
+  if (kind == 'u' && a.itemsize() == 8) {  // uint64 above 2^63 - 1 would wrap to a negative id
+    auto u = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+    for (py::ssize_t i = 0; i < u.size(); ++i)
+      if (u.data()[i] > static_cast<std::uint64_t>(INT64_MAX))
+        id_out_of_range(what, std::to_string(u.data()[i]));
+  }
   auto ids = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
   return std::vector<TokenId>(ids.data(), ids.data() + ids.size());
 }

@@ -46,8 +46,11 @@ class MatrixView {
   bool f32_ = false, was_1d_ = false;
 };
 
-/// Token ids from a sequence or an integer array. Throws TypeError naming `what` otherwise.
+/// Token ids from a sequence or an integer array. Throws TypeError naming `what` otherwise, and
+/// OverflowError naming the value for an id outside int64 (a uint64 id above 2^63 - 1).
 std::vector<TokenId> to_ids(py::handle obj, const std::string& what);
+/// One token id from a Python or numpy integer; the same errors as to_ids.
+TokenId to_id(py::handle obj, const std::string& what);
 /// A 1-D float64 numpy array (copy of v).
 py::array_t<double> to_numpy(const std::vector<double>& v);
 py::array_t<std::int64_t> to_numpy(const std::vector<TokenId>& v);

@@ -86,7 +86,8 @@ Eigen::Map<const Eigen::VectorXd> row_arg(const MatrixView& v, const char* what,
   return {buf.data(), v.cols()};
 }
 
-OpDiagnostics add(PyMemory& pm, TokenId id, py::handle key, py::handle value) {
+OpDiagnostics add(PyMemory& pm, py::handle id_obj, py::handle key, py::handle value) {
+  const TokenId id = to_id(id_obj, "id");
   const MatrixView kv(key, "key", true);
   Eigen::VectorXd kbuf, vbuf;
   const auto k = row_arg(kv, "key", kbuf);
@@ -113,7 +114,8 @@ void def_mutations(py::class_<PyMemory>& c) {
           "Adds tokens (rows of keys, values default to the keys); all ids must be new.")
       .def(
           "remove",
-          [](PyMemory& pm, TokenId id) {
+          [](PyMemory& pm, py::handle id_obj) {
+            const TokenId id = to_id(id_obj, "id");
             return pm.exclusive([&](Memory& m) { return m.remove(id); });
           },
           py::arg("id"), "Removes one token exactly (raises KeyError when absent).")
@@ -154,7 +156,8 @@ void def_queries(py::class_<PyMemory>& c) {
           "Margin / error / reserve ids.")
       .def(
           "alpha",
-          [](PyMemory& pm, TokenId id) {
+          [](PyMemory& pm, py::handle id_obj) {
+            const TokenId id = to_id(id_obj, "id");
             return pm.exclusive([&](Memory& m) { return m.alpha(id); });
           },
           py::arg("id"), "Coefficient of a token (raises KeyError when absent).")
@@ -165,7 +168,8 @@ void def_queries(py::class_<PyMemory>& c) {
           },
           "(ids, keys, values) of every token held, ascending id (copies).")
       .def("__contains__",
-           [](PyMemory& pm, TokenId id) {
+           [](PyMemory& pm, py::handle id_obj) {
+             const TokenId id = to_id(id_obj, "id");
              return pm.exclusive([&](Memory& m) { return m.contains(id); });
            })
       .def("__len__", [](PyMemory& pm) { return pm.exclusive([](Memory& m) { return m.size(); }); })

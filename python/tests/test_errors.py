@@ -79,6 +79,38 @@ def test_not_found_and_already_exists(mem):
     assert len(mem) == 6
 
 
+@pytest.mark.parametrize("ids", [np.array([7, 2**64 - 1], dtype=np.uint64), [7, 2**64 - 1], [7, 2**64],
+                                 [7, 2**63]])
+def test_ids_outside_int64_are_refused_not_wrapped(mem, ids):
+    # Token ids are int64: a uint64 above 2^63 - 1 must not be stored as a negative id.
+    keys = np.ones((2, 3))
+    before = mem.state_sha256
+    with pytest.raises(OverflowError, match=f"ids: id {int(ids[1])} is outside the int64 range"):
+        mem.add_batch(ids, keys)
+    with pytest.raises(OverflowError, match="outside the int64 range"):
+        mem.remove_batch(ids)
+    assert mem.state_sha256 == before and -1 not in mem and len(mem) == 6
+
+
+@pytest.mark.parametrize("id_", [np.uint64(2**64 - 1), 2**64 - 1, 2**63, -2**63 - 1])
+def test_one_id_outside_int64_is_refused(mem, id_):
+    with pytest.raises(OverflowError, match=f"id: id {int(id_)} is outside the int64 range"):
+        mem.add(id_, np.ones(3))
+    for f in (mem.remove, mem.alpha, mem.__contains__):
+        with pytest.raises(OverflowError, match="outside the int64 range"):
+            f(id_)
+    assert -1 not in mem and len(mem) == 6
+
+
+def test_ids_at_the_int64_limits_are_tokens(mem):
+    top, bottom = np.uint64(2**63 - 1), -2**63
+    mem.add(top, np.full(3, 0.5))
+    mem.add_batch(np.array([bottom], dtype=np.int64), np.full((1, 3), -0.5))
+    assert 2**63 - 1 in mem and bottom in mem and mem.alpha(np.int64(bottom)) >= 0
+    with pytest.raises(TypeError, match="id: expected an integer id, got float"):
+        mem.add(3.0, np.ones(3))
+
+
 def test_files(tmp_path):
     with pytest.raises(OSError):
         svattn.Memory.load(str(tmp_path / "missing.bin"))

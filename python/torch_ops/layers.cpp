@@ -37,6 +37,9 @@ void read_hybrid(const Numbers& n, const Texts& t, std::set<std::string>& used,
   h.normalize_keys = num("normalize_keys", h.normalize_keys) != 0;
   h.bounded = num("bounded", h.bounded) != 0;
   h.gate_bias_init = num("gate_bias_init", h.gate_bias_init);
+  h.local_window =
+      static_cast<std::int64_t>(num("local_window", static_cast<double>(h.local_window)));
+  h.memory = num("memory", h.memory) != 0;
   if (n.contains("gate_override")) h.gate_override = num("gate_override", 0);
   used.insert("gate_override");
   auto& b = h.batched;
@@ -50,6 +53,7 @@ void read_hybrid(const Numbers& n, const Texts& t, std::set<std::string>& used,
   b.fp64 = num("fp64", b.fp64) != 0;
   if (t.contains("path")) h.path = layers::global_path_from_string(t.at("path"));
   if (t.contains("gate")) h.gate = layers::gate_type_from_string(t.at("gate"));
+  if (t.contains("local")) h.local = layers::local_path_from_string(t.at("local"));
   if (t.contains("lipschitz")) {
     const std::string l = t.at("lipschitz");
     if (l == "tangent") b.lipschitz = layers::LipschitzBound::kTangent;
@@ -74,7 +78,8 @@ layers::AttentionConfig read_config(const std::string& type, const Numbers& n, c
   for (const auto& kv : n)
     if (!used.count(kv.key())) throw InvalidArgument("config: unknown key '" + kv.key() + "'");
   for (const auto& kv : t)
-    if (kv.key() != "path" && kv.key() != "gate" && kv.key() != "lipschitz")
+    if (kv.key() != "path" && kv.key() != "gate" && kv.key() != "local" &&
+        kv.key() != "lipschitz")
       throw InvalidArgument("config: unknown key '" + kv.key() + "'");
   return c;
 }

@@ -98,6 +98,21 @@ std::tuple<Tensor, Tensor> exact_chunked_attention(const Tensor& k, const Tensor
   });
 }
 
+// exact_chunked_attention plus the memory's differentiable log total weight
+// log sum_{j in S ∪ E} a_j k(q_t, x_j) [B, H, T] (-inf where the memory is empty): the hybrid's
+// joint gate (docs/layers.md §3).
+std::tuple<Tensor, Tensor, Tensor> exact_chunked_attention_mass(
+    const Tensor& k, const Tensor& v, const Tensor& q, const c10::optional<Tensor>& log_sigma,
+    int64_t chunk, double bandwidth, double C, double ridge, bool bounded) {
+  return translate([&] {
+    layers::ExactInfo info;
+    Tensor lz;
+    Tensor o = layers::sv_exact_chunked_attention(
+        k, v, q, opt(log_sigma), chunk, exact_settings(bandwidth, C, ridge, bounded), &info, &lz);
+    return std::make_tuple(o, info.support, lz);
+  });
+}
+
 #define SVATTN_BATCHED_PARAMS                                                               \
   double bandwidth, double C, double ridge, int64_t iterations, double solve_ridge,         \
       double mask_tol, std::string lipschitz, int64_t power_iterations, int64_t bisections, \
@@ -130,6 +145,35 @@ std::tuple<Tensor, Tensor, double, int64_t> batched_chunked_attention(
   });
 }
 
+// batched_chunked_attention plus the memory's log total weight, as exact_chunked_attention_mass.
+std::tuple<Tensor, Tensor, Tensor, double, int64_t> batched_chunked_attention_mass(
+    const Tensor& k, const Tensor& v, const Tensor& q, const c10::optional<Tensor>& log_sigma,
+    int64_t chunk, bool bounded, SVATTN_BATCHED_PARAMS) {
+  return translate([&] {
+    layers::BatchedInfo info;
+    Tensor lz;
+    Tensor o = layers::sv_batched_chunked_attention(k, v, q, opt(log_sigma), chunk,
+                                                    SVATTN_BATCHED_ARGS(bounded), &info, &lz);
+    return std::make_tuple(o, info.support, lz, info.residual,
+                           static_cast<int64_t>(info.negative_coefficients));
+  });
+}
+
+// The hybrid's local path over b(t) <= s <= t and its log-normaliser [B, H, T] (docs/layers.md
+// §3); the normaliser is an empty tensor unless asked for (window = 1 then runs the chunk-local
+// kernel, as the C++ layer does).
+std::tuple<Tensor, Tensor> memory_local_attention(const Tensor& q, const Tensor& k,
+                                                  const Tensor& v, int64_t chunk, int64_t window,
+                                                  bool log_normalizer) {
+  return translate([&] {
+    Tensor lz;
+    Tensor o =
+        layers::memory_local_attention(q, k, v, chunk, window, log_normalizer ? &lz : nullptr);
+    if (!lz.defined()) lz = q.new_empty({0});
+    return std::make_tuple(o, lz);
+  });
+}
+
 }  // namespace
 
 }  // namespace svattn::python
@@ -158,6 +202,19 @@ TORCH_LIBRARY(svattn, m) {
          batched)
             .c_str(),
         &batched_chunked_attention);
+  m.def(
+      "exact_chunked_attention_mass(Tensor keys, Tensor values, Tensor queries, Tensor? log_sigma, "
+      "int chunk, float bandwidth, float C, float ridge, bool bounded) -> (Tensor, Tensor, Tensor)",
+      &exact_chunked_attention_mass);
+  m.def(("batched_chunked_attention_mass(Tensor keys, Tensor values, Tensor queries, "
+         "Tensor? log_sigma, int chunk, bool bounded, " +
+         batched.substr(0, batched.find("->")) + "-> (Tensor, Tensor, Tensor, float, int)")
+            .c_str(),
+        &batched_chunked_attention_mass);
+  m.def(
+      "memory_local_attention(Tensor q, Tensor k, Tensor v, int chunk, int window, "
+      "bool log_normalizer=False) -> (Tensor, Tensor)",
+      &memory_local_attention);
   m.def("causal_softmax_attention(Tensor q, Tensor k, Tensor v) -> Tensor",
         [](const Tensor& q, const Tensor& k, const Tensor& v) {
           return translate([&] { return svattn::layers::causal_softmax_attention(q, k, v); });

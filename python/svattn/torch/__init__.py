@@ -9,10 +9,11 @@ the op library built from src/torch.
 """
 from ._ops import ops  # noqa: F401  (loads the op library)
 from .functional import (apply_rope, causal_softmax_attention, chunk_local_attention, delta_rule,
-                         linear_attention, sliding_window_attention, sv_attention)
+                         linear_attention, memory_local_attention, sliding_window_attention,
+                         sv_attention)
 from .cache import SVCache, SVLayerState, bind_cache
 from .modules import (DeltaNet, HybridAttention, LinearAttention, SlidingWindowAttention,
-                      SoftmaxAttention, SVAttention, record_diagnostics)
+                      SoftmaxAttention, SVAttention, param_groups, record_diagnostics)
 from . import certify, reference  # noqa: E402
 from .settings import BatchedSettings, ExactSettings, HybridSettings
 
@@ -20,6 +21,6 @@ __all__ = [
     "BatchedSettings", "DeltaNet", "SVCache", "SVLayerState", "bind_cache", "certify", "reference",
     "record_diagnostics", "ExactSettings", "HybridAttention", "HybridSettings",
     "LinearAttention", "SVAttention", "SlidingWindowAttention", "SoftmaxAttention", "apply_rope",
-    "causal_softmax_attention", "chunk_local_attention", "delta_rule", "linear_attention",
-    "sliding_window_attention", "sv_attention",
+    "causal_softmax_attention", "chunk_local_attention", "delta_rule", "linear_attention", "param_groups",
+    "memory_local_attention", "sliding_window_attention", "sv_attention",
 ]

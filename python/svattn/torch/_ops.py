@@ -11,6 +11,7 @@ if not os.path.exists(_LIB):  # pragma: no cover - builds without LibTorch
 torch.ops.load_library(_LIB)
 
 ops = torch.ops.svattn
-"""The registered ops: exact_attention, exact_chunked_attention, batched_attention,
-batched_chunked_attention, causal_softmax_attention, sliding_window_attention,
-chunk_local_attention, linear_attention, delta_rule, apply_rope."""
+"""The registered ops: exact_attention, exact_chunked_attention, exact_chunked_attention_mass,
+batched_attention, batched_chunked_attention, batched_chunked_attention_mass,
+causal_softmax_attention, sliding_window_attention, chunk_local_attention, memory_local_attention,
+linear_attention, delta_rule, apply_rope, layer_forward."""

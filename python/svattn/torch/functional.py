@@ -55,11 +55,26 @@ def sv_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, settings: Se
 
 def sv_attention_packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packed: Tuple[Any, ...],
                         exact: bool, log_sigma: Optional[torch.Tensor] = None,
-                        chunk: Optional[int] = None) -> Tuple[torch.Tensor, Dict[str, Any]]:
+                        chunk: Optional[int] = None, log_mass: bool = False
+                        ) -> Tuple[torch.Tensor, Dict[str, Any]]:
     """``sv_attention`` on settings already validated and packed by ``ExactSettings.pack()`` or
     ``BatchedSettings.pack()`` (the modules pack theirs once). Returns (out, info); info holds
-    tensors and numbers only, nothing is copied to the host."""
+    tensors and numbers only, nothing is copied to the host. With ``log_mass`` (chunked only)
+    info["log_mass"] is the memory's differentiable log total weight
+    log sum_{j in S u E} a_j k(q_t, x_j) [B, H, T], -inf where the memory is empty (the hybrid's
+    joint gate, docs/layers.md §3)."""
     bandwidth, C, ridge, bounded = packed[:4]
+    if log_mass:
+        if chunk is None:
+            raise ValueError("log_mass needs a chunked memory (chunk >= 1), got chunk=None")
+        if exact:
+            out, support, lz = ops.exact_chunked_attention_mass(k, v, q, log_sigma, chunk,
+                                                                bandwidth, C, ridge, bounded)
+            return out, {"support": support, "log_mass": lz}
+        out, support, lz, residual, neg = ops.batched_chunked_attention_mass(
+            k, v, q, log_sigma, chunk, bounded, bandwidth, C, ridge, *packed[4:])
+        return out, {"support": support, "log_mass": lz, "fista_residual": residual,
+                     "negative_coefficients": neg}
     if exact:
         if chunk is None:
             out, support = ops.exact_attention(k, v, q, log_sigma, bandwidth, C, ridge)
@@ -89,6 +104,17 @@ def sliding_window_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
 def chunk_local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
     """Causal softmax inside chunks of length ``chunk`` (the hybrid's local path)."""
     return ops.chunk_local_attention(q, k, v, chunk)
+
+
+def memory_local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int,
+                           window: int, return_log_normalizer: bool = False
+                           ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+    """The hybrid's local path (docs/layers.md §3): query t attends to the keys s with
+    b(t) <= s <= t, b(t) = chunk * floor(max(t - window + 1, 0) / chunk) (at least the last
+    ``window`` tokens). ``window=1`` is chunk_local_attention, ``chunk=1`` sliding_window_attention.
+    ``return_log_normalizer`` adds logsumexp_s q_t.k_s / sqrt(dh) over those keys, [B, H, T]."""
+    out, lz = ops.memory_local_attention(q, k, v, chunk, window, return_log_normalizer)
+    return (out, lz) if return_log_normalizer else out
 
 
 def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, chunk: int = 64) -> torch.Tensor:

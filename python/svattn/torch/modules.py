@@ -320,17 +320,21 @@ class SVAttention(_Attention):
 
 
 class HybridAttention(_Attention):
-    __doc__ = _doc("""Hybrid SV attention (docs/layers.md §3): causal softmax inside chunks of
-    ``settings.chunk`` tokens, plus the SV memory of all earlier chunks, mixed by a gate per head and
-    chunk ('chunk', from the previous chunk's mean input) or per token ('token'). Chunk 0 uses the
-    local path alone.""", """
-        settings (HybridSettings, optional): problem, chunk, path, gate, ... Default:
+    __doc__ = _doc("""Hybrid SV attention (docs/layers.md §3): a local causal softmax (``local``:
+    inside chunks of ``settings.chunk`` tokens, or a sliding window of at least ``local_window``
+    tokens) plus the SV memory of the tokens older than the local path (chunk boundary b(t)),
+    mixed by a gate per head ('chunk', 'token', 'position' or 'joint'). Tokens with no memory
+    (b(t) = 0) use the local path alone; ``memory=False`` is the local path alone everywhere.""", """
+        settings (HybridSettings, optional): problem, chunk, path, gate, local, ... Default:
             HybridSettings().
         **overrides: fields of HybridSettings replaced on a copy of ``settings`` (``chunk=32``).
 
-    Forward: ``forward(hidden_states, return_diagnostics=False)``; diagnostics (support_per_head,
-    support_mean, gate_mean, solver_seconds, and fista_residual, negative_coefficients on the
-    batched path) only when asked for.""")
+    Parameters: q/k/v/o_proj, log_sigma [H] (a buffer without learn_bandwidth), gate_bias [H],
+    gate_proj (hidden_size -> H, no bias, zero-initialised), gate_position [H, chunk] (position
+    gate only): the names of the C++ layer. Forward: ``forward(hidden_states,
+    return_diagnostics=False)``; diagnostics (support_per_head, support_mean, gate_mean,
+    solver_seconds, and fista_residual, negative_coefficients on the batched path) only when
+    asked for.""")
 
     def __init__(self, hidden_size: Optional[int] = None, num_heads: Optional[int] = None,
                  settings: Optional[HybridSettings] = None, layer_idx: Optional[int] = None, *,
@@ -356,65 +360,119 @@ class HybridAttention(_Attention):
             self.register_buffer("log_sigma", ls)
         self.gate_bias = nn.Parameter(torch.full((nh,), float(s.gate_bias_init)))
         self.gate_proj = nn.Linear(hs, nh, bias=False)
+        if s.gate == "position":
+            self.gate_position = nn.Parameter(torch.zeros(nh, s.chunk))
         with torch.no_grad():
             self.gate_proj.weight.zero_()  # the gate starts from its bias alone
         self.last_gate: Optional[torch.Tensor] = None
 
-    def _gate(self, x: torch.Tensor, T: int, nc: int) -> torch.Tensor:
+    def gate_parameters(self) -> Iterator[nn.Parameter]:
+        """The gate's parameters (gate_bias, gate_proj.weight, gate_position): ``param_groups``
+        gives them no weight decay unless asked (docs/python.md "Training")."""
+        yield self.gate_bias
+        yield self.gate_proj.weight
+        if self.settings.gate == "position":
+            yield self.gate_position
+
+    def _gate(self, x: torch.Tensor, mass: Optional[torch.Tensor]) -> torch.Tensor:
+        """Gate per head and token [B, H, T] before the b(t) > 0 mask (docs/layers.md §3)."""
         s, L = self.settings, self.settings.chunk
-        B = x.size(0)
-        chunk_id = torch.div(torch.arange(T, device=x.device), L, rounding_mode="floor")
-        has_mem = (chunk_id > 0).to(x.dtype).view(1, 1, T)
+        B, T, H = x.size(0), x.size(1), self.num_heads
+        # u = t - (W - 1) clamped at 0: m(t) = floor(u / L) the memory read, p(t) = u mod L.
+        u = torch.clamp_min(torch.arange(T, device=x.device) - (s.min_local() - 1), 0)
         if s.gate_override is not None:
-            g = torch.full((B, self.num_heads, T), float(s.gate_override), dtype=x.dtype, device=x.device)
-        elif s.gate == "token":
-            g = torch.sigmoid(self.gate_proj(x) + self.gate_bias).transpose(1, 2)
-        else:
-            xp = F.pad(x, (0, 0, 0, nc * L - T))
-            counts = torch.full((nc,), float(L), dtype=x.dtype, device=x.device)
-            counts[nc - 1] = float(T - (nc - 1) * L)
-            summary = xp.view(B, nc, L, self.hidden_size).sum(2) / counts.view(1, nc, 1)
-            prev = torch.cat([torch.zeros_like(summary[:, :1]), summary[:, :nc - 1]], 1)
-            gc = torch.sigmoid(self.gate_proj(prev) + self.gate_bias).transpose(1, 2)
-            g = gc.index_select(2, chunk_id)
-        return g * has_mem
+            return torch.full((B, H, T), float(s.gate_override), dtype=x.dtype, device=x.device)
+        if s.gate == "token":
+            return torch.sigmoid(self.gate_proj(x) + self.gate_bias).transpose(1, 2)
+        if s.gate == "joint":
+            return torch.sigmoid(mass + self.gate_bias.view(1, H, 1))
+        if s.gate == "position":
+            pos = self.gate_position.index_select(1, torch.remainder(u, L))  # [H, T]
+            return torch.sigmoid(self.gate_proj(x).transpose(1, 2) + self.gate_bias.view(1, H, 1)
+                                 + pos.unsqueeze(0))
+        # Summary of chunk m-1 (mean of x), the last chunk the memory took in: causal.
+        nc = (T + L - 1) // L
+        xp = F.pad(x, (0, 0, 0, nc * L - T))
+        counts = torch.full((nc,), float(L), dtype=x.dtype, device=x.device)
+        counts[nc - 1] = float(T - (nc - 1) * L)
+        summary = xp.view(B, nc, L, self.hidden_size).sum(2) / counts.view(1, nc, 1)
+        prev = torch.cat([torch.zeros_like(summary[:, :1]), summary[:, :nc - 1]], 1)
+        gc = torch.sigmoid(self.gate_proj(prev) + self.gate_bias).transpose(1, 2)
+        return gc.index_select(2, torch.div(u, L, rounding_mode="floor"))
+
+    def _global(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, joint: bool,
+                want: bool) -> Tuple[torch.Tensor, Optional[torch.Tensor], Dict[str, Any]]:
+        """Query t reads the memory of the tokens s < b(t): the chunked op's query position
+        u = t - (W - 1) (W = 1 in chunk mode), on the first T - (W - 1) keys (the C++ layer's
+        global path). Returns (o_glob, log_mass or None, diagnostics)."""
+        s = self.settings
+        shift = s.min_local() - 1
+        Tm = q.size(2) - shift
+        qs, ks, vm = q[:, :, shift:], k[:, :, :Tm], v[:, :, :Tm]
+        if s.normalize_keys:
+            qs, ks = F.normalize(qs, dim=-1, eps=1e-6), F.normalize(ks, dim=-1, eps=1e-6)
+        t0 = time.perf_counter() if want else 0.0
+        o, info = Fsv.sv_attention_packed(qs, ks, vm, self._packed, s.path == "exact",
+                                          self.log_sigma if s.learn_bandwidth else None, s.chunk,
+                                          log_mass=joint)
+        lz = info.pop("log_mass", None)
+        diag = _support_diagnostics(info, time.perf_counter() - t0) if want else {}
+        if shift:
+            o = F.pad(o, (0, 0, shift, 0))
+            if lz is not None:
+                lz = F.pad(lz, (shift, 0), value=-math.inf)
+        return o, lz, diag
 
     def forward(self, hidden_states: torch.Tensor, return_diagnostics: bool = False) -> Any:
         want = _want_diagnostics(return_diagnostics)
-        s, L, x = self.settings, self.settings.chunk, hidden_states
+        s, x = self.settings, hidden_states
         q, k, v = self._heads(x)
-        T = x.size(1)
-        if T == 0:
-            self.last_gate = torch.zeros(x.size(0), self.num_heads, 0, dtype=x.dtype, device=x.device)
-            out = self._empty(v)
-            diag = {"support_per_head": [0.0] * self.num_heads, "support_mean": float("nan"),
-                    "gate_mean": float("nan"), "solver_seconds": 0.0} if want else {}
-            if want:
-                self.diagnostics = diag
-            return (out, diag) if return_diagnostics else out
-        nc = (T + L - 1) // L
-        ql, kl = (Fsv.apply_rope(q, s.rope_base), Fsv.apply_rope(k, s.rope_base)) if s.rope else (q, k)
-        o_loc = Fsv.chunk_local_attention(ql, kl, v, L)
-        if nc == 1:
-            self.last_gate = torch.zeros(x.size(0), self.num_heads, T, dtype=x.dtype, device=x.device)
-            out, diag = self._merge(o_loc), {}
-            if want:
-                diag = {"support_per_head": [0.0] * self.num_heads, "support_mean": float("nan"),
-                        "gate_mean": float("nan"), "solver_seconds": 0.0}
+        B, T, H = x.size(0), x.size(1), self.num_heads
+        no_memory = {"support_per_head": [0.0] * H, "support_mean": float("nan"),
+                     "gate_mean": float("nan"), "solver_seconds": 0.0}
+        first_mem = s.chunk + s.min_local() - 1  # the first t with b(t) > 0
+        if T == 0 or not s.memory or first_mem >= T:
+            self.last_gate = torch.zeros(B, H, T, dtype=x.dtype, device=x.device)
+            out = self._empty(v) if T == 0 else self._merge(self._local(q, k, v, False)[0])
+            diag = (no_memory if s.memory else {}) if want else {}
         else:
-            qs, ks = q, k
-            if s.normalize_keys:
-                qs, ks = F.normalize(q, dim=-1, eps=1e-6), F.normalize(k, dim=-1, eps=1e-6)
-            t0 = time.perf_counter() if want else 0.0
-            o_glob, info = Fsv.sv_attention_packed(qs, ks, v, self._packed, s.path == "exact",
-                                                   self.log_sigma if s.learn_bandwidth else None, L)
-            diag = _support_diagnostics(info, time.perf_counter() - t0) if want else {}
-            g = self._gate(x, T, nc)
+            joint = s.gate == "joint" and s.gate_override is None
+            o_loc, lz_loc = self._local(q, k, v, joint)
+            o_glob, lz_mem, diag = self._global(q, k, v, joint, want)
+            mem_at = (torch.arange(T, device=x.device) >= first_mem).view(1, 1, T)
+            mass = (lz_mem - lz_loc).masked_fill(~mem_at, 0.0) if joint else None
+            g = self._gate(x, mass) * mem_at.to(x.dtype)
             self.last_gate = g.detach()
             if want:
-                diag["gate_mean"] = float(g.detach()[:, :, L:].mean())
+                diag["gate_mean"] = float(g.detach()[:, :, first_mem:].mean())
             gu = g.unsqueeze(-1)
             out = self._merge(gu * o_glob + (1 - gu) * o_loc)
         if want:
             self.diagnostics = diag
         return (out, diag) if return_diagnostics else out
+
+    def _local(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               log_normalizer: bool) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The local path over b(t) <= s <= t (rotary positions when ``rope``)."""
+        s = self.settings
+        if s.rope:
+            q, k = Fsv.apply_rope(q, s.rope_base), Fsv.apply_rope(k, s.rope_base)
+        if log_normalizer:
+            return Fsv.memory_local_attention(q, k, v, s.chunk, s.min_local(), True)
+        return Fsv.memory_local_attention(q, k, v, s.chunk, s.min_local()), None
+
+
+def param_groups(model: nn.Module, weight_decay: float = 0.01,
+                 gate_weight_decay: float = 0.0) -> list:
+    """Optimiser parameter groups of ``model``: the gate parameters of every HybridAttention in it
+    (``gate_parameters()``) with ``gate_weight_decay`` (0: a decayed gate drifts to its bias-only
+    0.5 split), every other trainable parameter with ``weight_decay``.
+    ``torch.optim.AdamW(param_groups(model), lr=...)``."""
+    for name, value in (("weight_decay", weight_decay), ("gate_weight_decay", gate_weight_decay)):
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{name} must be finite and >= 0, got {value}")
+    gate_ids = {id(p) for m in model.modules() if isinstance(m, HybridAttention)
+                for p in m.gate_parameters()}
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if id(p) not in gate_ids], "weight_decay": weight_decay},
+            {"params": [p for p in params if id(p) in gate_ids], "weight_decay": gate_weight_decay}]

@@ -19,13 +19,14 @@ def _hybrid(m: HybridAttention) -> Tuple[Dict[str, float], Dict[str, str]]:
                "ridge": s.problem.ridge, "learn_bandwidth": s.learn_bandwidth,
                "normalize_keys": s.normalize_keys, "bounded": s.bounded,
                "gate_bias_init": s.gate_bias_init, "rope": s.rope, "rope_base": s.rope_base,
+               "local_window": s.local_window, "memory": s.memory,
                "iterations": b.iterations, "solve_ridge": b.solve_ridge, "mask_tol": b.mask_tol,
                "power_iterations": b.power_iterations, "bisections": b.bisections,
                "active_set_rounds": b.active_set_rounds, "ipm_iterations": b.ipm_iterations,
                "fp64": b.fp64}
     if s.gate_override is not None:
         numbers["gate_override"] = s.gate_override
-    return numbers, {"path": s.path, "gate": s.gate, "lipschitz": b.lipschitz}
+    return numbers, {"path": s.path, "gate": s.gate, "local": s.local, "lipschitz": b.lipschitz}
 
 
 def cxx_config(module: nn.Module) -> Tuple[str, Dict[str, float], Dict[str, str]]:

@@ -10,6 +10,7 @@ from typing import Any, Optional, Union
 from .. import MemorySettings, ProblemSettings
 
 _LIPSCHITZ = ("tangent", "power", "gershgorin")
+_GATES = ("chunk", "token", "position", "joint")
 
 
 def _bad(field_name: str, requirement: str, value: Any) -> None:
@@ -117,12 +118,23 @@ class HybridSettings:
     ``problem`` (C, bandwidth = the initial per-head sigma, ridge = mu) is used by both paths;
     ``batched`` holds the batched solver's own fields, and its ``problem``/``bounded`` must be left
     at their defaults or equal ``problem``/``bounded`` (never silently ignored).
+
+    ``local``: 'chunk' (the paper's local softmax, reset at every chunk boundary) or 'window'
+    (sliding: query t sees b(t) <= s <= t, at least the last ``local_window`` tokens, and the
+    memory holds the tokens s < b(t), b(t) = chunk * floor(max(t - W + 1, 0) / chunk)).
+    ``gate``: 'chunk' (from the previous chunk's mean input), 'token', 'position' (per token plus
+    a learned [H, chunk] table of the position since the memory's last update) or 'joint' (one
+    softmax over the memory's and the local path's logits). ``memory=False``: the layer is its
+    local path alone (ablation).
     """
 
     problem: ProblemSettings = field(default_factory=_hybrid_problem)
     chunk: int = 64
     path: str = "batched"
     gate: str = "chunk"
+    local: str = "chunk"
+    local_window: int = 64
+    memory: bool = True
     learn_bandwidth: bool = True
     normalize_keys: bool = True
     bounded: bool = False
@@ -138,8 +150,15 @@ class HybridSettings:
             _bad("hybrid.chunk", ">= 1", self.chunk)
         if self.path not in ("exact", "batched"):
             _bad("hybrid.path", "'exact' or 'batched'", repr(self.path))
-        if self.gate not in ("chunk", "token"):
-            _bad("hybrid.gate", "'chunk' or 'token'", repr(self.gate))
+        if self.gate not in _GATES:
+            _bad("hybrid.gate", "one of " + ", ".join(_GATES), repr(self.gate))
+        if self.local not in ("chunk", "window"):
+            _bad("hybrid.local", "'chunk' or 'window'", repr(self.local))
+        if (isinstance(self.local_window, bool) or not isinstance(self.local_window, int)
+                or self.local_window < 1):
+            _bad("hybrid.local_window", "an int >= 1", self.local_window)
+        if not isinstance(self.memory, bool):
+            _bad("hybrid.memory", "a bool", repr(self.memory))
         if not math.isfinite(self.gate_bias_init):
             _bad("hybrid.gate_bias_init", "finite", self.gate_bias_init)
         if self.gate_override is not None and not (0 <= self.gate_override <= 1):
@@ -152,6 +171,19 @@ class HybridSettings:
         if self.batched.bounded and not self.bounded:
             _bad("hybrid.batched.bounded", "False or equal to hybrid.bounded", self.batched.bounded)
         self.batched.validate("hybrid.batched.")
+
+    def min_local(self) -> int:
+        """W in b(t): ``local_window`` in window mode, 1 in chunk mode."""
+        return self.local_window if self.local == "window" else 1
+
+    def local_width(self) -> int:
+        """The most tokens the local path holds, min_local() + chunk - 1: the local part of the
+        layer's state (a state-matched window adds the measured |S u E|)."""
+        return self.min_local() + self.chunk - 1
+
+    def memory_boundary(self, t: int) -> int:
+        """b(t): the memory read by query t holds exactly the tokens s < b(t) (0: no memory)."""
+        return max(t - self.min_local() + 1, 0) // self.chunk * self.chunk
 
     def batched_settings(self) -> BatchedSettings:
         """``batched`` with the hybrid's problem and bounded flag."""
