@@ -155,7 +155,9 @@ struct Memory::Impl final : detail::KernelAccess {
   static constexpr long kSpreadWindow = 256, kSpreadSample = 64, kSpreadPayoff = 8;
   bool spread_every = true;  // this window takes every snapshot
   long spread_decisions = 0, spread_taken = 0;
-  mutable long spread_hits = 0;                  // clears by the spread bound in this window
+  // Tokens that stayed screened in this window because of the spread bound (a proof at the start
+  // of a step that the end-of-step test then loses does not count: the token is recomputed).
+  long spread_hits = 0;
   mutable std::vector<double> move_suffix_sums;  // move_suffix_sums[k] = sum of amounts from k on
   mutable bool move_dirty = false;
   // The path's current support as dense weights over the column positions (load_support).
@@ -163,7 +165,7 @@ struct Memory::Impl final : detail::KernelAccess {
   int weights_end = 0;
   // Per-slot scratch of a path walk (PathWalk), sized with the slots and reset by the walk on the
   // entries it touched, so a walk costs no O(n) allocation.
-  std::vector<char> walk_refused, walk_exact;
+  std::vector<char> walk_refused, walk_exact, walk_marked;
   std::vector<double> walk_gamma;
 
   // ---------------------------------------------------------------- life and diagnostics

@@ -193,10 +193,7 @@ bool Memory::Impl::spread_safe(int i, double step_l1, double step_mass, double b
   const double scale = 1.0 + loss + std::abs(grad[i]) + std::abs(b_then) + std::abs(spread_b[i]);
   const double margin = 1e-12 * scale * std::max(1.0, kmax);
   if (lower) *lower = slack - margin;
-  if (slack > margin) {
-    ++detail::g_spread_cleared;
-    ++spread_hits;
-  }
+  if (slack > margin) ++detail::g_spread_cleared;
   return slack > margin;
 }
 
