@@ -19,6 +19,7 @@ bool g_exact_offset_screening = true;
 bool g_slack_index = true;
 bool g_net_displacement = true;
 bool g_spread_bound = true;
+long g_slack_scan_share = 1024;
 long g_spread_cleared = 0;
 }  // namespace detail
 
