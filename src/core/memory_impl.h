@@ -129,9 +129,12 @@ struct Memory::Impl final : detail::KernelAccess {
   // with unpredictable branches each, and a push per exact gradient): the next query scans after a
   // query that visited more than 1 in slack_scan_share tokens (docs/math.md §4 "The slack
   // index"; either way every token whose bound may fail is visited). While queries scan, the heap
-  // is not kept; it is rebuilt from slack_key_now when they return to it.
+  // is not kept; it is rebuilt from slack_key_now when they return to it (after
+  // kSlackQuietScans quiet scans in a row).
   const long slack_scan_share = detail::g_slack_scan_share;  // fixed at construction
   bool slack_scan_next = false;
+  static constexpr int kSlackQuietScans = 16;
+  int slack_quiet_scans = 0;  // scans in a row that visited few
   std::vector<int> slack_scan_list;  // scratch of one scan: the slots listed at its threshold
   // The spread bound (docs/math.md §4 "The spread bound"), a second test for the tokens the
   // drift bound cannot clear. Every coefficient change moves the mass-conserving displacement; with
@@ -341,7 +344,12 @@ void Memory::Impl::for_each_screen_candidate(Limit&& limit, Visit&& visit) {
   }
   // The next query scans when this one visited more than 1 in slack_scan_share tokens: a heap pop
   // and push-back per candidate then cost more than reading every key once.
-  const bool scan = visited * slack_scan_share > num_tokens;
+  // Scans return to the heap only after kSlackQuietScans scans in a row visited few: the heap's
+  // rebuild costs O(n) sifts, and one quiet query between busy ones (the canonical finish after a
+  // walk) would otherwise rebuild it at every operation.
+  const bool busy = visited * slack_scan_share > num_tokens;
+  slack_quiet_scans = busy || !slack_scan_next ? 0 : slack_quiet_scans + 1;
+  const bool scan = busy || (slack_scan_next && slack_quiet_scans < kSlackQuietScans);
   if (slack_scan_next && !scan) rebuild_slack_index();  // scans do not keep the heap
   slack_scan_next = scan;
 }
