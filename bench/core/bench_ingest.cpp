@@ -159,10 +159,10 @@ void removal_rows(const char* path, Memory& m, const RowMatrix& x, const Config&
     remove_and_readd(m, x, {margin[static_cast<std::size_t>(k) * margin.size() / count]}, mr);
   if (count > 0) {
     const double med = bench::median(mr.seconds), cmed = bench::median(mr.cpu);
-    std::printf("| %s | margin token | %d | %.2f / %.2f | %.2f | %.0f | %.3f | %.0fx | %s |\n", path,
-                count, 1e3 * med, 1e3 * *std::max_element(mr.seconds.begin(), mr.seconds.end()),
-                1e3 * cmed, bench::median(mr.tracked), retrain1, retrain1 / cmed,
-                mr.hash_back ? "yes" : "NO");
+    std::printf("| %s | margin token | %d | %.2f / %.2f | %.2f | %.0f | %.3f | %.0fx | %s |\n",
+                path, count, 1e3 * med,
+                1e3 * *std::max_element(mr.seconds.begin(), mr.seconds.end()), 1e3 * cmed,
+                bench::median(mr.tracked), retrain1, retrain1 / cmed, mr.hash_back ? "yes" : "NO");
   }
   for (int s = 0; s < 3 && c.records > 0; ++s) {
     const int support = s == 0 ? 0 : s == 1 ? 1 : 3;

@@ -134,7 +134,7 @@ struct Memory::Impl final : detail::KernelAccess {
   const long slack_scan_share = detail::g_slack_scan_share;  // fixed at construction
   bool slack_scan_next = false;
   static constexpr int kSlackQuietScans = 16;
-  int slack_quiet_scans = 0;  // scans in a row that visited few
+  int slack_quiet_scans = 0;         // scans in a row that visited few
   std::vector<int> slack_scan_list;  // scratch of one scan: the slots listed at its threshold
   // The spread bound (docs/math.md §4 "The spread bound"), a second test for the tokens the
   // drift bound cannot clear. Every coefficient change moves the mass-conserving displacement; with
