@@ -75,10 +75,12 @@ void Memory::Impl::finish(OpDiagnostics& dg) {
                             [&](int i) {
                               double lower = 0;
                               if (!skip[i] || reserve_safe(i, 0.0, b)) return;
-                              if (spread_safe(i, 0.0, 0.0, b, &lower))
+                              if (spread_safe(i, 0.0, 0.0, b, &lower)) {
                                 rebase_screening(i, lower);
-                              else
+                                ++spread_hits;
+                              } else {
                                 skip[i] = 0;
+                              }
                             });
   detail::CanonicalResult res = timed_canonicalize(guess, &skip, dg);
   if (res.screened) {

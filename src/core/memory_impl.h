@@ -45,6 +45,9 @@ extern bool g_net_displacement;
 /// true (default): tokens the drift bound cannot clear are tested by the spread bound before an
 /// exact recomputation (docs/math.md §4); false: the drift bound alone (bench A/B and tests).
 extern bool g_spread_bound;
+/// A slack-index query that visits more than 1 in g_slack_scan_share live tokens makes the next
+/// query a scan of the keys (read when a memory is constructed; bench A/B of the switch point).
+extern long g_slack_scan_share;
 /// Tokens the spread bound proved safe (over the process; tests check that it is exercised).
 extern long g_spread_cleared;
 }  // namespace detail
@@ -121,13 +124,18 @@ struct Memory::Impl final : detail::KernelAccess {
   std::vector<double> slack_key_now;         // per slot: key of that entry (NaN: not indexed)
   double bref_absmax = 0;                    // >= |b_at_refresh_i| of every indexed token
   std::vector<detail::SlackIndex::Entry> slack_held;  // scratch of one query
-  // A query that finds a large share of the tokens below its threshold (a stream of adds moves w
-  // at every step) is cheaper as a scan of slack_key_now than as heap pops: the next query scans
-  // after a query that visited more than 1 in kSlackScanShare tokens (the same candidates either
-  // way, docs/math.md §4 "The slack index"). While queries scan, the heap is not kept (no push
-  // per exact gradient); it is rebuilt from slack_key_now when they return to it.
-  static constexpr long kSlackScanShare = 8;
+  // A query that finds more than a few tokens below its threshold is cheaper as a scan of
+  // slack_key_now (one branchless compare per slot) than as heap pops (a sift of log n levels
+  // with unpredictable branches each, and a push per exact gradient): the next query scans after a
+  // query that visited more than 1 in slack_scan_share tokens (docs/math.md §4 "The slack
+  // index"; either way every token whose bound may fail is visited). While queries scan, the heap
+  // is not kept; it is rebuilt from slack_key_now when they return to it (after
+  // kSlackQuietScans quiet scans in a row).
+  const long slack_scan_share = detail::g_slack_scan_share;  // fixed at construction
   bool slack_scan_next = false;
+  static constexpr int kSlackQuietScans = 16;
+  int slack_quiet_scans = 0;         // scans in a row that visited few
+  std::vector<int> slack_scan_list;  // scratch of one scan: the slots listed at its threshold
   // The spread bound (docs/math.md §4 "The spread bound"), a second test for the tokens the
   // drift bound cannot clear. Every coefficient change moves the mass-conserving displacement; with
   // kappa_i, s_i the centre and half-range of token i's cached kernel values when its gradient was
@@ -155,7 +163,9 @@ struct Memory::Impl final : detail::KernelAccess {
   static constexpr long kSpreadWindow = 256, kSpreadSample = 64, kSpreadPayoff = 8;
   bool spread_every = true;  // this window takes every snapshot
   long spread_decisions = 0, spread_taken = 0;
-  mutable long spread_hits = 0;                  // clears by the spread bound in this window
+  // Tokens that stayed screened in this window because of the spread bound (a proof at the start
+  // of a step that the end-of-step test then loses does not count: the token is recomputed).
+  long spread_hits = 0;
   mutable std::vector<double> move_suffix_sums;  // move_suffix_sums[k] = sum of amounts from k on
   mutable bool move_dirty = false;
   // The path's current support as dense weights over the column positions (load_support).
@@ -163,7 +173,7 @@ struct Memory::Impl final : detail::KernelAccess {
   int weights_end = 0;
   // Per-slot scratch of a path walk (PathWalk), sized with the slots and reset by the walk on the
   // entries it touched, so a walk costs no O(n) allocation.
-  std::vector<char> walk_refused, walk_exact;
+  std::vector<char> walk_refused, walk_exact, walk_marked;
   std::vector<double> walk_gamma;
 
   // ---------------------------------------------------------------- life and diagnostics
@@ -296,10 +306,22 @@ void Memory::Impl::for_each_screen_candidate(Limit&& limit, Visit&& visit) {
   long visited = 0;
   if (slack_scan_next) {
     // The same candidates by a scan of the keys (in slot order; the threshold only shrinks, so
-    // a token skipped at a smaller threshold than the heap would have seen is still proven).
+    // a token skipped at a smaller threshold than the heap would have seen is still proven). The
+    // keys at or below the first threshold are listed without a branch per slot (which side of
+    // the threshold a key falls is unpredictable), then visited if still below the current one; a
+    // visit changes no other token's key.
     double lim = limit();
+    slack_scan_list.resize(static_cast<std::size_t>(slots_used));
+    int* list = slack_scan_list.data();
+    std::size_t listed = 0;
     for (int i = 0; i < slots_used; ++i) {
-      const double k = slack_key_now[i];  // NaN (skipped) unless a live reserve token
+      const double k = slack_key_now[i];  // NaN (never listed) unless a live reserve token
+      list[listed] = i;
+      listed += (k - 1e-14 * std::abs(k) <= lim) ? 1 : 0;
+    }
+    for (std::size_t q = 0; q < listed; ++q) {
+      const int i = list[q];
+      const double k = slack_key_now[i];
       if (!(k - 1e-14 * std::abs(k) <= lim)) continue;
       ++visited;
       visit(i);
@@ -320,9 +342,14 @@ void Memory::Impl::for_each_screen_candidate(Limit&& limit, Visit&& visit) {
       if (h.version == slack_version[h.slot]) slack_index.push(h);
     slack_index.flush();
   }
-  // The next query scans when this one visited more than 1 in kSlackScanShare tokens: a heap pop
+  // The next query scans when this one visited more than 1 in slack_scan_share tokens: a heap pop
   // and push-back per candidate then cost more than reading every key once.
-  const bool scan = visited * kSlackScanShare > num_tokens;
+  // Scans return to the heap only after kSlackQuietScans scans in a row visited few: the heap's
+  // rebuild costs O(n) sifts, and one quiet query between busy ones (the canonical finish after a
+  // walk) would otherwise rebuild it at every operation.
+  const bool busy = visited * slack_scan_share > num_tokens;
+  slack_quiet_scans = busy || !slack_scan_next ? 0 : slack_quiet_scans + 1;
+  const bool scan = busy || (slack_scan_next && slack_quiet_scans < kSlackQuietScans);
   if (slack_scan_next && !scan) rebuild_slack_index();  // scans do not keep the heap
   slack_scan_next = scan;
 }

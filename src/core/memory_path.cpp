@@ -70,7 +70,8 @@ struct Memory::Impl::PathWalk {
   std::vector<double> start_alpha;
   double drift_start = 0;
   bool net_ok = true;  // false after a step that refreshed every reserve token
-  std::vector<int> marked;
+  std::vector<char>& is_marked;  // per slot: in `marked`
+  std::vector<int> marked;       // tokens whose bound was reset during the walk, once each
   double step_round = 0;  // the coefficients' rounding in one step, as mass change
   int steps_taken = 0;
   // Sensitivities of the current step.
@@ -88,7 +89,8 @@ struct Memory::Impl::PathWalk {
         C(mem.settings.problem.C),
         refused(mem.walk_refused),
         gam(mem.walk_gamma),
-        exact(mem.walk_exact) {
+        exact(mem.walk_exact),
+        is_marked(mem.walk_marked) {
     m.ensure_column(c);
     for (int j : m.support_by_id)
       if (j != c && m.live[j] && m.set_of[j] == Set::kError) {
@@ -104,6 +106,12 @@ struct Memory::Impl::PathWalk {
   ~PathWalk() {
     for (int i : refused_list) refused[i] = 0;
     for (int i : exact_list) exact[i] = 0;
+    for (int i : marked) is_marked[i] = 0;
+  }
+  void mark(int i) {
+    if (is_marked[i]) return;
+    is_marked[i] = 1;
+    marked.push_back(i);
   }
   PathWalk(const PathWalk&) = delete;
   PathWalk& operator=(const PathWalk&) = delete;
@@ -316,8 +324,10 @@ struct Memory::Impl::PathWalk {
       if (m.spread_safe(i, 0.0, 0.0, m.b, &lower)) {
         m.rebase_screening(i, lower);
         if (m.reserve_safe(i, drift_rate * ev.t, b_end()) ||
-            m.spread_safe(i, move_rate * ev.t, mass_rate * ev.t + step_round, b_end()))
+            m.spread_safe(i, move_rate * ev.t, mass_rate * ev.t + step_round, b_end())) {
+          ++m.spread_hits;  // spared a recomputation
           return;
+        }
       }
       if (!exact[i]) {
         if (!loaded) {
@@ -325,7 +335,7 @@ struct Memory::Impl::PathWalk {
           loaded = true;
         }
         m.refresh(i, dg);
-        marked.push_back(i);
+        mark(i);
       }
       gam[i] = gamma_of(i);
       near.push_back(i);
@@ -355,7 +365,7 @@ struct Memory::Impl::PathWalk {
     for (int i : near) {
       m.grad[i] += gam[i] * dc;  // exact again after the step
       m.mark_refreshed(i, m.b);
-      marked.push_back(i);
+      mark(i);
       exact[i] = 1;
       exact_list.push_back(i);
     }
@@ -375,7 +385,7 @@ struct Memory::Impl::PathWalk {
       m.grad[who] = 0;
       exact[who] = 0;
       m.mark_refreshed(who, m.b);  // bound 0: checked exactly at the next step
-      marked.push_back(who);
+      mark(who);
       m.contract_slot(who);
       if (ev.target == Set::kError) elist.push_back(who);
       return Next::kContinue;
@@ -425,12 +435,14 @@ struct Memory::Impl::PathWalk {
     for (int j : elist) add_end(j);
     for (size_t k = 0; k < movers.size(); ++k) da[k] += m.alpha[movers[k]];
     for (int j : movers) m.ensure_column(j);
+    std::vector<int> pos;
+    for (int j : movers) pos.push_back(m.columns.pos(j));
     double q = 0, l1 = 0;
     for (size_t k = 0; k < movers.size(); ++k) {
       if (da[k] == 0) continue;
       const double* rk = m.row_ready(movers[k]);
       double acc = 0;
-      for (size_t l = 0; l < movers.size(); ++l) acc += rk[m.columns.pos(movers[l])] * da[l];
+      for (size_t l = 0; l < movers.size(); ++l) acc += rk[pos[l]] * da[l];
       q += da[k] * acc;
       l1 += std::abs(da[k]);
     }
@@ -440,8 +452,6 @@ struct Memory::Impl::PathWalk {
     const double shift = m.drift - (drift_start + net);
     if (!(shift > 0)) return;
     m.drift = drift_start + net;
-    std::sort(marked.begin(), marked.end());
-    marked.erase(std::unique(marked.begin(), marked.end()), marked.end());
     for (int i : marked)
       if (m.live[i] && m.drift_at_refresh[i] > drift_start) {
         m.drift_at_refresh[i] -= shift;

@@ -19,6 +19,7 @@ bool g_exact_offset_screening = true;
 bool g_slack_index = true;
 bool g_net_displacement = true;
 bool g_spread_bound = true;
+long g_slack_scan_share = 1024;
 long g_spread_cleared = 0;
 }  // namespace detail
 
@@ -193,10 +194,7 @@ bool Memory::Impl::spread_safe(int i, double step_l1, double step_mass, double b
   const double scale = 1.0 + loss + std::abs(grad[i]) + std::abs(b_then) + std::abs(spread_b[i]);
   const double margin = 1e-12 * scale * std::max(1.0, kmax);
   if (lower) *lower = slack - margin;
-  if (slack > margin) {
-    ++detail::g_spread_cleared;
-    ++spread_hits;
-  }
+  if (slack > margin) ++detail::g_spread_cleared;
   return slack > margin;
 }
 

@@ -38,6 +38,7 @@ void Memory::Impl::grow(int need, bool exact) {
   slack_key_now.resize(nc, 0.0);
   walk_refused.resize(nc, 0);
   walk_exact.resize(nc, 0);
+  walk_marked.resize(nc, 0);
   walk_gamma.resize(nc, 0.0);
   columns.resize_rows(nc);
   slot_capacity = nc;

@@ -352,12 +352,32 @@ double requested_support(const TrainOptions& o) {
   return o.match_run.empty() ? o.matched_support : average_support_from_run(o.match_run);
 }
 
+// State matching of a new swa run (docs/layers.md §3): with --match-run the window is the matched
+// hybrid's local width (chunk, or W_loc + chunk - 1 in window mode) plus its measured support, and
+// the run takes that hybrid's local settings; a --chunk override keeps the support part.
+void match_window(layers::AttentionConfig& a, const TrainOptions& o, double support) {
+  if (a.type != layers::AttentionType::kSlidingWindow) return;
+  if (!o.match_run.empty()) {
+    const auto f = verify_checkpoint(checkpoint_dir_of(o.match_run));
+    const auto matched = lm_config_from_json(f.config.at("model")).attention.hybrid;
+    a.hybrid.chunk = matched.chunk;
+    a.hybrid.local = matched.local;
+    a.hybrid.local_window = matched.local_window;
+    a.window = layers::state_matched_window(a.hybrid.local_width(), support);
+  }
+  if (o.chunk) {
+    const double support_part = static_cast<double>(a.window - a.hybrid.local_width());
+    a.hybrid.chunk = *o.chunk;
+    a.window = layers::state_matched_window(a.hybrid.local_width(), support_part);
+  }
+}
+
 // The attention window a new run of `preset` with these options gets (the new-run branch of
-// Trainer: the preset's window for the requested support, re-matched to a --chunk override).
+// Trainer: the preset's window for the requested support, matched as match_window does).
 std::int64_t fresh_window(const std::string& preset, const TrainOptions& o) {
-  const layers::AttentionConfig a = make_preset(preset, requested_support(o)).model.attention;
-  if (o.chunk && a.type == layers::AttentionType::kSlidingWindow)
-    return layers::state_matched_window(*o.chunk, static_cast<double>(a.window - a.hybrid.chunk));
+  const double support = requested_support(o);
+  layers::AttentionConfig a = make_preset(preset, support).model.attention;
+  match_window(a, o, support);
   return a.window;
 }
 
@@ -549,15 +569,9 @@ void Trainer::init(TrainOptions options) {
     if (o.log_every) t.log_every = *o.log_every;
     t.validate();
     auto& a = s.preset.model.attention;
+    const double support = requested_support(o);
+    match_window(a, o, support);
     if (!o.match_run.empty() && a.type == layers::AttentionType::kSlidingWindow) {
-      // State matching (docs/layers.md §3): the window is the matched hybrid's local width
-      // (chunk, or W_loc + chunk - 1 in window mode) plus its measured support.
-      const auto f = verify_checkpoint(checkpoint_dir_of(o.match_run));
-      const auto matched = lm_config_from_json(f.config.at("model")).attention.hybrid;
-      a.hybrid.chunk = matched.chunk;
-      a.hybrid.local = matched.local;
-      a.hybrid.local_window = matched.local_window;
-      a.window = layers::state_matched_window(a.hybrid.local_width(), support);
       std::ostringstream os;
       os << s.preset.description.substr(0, s.preset.description.find(", state-matched"))
          << ", state-matched sliding window " << a.window << " = local width " << a.hybrid.local_width()
@@ -578,15 +592,7 @@ void Trainer::init(TrainOptions options) {
     if (o.svm_C) a.hybrid.problem.C = *o.svm_C;
     if (o.fista_iterations) a.hybrid.batched.iterations = *o.fista_iterations;
     if (o.global_path) a.hybrid.path = layers::global_path_from_string(*o.global_path);
-    if (o.chunk) {
-      if (a.type == layers::AttentionType::kSlidingWindow) {
-        // The matched window is the hybrid's local width plus the support: keep the support part.
-        const double support_part = static_cast<double>(a.window - a.hybrid.local_width());
-        a.hybrid.chunk = *o.chunk;
-        a.window = layers::state_matched_window(a.hybrid.local_width(), support_part);
-      }
-      a.hybrid.chunk = *o.chunk;
-    }
+    if (o.chunk) a.hybrid.chunk = *o.chunk;  // swa-*: re-matched by match_window above
     s.preset.model.validate();
   }
 
