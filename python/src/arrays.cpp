@@ -103,6 +103,14 @@ namespace {
 }
 }  // namespace
 
+namespace {
+bool all_python_ints(py::handle seq) {
+  for (py::handle h : seq)
+    if (!PyLong_Check(h.ptr())) return false;
+  return true;
+}
+}  // namespace
+
 TokenId to_id(py::handle obj, const std::string& what) {
   if (py::isinstance<py::float_>(obj) || !PyIndex_Check(obj.ptr()))
     throw py::type_error(what + ": expected an integer id, got " +
@@ -118,7 +126,11 @@ TokenId to_id(py::handle obj, const std::string& what) {
 
 std::vector<TokenId> to_ids(py::handle obj, const std::string& what) {
   py::array a = py::array::ensure(obj);
-  if (a && a.dtype().kind() == 'O' && a.ndim() == 1) {  // Python ints beyond 64 bits
+  // numpy makes object (ints beyond 64 bits) or float64 (ints mixing the int64 and uint64
+  // ranges) of a sequence of Python ints: those are converted one by one, so that the value out
+  // of range is named instead of rounded or refused as a float.
+  if (a && a.ndim() == 1 && (a.dtype().kind() == 'O' || a.dtype().kind() == 'f') &&
+      !py::isinstance<py::array>(obj) && all_python_ints(obj)) {
     std::vector<TokenId> out;
     out.reserve(static_cast<std::size_t>(a.size()));
     for (py::handle h : obj) out.push_back(to_id(h, what));

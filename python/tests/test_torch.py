@@ -109,6 +109,12 @@ def make_modules(D=16, H=2):
         "hybrid_batched": st.HybridAttention(D, H, chunk=4, problem=svattn.ProblemSettings(C=0.25)),
         "hybrid_exact_token": st.HybridAttention(D, H, chunk=4, path="exact", gate="token",
                                                  problem=svattn.ProblemSettings(C=0.25)),
+        "hybrid_window_position": st.HybridAttention(D, H, chunk=4, local="window", local_window=3,
+                                                     gate="position",
+                                                     problem=svattn.ProblemSettings(C=0.25)),
+        "hybrid_exact_window_joint": st.HybridAttention(D, H, chunk=3, path="exact", gate="joint",
+                                                        local="window", local_window=2,
+                                                        problem=svattn.ProblemSettings(C=0.25)),
     }
 
 

@@ -29,6 +29,8 @@ def modules(D=16, H=2):
         "hybrid": st.HybridAttention(D, H, chunk=4, problem=svattn.ProblemSettings(C=0.25)),
         "hybrid_exact": st.HybridAttention(D, H, chunk=4, path="exact", gate="token",
                                            problem=svattn.ProblemSettings(C=0.25)),
+        "hybrid_window_joint": st.HybridAttention(D, H, chunk=4, local="window", local_window=3,
+                                                  gate="joint", problem=svattn.ProblemSettings(C=0.25)),
     }
 
 
