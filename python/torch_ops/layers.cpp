@@ -78,8 +78,7 @@ layers::AttentionConfig read_config(const std::string& type, const Numbers& n, c
   for (const auto& kv : n)
     if (!used.count(kv.key())) throw InvalidArgument("config: unknown key '" + kv.key() + "'");
   for (const auto& kv : t)
-    if (kv.key() != "path" && kv.key() != "gate" && kv.key() != "local" &&
-        kv.key() != "lipschitz")
+    if (kv.key() != "path" && kv.key() != "gate" && kv.key() != "local" && kv.key() != "lipschitz")
       throw InvalidArgument("config: unknown key '" + kv.key() + "'");
   return c;
 }

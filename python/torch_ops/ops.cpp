@@ -162,8 +162,8 @@ std::tuple<Tensor, Tensor, Tensor, double, int64_t> batched_chunked_attention_ma
 // The hybrid's local path over b(t) <= s <= t and its log-normaliser [B, H, T] (docs/layers.md
 // §3); the normaliser is an empty tensor unless asked for (window = 1 then runs the chunk-local
 // kernel, as the C++ layer does).
-std::tuple<Tensor, Tensor> memory_local_attention(const Tensor& q, const Tensor& k,
-                                                  const Tensor& v, int64_t chunk, int64_t window,
+std::tuple<Tensor, Tensor> memory_local_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                  int64_t chunk, int64_t window,
                                                   bool log_normalizer) {
   return translate([&] {
     Tensor lz;
