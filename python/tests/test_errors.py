@@ -79,8 +79,8 @@ def test_not_found_and_already_exists(mem):
     assert len(mem) == 6
 
 
-@pytest.mark.parametrize("ids", [np.array([7, 2**64 - 1], dtype=np.uint64), [7, 2**64 - 1], [7, 2**64],
-                                 [7, 2**63]])
+@pytest.mark.parametrize("ids", [np.array([7, 2**64 - 1], dtype=np.uint64), [7, 2**64 - 1],
+                                 [7, 2**64], [7, 2**63]])
 def test_ids_outside_int64_are_refused_not_wrapped(mem, ids):
     # Token ids are int64: a uint64 above 2^63 - 1 must not be stored as a negative id.
     keys = np.ones((2, 3))

@@ -166,7 +166,8 @@ def test_joint_gate_is_one_softmax_over_memory_and_local_weights(local):
 
 
 def test_bad_local_and_gate_settings_name_the_field():
-    for kw, field in ((dict(local="sliding"), "hybrid.local"), (dict(local_window=0), "hybrid.local_window"),
+    for kw, field in ((dict(local="sliding"), "hybrid.local"),
+                      (dict(local_window=0), "hybrid.local_window"),
                       (dict(gate="mixed"), "hybrid.gate"), (dict(memory=1), "hybrid.memory")):
         with pytest.raises(ValueError, match=field + " must be"):
             st.HybridAttention(D, H, **kw)
