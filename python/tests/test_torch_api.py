@@ -121,6 +121,94 @@ def test_cache_errors_name_the_argument():
             pass
 
 
+HYBRID_DECODING = [dict(local=lo, gate=g, rope=r, bounded=b, learn_bandwidth=lb)
+                   for lo in ("chunk", "window") for g in ("chunk", "token", "position", "joint")
+                   for r, b, lb in ((False, False, True), (True, True, False))]
+
+
+def hybrid_for_decoding(dtype=torch.float64, **kw):
+    """An exact-path hybrid whose gate depends on its input (gate_proj and gate_position random,
+    else the zero-initialised gate would be its bias alone) and per-head bandwidths."""
+    torch.manual_seed(5)
+    s = st.HybridSettings(path="exact", chunk=4, local_window=3,
+                          problem=svattn.ProblemSettings(C=0.3))
+    m = st.HybridAttention(16, 2, settings=s, **kw).to(dtype)
+    with torch.no_grad():
+        m.gate_proj.weight.normal_()
+        m.log_sigma.copy_(torch.tensor([0.1, -0.2]))
+        if hasattr(m, "gate_position"):
+            m.gate_position.normal_()
+    return m
+
+
+@pytest.mark.parametrize("kw", HYBRID_DECODING,
+                         ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
+def test_hybrid_cached_decoding_equals_full_forward(kw):
+    m = hybrid_for_decoding(**kw)
+    x = torch.randn(2, 19, 16, dtype=torch.float64)
+    full = m(x)
+    gate_full = m.last_gate
+    assert gate_full[:, :, 8:].std() > 1e-3  # the gate mixes both paths, differently per token
+    cache = st.SVCache()
+    steps = torch.cat([m(x[:, t:t + 1], past_key_values=cache) for t in range(19)], 1)
+    assert (steps - full).abs().max() <= 1e-12
+    assert cache.get_seq_length(0) == 19 and len(cache) == 1
+    cache2, parts, t = st.SVCache(), [], 0  # a prompt, then pieces of 1 to 4 tokens
+    for n in (6, 1, 3, 1, 4, 2, 1, 1):
+        parts.append(m(x[:, t:t + n], past_key_values=cache2))
+        t += n
+    assert (torch.cat(parts, 1) - full).abs().max() <= 1e-12
+    assert (m.last_gate - gate_full[:, :, 18:]).abs().max() <= 1e-12
+
+
+@pytest.mark.parametrize("local", ["chunk", "window"])
+def test_hybrid_cached_decoding_fp32_and_without_memory(local):
+    m = hybrid_for_decoding(torch.float32, local=local, gate="joint")
+    x = torch.randn(1, 17, 16)
+    cache = st.SVCache()
+    steps = torch.cat([m(x[:, t:t + 1], past_key_values=cache) for t in range(17)], 1)
+    assert (steps - m(x)).abs().max() <= 1e-6
+    m = hybrid_for_decoding(local=local, memory=False, path="batched")  # no memory: any path
+    x = x.double()
+    cache = st.SVCache()
+    steps = torch.cat([m(x[:, t:t + 1], past_key_values=cache) for t in range(17)], 1)
+    assert (steps - m(x)).abs().max() <= 1e-12
+
+
+def test_bind_cache_serves_a_hybrid_model():
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(hybrid_for_decoding(gate="chunk"), torch.nn.GELU(),
+                                st.SVAttention(16, 2, chunk=2), torch.nn.GELU(),
+                                hybrid_for_decoding(local="window", gate="joint")).double()
+    x = torch.randn(1, 14, 16, dtype=torch.float64)
+    full = model(x)
+    cache = st.SVCache()
+    with st.bind_cache(model, cache):
+        steps = torch.cat([model(x[:, t:t + 1]) for t in range(14)], 1)
+    assert (steps - full).abs().max() <= 1e-12 and sorted(cache.layers) == [0, 1, 2]
+
+
+def test_hybrid_cache_errors_name_the_argument():
+    x = torch.randn(1, 4, 16)
+    with pytest.raises(ValueError, match="past_key_values.*exact path"):
+        st.HybridAttention(16, 2, chunk=4, path="batched")(x, past_key_values=st.SVCache())
+    with pytest.raises(TypeError, match="past_key_values"):
+        st.HybridAttention(16, 2, chunk=4, path="exact")(x, past_key_values={})
+    m, cache = st.HybridAttention(16, 2, chunk=4, path="exact", layer_idx=0), st.SVCache()
+    m(x, past_key_values=cache)
+    with pytest.raises(ValueError, match="past_key_values: layer 0 holds B=1"):
+        m(torch.randn(2, 1, 16), past_key_values=cache)
+    other = st.HybridAttention(16, 2, chunk=4, path="exact", layer_idx=0)
+    with pytest.raises(ValueError, match="past_key_values: layer 0 .* another HybridAttention"):
+        other(x, past_key_values=cache)
+    with pytest.raises(ValueError, match="past_key_values: layer 0 .* HybridAttention layer, not"):
+        st.SVAttention(16, 2, layer_idx=0)(x, past_key_values=cache)
+    sv_cache = st.SVCache()
+    st.SVAttention(16, 2, layer_idx=0)(x, past_key_values=sv_cache)
+    with pytest.raises(ValueError, match="past_key_values: layer 0 .* SVAttention layer, not"):
+        m(x, past_key_values=sv_cache)
+
+
 def test_fla_names_and_deprecated_aliases():
     m = st.SVAttention(hidden_size=16, num_heads=2, layer_idx=3)
     assert (m.hidden_size, m.num_heads, m.head_dim, m.layer_idx) == (16, 2, 8, 3)

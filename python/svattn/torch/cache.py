@@ -1,4 +1,4 @@
-"""Incremental decoding state of ``SVAttention`` on the exact path (docs/python.md "Incremental
+"""Incremental decoding state of ``SVAttention`` and ``HybridAttention`` on the exact path (docs/python.md "Incremental
 decoding"): per layer, one exact core memory per (batch, head) holding the keys already read, so a
 generation step adds its token to the memory instead of re-solving the prefix.
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 import numpy as np
 import torch
@@ -49,11 +49,14 @@ class SVLayerState:
                     m.evict_reserve()
         self.pending_ids, self.pending_keys, self.pending_values = [], [], []
 
-    def step(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def step(self, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+             sigmas: Optional[List[float]] = None) -> Any:
         """Reads and extends the memory with T new tokens: q, k [B, H, T, d], v [B, H, T, dv]
-        (fp64) -> [B, H, T, dv]."""
+        (fp64) -> [B, H, T, dv]; with the per-head bandwidths ``sigmas`` also the log mass of each
+        read (``log_mass``, [B, H, T], -inf where nothing is read): (out, log_mass)."""
         T = q.shape[2]
         out = np.zeros((self.batch, self.heads, T, self.value_dim))
+        lz = np.full((self.batch, self.heads, T), -math.inf)
         t = 0
         while t < T:
             pos = self.seen + t
@@ -64,13 +67,45 @@ class SVLayerState:
                 for b in range(self.batch):
                     for h in range(self.heads):
                         out[b, h, t:end] = self.memories[b][h].readout(q[b, h, t:end])
+                        if sigmas is not None:
+                            lz[b, h, t:end] = log_mass(self.memories[b][h], q[b, h, t:end],
+                                                       sigmas[h])
             for j in range(t, end):
                 self.pending_ids.append(self.seen + j)
                 self.pending_keys.append(k[:, :, j])
                 self.pending_values.append(v[:, :, j])
             t = end
         self.seen += T
-        return out
+        return out if sigmas is None else (out, lz)
+
+
+class HybridLayerState:
+    """One HybridAttention layer's decoding state (docs/layers.md §3): ``memory`` (an
+    SVLayerState fed the token t - (W - 1) at step t, i.e. the keys before the memory boundary
+    b(t); None without ``memory``), the local path's keys (rotated when ``rope``), raw keys and
+    values from position ``start`` = b(last token) on, and the chunk gate's chunk means of x."""
+
+    def __init__(self, owner: nn.Module, batch: int, memory: Optional[SVLayerState],
+                 sigmas: List[float]) -> None:
+        self.owner, self.batch, self.memory, self.sigmas = id(owner), batch, memory, sigmas
+        self.seen, self.start = 0, 0
+        self.keys_local: Optional[torch.Tensor] = None  # [B, H, n, d] positions start..seen-1
+        self.keys: Optional[torch.Tensor] = None
+        self.values: Optional[torch.Tensor] = None
+        self.chunk_rows: List[torch.Tensor] = []         # x rows of the chunk being read
+        self.chunk_means: Dict[int, torch.Tensor] = {}   # chunk index -> mean of its x [B, D]
+
+    def append(self, keys_local: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> None:
+        cat = lambda a, b: b if a is None else torch.cat([a, b], 2)  # noqa: E731
+        self.keys_local = cat(self.keys_local, keys_local)
+        self.keys, self.values = cat(self.keys, keys), cat(self.values, values)
+
+    def trim(self, start: int) -> None:
+        """Drops the positions before ``start`` (older than every later token's b(t))."""
+        if start > self.start and self.keys is not None:
+            n = start - self.start
+            self.keys_local, self.keys = self.keys_local[:, :, n:], self.keys[:, :, n:]
+            self.values, self.start = self.values[:, :, n:], start
 
 
 class SVCache:
@@ -80,7 +115,7 @@ class SVCache:
     gets the next free index on its first call."""
 
     def __init__(self) -> None:
-        self.layers: Dict[int, SVLayerState] = {}
+        self.layers: Dict[int, Union[SVLayerState, HybridLayerState]] = {}
         self._auto: Dict[int, int] = {}  # id(module) -> index for modules without layer_idx
 
     def __len__(self) -> int:
@@ -111,6 +146,10 @@ class SVCache:
         """The state of layer ``index``, created on first use (with the per-head settings that
         ``settings()`` returns); later calls must match its shape."""
         st = self.layers.get(index)
+        if isinstance(st, HybridLayerState):
+            raise ValueError(f"past_key_values: layer {index} holds the state of a "
+                             f"HybridAttention layer, not of an SVAttention layer (give each "
+                             f"layer its own layer_idx)")
         if st is None:
             st = self.layers[index] = SVLayerState(batch, heads, dim, value_dim, chunk, bounded,
                                                    settings())
@@ -119,6 +158,26 @@ class SVCache:
             raise ValueError(f"past_key_values: layer {index} holds B={st.batch}, H={st.heads}, "
                              f"d={st.dim}, dv={st.value_dim}, chunk={st.chunk}; got B={batch}, "
                              f"H={heads}, d={dim}, dv={value_dim}, chunk={chunk}")
+        return st
+
+
+    def hybrid_layer(self, index: int, owner: nn.Module, batch: int,
+                     make: Callable[[], HybridLayerState]) -> HybridLayerState:
+        """The state of HybridAttention layer ``index``, created on first use by ``make()``; later
+        calls must come from the same module with the same batch size."""
+        st = self.layers.get(index)
+        if st is None:
+            st = self.layers[index] = make()
+        elif not isinstance(st, HybridLayerState):
+            raise ValueError(f"past_key_values: layer {index} holds the state of an SVAttention "
+                             f"layer, not of a HybridAttention layer (give each layer its own "
+                             f"layer_idx)")
+        elif st.owner != id(owner):
+            raise ValueError(f"past_key_values: layer {index} holds the state of another "
+                             f"HybridAttention module (a cache serves one model; use a new "
+                             f"SVCache per model)")
+        elif st.batch != batch:
+            raise ValueError(f"past_key_values: layer {index} holds B={st.batch}; got B={batch}")
         return st
 
 
@@ -143,12 +202,13 @@ def bound_cache(module: nn.Module) -> Optional[SVCache]:
 def bind_cache(model: nn.Module, cache: SVCache) -> Iterator[SVCache]:
     """Within the block, every SV layer of ``model`` reads and extends ``cache`` in its forward,
     so a model whose forward does not pass ``past_key_values`` down decodes incrementally."""
-    from .modules import SVAttention
+    from .modules import HybridAttention, SVAttention
     if not isinstance(cache, SVCache):
         raise TypeError(f"cache: expected svattn.torch.SVCache, got {type(cache).__name__}")
-    layers = [m for m in model.modules() if isinstance(m, SVAttention)]
+    layers = [m for m in model.modules() if isinstance(m, (SVAttention, HybridAttention))]
     if not layers:
-        raise TypeError(f"model: {type(model).__name__} holds no svattn.torch.SVAttention layer")
+        raise TypeError(f"model: {type(model).__name__} holds no svattn.torch.SVAttention or "
+                        f"HybridAttention layer")
     for m in layers:
         _BOUND[id(m)] = cache
     try:
@@ -156,3 +216,21 @@ def bind_cache(model: nn.Module, cache: SVCache) -> Iterator[SVCache]:
     finally:
         for m in layers:
             _BOUND.pop(id(m), None)
+
+
+def log_mass(memory: Memory, queries: np.ndarray, sigma: float) -> np.ndarray:
+    """log sum_j a_j k(q, x_j) over the support (a_j > 0) of ``memory`` for queries [m, d], with
+    k(q, x) = exp(-|q - x|^2 / sigma^2); -inf for an empty support (the exact op's log mass, the
+    hybrid's joint gate, docs/layers.md §3)."""
+    st = memory.state()
+    ids, alpha = np.asarray(st.ids, dtype=np.int64), np.asarray(st.alpha, dtype=np.float64)
+    keep = alpha > 0
+    if not keep.any():
+        return np.full(queries.shape[0], -math.inf)
+    tok_ids, keys, _ = memory.tokens()
+    pos = {int(i): r for r, i in enumerate(np.asarray(tok_ids).tolist())}
+    x = np.asarray(keys)[[pos[int(i)] for i in ids[keep]]]
+    dist = ((queries[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    logit = np.log(alpha[keep])[None, :] - dist / (sigma * sigma)
+    mx = logit.max(1)
+    return mx + np.log(np.exp(logit - mx[:, None]).sum(1))

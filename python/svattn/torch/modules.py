@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import functional as Fsv
-from .cache import SVCache, bound_cache, head_memory_settings
+from .cache import HybridLayerState, SVCache, SVLayerState, bound_cache, head_memory_settings
 from .settings import BatchedSettings, ExactSettings, HybridSettings
 
 _RECORDING = [0]
@@ -423,11 +423,21 @@ class HybridAttention(_Attention):
                 lz = F.pad(lz, (shift, 0), value=-math.inf)
         return o, lz, diag
 
-    def forward(self, hidden_states: torch.Tensor, return_diagnostics: bool = False) -> Any:
+    def forward(self, hidden_states: torch.Tensor, past_key_values: Optional[SVCache] = None,
+                return_diagnostics: bool = False) -> Any:
         want = _want_diagnostics(return_diagnostics)
         s, x = self.settings, hidden_states
         q, k, v = self._heads(x)
         B, T, H = x.size(0), x.size(1), self.num_heads
+        cache = past_key_values if past_key_values is not None else bound_cache(self)
+        if cache is not None:
+            t0 = time.perf_counter() if want else 0.0
+            st = self._state(cache, B, q.size(-1), v.size(-1))
+            out = self._empty(v) if T == 0 else self._merge(self._decode(st, x, q, k, v))
+            diag = {"tokens_seen": st.seen, "solver_seconds": time.perf_counter() - t0} if want else {}
+            if want:
+                self.diagnostics = diag
+            return (out, diag) if return_diagnostics else out
         no_memory = {"support_per_head": [0.0] * H, "support_mean": float("nan"),
                      "gate_mean": float("nan"), "solver_seconds": 0.0}
         first_mem = s.chunk + s.min_local() - 1  # the first t with b(t) > 0
@@ -451,6 +461,114 @@ class HybridAttention(_Attention):
             self.diagnostics = diag
         return (out, diag) if return_diagnostics else out
 
+    def _state(self, cache: SVCache, B: int, d: int, dv: int) -> HybridLayerState:
+        if not isinstance(cache, SVCache):
+            raise TypeError(f"past_key_values must be an svattn.torch.SVCache, got {type(cache).__name__}")
+        s = self.settings
+        if s.memory and s.path != "exact":
+            raise ValueError("past_key_values: incremental decoding needs the exact path "
+                             "(settings.path='exact'); this layer uses the batched path")
+        ls = self.log_sigma if s.learn_bandwidth else None
+
+        def make() -> HybridLayerState:
+            if not s.memory:
+                return HybridLayerState(self, B, None, [])
+            per_head = head_memory_settings(self._path_settings, ls, self.num_heads)
+            sig = ([math.exp(a) for a in ls.detach().to("cpu", torch.float64).tolist()]
+                   if ls is not None else [float(s.problem.bandwidth)] * self.num_heads)
+            mem = SVLayerState(B, self.num_heads, d, dv, s.chunk, s.bounded, per_head)
+            return HybridLayerState(self, B, mem, sig)
+
+        return cache.hybrid_layer(cache.index_of(self, self.layer_idx), self, B, make)
+
+    def _decode(self, st: HybridLayerState, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+                v: torch.Tensor) -> torch.Tensor:
+        """The forward's heads output [B, H, T, dv] for tokens st.seen.. (docs/python.md
+        "Incremental decoding"): the local path over the cached keys from b(t), the memory fed
+        the token t - (W - 1) at step t, and the gate; equal to the full forward's rows."""
+        s, L, W = self.settings, self.settings.chunk, self.settings.min_local()
+        T, t0 = x.size(1), st.seen
+        kl, ql = k, q
+        if s.rope:
+            ql, kl = _rope_at(q, t0, s.rope_base), _rope_at(k, t0, s.rope_base)
+        st.append(kl, k, v)
+        joint = s.gate == "joint" and s.gate_override is None
+        o_loc, lz_loc = self._decode_local(st, ql, t0)
+        o_glob = torch.zeros_like(o_loc)
+        lz_mem = torch.full_like(lz_loc, -math.inf)
+        if st.memory is not None:
+            self._decode_memory(st, q, t0, joint, o_glob, lz_mem)
+        pos = torch.arange(t0, t0 + T, device=x.device)
+        mem_at = (pos >= L + W - 1).view(1, 1, T)
+        if not s.memory:
+            g = torch.zeros(x.size(0), self.num_heads, T, dtype=x.dtype, device=x.device)
+        else:
+            mass = (lz_mem - lz_loc).masked_fill(~mem_at, 0.0) if joint else None
+            g = self._decode_gate(st, x, pos, mass) * mem_at.to(x.dtype)
+        self.last_gate = g.detach()
+        st.seen = t0 + T
+        st.trim(L * (max(t0 + T - W, 0) // L))
+        gu = g.unsqueeze(-1)
+        return gu * o_glob + (1 - gu) * o_loc
+
+    def _decode_local(self, st: HybridLayerState, ql: torch.Tensor, t0: int
+                      ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Local path of the new queries over the cached keys b(t) <= s <= t, and its log
+        normaliser (the op's masked softmax, scores q.k / sqrt(dh))."""
+        L, W = self.settings.chunk, self.settings.min_local()
+        scale = 1.0 / math.sqrt(ql.size(-1))
+        outs, lzs = [], []
+        for j in range(ql.size(2)):
+            t = t0 + j
+            lo, hi = L * (max(t - W + 1, 0) // L) - st.start, t + 1 - st.start
+            sc = torch.matmul(ql[:, :, j:j + 1], st.keys_local[:, :, lo:hi].transpose(-1, -2)) * scale
+            lzs.append(torch.logsumexp(sc, -1))
+            outs.append(torch.matmul(torch.softmax(sc, -1), st.values[:, :, lo:hi]))
+        return torch.cat(outs, 2), torch.cat(lzs, 2)
+
+    def _decode_memory(self, st: HybridLayerState, q: torch.Tensor, t0: int, joint: bool,
+                       o_glob: torch.Tensor, lz_mem: torch.Tensor) -> None:
+        """Feeds the memory (query t, key and value t - (W - 1)) and writes its reads of the new
+        tokens into o_glob [B, H, T, dv] and, for the joint gate, lz_mem [B, H, T]."""
+        s, shift, T = self.settings, self.settings.min_local() - 1, q.size(2)
+        j0 = max(shift - t0, 0)  # the first new token that reads the memory stream
+        if j0 >= T:
+            return
+        lo = t0 + j0 - shift - st.start
+        qs, ks = q[:, :, j0:], st.keys[:, :, lo:lo + T - j0]
+        vs = st.values[:, :, lo:lo + T - j0]
+        if s.normalize_keys:
+            qs, ks = F.normalize(qs, dim=-1, eps=1e-6), F.normalize(ks, dim=-1, eps=1e-6)
+        as_np = lambda t: t.detach().to("cpu", torch.float64).contiguous().numpy()  # noqa: E731
+        o, lz = st.memory.step(as_np(qs), as_np(ks), as_np(vs), st.sigmas)
+        o_glob[:, :, j0:] = torch.from_numpy(np.ascontiguousarray(o)).to(o_glob)
+        if joint:
+            lz_mem[:, :, j0:] = torch.from_numpy(lz).to(lz_mem)
+
+    def _decode_gate(self, st: HybridLayerState, x: torch.Tensor, pos: torch.Tensor,
+                     mass: Optional[torch.Tensor]) -> torch.Tensor:
+        """The gate [B, H, T] of the new tokens at positions ``pos`` (``_gate`` on the cache)."""
+        s, L, H = self.settings, self.settings.chunk, self.num_heads
+        if s.gate != "chunk" or s.gate_override is not None:
+            if s.gate == "position" and s.gate_override is None:
+                u = torch.clamp_min(pos - (s.min_local() - 1), 0)
+                g = self.gate_position.index_select(1, torch.remainder(u, L))
+                return torch.sigmoid(self.gate_proj(x).transpose(1, 2)
+                                     + self.gate_bias.view(1, H, 1) + g.unsqueeze(0))
+            return self._gate(x, mass)
+        gates = []
+        for j, t in enumerate(pos.tolist()):
+            m = max(t - (s.min_local() - 1), 0) // L  # reads chunk m - 1's mean
+            prev = st.chunk_means.get(m - 1, torch.zeros_like(x[:, 0]))
+            gates.append(torch.sigmoid(self.gate_proj(prev) + self.gate_bias))
+            st.chunk_rows.append(x[:, j])
+            if (t + 1) % L == 0:
+                st.chunk_means[t // L] = torch.stack(st.chunk_rows, 1).sum(1) / float(L)
+                st.chunk_rows = []
+            for old in [c for c in st.chunk_means if c < m - 1]:
+                del st.chunk_means[old]
+        return torch.stack(gates, 2)
+
     def _local(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                log_normalizer: bool) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
         """The local path over b(t) <= s <= t (rotary positions when ``rope``)."""
@@ -460,6 +578,17 @@ class HybridAttention(_Attention):
         if log_normalizer:
             return Fsv.memory_local_attention(q, k, v, s.chunk, s.min_local(), True)
         return Fsv.memory_local_attention(q, k, v, s.chunk, s.min_local()), None
+
+
+def _rope_at(x: torch.Tensor, start: int, base: float) -> torch.Tensor:
+    """``apply_rope`` of x [B, H, T, dh] at positions start..start+T-1 (the op's formula)."""
+    dh = x.size(-1)
+    inv = torch.pow(base, -torch.arange(0, dh, 2, dtype=torch.float64, device=x.device) / dh)
+    ang = torch.arange(start, start + x.size(2), dtype=torch.float64,
+                       device=x.device).unsqueeze(-1) * inv.unsqueeze(0)
+    cs, sn = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
+    x1, x2 = x[..., :dh // 2], x[..., dh // 2:]
+    return torch.cat([x1 * cs - x2 * sn, x1 * sn + x2 * cs], -1)
 
 
 def param_groups(model: nn.Module, weight_decay: float = 0.01,
