@@ -207,6 +207,8 @@ def test_hybrid_cache_errors_name_the_argument():
     st.SVAttention(16, 2, layer_idx=0)(x, past_key_values=sv_cache)
     with pytest.raises(ValueError, match="past_key_values: layer 0 .* SVAttention layer, not"):
         m(x, past_key_values=sv_cache)
+    with pytest.raises(ValueError, match="cache: layers \\[0\\] hold HybridAttention"):
+        st.certify.forget(cache, (0, 1))
 
 
 def test_fla_names_and_deprecated_aliases():

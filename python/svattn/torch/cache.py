@@ -1,6 +1,7 @@
-"""Incremental decoding state of ``SVAttention`` and ``HybridAttention`` on the exact path (docs/python.md "Incremental
-decoding"): per layer, one exact core memory per (batch, head) holding the keys already read, so a
-generation step adds its token to the memory instead of re-solving the prefix.
+"""Incremental decoding state of ``SVAttention`` and ``HybridAttention`` on the exact path
+(docs/python.md "Incremental decoding"): per layer, one exact core memory per (batch, head) holding
+the keys already read, so a generation step adds its token to the memory instead of re-solving the
+prefix (the hybrid adds its local path's keys and its gate's state, ``HybridLayerState``).
 
 The memories are built exactly as the exact op builds them (src/torch/exact.cpp): token ids are
 positions, the keys of chunk c enter with one ``add_batch`` when chunk c + 1 begins (with

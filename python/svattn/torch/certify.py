@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from .. import Memory, RemovalCertificate, removal_certificate, solve
-from .cache import SVCache, bind_cache
+from .cache import HybridLayerState, SVCache, bind_cache
 from .modules import (DeltaNet, HybridAttention, LinearAttention, SlidingWindowAttention,
                       SoftmaxAttention, SVAttention)
 
@@ -149,6 +149,10 @@ def forget(cache: SVCache, span: Any) -> List[MemoryCertificate]:
         raise TypeError(f"cache must be an svattn.torch.SVCache, got {type(cache).__name__}")
     if not cache.layers:
         raise ValueError("cache: holds no layer (run build first)")
+    hybrid = sorted(i for i, st in cache.layers.items() if isinstance(st, HybridLayerState))
+    if hybrid:
+        raise ValueError(f"cache: layers {hybrid} hold HybridAttention states, which certify does "
+                         f"not cover (their local path keeps the span)")
     span = _span(span, min(st.seen for st in cache.layers.values()))
     certs: List[MemoryCertificate] = []
     for order, (index, st) in enumerate(cache.layers.items()):

@@ -332,7 +332,9 @@ class HybridAttention(_Attention):
     Parameters: q/k/v/o_proj, log_sigma [H] (a buffer without learn_bandwidth), gate_bias [H],
     gate_proj (hidden_size -> H, no bias, zero-initialised), gate_position [H, chunk] (position
     gate only): the names of the C++ layer. Forward: ``forward(hidden_states,
-    return_diagnostics=False)``; diagnostics (support_per_head, support_mean, gate_mean,
+    past_key_values=None, return_diagnostics=False)``; with an ``SVCache`` (exact path, or
+    ``memory=False``) the layer reads and extends its memory, local keys and gate state instead
+    of solving the prefix again (docs/python.md "Incremental decoding"); diagnostics (support_per_head, support_mean, gate_mean,
     solver_seconds, and fista_residual, negative_coefficients on the batched path) only when
     asked for.""")
 
@@ -434,7 +436,8 @@ class HybridAttention(_Attention):
             t0 = time.perf_counter() if want else 0.0
             st = self._state(cache, B, q.size(-1), v.size(-1))
             out = self._empty(v) if T == 0 else self._merge(self._decode(st, x, q, k, v))
-            diag = {"tokens_seen": st.seen, "solver_seconds": time.perf_counter() - t0} if want else {}
+            diag = ({"tokens_seen": st.seen, "solver_seconds": time.perf_counter() - t0}
+                    if want else {})
             if want:
                 self.diagnostics = diag
             return (out, diag) if return_diagnostics else out
@@ -521,7 +524,8 @@ class HybridAttention(_Attention):
         for j in range(ql.size(2)):
             t = t0 + j
             lo, hi = L * (max(t - W + 1, 0) // L) - st.start, t + 1 - st.start
-            sc = torch.matmul(ql[:, :, j:j + 1], st.keys_local[:, :, lo:hi].transpose(-1, -2)) * scale
+            keys = st.keys_local[:, :, lo:hi].transpose(-1, -2)
+            sc = torch.matmul(ql[:, :, j:j + 1], keys) * scale
             lzs.append(torch.logsumexp(sc, -1))
             outs.append(torch.matmul(torch.softmax(sc, -1), st.values[:, :, lo:hi]))
         return torch.cat(outs, 2), torch.cat(lzs, 2)
