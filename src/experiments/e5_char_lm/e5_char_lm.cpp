@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "lm_run_checks.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/statistics.h"
 #include "svattn/lm/trainer.h"
@@ -516,16 +517,7 @@ void e5_relations(const std::string& id, const json& s) {
                  "chunk | token}",
           q);
   }
-  try {
-    lm::parse_device(s["device"].get<std::string>());
-  } catch (const InvalidArgument&) {
-    bad(id + ".device", "cpu, or cuda / cuda:N with that GPU present", s["device"]);
-  }
-  if (s["batch"].get<std::int64_t>() * s["seq"].get<std::int64_t>() >
-      lm::TrainHyper::kMaxStepTokens)
-    bad(id + ".batch",
-        "such that batch x seq <= " + std::to_string(lm::TrainHyper::kMaxStepTokens) + " tokens",
-        s["batch"]);
+  check_lm_run(id, s);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "lm_run_checks.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/e6_throughput/e6_throughput.h"
 #include "svattn/lm/trainer.h"
@@ -127,18 +128,7 @@ RangeTable ranges() {
             {"warmup", 0, 1000000},
             {"corpus", 0, 0, false, 0, 0, {"enwik8", "shakespeare"}},
             {"device"}};
-  t.relations = [](const std::string& id, const json& s) {
-    try {
-      lm::parse_device(s["device"].get<std::string>());
-    } catch (const InvalidArgument&) {
-      bad(id + ".device", "cpu, or cuda / cuda:N with that GPU present", s["device"]);
-    }
-    if (s["batch"].get<std::int64_t>() * s["seq"].get<std::int64_t>() >
-        lm::TrainHyper::kMaxStepTokens)
-      bad(id + ".batch", "such that batch x seq <= " +
-                             std::to_string(lm::TrainHyper::kMaxStepTokens) + " tokens",
-          s["batch"]);
-  };
+  t.relations = check_lm_run;
   return t;
 }
 
