@@ -12,6 +12,7 @@
 #include "svattn/errors.h"
 #include "svattn/io.h"
 #include "svattn/kernel.h"
+#include "svattn/settings_fields.h"
 
 namespace svattn::cli {
 
@@ -27,16 +28,18 @@ ProblemSettings ProblemOptions::build() const {
   return s;
 }
 
+// The flags' docs are the problem's field table's (include/svattn/settings_fields.h).
 void add_problem_options(CLI::App* sub, ProblemOptions& opts) {
-  sub->add_option("--kernel", opts.kernel, "kernel: rbf | linear | poly")->capture_default_str();
-  sub->add_option("--bandwidth", opts.bandwidth, "RBF bandwidth sigma: exp(-|a-b|^2/sigma^2)")
-      ->capture_default_str();
-  sub->add_option("--degree", opts.degree, "polynomial degree p: (a.b + coef0)^p")
-      ->capture_default_str();
-  sub->add_option("--coef0", opts.coef0, "polynomial offset (>= 0)")->capture_default_str();
-  sub->add_option("--C", opts.C, "box bound C > 0 (fixed for the life of a memory)")->required();
-  sub->add_option("--ridge", opts.ridge, "ridge mu >= 0 added to the kernel diagonal")
-      ->capture_default_str();
+  const auto doc = [](const char* field) {
+    const auto* f = find_field(problem_settings_fields(), field);
+    return f->doc + " Must be " + requirement(*f) + ".";
+  };
+  sub->add_option("--kernel", opts.kernel, doc("kernel.type"))->capture_default_str();
+  sub->add_option("--bandwidth", opts.bandwidth, doc("kernel.bandwidth"))->capture_default_str();
+  sub->add_option("--degree", opts.degree, doc("kernel.degree"))->capture_default_str();
+  sub->add_option("--coef0", opts.coef0, doc("kernel.coef0"))->capture_default_str();
+  sub->add_option("--C", opts.C, doc("C"))->required();
+  sub->add_option("--ridge", opts.ridge, doc("ridge"))->capture_default_str();
 }
 
 void add_token_options(CLI::App* sub, TokenOptions& opts) {

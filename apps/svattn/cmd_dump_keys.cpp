@@ -48,7 +48,7 @@ int run_dump_keys(DumpKeysOptions& o) {
   write_npy(o.out, to_rows(k.keys));
   if (!o.values_out.empty()) write_npy(o.values_out, to_rows(k.values));
   nlohmann::json j = {{"checkpoint", ck.directory},
-                      {"preset", ck.config.value("preset", "")},
+                      {"preset", ck.config.preset},
                       {"step", ck.step},
                       {"layer", o.layer},
                       {"head", o.head},

@@ -68,13 +68,13 @@ int run_eval(EvalCliOptions& o) {
   lm::Corpus corpus = lm::checkpoint_corpus(ck.config, spec);
   lm::EvalOptions eo;
   eo.split = split;
-  eo.seq = o.seq_given ? o.seq : ck.config.at("train").at("seq").get<std::int64_t>();
+  eo.seq = o.seq_given ? o.seq : ck.config.train.seq;
   eo.windows = o.windows;
   eo.batch = o.batch;
   lm::EvalResult r = lm::evaluate(ck.model, corpus, eo);
   const bool hybrid = ck.model->config().attention.type == layers::AttentionType::kHybrid;
   nlohmann::json j = {{"checkpoint", ck.directory},
-                      {"preset", ck.config.value("preset", "")},
+                      {"preset", ck.config.preset},
                       {"step", ck.step},
                       {"data", corpus.label()},
                       {"file", corpus.path()},
@@ -115,7 +115,7 @@ int run_eval(EvalCliOptions& o) {
         "{} BPC {:.4f} ({}, {} split: {} windows of {} bytes, {} targets; step {} of {}; "
         "{:.1f}s)\n",
         lm::to_string(split), r.bpc, corpus.label(), lm::to_string(split), r.windows, r.seq,
-        r.targets, ck.step, ck.config.value("preset", "?"), r.seconds);
+        r.targets, ck.step, ck.config.preset, r.seconds);
     if (hybrid)
       for (std::size_t l = 0; l < r.diagnostics.size(); ++l) {
         const auto& d = r.diagnostics[l];

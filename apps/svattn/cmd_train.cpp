@@ -19,14 +19,29 @@ struct TrainCliOptions {
   lm::TrainOptions t;
   std::string corpus;
   bool json = false;
-  std::uint64_t seed = lm::kDefaultSeed;
-  std::int64_t batch = 0, seq = 0, warmup = -1, eval_every = -1, eval_windows = -1, checkpoint_every = -1,
-               log_every = 0, chunk = 0, local_window = 0;
-  double lr = 0, svm_C = 0;
-  int fista_iterations = 0;
-  std::string gate, global_path, local;
+  /// The text of each settings flag given (--batch, --C, ...; one per row of the run table), in
+  /// the table's order, and the --set items in the order given.
+  std::vector<std::string> flags;
+  std::vector<CLI::Option*> flag_options;
+  std::vector<std::string> set;
   bool quiet = false, no_plot = false;
 };
+
+// The overrides of the command line: the settings flags in the table's order, then --set.
+std::vector<lm::Setting> settings_of(const TrainCliOptions& c) {
+  std::vector<lm::Setting> out;
+  const auto& table = lm::run_settings_fields();
+  for (std::size_t i = 0; i < table.size(); ++i)
+    if (c.flag_options[i]->count() > 0) {
+      try {
+        out.push_back({table[i].name, parse_field(table[i], c.flags[i])});
+      } catch (const InvalidArgument& e) {
+        throw InvalidArgument(lm::setting_flag(table[i].name) + ": " + e.what());
+      }
+    }
+  for (const auto& item : c.set) out.push_back(lm::parse_setting(item));
+  return out;
+}
 
 int run_train(TrainCliOptions& c, CLI::App* sub) {
   lm::TrainOptions t = c.t;
@@ -34,27 +49,10 @@ int run_train(TrainCliOptions& c, CLI::App* sub) {
     if (c.corpus != "enwik8" && c.corpus != "shakespeare")
       throw InvalidArgument("--corpus " + c.corpus + ": expected enwik8 or shakespeare");
     t.data.corpus = c.corpus;
-  } else if (!t.data.path.empty()) {
-    t.data.corpus.clear();
   } else {
     t.data.corpus.clear();  // a new run defaults to enwik8; a resumed run keeps its corpus
   }
-  if (sub->count("--seed") > 0) t.seed = c.seed;
-  if (sub->count("--batch") > 0) t.batch = c.batch;
-  if (sub->count("--seq") > 0) t.seq = c.seq;
-  if (sub->count("--lr") > 0) t.lr = c.lr;
-  if (sub->count("--warmup") > 0) t.warmup = c.warmup;
-  if (sub->count("--eval-every") > 0) t.eval_every = c.eval_every;
-  if (sub->count("--eval-windows") > 0) t.eval_windows = c.eval_windows;
-  if (sub->count("--checkpoint-every") > 0) t.checkpoint_every = c.checkpoint_every;
-  if (sub->count("--log-every") > 0) t.log_every = c.log_every;
-  if (sub->count("--gate") > 0) t.gate = c.gate;
-  if (sub->count("--local") > 0) t.local = c.local;
-  if (sub->count("--local-window") > 0) t.local_window = c.local_window;
-  if (sub->count("--C") > 0) t.svm_C = c.svm_C;
-  if (sub->count("--chunk") > 0) t.chunk = c.chunk;
-  if (sub->count("--fista-iterations") > 0) t.fista_iterations = c.fista_iterations;
-  if (sub->count("--global-path") > 0) t.global_path = c.global_path;
+  t.settings = settings_of(c);
   if (sub->count("--preset") == 0) t.preset.clear();
   if (t.preset.empty() && !t.resume) throw InvalidArgument("--preset is required for a new run");
   t.progress = !c.quiet;
@@ -120,24 +118,14 @@ Registrar reg("train", [](CLI::App& app, int& exit_code) {
   sub->add_option("--steps", o->t.steps, "total training steps")->required();
   sub->add_option("--out", o->t.out, "run directory (checkpoints, metrics.jsonl, curves.png)")->required();
   sub->add_flag("--resume", o->t.resume, "continue from the run directory's latest checkpoint");
-  sub->add_option("--seed", o->seed, "seed of the initialisation and of the batch order (default 1234)");
-  sub->add_option("--batch", o->batch, "sequences per step (preset default)");
-  sub->add_option("--seq", o->seq, "tokens per sequence (preset default)");
-  sub->add_option("--lr", o->lr, "peak learning rate (preset default)");
-  sub->add_option("--warmup", o->warmup, "warm-up steps (preset default)");
-  sub->add_option("--eval-every", o->eval_every, "validation period in steps (0: end only)");
-  sub->add_option("--eval-windows", o->eval_windows, "validation windows (0: the whole split)");
-  sub->add_option("--checkpoint-every", o->checkpoint_every, "checkpoint period in steps (0: end only)");
-  sub->add_option("--log-every", o->log_every, "JSONL train record period in steps");
-  sub->add_option("--gate", o->gate, "hybrid gate: chunk (the paper's) | token | position | joint (docs/layers.md §3)");
-  sub->add_option("--local", o->local, "hybrid local path: chunk (the paper's) | window (sliding, docs/layers.md §3)");
-  sub->add_option("--local-window", o->local_window, "hybrid window mode: W_loc, the fewest recent tokens seen locally");
-  sub->add_option("--C", o->svm_C, "hybrid: box bound C of the SV memory");
-  sub->add_option("--chunk", o->chunk, "hybrid chunk length (swa: the chunk part of the window)");
-  sub->add_option("--fista-iterations", o->fista_iterations, "hybrid: FISTA iterations of the batched path");
-  sub->add_option("--global-path", o->global_path,
-                  "hybrid: memory solver, exact (fp64 core, certified) | batched (FISTA + repair); "
-                  "default: the preset's");
+  // One flag per run setting (docs/lm.md "Training settings"), and --set KEY=VALUE for any of them.
+  const auto& table = lm::run_settings_fields();
+  o->flags.resize(table.size());
+  for (std::size_t i = 0; i < table.size(); ++i)
+    o->flag_options.push_back(
+        sub->add_option(lm::setting_flag(table[i].name), o->flags[i], table[i].doc + " (preset default)"));
+  sub->add_option("--set", o->set,
+                  "override a run setting, KEY=VALUE (repeatable; keys: " + field_names(table) + ")");
   sub->add_option("--matched-support", o->t.matched_support,
                   "swa: average support |S u E| to match (default: documented hybrid-3m measurement)");
   sub->add_option("--match-run", o->t.match_run, "swa: read the average support from this hybrid run directory");

@@ -143,14 +143,12 @@ int run(int argc, char** argv) {
   const auto& cfg = ex.model->config();
   if (cfg.attention.type != svattn::layers::AttentionType::kHybrid)
     throw svattn::InvalidArgument("--checkpoint " + checkpoint + " is not a hybrid model");
-  const std::string preset = ex.config.value("preset", "");
+  const std::string preset = ex.config.preset;
   const auto dash = preset.rfind('-');
   if (dash == std::string::npos)
     throw svattn::InvalidArgument("checkpoint preset '" + preset +
                                   "' is not a sized hybrid preset (hybrid-800k, hybrid-3m, ...)");
-  const auto& tr = ex.config.at("train");
-  const std::int64_t batch = tr.at("batch").get<std::int64_t>(),
-                     seq = tr.at("seq").get<std::int64_t>();
+  const std::int64_t batch = ex.config.train.batch, seq = ex.config.train.seq;
   const std::int64_t chunk = cfg.attention.hybrid.chunk;
   svattn::lm::Corpus corpus = svattn::lm::checkpoint_corpus(ex.config, opt.spec);
 

@@ -1,70 +1,57 @@
 // Settings structs: KernelSettings, ProblemSettings, Tolerances, MemorySettings, BatchSettings.
-// Field names and defaults are the C++ ones (include/svattn/*.h); enums are strings. The problem's
-// fields are also accepted flat by the MemorySettings/BatchSettings constructors.
+// Their fields, keyword arguments, docs and dicts come from the field tables
+// (include/svattn/settings_fields.h); enums are strings. The problem's fields are also accepted
+// flat (kernel, bandwidth, degree, coef0, C, ridge) by the MemorySettings/BatchSettings
+// constructors and read/written flat as properties.
 #include <pybind11/stl.h>
 
-#include <optional>
+#include <deque>
+#include <string>
 
 #include "module.h"
 #include "settings_dict.h"
-#include "svattn/batch_solver.h"
-#include "svattn/memory.h"
+#include "svattn/settings_fields.h"
 
 namespace svattn::python {
 
 namespace {
 
-// Flat problem keywords shared by the MemorySettings and BatchSettings constructors.
-struct FlatProblem {
-  std::optional<std::string> kernel;
-  std::optional<double> bandwidth, coef0, C, ridge;
-  std::optional<int> degree;
-  void apply(ProblemSettings& p) const {
-    if (kernel) p.kernel.type = kernel_type_from_string(*kernel);
-    if (bandwidth) p.kernel.bandwidth = *bandwidth;
-    if (degree) p.kernel.degree = *degree;
-    if (coef0) p.kernel.coef0 = *coef0;
-    if (C) p.C = *C;
-    if (ridge) p.ridge = *ridge;
+// Property docs outlive the bindings (pybind11 keeps the pointer of a property's doc).
+const char* keep(std::string text) {
+  static std::deque<std::string> docs;
+  docs.push_back(std::move(text));
+  return docs.back().c_str();
+}
+
+std::string field_doc(const FieldSpec& f) { return f.doc + " Must be " + requirement(f) + "."; }
+
+// The flat Python name of a problem field: "kernel" for kernel.type, else the last component.
+std::string flat_name(const FieldSpec& f) {
+  if (f.name == "kernel.type") return "kernel";
+  const auto dot = f.name.rfind('.');
+  return dot == std::string::npos ? f.name : f.name.substr(dot + 1);
+}
+
+template <typename S>
+ProblemSettings& problem_of(S& s) {
+  if constexpr (std::is_same_v<S, ProblemSettings>) return s;
+  else return s.problem;
+}
+
+// One read/write property per row of `table` (named by `name_of`, through `part`).
+template <typename S, typename T, typename Cls, typename Part>
+void def_fields(Cls& cls, const std::vector<Field<T>>& table, Part part,
+                std::string (*name_of)(const FieldSpec&)) {
+  for (const auto& f : table) {
+    const Field<T>* p = &f;
+    cls.def_property(
+        keep(name_of(f)), [p, part](S& s) { return field_to_py(p->get(part(s))); },
+        [p, part](S& s, const py::object& v) { p->set(part(s), field_from_py(*p, v)); },
+        keep(field_doc(f)));
   }
-};
-
-#define SVATTN_FLAT_ARGS                                                                    \
-  py::arg("kernel") = py::none(), py::arg("bandwidth") = py::none(),                        \
-  py::arg("degree") = py::none(), py::arg("coef0") = py::none(), py::arg("C") = py::none(), \
-  py::arg("ridge") = py::none(), py::arg("problem") = py::none(),                           \
-  py::arg("tolerances") = py::none()
-
-ProblemSettings& problem_of(ProblemSettings& p) { return p; }
-const ProblemSettings& problem_of(const ProblemSettings& p) { return p; }
-template <typename T>
-auto problem_of(T& s) -> decltype((s.problem)) {
-  return s.problem;
 }
 
-// Flat read/write properties kernel, bandwidth, degree, coef0, C, ridge of the problem.
-template <typename T, typename Cls>
-void def_flat_problem(Cls& cls) {
-  cls.def_property(
-         "kernel", [](const T& s) { return to_string(problem_of(s).kernel.type); },
-         [](T& s, const std::string& k) { problem_of(s).kernel.type = kernel_type_from_string(k); },
-         "Kernel type of problem.kernel: 'rbf' | 'linear' | 'poly'.")
-      .def_property(
-          "bandwidth", [](const T& s) { return problem_of(s).kernel.bandwidth; },
-          [](T& s, double v) { problem_of(s).kernel.bandwidth = v; }, "problem.kernel.bandwidth.")
-      .def_property(
-          "degree", [](const T& s) { return problem_of(s).kernel.degree; },
-          [](T& s, int v) { problem_of(s).kernel.degree = v; }, "problem.kernel.degree.")
-      .def_property(
-          "coef0", [](const T& s) { return problem_of(s).kernel.coef0; },
-          [](T& s, double v) { problem_of(s).kernel.coef0 = v; }, "problem.kernel.coef0.")
-      .def_property(
-          "C", [](const T& s) { return problem_of(s).C; },
-          [](T& s, double v) { problem_of(s).C = v; }, "problem.C (box bound).")
-      .def_property(
-          "ridge", [](const T& s) { return problem_of(s).ridge; },
-          [](T& s, double v) { problem_of(s).ridge = v; }, "problem.ridge (mu).");
-}
+std::string own_name(const FieldSpec& f) { return f.name; }
 
 // to_dict / __eq__ / __repr__ / pickling from the dict functions of settings_dict.h.
 template <typename T, typename Cls>
@@ -79,139 +66,97 @@ void def_dict_protocol(Cls& cls, const char* name) {
              return std::string(name) + "(" + std::string(py::repr(settings_to_dict(s))) + ")";
            })
       .def(py::pickle([](const T& s) { return settings_to_dict(s); },
-                      [](const py::dict& d) { return settings_from_dict<T>(d); }));
+                      [](const py::dict& d) { return settings_from_dict<T>(d); }))
+      .def("validate", [](const T& s) { s.validate(); }, "Raises ValueError naming the bad field.");
+}
+
+// S from keyword arguments: the rows of `own` by name, and for structs holding a problem its flat
+// fields and problem= / tolerances= objects. Unknown keywords are a TypeError naming them.
+template <typename S>
+S from_kwargs(const char* cls, const py::kwargs& kw, const std::vector<Field<S>>& own) {
+  S s;
+  std::size_t used = 0;
+  auto take = [&](const std::string& key) -> py::object {
+    if (!kw.contains(key.c_str())) return py::none();
+    const py::object v = kw[key.c_str()];
+    ++used;
+    return v;
+  };
+  if constexpr (!std::is_same_v<S, KernelSettings> && !std::is_same_v<S, ProblemSettings> &&
+                !std::is_same_v<S, Tolerances>) {
+    if (auto v = take("problem"); !v.is_none()) s.problem = py::cast<ProblemSettings>(v);
+    if (auto v = take("tolerances"); !v.is_none()) s.tolerances = py::cast<Tolerances>(v);
+  }
+  if constexpr (!std::is_same_v<S, KernelSettings> && !std::is_same_v<S, Tolerances>) {
+    for (const auto& f : problem_settings_fields())
+      if (auto v = take(flat_name(f)); !v.is_none()) f.set(problem_of(s), field_from_py(f, v));
+  }
+  if constexpr (!std::is_same_v<S, ProblemSettings>) {
+    for (const auto& f : own)
+      if (auto v = take(f.name); !v.is_none()) f.set(s, field_from_py(f, v));
+  }
+  if (used != kw.size())
+    for (const auto& item : kw) {
+      const auto key = py::cast<std::string>(item.first);
+      bool known = key == "problem" || key == "tolerances";
+      for (const auto& f : problem_settings_fields()) known = known || flat_name(f) == key;
+      for (const auto& f : own) known = known || f.name == key;
+      if (!known) throw py::type_error(std::string(cls) + "() got an unexpected keyword argument '" + key + "'");
+    }
+  return s;
+}
+
+template <typename S>
+void def_flat_problem(py::class_<S>& cls) {
+  def_fields<S>(cls, problem_settings_fields(), [](S& s) -> ProblemSettings& { return problem_of(s); },
+                &flat_name);
 }
 
 void register_kernel_problem(py::module_& m) {
-  py::class_<KernelSettings> k(m, "KernelSettings", "Kernel of the problem (docs/math.md §1).");
-  k.def(py::init([](const std::string& type, std::optional<double> bandwidth,
-                    std::optional<int> degree, std::optional<double> coef0) {
-          ProblemSettings p;
-          FlatProblem{type, bandwidth, coef0, std::nullopt, std::nullopt, degree}.apply(p);
-          return p.kernel;
-        }),
-        py::kw_only(), py::arg("type") = "rbf", py::arg("bandwidth") = py::none(),
-        py::arg("degree") = py::none(), py::arg("coef0") = py::none())
-      .def_property(
-          "type", [](const KernelSettings& s) { return to_string(s.type); },
-          [](KernelSettings& s, const std::string& t) { s.type = kernel_type_from_string(t); },
-          "'rbf' exp(-|a-b|^2/bandwidth^2) | 'linear' a.b | 'poly' (a.b + coef0)^degree.")
-      .def_readwrite("bandwidth", &KernelSettings::bandwidth, "RBF bandwidth sigma, finite > 0.")
-      .def_readwrite("degree", &KernelSettings::degree, "Polynomial degree >= 1.")
-      .def_readwrite("coef0", &KernelSettings::coef0, "Polynomial offset, finite >= 0.")
-      .def("validate", &KernelSettings::validate, "Raises ValueError naming the bad field.");
-  def_dict_protocol<KernelSettings>(k, "KernelSettings");
+  using K = KernelSettings;
+  py::class_<K> k(m, "KernelSettings", "Kernel of the problem (docs/math.md §1).");
+  k.def(py::init([](const py::kwargs& kw) { return from_kwargs<K>("KernelSettings", kw, kernel_settings_fields()); }));
+  def_fields<K>(k, kernel_settings_fields(), [](K& s) -> K& { return s; }, &own_name);
+  def_dict_protocol<K>(k, "KernelSettings");
 
-  py::class_<ProblemSettings> p(
-      m, "ProblemSettings",
-      "The optimisation problem (docs/math.md §1); every field enters the state hash.");
-  p.def(py::init([](std::optional<std::string> kernel, std::optional<double> bandwidth,
-                    std::optional<int> degree, std::optional<double> coef0, std::optional<double> C,
-                    std::optional<double> ridge) {
-          ProblemSettings s;
-          FlatProblem{kernel, bandwidth, coef0, C, ridge, degree}.apply(s);
-          return s;
-        }),
-        py::kw_only(), py::arg("kernel") = py::none(), py::arg("bandwidth") = py::none(),
-        py::arg("degree") = py::none(), py::arg("coef0") = py::none(), py::arg("C") = py::none(),
-        py::arg("ridge") = py::none())
-      .def_readwrite("kernel_settings", &ProblemSettings::kernel,
-                     "The KernelSettings (C++ `kernel`).")
-      .def("validate", &ProblemSettings::validate, "Raises ValueError naming the bad field.");
-  def_flat_problem<ProblemSettings>(p);
-  def_dict_protocol<ProblemSettings>(p, "ProblemSettings");
+  using P = ProblemSettings;
+  py::class_<P> p(m, "ProblemSettings",
+                  "The optimisation problem (docs/math.md §1); every field enters the state hash.");
+  p.def(py::init([](const py::kwargs& kw) { return from_kwargs<P>("ProblemSettings", kw, {}); }))
+      .def_readwrite("kernel_settings", &P::kernel, "The KernelSettings (C++ `kernel`).");
+  def_flat_problem<P>(p);
+  def_dict_protocol<P>(p, "ProblemSettings");
 }
 
 void register_tolerances(py::module_& m) {
-  py::class_<Tolerances> t(m, "Tolerances", "Tolerances of the canonical refinement (docs/math.md §4).");
-  t.def(py::init([](std::optional<double> alpha_tol, std::optional<double> kkt_tol,
-                    std::optional<int> max_refine_iterations) {
-          Tolerances s;
-          if (alpha_tol) s.alpha_tol = *alpha_tol;
-          if (kkt_tol) s.kkt_tol = *kkt_tol;
-          if (max_refine_iterations) s.max_refine_iterations = *max_refine_iterations;
-          return s;
-        }),
-        py::kw_only(), py::arg("alpha_tol") = py::none(), py::arg("kkt_tol") = py::none(),
-        py::arg("max_refine_iterations") = py::none())
-      .def_readwrite("alpha_tol", &Tolerances::alpha_tol, "Reserve/error threshold, in (0, 1e-3).")
-      .def_readwrite("kkt_tol", &Tolerances::kkt_tol,
-                     "Gradient-check rounding floor, in (0, 1e-2).")
-      .def_readwrite("max_refine_iterations", &Tolerances::max_refine_iterations, ">= 1.")
-      .def("validate", &Tolerances::validate, "Raises ValueError naming the bad field.");
-  def_dict_protocol<Tolerances>(t, "Tolerances");
+  using T = Tolerances;
+  py::class_<T> t(m, "Tolerances", "Tolerances of the canonical refinement (docs/math.md §4).");
+  t.def(py::init([](const py::kwargs& kw) { return from_kwargs<T>("Tolerances", kw, tolerances_fields()); }));
+  def_fields<T>(t, tolerances_fields(), [](T& s) -> T& { return s; }, &own_name);
+  def_dict_protocol<T>(t, "Tolerances");
 }
 
-void register_memory_settings(py::module_& m) {
-  py::class_<MemorySettings> s(
-      m, "MemorySettings",
-      "Settings of an exact Memory (include/svattn/memory.h). The problem's "
-      "fields are accepted flat (kernel, bandwidth, degree, coef0, C, ridge) "
-      "or as problem=ProblemSettings(...).");
-  s.def(py::init([](std::optional<std::string> kernel, std::optional<double> bandwidth,
-                    std::optional<int> degree, std::optional<double> coef0, std::optional<double> C,
-                    std::optional<double> ridge, std::optional<ProblemSettings> problem,
-                    std::optional<Tolerances> tolerances, const std::string& mode,
-                    std::optional<std::size_t> token_budget, std::optional<int> refactor_period,
-                    std::optional<int> max_steps_per_op, std::optional<double> schur_tol) {
-          MemorySettings r;
-          if (problem) r.problem = *problem;
-          FlatProblem{kernel, bandwidth, coef0, C, ridge, degree}.apply(r.problem);
-          if (tolerances) r.tolerances = *tolerances;
-          r.mode = memory_mode_from_string(mode);
-          if (token_budget) r.token_budget = *token_budget;
-          if (refactor_period) r.refactor_period = *refactor_period;
-          if (max_steps_per_op) r.max_steps_per_op = *max_steps_per_op;
-          if (schur_tol) r.schur_tol = *schur_tol;
-          return r;
-        }),
-        py::kw_only(), SVATTN_FLAT_ARGS, py::arg("mode") = "audit",
-        py::arg("token_budget") = py::none(), py::arg("refactor_period") = py::none(),
-        py::arg("max_steps_per_op") = py::none(), py::arg("schur_tol") = py::none())
-      .def_readwrite("problem", &MemorySettings::problem, "The ProblemSettings (enters the hash).")
-      .def_readwrite("tolerances", &MemorySettings::tolerances, "The Tolerances.")
-      .def_property(
-          "mode", [](const MemorySettings& s) { return to_string(s.mode); },
-          [](MemorySettings& s, const std::string& v) { s.mode = memory_mode_from_string(v); },
-          "'audit' (every token kept) | 'bounded' (reserve tokens evicted).")
-      .def_readwrite("token_budget", &MemorySettings::token_budget,
-                     "Bounded mode: evict above this size.")
-      .def_readwrite("refactor_period", &MemorySettings::refactor_period, ">= 1.")
-      .def_readwrite("max_steps_per_op", &MemorySettings::max_steps_per_op, ">= 1.")
-      .def_readwrite("schur_tol", &MemorySettings::schur_tol, "In (0, 1e-2).")
-      .def("validate", &MemorySettings::validate, "Raises ValueError naming the bad field.");
-  def_flat_problem<MemorySettings>(s);
-  def_dict_protocol<MemorySettings>(s, "MemorySettings");
+template <typename S>
+void register_problem_holder(py::module_& m, const char* name, const char* doc,
+                             const std::vector<Field<S>>& own) {
+  py::class_<S> s(m, name, doc);
+  s.def(py::init([name, &own](const py::kwargs& kw) { return from_kwargs<S>(name, kw, own); }))
+      .def_readwrite("problem", &S::problem, "The ProblemSettings (enters the hash).")
+      .def_readwrite("tolerances", &S::tolerances, "The Tolerances.");
+  def_fields<S>(s, own, [](S& x) -> S& { return x; }, &own_name);
+  def_flat_problem<S>(s);
+  def_dict_protocol<S>(s, name);
 }
 
-void register_batch_settings(py::module_& m) {
-  py::class_<BatchSettings> s(m, "BatchSettings",
-                              "Settings of the batch reference solver (docs/math.md §9).");
-  s.def(py::init([](std::optional<std::string> kernel, std::optional<double> bandwidth,
-                    std::optional<int> degree, std::optional<double> coef0, std::optional<double> C,
-                    std::optional<double> ridge, std::optional<ProblemSettings> problem,
-                    std::optional<Tolerances> tolerances, std::optional<double> smo_tol,
-                    std::optional<long> max_smo_iterations, std::optional<std::size_t> cache_mib) {
-          BatchSettings r;
-          if (problem) r.problem = *problem;
-          FlatProblem{kernel, bandwidth, coef0, C, ridge, degree}.apply(r.problem);
-          if (tolerances) r.tolerances = *tolerances;
-          if (smo_tol) r.smo_tol = *smo_tol;
-          if (max_smo_iterations) r.max_smo_iterations = *max_smo_iterations;
-          if (cache_mib) r.cache_mib = *cache_mib;
-          return r;
-        }),
-        py::kw_only(), SVATTN_FLAT_ARGS, py::arg("smo_tol") = py::none(),
-        py::arg("max_smo_iterations") = py::none(), py::arg("cache_mib") = py::none())
-      .def_readwrite("problem", &BatchSettings::problem)
-      .def_readwrite("tolerances", &BatchSettings::tolerances)
-      .def_readwrite("smo_tol", &BatchSettings::smo_tol, "In (0, 1e-2).")
-      .def_readwrite("max_smo_iterations", &BatchSettings::max_smo_iterations,
-                     "0 = max(1e7, 100 n).")
-      .def_readwrite("cache_mib", &BatchSettings::cache_mib, ">= 1.")
-      .def("validate", &BatchSettings::validate, "Raises ValueError naming the bad field.");
-  def_flat_problem<BatchSettings>(s);
-  def_dict_protocol<BatchSettings>(s, "BatchSettings");
+// Every field of a table as dicts (name, type, doc, requirement, default), for the stub check.
+template <typename S>
+py::list describe(const std::vector<Field<S>>& table, std::string (*name_of)(const FieldSpec&)) {
+  py::list out;
+  const S defaults{};
+  for (const auto& f : table)
+    out.append(py::dict(py::arg("name") = name_of(f), py::arg("type") = python_type(f.type),
+                        py::arg("doc") = field_doc(f), py::arg("default") = field_to_py(f.get(defaults))));
+  return out;
 }
 
 }  // namespace
@@ -219,8 +164,25 @@ void register_batch_settings(py::module_& m) {
 void register_settings(py::module_& m) {
   register_kernel_problem(m);
   register_tolerances(m);
-  register_memory_settings(m);
-  register_batch_settings(m);
+  register_problem_holder<MemorySettings>(
+      m, "MemorySettings",
+      "Settings of an exact Memory (include/svattn/memory.h). The problem's fields are accepted flat "
+      "(kernel, bandwidth, degree, coef0, C, ridge) or as problem=ProblemSettings(...).",
+      memory_settings_own_fields());
+  register_problem_holder<BatchSettings>(m, "BatchSettings",
+                                         "Settings of the batch reference solver (docs/math.md §9).",
+                                         batch_settings_own_fields());
+  m.def(
+      "_settings_fields",
+      [](const std::string& cls) {
+        if (cls == "KernelSettings") return describe(kernel_settings_fields(), &own_name);
+        if (cls == "_FlatProblem") return describe(problem_settings_fields(), &flat_name);
+        if (cls == "Tolerances") return describe(tolerances_fields(), &own_name);
+        if (cls == "MemorySettings") return describe(memory_settings_own_fields(), &own_name);
+        if (cls == "BatchSettings") return describe(batch_settings_own_fields(), &own_name);
+        throw py::key_error("no field table for " + cls);
+      },
+      "The field table of a settings class (name, type, doc, default), for the stub's checks.");
 }
 
 }  // namespace svattn::python

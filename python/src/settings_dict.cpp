@@ -1,4 +1,5 @@
-// Settings structs <-> Python dicts (see settings_dict.h).
+// Settings structs <-> Python dicts (see settings_dict.h), walking the field tables of
+// include/svattn/settings_fields.h: a dotted field name is a path through nested dicts.
 #include "settings_dict.h"
 
 #include <string>
@@ -6,110 +7,91 @@
 namespace svattn::python {
 
 namespace {
-py::object field(const py::dict& d, const char* name) {
+
+py::object field(const py::dict& d, const std::string& name) {
   if (!d.contains(name))
-    throw py::key_error(std::string("settings dict: missing field '") + name + "'");
-  return d[name];
+    throw py::key_error("settings dict: missing field '" + name + "'");
+  return d[py::str(name)];
 }
+
+std::vector<std::string> path_of(const std::string& name) {
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  for (std::size_t dot; (dot = name.find('.', at)) != std::string::npos; at = dot + 1)
+    parts.push_back(name.substr(at, dot - at));
+  parts.push_back(name.substr(at));
+  return parts;
+}
+
+template <typename S>
+py::dict table_to_dict(const std::vector<Field<S>>& table, const S& s) {
+  py::dict root;
+  for (const auto& f : table) {
+    const auto parts = path_of(f.name);
+    py::dict d = root;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+      if (!d.contains(parts[i])) d[py::str(parts[i])] = py::dict();
+      d = py::cast<py::dict>(d[py::str(parts[i])]);
+    }
+    d[py::str(parts.back())] = field_to_py(f.get(s));
+  }
+  return root;
+}
+
+template <typename S>
+S table_from_dict(const std::vector<Field<S>>& table, const py::dict& root) {
+  S s;
+  for (const auto& f : table) {
+    const auto parts = path_of(f.name);
+    py::dict d = root;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) d = py::cast<py::dict>(field(d, parts[i]));
+    f.set(s, field_from_py(f, field(d, parts.back())));
+  }
+  return s;
+}
+
 }  // namespace
 
-py::dict settings_to_dict(const KernelSettings& s) {
-  py::dict d;
-  d["type"] = to_string(s.type);
-  d["bandwidth"] = s.bandwidth;
-  d["degree"] = s.degree;
-  d["coef0"] = s.coef0;
-  return d;
+py::object field_to_py(const FieldValue& v) {
+  return std::visit([](const auto& x) { return py::cast(x); }, v);
 }
 
-py::dict settings_to_dict(const ProblemSettings& s) {
-  py::dict d;
-  d["kernel"] = settings_to_dict(s.kernel);
-  d["C"] = s.C;
-  d["ridge"] = s.ridge;
-  return d;
+FieldValue field_from_py(const FieldSpec& f, const py::handle& o) {
+  switch (f.type) {
+    case FieldType::kBool: return o.cast<bool>();
+    case FieldType::kInt: return o.cast<std::int64_t>();
+    case FieldType::kUInt: return o.cast<std::uint64_t>();
+    case FieldType::kNumber: return o.cast<double>();
+    case FieldType::kText: return o.cast<std::string>();
+  }
+  throw py::type_error("settings field " + f.name + ": unknown type");
 }
 
-py::dict settings_to_dict(const Tolerances& s) {
-  py::dict d;
-  d["alpha_tol"] = s.alpha_tol;
-  d["kkt_tol"] = s.kkt_tol;
-  d["max_refine_iterations"] = s.max_refine_iterations;
-  return d;
-}
-
-py::dict settings_to_dict(const MemorySettings& s) {
-  py::dict d;
-  d["problem"] = settings_to_dict(s.problem);
-  d["tolerances"] = settings_to_dict(s.tolerances);
-  d["mode"] = to_string(s.mode);
-  d["token_budget"] = s.token_budget;
-  d["refactor_period"] = s.refactor_period;
-  d["max_steps_per_op"] = s.max_steps_per_op;
-  d["schur_tol"] = s.schur_tol;
-  return d;
-}
-
-py::dict settings_to_dict(const BatchSettings& s) {
-  py::dict d;
-  d["problem"] = settings_to_dict(s.problem);
-  d["tolerances"] = settings_to_dict(s.tolerances);
-  d["smo_tol"] = s.smo_tol;
-  d["max_smo_iterations"] = s.max_smo_iterations;
-  d["cache_mib"] = s.cache_mib;
-  return d;
-}
+py::dict settings_to_dict(const KernelSettings& s) { return table_to_dict(kernel_settings_fields(), s); }
+py::dict settings_to_dict(const ProblemSettings& s) { return table_to_dict(problem_settings_fields(), s); }
+py::dict settings_to_dict(const Tolerances& s) { return table_to_dict(tolerances_fields(), s); }
+py::dict settings_to_dict(const MemorySettings& s) { return table_to_dict(memory_settings_fields(), s); }
+py::dict settings_to_dict(const BatchSettings& s) { return table_to_dict(batch_settings_fields(), s); }
 
 template <>
 KernelSettings settings_from_dict<KernelSettings>(const py::dict& d) {
-  KernelSettings s;
-  s.type = kernel_type_from_string(field(d, "type").cast<std::string>());
-  s.bandwidth = field(d, "bandwidth").cast<double>();
-  s.degree = field(d, "degree").cast<int>();
-  s.coef0 = field(d, "coef0").cast<double>();
-  return s;
+  return table_from_dict(kernel_settings_fields(), d);
 }
-
 template <>
 ProblemSettings settings_from_dict<ProblemSettings>(const py::dict& d) {
-  ProblemSettings s;
-  s.kernel = settings_from_dict<KernelSettings>(field(d, "kernel").cast<py::dict>());
-  s.C = field(d, "C").cast<double>();
-  s.ridge = field(d, "ridge").cast<double>();
-  return s;
+  return table_from_dict(problem_settings_fields(), d);
 }
-
 template <>
 Tolerances settings_from_dict<Tolerances>(const py::dict& d) {
-  Tolerances s;
-  s.alpha_tol = field(d, "alpha_tol").cast<double>();
-  s.kkt_tol = field(d, "kkt_tol").cast<double>();
-  s.max_refine_iterations = field(d, "max_refine_iterations").cast<int>();
-  return s;
+  return table_from_dict(tolerances_fields(), d);
 }
-
 template <>
 MemorySettings settings_from_dict<MemorySettings>(const py::dict& d) {
-  MemorySettings s;
-  s.problem = settings_from_dict<ProblemSettings>(field(d, "problem").cast<py::dict>());
-  s.tolerances = settings_from_dict<Tolerances>(field(d, "tolerances").cast<py::dict>());
-  s.mode = memory_mode_from_string(field(d, "mode").cast<std::string>());
-  s.token_budget = field(d, "token_budget").cast<std::size_t>();
-  s.refactor_period = field(d, "refactor_period").cast<int>();
-  s.max_steps_per_op = field(d, "max_steps_per_op").cast<int>();
-  s.schur_tol = field(d, "schur_tol").cast<double>();
-  return s;
+  return table_from_dict(memory_settings_fields(), d);
 }
-
 template <>
 BatchSettings settings_from_dict<BatchSettings>(const py::dict& d) {
-  BatchSettings s;
-  s.problem = settings_from_dict<ProblemSettings>(field(d, "problem").cast<py::dict>());
-  s.tolerances = settings_from_dict<Tolerances>(field(d, "tolerances").cast<py::dict>());
-  s.smo_tol = field(d, "smo_tol").cast<double>();
-  s.max_smo_iterations = field(d, "max_smo_iterations").cast<long>();
-  s.cache_mib = field(d, "cache_mib").cast<std::size_t>();
-  return s;
+  return table_from_dict(batch_settings_fields(), d);
 }
 
 }  // namespace svattn::python

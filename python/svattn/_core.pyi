@@ -1,5 +1,6 @@
 """Type stubs of the svattn._core extension (python/src/*.cpp). Arrays are numpy float64 /
-int64; inputs accept any float32/float64 array (integer arrays are promoted)."""
+int64; inputs accept any float32/float64 array (integer arrays are promoted). The `#:` docs of the
+settings classes' fields are the C++ field tables' (python/tests/test_settings_stub.py checks them)."""
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
@@ -15,9 +16,13 @@ class StoreBusyError(StoreError): ...
 class StoreFullError(StoreError): ...
 
 class KernelSettings:
+    #: 'rbf' exp(-|a-b|^2/bandwidth^2) | 'linear' a.b | 'poly' (a.b + coef0)^degree. Must be one of rbf | linear | poly.
     type: str
+    #: RBF bandwidth sigma. Must be finite and in [1.5e-154, 1.3e+154] (bandwidth^2 must be a normal fp64 number).
     bandwidth: float
+    #: Polynomial degree. Must be in [1, 64].
     degree: int
+    #: Polynomial offset (keeps K positive semidefinite). Must be finite and >= 0.
     coef0: float
     def __init__(self, *, type: str = "rbf", bandwidth: Optional[float] = None,
                  degree: Optional[int] = None, coef0: Optional[float] = None) -> None: ...
@@ -26,11 +31,17 @@ class KernelSettings:
     def to_json(self, **kwargs: Any) -> str: ...
 
 class _FlatProblem:
+    #: 'rbf' exp(-|a-b|^2/bandwidth^2) | 'linear' a.b | 'poly' (a.b + coef0)^degree. Must be one of rbf | linear | poly.
     kernel: str
+    #: RBF bandwidth sigma. Must be finite and in [1.5e-154, 1.3e+154] (bandwidth^2 must be a normal fp64 number).
     bandwidth: float
+    #: Polynomial degree. Must be in [1, 64].
     degree: int
+    #: Polynomial offset (keeps K positive semidefinite). Must be finite and >= 0.
     coef0: float
+    #: Box bound; fixed for the life of a memory (n*C <= 1: warm-up). Must be finite and > 0.
     C: float
+    #: Ridge mu added to the kernel diagonal. Must be finite and >= 0.
     ridge: float
 
 class ProblemSettings(_FlatProblem):
@@ -43,8 +54,11 @@ class ProblemSettings(_FlatProblem):
     def to_json(self, **kwargs: Any) -> str: ...
 
 class Tolerances:
+    #: Reserve/error threshold of a coefficient. Must be in (0, 1e-3).
     alpha_tol: float
+    #: Rounding floor of the gradient checks. Must be in (0, 1e-2).
     kkt_tol: float
+    #: Partition repairs allowed in one canonical refinement. Must be >= 1.
     max_refine_iterations: int
     def __init__(self, *, alpha_tol: Optional[float] = None, kkt_tol: Optional[float] = None,
                  max_refine_iterations: Optional[int] = None) -> None: ...
@@ -55,10 +69,15 @@ class Tolerances:
 class MemorySettings(_FlatProblem):
     problem: ProblemSettings
     tolerances: Tolerances
+    #: 'audit' (every token kept) | 'bounded' (reserve tokens evicted). Must be one of audit | bounded.
     mode: str
+    #: Bounded mode: reserve tokens are evicted only above this size (0: always). Must be a non-negative integer.
     token_budget: int
+    #: Operations between full refactorisations of the bordered inverse. Must be >= 1.
     refactor_period: int
+    #: Path steps in one operation before it repairs by a batch solve. Must be >= 1.
     max_steps_per_op: int
+    #: Schur-complement guard of entrants to the margin set. Must be in (0, 1e-2).
     schur_tol: float
     def __init__(self, *, kernel: Optional[str] = None, bandwidth: Optional[float] = None,
                  degree: Optional[int] = None, coef0: Optional[float] = None,
@@ -74,8 +93,11 @@ class MemorySettings(_FlatProblem):
 class BatchSettings(_FlatProblem):
     problem: ProblemSettings
     tolerances: Tolerances
+    #: SMO stopping gap relative to max(1, max K_ii). Must be in (0, 1e-2).
     smo_tol: float
+    #: SMO iteration cap (0: max(1e7, 100 n)). Must be >= 0.
     max_smo_iterations: int
+    #: Kernel row cache in MiB (LRU). Must be >= 1.
     cache_mib: int
     def __init__(self, *, kernel: Optional[str] = None, bandwidth: Optional[float] = None,
                  degree: Optional[int] = None, coef0: Optional[float] = None,

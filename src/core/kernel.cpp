@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "svattn/errors.h"
+#include "svattn/settings_fields.h"
 #include "fixed_sum.h"
 
 namespace svattn {
@@ -24,29 +25,7 @@ KernelType kernel_type_from_string(const std::string& s) {
   throw InvalidArgument("kernel: unknown kernel '" + s + "' (expected rbf, linear or poly)");
 }
 
-void KernelSettings::validate() const {
-  if (type == KernelType::kRbf) {
-    // bandwidth^2 must be a normal fp64 number: below ~1.5e-154 it underflows to 0 (kappa(x, x)
-    // would be 0/0), above ~1.3e154 it overflows to inf.
-    const double s2 = bandwidth * bandwidth;
-    if (!(std::isfinite(bandwidth) && bandwidth > 0 && std::isnormal(s2) && std::isfinite(s2))) {
-      std::ostringstream os;
-      os << "kernel.bandwidth must be finite and in [" << kMinBandwidth << ", " << kMaxBandwidth
-         << "] (bandwidth^2 must be a normal fp64 number), got " << bandwidth;
-      throw InvalidArgument(os.str());
-    }
-  }
-  if (type == KernelType::kPoly) {
-    if (degree < 1 || degree > kMaxDegree)
-      throw InvalidArgument("kernel.degree must be in [1, " + std::to_string(kMaxDegree) +
-                            "], got " + std::to_string(degree));
-    if (!(std::isfinite(coef0) && coef0 >= 0)) {
-      std::ostringstream os;
-      os << "kernel.coef0 must be finite and >= 0, got " << coef0;
-      throw InvalidArgument(os.str());
-    }
-  }
-}
+void KernelSettings::validate() const { validate_fields(kernel_settings_fields(), *this, "kernel."); }
 
 // Fixed-order sums (fixed_sum.h): one evaluation order for every build, identical for (a, b) and
 // (b, a).

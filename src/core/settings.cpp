@@ -1,4 +1,4 @@
-// validate() of every settings struct, enum names, TokenSet helpers.
+// validate() of every settings struct (through the field tables), enum names, TokenSet helpers.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -8,23 +8,14 @@
 #include "svattn/errors.h"
 #include "svattn/kernel.h"
 #include "svattn/memory.h"
+#include "svattn/settings_fields.h"
 #include "svattn/types.h"
 
 namespace svattn {
-namespace {
-template <typename T>
-[[noreturn]] void bad(const std::string& field, const std::string& req, const T& value) {
-  std::ostringstream os;
-  os << field << " must be " << req << ", got " << value;
-  throw InvalidArgument(os.str());
-}
-}  // namespace
 
-void ProblemSettings::validate() const {
-  kernel.validate();
-  if (!(std::isfinite(C) && C > 0)) bad("C", "finite and > 0", C);
-  if (!(std::isfinite(ridge) && ridge >= 0)) bad("ridge", "finite and >= 0", ridge);
-}
+// Every range check goes through the field tables (src/core/settings_fields.cpp), so the message
+// is always "<field> must be <requirement>, got <value>".
+void ProblemSettings::validate() const { validate_fields(problem_settings_fields(), *this); }
 
 void ProblemSettings::check_key(const double* key, int dim, TokenId id) const {
   const double diag = svattn::kernel(kernel, key, key, dim) + ridge;
@@ -47,27 +38,18 @@ void ProblemSettings::check_key(const double* key, int dim, TokenId id) const {
   throw InvalidArgument(os.str());
 }
 
-void Tolerances::validate() const {
-  if (!(alpha_tol > 0 && alpha_tol < 1e-3)) bad("tolerances.alpha_tol", "in (0, 1e-3)", alpha_tol);
-  if (!(kkt_tol > 0 && kkt_tol < 1e-2)) bad("tolerances.kkt_tol", "in (0, 1e-2)", kkt_tol);
-  if (max_refine_iterations < 1)
-    bad("tolerances.max_refine_iterations", ">= 1", max_refine_iterations);
-}
+void Tolerances::validate() const { validate_fields(tolerances_fields(), *this, "tolerances."); }
 
 void BatchSettings::validate() const {
   problem.validate();
   tolerances.validate();
-  if (!(smo_tol > 0 && smo_tol < 1e-2)) bad("smo_tol", "in (0, 1e-2)", smo_tol);
-  if (max_smo_iterations < 0) bad("max_smo_iterations", ">= 0", max_smo_iterations);
-  if (cache_mib < 1) bad("cache_mib", ">= 1", cache_mib);
+  validate_fields(batch_settings_own_fields(), *this);
 }
 
 void MemorySettings::validate() const {
   problem.validate();
   tolerances.validate();
-  if (refactor_period < 1) bad("refactor_period", ">= 1", refactor_period);
-  if (max_steps_per_op < 1) bad("max_steps_per_op", ">= 1", max_steps_per_op);
-  if (!(schur_tol > 0 && schur_tol < 1e-2)) bad("schur_tol", "in (0, 1e-2)", schur_tol);
+  validate_fields(memory_settings_own_fields(), *this);
 }
 
 std::string to_string(Status s) {

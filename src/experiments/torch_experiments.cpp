@@ -51,7 +51,7 @@ std::string trained_keys(const ExperimentOptions& o, const LearnedKeysSpec& spec
   t.data = {"enwik8", "", o.data_dir};
   t.out = (dir / "run").string();
   t.steps = spec.steps;
-  t.seed = o.seed;
+  t.set("seed", o.seed);
   t.threads = 1;
   t.progress = o.progress;
   t.plot = false;

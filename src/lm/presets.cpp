@@ -1,4 +1,4 @@
-// Presets and JSON round trip of the LM configs.
+// Presets and JSON round trip of the LM configs (TrainHyper's: src/lm/train_settings.cpp).
 #include "svattn/lm/presets.h"
 
 #include <cmath>
@@ -15,35 +15,6 @@ using layers::AttentionConfig;
 using layers::AttentionType;
 using layers::LmConfig;
 using nlohmann::json;
-
-void TrainHyper::validate() const {
-  auto bad = [](const std::string& field, double v, const std::string& why) {
-    std::ostringstream os;
-    os << field << " = " << v << ": " << why;
-    throw InvalidArgument(os.str());
-  };
-  if (batch < 1 || batch > kMaxBatch)
-    bad("batch", static_cast<double>(batch), "must be in [1, " + std::to_string(kMaxBatch) + "]");
-  if (seq < 2 || seq > kMaxSeq)
-    bad("seq", static_cast<double>(seq), "must be in [2, " + std::to_string(kMaxSeq) + "]");
-  if (batch * seq > kMaxStepTokens)
-    bad("batch x seq", static_cast<double>(batch * seq),
-        "must be <= " + std::to_string(kMaxStepTokens) + " tokens per step");
-  // The optimiser holds lr in fp32 (LibTorch AdamW): larger values cannot be represented.
-  if (!(std::isfinite(lr) && lr > 0 && lr <= std::numeric_limits<float>::max()))
-    bad("lr", lr, "must be finite, > 0 and representable in fp32");
-  if (!(min_lr_ratio >= 0 && min_lr_ratio <= 1)) bad("min_lr_ratio", min_lr_ratio, "must be in [0, 1]");
-  if (warmup < 0) bad("warmup", static_cast<double>(warmup), "must be >= 0");
-  if (!(std::isfinite(weight_decay) && weight_decay >= 0)) bad("weight_decay", weight_decay, "must be >= 0");
-  if (!(beta1 >= 0 && beta1 < 1)) bad("beta1", beta1, "must be in [0, 1)");
-  if (!(beta2 >= 0 && beta2 < 1)) bad("beta2", beta2, "must be in [0, 1)");
-  if (!(eps > 0)) bad("eps", eps, "must be > 0");
-  if (!std::isfinite(clip)) bad("clip", clip, "must be finite");
-  if (eval_every < 0) bad("eval_every", static_cast<double>(eval_every), "must be >= 0");
-  if (eval_windows < 0) bad("eval_windows", static_cast<double>(eval_windows), "must be >= 0");
-  if (checkpoint_every < 0) bad("checkpoint_every", static_cast<double>(checkpoint_every), "must be >= 0");
-  if (log_every < 1) bad("log_every", static_cast<double>(log_every), "must be >= 1");
-}
 
 namespace {
 
@@ -348,43 +319,6 @@ LmConfig lm_config_from_json(const json& j) {
     return c;
   } catch (const json::exception& e) {
     throw FormatError(std::string("model config JSON: ") + e.what());
-  }
-}
-
-json to_json(const TrainHyper& h) {
-  return {{"batch", h.batch},           {"seq", h.seq},
-          {"lr", h.lr},                 {"min_lr_ratio", h.min_lr_ratio},
-          {"warmup", h.warmup},         {"weight_decay", h.weight_decay},
-          {"gate_weight_decay", h.gate_weight_decay},
-          {"beta1", h.beta1},           {"beta2", h.beta2},
-          {"eps", h.eps},               {"clip", h.clip},
-          {"eval_every", h.eval_every}, {"eval_windows", h.eval_windows},
-          {"checkpoint_every", h.checkpoint_every}, {"log_every", h.log_every}};
-}
-
-TrainHyper train_hyper_from_json(const json& j) {
-  try {
-    TrainHyper h;
-    h.batch = j.at("batch").get<std::int64_t>();
-    h.seq = j.at("seq").get<std::int64_t>();
-    h.lr = j.at("lr").get<double>();
-    h.min_lr_ratio = j.at("min_lr_ratio").get<double>();
-    h.warmup = j.at("warmup").get<std::int64_t>();
-    h.weight_decay = j.at("weight_decay").get<double>();
-    // Runs written before the switch decayed the gate projection like every matrix.
-    h.gate_weight_decay = j.value("gate_weight_decay", true);
-    h.beta1 = j.at("beta1").get<double>();
-    h.beta2 = j.at("beta2").get<double>();
-    h.eps = j.at("eps").get<double>();
-    h.clip = j.at("clip").get<double>();
-    h.eval_every = j.at("eval_every").get<std::int64_t>();
-    h.eval_windows = j.at("eval_windows").get<std::int64_t>();
-    h.checkpoint_every = j.at("checkpoint_every").get<std::int64_t>();
-    h.log_every = j.at("log_every").get<std::int64_t>();
-    h.validate();
-    return h;
-  } catch (const json::exception& e) {
-    throw FormatError(std::string("train config JSON: ") + e.what());
   }
 }
 

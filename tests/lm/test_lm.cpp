@@ -38,7 +38,7 @@ TrainOptions tiny_options(const std::string& out, std::int64_t steps) {
   o.data.data_dir = data_dir();
   o.out = out;
   o.steps = steps;
-  o.seed = 7;
+  o.set("seed", 7);
   // One thread: the tiny model is dispatch-bound, and on a shared 2-core machine a second
   // thread only adds contention. Results are deterministic for a fixed thread count.
   o.threads = 1;
@@ -252,8 +252,8 @@ TEST(LmTrainer, TinyPresetLossFallsOnShakespeare) {
   REQUIRE_DATA();
   TempDir d("lm-train");
   TrainOptions o = tiny_options(d.file("run"), 100);
-  o.eval_every = 0;
-  o.checkpoint_every = 0;
+  o.set("eval_every", 0);
+  o.set("checkpoint_every", 0);
   Trainer t(o);
   TrainResult r = t.run();
   ASSERT_EQ(r.steps.size(), 100u);
@@ -290,16 +290,16 @@ TEST(LmTrainer, MatchRunUsesTheHybridsLocalWidth) {
   REQUIRE_DATA();
   TempDir d("lm-match");
   TrainOptions h = tiny_options(d.file("hybrid"), 4);
-  h.local_window = 8;  // window mode, chunk 32: local width 39
-  h.eval_every = 0;
-  h.eval_windows = 2;
-  h.batch = 2;
+  h.set("local_window", 8);  // window mode, chunk 32: local width 39
+  h.set("eval_every", 0);
+  h.set("eval_windows", 2);
+  h.set("batch", 2);
   Trainer{h}.run();
   const double support = average_support_from_run(d.file("hybrid"));
   TrainOptions w = tiny_options(d.file("swa"), 1);
   w.preset = "tiny-swa";
   w.match_run = d.file("hybrid");
-  w.batch = 2;
+  w.set("batch", 2);
   Trainer t(w);
   const auto a = lm_config_from_json(t.config_json().at("model")).attention;
   EXPECT_EQ(a.hybrid.local, layers::LocalPath::kWindow);
@@ -307,7 +307,7 @@ TEST(LmTrainer, MatchRunUsesTheHybridsLocalWidth) {
   EXPECT_EQ(a.window, 39 + std::llround(support));
   TrainOptions bad = tiny_options(d.file("bad"), 1);
   bad.preset = "tiny-swa";
-  bad.local = "window";
+  bad.set("local", "window");
   EXPECT_THROW(Trainer{bad}, InvalidArgument);
 }
 
@@ -315,8 +315,8 @@ TEST(LmTrainer, TinyTrainsOnTheExactPath) {
   REQUIRE_DATA();
   TempDir d("lm-exact");
   TrainOptions o = tiny_options(d.file("run"), 30);
-  o.global_path = "exact";
-  o.eval_every = 0;
+  o.set("global_path", "exact");
+  o.set("eval_every", 0);
   Trainer t(o);
   TrainResult r = t.run();
   ASSERT_EQ(r.steps.size(), 30u);
@@ -341,7 +341,7 @@ TEST(LmTrainer, TinyTrainsOnTheExactPath) {
   // Resuming on the other path is refused.
   TrainOptions again = tiny_options(d.file("run"), 40);
   again.resume = true;
-  again.global_path = "batched";
+  again.set("global_path", "batched");
   EXPECT_THROW(Trainer{again}, InvalidArgument);
 }
 
@@ -353,8 +353,8 @@ TEST(LmTrainer, ResumeAfterSimulatedCrashIsBitIdentical) {
   REQUIRE_DATA();
   TempDir d("lm-resume");
   TrainOptions o = tiny_options(d.file("a"), 20);
-  o.checkpoint_every = 5;
-  o.eval_every = 5;
+  o.set("checkpoint_every", 5);
+  o.set("eval_every", 5);
   Trainer a(o);
   TrainResult ra = a.run();
 
@@ -386,7 +386,7 @@ TEST(LmTrainer, ResumeAfterSimulatedCrashIsBitIdentical) {
   // The metrics written between the checkpoint and the crash were dropped and replayed.
   EXPECT_EQ(logged_losses(d.file("a")), logged_losses(d.file("b")));
   // A changed setting on resume is refused.
-  o.batch = 4;
+  o.set("batch", 4);
   EXPECT_THROW(Trainer{o}, InvalidArgument);
 }
 

@@ -154,17 +154,17 @@ Run train_and_test(const Settings& p, const std::string& preset, const std::stri
   t.out = r.dir;
   t.steps = p.steps;
   t.resume = true;  // a finished run is reused, an interrupted one continues
-  t.seed = seed;
-  t.batch = p.batch;
-  t.seq = p.seq;
-  t.warmup = p.warmup;
-  if (p.lr > 0) t.lr = p.lr;
-  t.eval_every = p.eval_every;
-  t.eval_windows = p.eval_windows;
-  t.checkpoint_every = std::max<std::int64_t>(p.eval_every, p.steps / 10);
-  t.log_every = std::max<std::int64_t>(1, p.steps / 50);
-  if (preset.rfind("hybrid", 0) == 0) t.gate = gate;
-  if (p.chunk > 0) t.chunk = p.chunk;
+  t.set("seed", seed);
+  t.set("batch", p.batch);
+  t.set("seq", p.seq);
+  t.set("warmup", p.warmup);
+  if (p.lr > 0) t.set("lr", p.lr);
+  t.set("eval_every", p.eval_every);
+  t.set("eval_windows", p.eval_windows);
+  t.set("checkpoint_every", std::max<std::int64_t>(p.eval_every, p.steps / 10));
+  t.set("log_every", std::max<std::int64_t>(1, p.steps / 50));
+  if (preset.rfind("hybrid", 0) == 0) t.set("gate", gate);
+  if (p.chunk > 0) t.set("chunk", p.chunk);
   if (!match_run.empty()) {
     t.match_run = match_run;
     r.matched_support = lm::average_support_from_run(match_run);
