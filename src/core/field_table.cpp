@@ -13,11 +13,11 @@
 namespace svattn {
 namespace {
 
-// A bound as messages print it: integers plainly, powers of ten below 0.01 as 1e-N, else as
+// A bound as messages print it: integers plainly, powers of ten below 0.1 as 1e-N, else as
 // std::ostream does.
 std::string bound_text(double x) {
   if (x == std::floor(x) && std::abs(x) < 1e15) return std::to_string(static_cast<long long>(x));
-  if (x > 0 && x < 1e-2) {
+  if (x > 0 && x < 0.1) {
     const double e = std::round(std::log10(x));
     if (std::pow(10.0, e) == x) return "1e" + std::to_string(static_cast<int>(e));
   }
