@@ -121,9 +121,12 @@ Registrar reg("train", [](CLI::App& app, int& exit_code) {
   // One flag per run setting (docs/lm.md "Training settings"), and --set KEY=VALUE for any of them.
   const auto& table = lm::run_settings_fields();
   o->flags.resize(table.size());
-  for (std::size_t i = 0; i < table.size(); ++i)
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const auto& f = table[i];
     o->flag_options.push_back(
-        sub->add_option(lm::setting_flag(table[i].name), o->flags[i], table[i].doc + " (preset default)"));
+        sub->add_option(lm::setting_flag(f.name), o->flags[i], f.doc + " Must be " + requirement(f) + " (preset default).")
+            ->type_name(python_type(f.type)));
+  }
   sub->add_option("--set", o->set,
                   "override a run setting, KEY=VALUE (repeatable; keys: " + field_names(table) + ")");
   sub->add_option("--matched-support", o->t.matched_support,

@@ -19,7 +19,7 @@ std::vector<Field<TrainHyper>> make_train_hyper_fields() {
       member_field<H>("batch", &H::batch, closed_range(1, H::kMaxBatch), "Sequences per step."),
       member_field<H>("seq", &H::seq, closed_range(2, H::kMaxSeq), "Tokens per sequence (targets per window)."),
       // The optimiser holds lr in fp32 (LibTorch AdamW): larger values cannot be represented.
-      member_field<H>("lr", &H::lr, FieldRange{0, FLT_MAX, true, false, {}, {}},
+      member_field<H>("lr", &H::lr, FieldRange{0, FLT_MAX, true, false, {}, "finite, > 0 and representable in fp32"},
                       "Peak learning rate (AdamW holds it in fp32)."),
       member_field<H>("min_lr_ratio", &H::min_lr_ratio, closed_range(0, 1), "Cosine floor as a fraction of lr."),
       member_field<H>("warmup", &H::warmup, at_least(0), "Linear warm-up steps (from lr / warmup)."),
