@@ -11,11 +11,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <vector>
 
-#include "pg_uri.h"
-#include "sqlite_db.h"
+#include "db/pg_uri.h"
+#include "db/sqlite.h"
 #include "svattn/errors.h"
 #include "svattn/store.h"
 
@@ -96,34 +95,6 @@ class TempFile {
   std::string path_;
 };
 
-// Runs the backup steps; returns the number of steps that copied pages.
-int copy_pages(sqlite3* src, sqlite3* dst, const std::string& source, const BackupSettings& s) {
-  sqlite3_backup* b = sqlite3_backup_init(dst, "main", src, "main");
-  if (b == nullptr) throw_sqlite(dst, sqlite3_errcode(dst), "backup of '" + source + "'");
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(s.busy_timeout_ms);
-  int steps = 0;
-  int rc = SQLITE_OK;
-  while (true) {
-    rc = sqlite3_backup_step(b, s.pages_per_step);
-    if (rc == SQLITE_OK || rc == SQLITE_DONE) ++steps;
-    if (rc == SQLITE_DONE) break;
-    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
-      if (std::chrono::steady_clock::now() > deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      continue;
-    }
-    if (rc != SQLITE_OK) break;
-  }
-  sqlite3_backup_finish(b);
-  if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
-    throw StoreBusy("backup: source '" + source + "' stayed locked for " +
-                    std::to_string(s.busy_timeout_ms) + " ms");
-  }
-  if (rc != SQLITE_DONE) throw_sqlite(dst, rc, "backup of '" + source + "'");
-  return steps;
-}
-
 }  // namespace
 
 void BackupSettings::validate() const {
@@ -165,10 +136,15 @@ BackupResult backup_database(const std::string& source, const std::string& desti
   r.destination = destination;
   TempFile tmp(destination);
   {
-    Database src(source, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX);
-    sqlite3_busy_timeout(src.handle(), settings.busy_timeout_ms);
-    Database dst(tmp.path(), SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX);
-    r.steps = copy_pages(src.handle(), dst.handle(), source, settings);
+    SqliteOpen from;
+    from.read_only = from.full_mutex = true;
+    from.busy_timeout_ms = settings.busy_timeout_ms;
+    Database src = open_sqlite(source, from);
+    SqliteOpen to;
+    to.full_mutex = true;
+    Database dst = open_sqlite(tmp.path(), to);
+    r.steps =
+        sqlite_backup(src, dst, settings.pages_per_step, settings.busy_timeout_ms, source);
     r.pages = dst.query_int("PRAGMA page_count");
     r.page_size = dst.query_int("PRAGMA page_size");
     r.integrity_ok = dst.query_text("PRAGMA quick_check") == "ok";

@@ -19,7 +19,7 @@
 #include <memory>
 
 #include "svattn/hash.h"
-#include "svattn/store.h"
+#include "svattn/store_errors.h"
 
 namespace svattn::store_detail {
 namespace {

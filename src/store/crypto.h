@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "svattn/errors.h"
-#include "svattn/store.h"
+#include "svattn/store_errors.h"
 
 struct evp_cipher_ctx_st;  // OpenSSL's EVP_CIPHER_CTX
 
@@ -99,7 +99,7 @@ class RecordTampered : public FormatError {
 };
 
 /// The master key is missing, malformed, unreadable, or not the key the key store was made with
-/// (svattn::MasterKeyError, public in svattn/store.h): an InvalidArgument, the CLI exits 2.
+/// (svattn::MasterKeyError, public in svattn/store_errors.h): an InvalidArgument, the CLI exits 2.
 using svattn::MasterKeyError;
 
 /// Seals many fields under one data key (a record's keys and values): the AES key schedule is set

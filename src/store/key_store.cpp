@@ -9,8 +9,11 @@
 #include <cstdio>
 #include <map>
 
-#include "pg_uri.h"
-#include "sql_dialect.h"
+#include "db/pg_uri.h"
+#include "db/postgres.h"
+#include "db/sqlite.h"
+#include "schema_ddl.h"
+#include "db/dialect.h"
 #include "svattn/hash.h"
 #include "svattn/store.h"
 #include "utc_clock.h"
@@ -24,30 +27,6 @@ constexpr int kKeyStoreApplicationId = 0x5356414b;  // "SVAK"
 constexpr char kWrapGcm[] = "aes-256-gcm";
 constexpr char kWrapNone[] = "none";
 
-constexpr const char* kSchemaSql = R"SQL(
-CREATE TABLE meta(
-  key   TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE data_keys(
-  seq            INTEGER PRIMARY KEY,
-  key_id         TEXT    NOT NULL UNIQUE,
-  memory_id      INTEGER NOT NULL,
-  record_id      INTEGER NOT NULL,
-  live           INTEGER NOT NULL,
-  stored         BLOB    NOT NULL,
-  wrapped_sha256 TEXT    NOT NULL,
-  created_utc    TEXT    NOT NULL
-);
-CREATE TABLE shredded_keys(
-  key_id         TEXT    PRIMARY KEY,
-  memory_id      INTEGER NOT NULL,
-  record_id      INTEGER NOT NULL,
-  wrapped_sha256 TEXT    NOT NULL,
-  created_utc    TEXT    NOT NULL,
-  destroyed_utc  TEXT    NOT NULL
-) WITHOUT ROWID;
-)SQL";
 
 // -1 if the file does not exist, else its size.
 long long file_size(const std::string& p) {
@@ -151,9 +130,10 @@ void KeyStore::open_file() {
   // after `journal_mode=WAL` wrote the header but before the schema committed), is initialised
   // like a new one.
   bool exists = size > 0 || (size == 0 && !options_.create);
-  db_ = Database(path_,
-                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (size < 0 ? SQLITE_OPEN_CREATE : 0));
-  sqlite3_busy_timeout(db_.handle(), options_.busy_timeout_ms);
+  SqliteOpen how;
+  how.create = size < 0;
+  how.busy_timeout_ms = options_.busy_timeout_ms;
+  db_ = open_sqlite(path_, how);
   if (exists && options_.create && db_.query_int("PRAGMA application_id") == 0 &&
       db_.query_int("SELECT count(*) FROM sqlite_master") == 0) {
     exists = false;
@@ -182,7 +162,7 @@ void KeyStore::open_postgres() {
   }
   path_ = loc.display;  // messages never show a password
   pg_ = true;
-  db_ = Database::postgres(loc.conninfo, path_, options_.busy_timeout_ms);
+  db_ = store_detail::open_postgres(loc.conninfo, path_, options_.busy_timeout_ms);
   const bool exists =
       db_.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'") >
       0;
@@ -205,30 +185,18 @@ void KeyStore::open_read_only(long long size) {
   const bool immutable = ::access((path_ + "-wal").c_str(), F_OK) != 0 &&
                          ::access((path_ + "-shm").c_str(), F_OK) != 0 &&
                          ::access(dir.c_str(), W_OK) != 0;
-  if (immutable) {  // no WAL to read: the file is complete (as the store's read-only open)
-    std::string uri = "file:";
-    for (char ch : path_) {
-      if (ch == '%' || ch == '?' || ch == '#') {
-        char buf[4];
-        std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(ch));
-        uri += buf;
-      } else {
-        uri += ch;
-      }
-    }
-    db_ = Database(uri + "?immutable=1",
-                   SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI);
-  } else {
-    db_ = Database(path_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
-  }
-  sqlite3_busy_timeout(db_.handle(), options_.busy_timeout_ms);
+  SqliteOpen how;
+  how.read_only = true;
+  how.uri = immutable;  // no WAL to read: the file is complete (as the store's read-only open)
+  how.busy_timeout_ms = options_.busy_timeout_ms;
+  db_ = open_sqlite(immutable ? sqlite_immutable_uri(path_) : path_, how);
   check_schema();
 }
 
 void KeyStore::create_schema() {
   Transaction t(db_, true, path_, options_.busy_timeout_ms);
   if (db_.query_int("SELECT count(*) FROM sqlite_master") != 0) return;  // made by another process
-  db_.exec(kSchemaSql);
+  db_.exec_ddl(schema_ddl(db_).key_store_tables);
   db_.exec("PRAGMA application_id=" + std::to_string(kKeyStoreApplicationId));
   Statement ins(db_.handle(), "INSERT INTO meta(key, value) VALUES (?, ?)");
   auto put = [&](const char* k, const std::string& v) {
@@ -525,14 +493,9 @@ KeyDestruction KeyStore::destroy_in_transaction(const std::string& key_id) {
 bool KeyStore::truncate_wal() {
   if (options_.read_only) throw InvalidArgument("key store '" + path_ + "' was opened read-only");
   if (pg_) return false;  // the server's WAL is not the key store's to truncate
-  int log_frames = -1;
-  int checkpointed = -1;
-  const int rc = sqlite3_wal_checkpoint_v2(db_.handle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE,
-                                           &log_frames, &checkpointed);
-  if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return false;
-  if (rc != SQLITE_OK)
-    throw_sqlite(db_.handle(), rc, "truncating the WAL of key store '" + path_ + "'");
-  return log_frames == 0;
+  const std::string what = "truncating the WAL of key store '" + path_ + "'";
+  const WalCheckpoint c = sqlite_checkpoint_truncate(db_, false, what.c_str());
+  return c.ok && c.log_frames == 0;
 }
 
 void KeyStore::require_writable(const std::string& purpose) {
@@ -546,7 +509,7 @@ void KeyStore::require_writable(const std::string& purpose) {
                       "current_setting('transaction_read_only') = 'off' THEN 1 ELSE 0 END") != 1)
       throw StoreError(refused + "does not let this role destroy keys (read-only)" + then);
     writable_checked_ = true;  // privileges are the server's: asked once per open
-  } else if (sqlite3_db_readonly(db_.handle(), "main") != 0 || ::access(path_.c_str(), W_OK) != 0) {
+  } else if (sqlite_read_only(db_) || ::access(path_.c_str(), W_OK) != 0) {
     throw StoreError(refused + "is read-only (file or directory permissions)" + then);
   }
 }

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "crypto.h"
-#include "sqlite_db.h"
+#include "db/database.h"
 
 namespace svattn::store_detail {
 

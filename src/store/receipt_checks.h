@@ -1,9 +1,7 @@
 // The erasure receipt's checks of the certificate, the key destruction and the backups
-// (store_receipt_checks.cpp), and the read-only SQLite reader they share with the chain check.
+// (store_receipt_checks.cpp).
 // Private to the store.
 #pragma once
-#include <sqlite3.h>
-
 #include <string>
 #include <vector>
 
@@ -11,21 +9,6 @@
 #include "svattn/store_evidence.h"
 
 namespace svattn::store_detail {
-
-/// A read-only SQLite connection to a backup copy (the rows the public Store API does not give).
-class ReadOnlyDb {
- public:
-  explicit ReadOnlyDb(const std::string& path);  ///< IoError naming the path
-  ~ReadOnlyDb();
-  ReadOnlyDb(const ReadOnlyDb&) = delete;
-  ReadOnlyDb& operator=(const ReadOnlyDb&) = delete;
-  /// Rows of `sql` as text, the text parameters bound in order; FormatError on any failure.
-  std::vector<std::vector<std::string>> rows(const std::string& sql,
-                                             const std::vector<std::string>& params = {});
-
- private:
-  sqlite3* db_ = nullptr;
-};
 
 /// "certificate": the recorded certificate's optimality check ran and passed, and it certifies
 /// the states and the token count the forget entry records. Fills certificate_argument/_checks.

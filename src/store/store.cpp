@@ -10,7 +10,7 @@
 #include <ctime>
 
 #include "master_key.h"
-#include "pg_uri.h"
+#include "db/pg_uri.h"
 #include "store_impl.h"
 #include "svattn/hash.h"
 #include "svattn/kernel.h"
@@ -359,7 +359,7 @@ std::vector<double> Store::decision(const std::string& name, const RowMatrix& qu
 
 std::vector<AuditEntry> Store::audit() const {
   Impl& im = *impl_;
-  return im.read([&] { return im.read_audit(); });
+  return im.read([&] { return im.audit.read(); });
 }
 
 }  // namespace svattn

@@ -113,7 +113,7 @@ void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, co
   e.state_before = row.state_sha256;
   e.state_after = a.after_sha256;
   e.certificate = cert.dump();
-  append_audit(e);
+  audit.append(e);
   write_state_hash(row.id, a.after_sha256, e.seq);
 }
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <exception>
 
-#include "sql_dialect.h"
+#include "db/dialect.h"
 #include "store_impl.h"
 
 namespace svattn {

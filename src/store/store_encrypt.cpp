@@ -7,7 +7,8 @@
 #include <chrono>
 
 #include "master_key.h"
-#include "pg_uri.h"
+#include "db/pg_uri.h"
+#include "db/sqlite.h"
 #include "store_impl.h"
 
 namespace svattn {
@@ -66,10 +67,8 @@ bool Store::Impl::scrub_free_space() {
     db.exec("DELETE FROM meta WHERE key = 'encrypt_scrub_pending'");
     t.commit();
   }
-  int log = -1, done = -1;
-  const int rc =
-      sqlite3_wal_checkpoint_v2(db.handle(), "main", SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
-  return rc == SQLITE_OK && log == 0;
+  const WalCheckpoint c = sqlite_checkpoint_truncate(db, true);
+  return c.ok && c.log_frames == 0;
 }
 
 namespace {
@@ -228,7 +227,7 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
                                    {"tokens", res.tokens},
                                    {"state_sha256", memory_hashes(im.db)}}
                         .dump();
-    im.append_audit(e);
+    im.audit.append(e);
     t.commit();
   } catch (...) {
     t.rollback();

@@ -15,40 +15,6 @@ namespace svattn {
 
 using namespace store_detail;
 
-std::vector<std::uint8_t> store_detail::encode_buckets(const std::vector<BucketDigest>& b) {
-  std::vector<std::uint8_t> out(b.size() * kBucketEntryBytes);
-  std::uint8_t* p = out.data();
-  for (const BucketDigest& d : b) {  // little-endian host (x86-64; docs/store.md)
-    std::memcpy(p, &d.bucket, 8);
-    std::memcpy(p + 8, &d.count, 4);
-    std::memcpy(p + 12, d.sha256.data(), 32);
-    p += kBucketEntryBytes;
-  }
-  return out;
-}
-
-bool store_detail::decode_buckets(const std::uint8_t* p, std::size_t n,
-                                  std::vector<BucketDigest>& out) {
-  if (n % kBucketEntryBytes != 0) return false;
-  for (std::size_t k = 0; k < n / kBucketEntryBytes; ++k, p += kBucketEntryBytes) {
-    BucketDigest d;
-    std::memcpy(&d.bucket, p, 8);
-    std::memcpy(&d.count, p + 8, 4);
-    std::memcpy(d.sha256.data(), p + 12, 32);
-    out.push_back(d);
-  }
-  return true;
-}
-
-std::vector<BucketDigest> store_detail::record_buckets(const TokenSet& ts) {
-  return bucket_digests(
-      ts.ids.size(), static_cast<int>(ts.keys.cols()), static_cast<int>(ts.values.cols()),
-      [&](std::size_t r) {
-        const auto i = static_cast<Eigen::Index>(r);
-        return CanonicalRow{ts.ids[r], ts.keys.row(i).data(), ts.values.row(i).data()};
-      });
-}
-
 void Store::Impl::write_record_buckets(std::int64_t memory_id, std::int64_t record,
                                        const TokenSet& retained, Sealer* sealer) {
   const std::vector<std::uint8_t> plain = encode_buckets(record_buckets(retained));
@@ -276,7 +242,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   e.state_before = row.state_sha256;
   e.state_after = f.after_sha256;
   e.certificate = fr.certificate.to_json().dump();
-  append_audit(e);
+  audit.append(e);
   write_state_hash(row.id, f.after_sha256, e.seq);
 }
 

@@ -1,11 +1,14 @@
-// Store::Impl, the state of an open store, shared by the files that implement it (internal):
+// Store::Impl, the state of an open store, shared by the files that implement it (internal). Its
+// parts with one owner each: the connection (db/), the audit log (audit_log.h), the key store
+// (key_store.h), the payload codec (payload_reader.h, pipelined_open.h), the bounds codecs
+// (bounds_codec.h) and the tables' DDL (schema_ddl.h); the operations over them:
 //   store.cpp          Store: construction, read-only views (info, records, query, audit)
-//   store_schema.cpp   opening, the schema, validation and migrations (docs/store.md "Schema")
-//   store_rows.cpp     row I/O: memories, tokens, records, support, restore
+//   store_schema.cpp   opening, the schema of a new store, validation (docs/store.md "Schema")
+//   migrate/upgrade.cpp  upgrades of older schema versions, one function per version step
+//   store_rows.cpp     row I/O: memories, tokens, records, support, restore (rows: store_rows.h)
 //   store_screening.cpp  the persisted screening bounds: the head row, writing and reading them
 //   store_screening_legacy.cpp  the screening layouts of schema 2-5: read-only opens, the upgrade
 //   store_bounds_groups.cpp  the bounds groups: membership, blobs, keys, rotation on erasure
-//   store_audit.cpp    the audit chain: append, read, check (docs/store.md "Audit log")
 //   store_ops.cpp      the one skeleton of every mutating operation, and create/add/forget/
 //                      suspend/resume/import chunks on it
 //   store_import.cpp   bulk import planning and resume (docs/store.md "Bulk import")
@@ -17,25 +20,23 @@
 //   store_encrypt.cpp  encrypt_store: converting a plaintext store (docs/store.md "Encrypting")
 #pragma once
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "audit_log.h"
+#include "bounds_codec.h"
 #include "crypto.h"
+#include "db/database.h"
 #include "key_store.h"
-#include "sqlite_db.h"
+#include "payload_reader.h"
+#include "store_rows.h"
 #include "svattn/hash.h"
 #include "svattn/readout.h"
 #include "svattn/store.h"
@@ -46,284 +47,12 @@ namespace svattn {
 namespace store_detail {
 
 extern const char* const kMagic;
-extern const std::string kZeroHash;
-
-// Partition codes of the support table.
-constexpr int kPartMargin = 1;
-constexpr int kPartError = 2;
-
-nlohmann::json diagnostics_to_json(const OpDiagnostics& d);
-/// The outcome fields every operation's certificate carries.
-void add_outcome_fields(nlohmann::json& cert, const Memory& mem, const State& after,
-                        const OpDiagnostics& diagnostics);
-inline std::int64_t record_lo(std::int64_t record) { return record << kPositionBits; }
-inline std::int64_t record_hi(std::int64_t record) {
-  return (record << kPositionBits) | kMaxPosition;
-}
-void check_record(std::int64_t record);
-bool same_bits(double a, double b);
-bool valid_utf8(const std::string& s);
-
-struct MemoryRow {
-  std::int64_t id = 0;
-  std::string name;
-  MemorySettings settings;
-  int dim = 0;
-  int value_dim = 0;
-  double b = 0;
-  Status status = Status::kEmpty;
-  bool warmup = false;
-  KktReport kkt;
-  std::string state_sha256;
-  std::int64_t last_audit_seq = 0;
-};
-
-struct RecordRow {
-  bool exists = false;
-  bool suspended = false;
-  std::string key_id;              // empty: its payloads are plaintext
-  std::int64_t bounds_group = -1;  // -1: none (before schema 6)
-};
-
-// What a query needs: the support (alpha > 0, ascending id) and b of the stored state.
-struct StoredSupport {
-  std::int64_t id = 0;
-  std::int64_t seq = 0;
-  int dim = 0;
-  int value_dim = 0;
-  KernelSettings kernel;
-  double b = 0;
-  Support support;
-};
-
-struct Cached {
-  std::int64_t id = 0;
-  std::int64_t seq = 0;
-  std::unique_ptr<Memory> memory;
-};
-
-struct ImportPlan {
-  std::vector<std::int64_t> records;            // ascending, distinct
-  std::vector<std::vector<Eigen::Index>> rows;  // input rows of each record, in input order
-};
-
-/// A record's data key was destroyed (crypto-shredded) but its ciphertext is still in the file.
-class RecordShredded : public FormatError {
- public:
-  RecordShredded(const std::string& msg, std::int64_t record) : FormatError(msg), record_(record) {}
-  std::int64_t record() const { return record_; }
-
- private:
-  std::int64_t record_;
-};
-
-/// Opens sealed blobs behind the reading of their rows (a restore of an encrypted memory;
-/// docs/store.md "Encryption at rest"): the reader copies each blob's ciphertext straight into its
-/// destination (taking the first-touch page faults there, as a plaintext read does) and keeps its
-/// nonce and tag in the current batch. Full batches end where a record does (so no opener is in two
-/// batches) and are queued for a worker thread, which opens them in place while the reader goes on
-/// without waiting for it; finish() opens what is left on both threads and reports the earliest
-/// token's failure. Destinations must stay valid until finish() (or the destructor, which stops
-/// the worker after its current batch).
-class PipelinedOpen {
- public:
-  PipelinedOpen() = default;
-  ~PipelinedOpen();
-  PipelinedOpen(const PipelinedOpen&) = delete;
-  PipelinedOpen& operator=(const PipelinedOpen&) = delete;
-  /// Queues the sealed blob of `n` bytes at `blob` to be opened under `op` into `out`
-  /// (`out_bytes`, exactly the opened size: InvalidArgument otherwise).
-  void add(Opener& op, const RecordAad& aad, const void* blob, std::size_t n, void* out,
-           std::size_t out_bytes);
-  /// Queues a token message (Sealer::seal_token) to be opened under `op`: its key column at
-  /// `key_blob` (kn + kTokenKeyOverhead bytes) and value column at `value_blob` (vn +
-  /// kTokenValueOverhead bytes; sizes checked by the caller) into `key_out` (kn bytes) and
-  /// `value_out` (vn bytes).
-  void add_token(Opener& op, const RecordAad& aad, const std::uint8_t* key_blob,
-                 const std::uint8_t* value_blob, void* key_out, std::size_t kn, void* value_out,
-                 std::size_t vn);
-  /// Opens everything queued; rethrows the first failure (RecordTampered names its record). A
-  /// caller that failed itself calls it before rethrowing its own error, so that an earlier
-  /// token's failure (queued or in the worker) is the one reported.
-  void finish();
-
- private:
-  struct Item {
-    Opener* op;
-    RecordAad aad;
-    std::array<std::uint8_t, 1 + kNonceBytes> header;  // version, nonce
-    std::array<std::uint8_t, kTagBytes> tag;
-    void* buf;  // holds the ciphertext until opened in place
-    std::size_t bytes;
-    void* value_buf;  // a token message's value part (aad.field == kToken), else unused
-    std::size_t value_bytes;
-  };
-  using Batch = std::vector<Item>;
-  struct Queued {
-    Batch items;  // released once opened
-    std::exception_ptr failure;
-  };
-  static void open_batch(const Batch& b);
-  Item& next_item(const Opener& op);  // queues a full batch first, at a record's end
-  void submit();
-  bool open_next();  // opens the next batch nobody has taken (either thread); false: none left
-  void work();       // the worker thread's loop until stopped
-  Batch filling_;
-  std::deque<Queued> queue_;  // in reading order; a deque keeps taken batches in place
-  std::size_t taken_ = 0;     // batches taken by a thread
-  std::size_t opened_ = 0;    // ... and done
-  // One worker thread for the whole pass, started by the first full batch (a pass of fewer blobs
-  // never starts one), instead of a thread per batch.
-  std::thread worker_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool stop_ = false;
-};
-
-/// Where a token row's payload is in a result row: its key and value blob columns, and how many
-/// doubles a key and a value hold.
-struct PayloadColumns {
-  int key = 1;
-  int value = 2;
-  int dim = 0;
-  int value_dim = 0;
-};
-
-/// Opens the payloads (key and value blobs) of token rows at the row-I/O boundary (docs/store.md
-/// "Encryption at rest"): a row whose record has no key id is plaintext (dim doubles in each
-/// column); otherwise it is sealed under the record's data key, looked up in the key store once
-/// per record and kept only as long as this reader. A sealed row holds one token message (seal
-/// version 2, written since schema 7) or two messages, one per column (seal version 1, written up
-/// to schema 6); the key column's first byte says which (docs/store.md "Token messages").
-class PayloadReader {
- public:
-  PayloadReader(KeyStore* keys, const std::string& store_path, std::int64_t memory_id)
-      : keys_(keys), path_(store_path), memory_id_(memory_id) {}
-  /// Decodes the key and value of token `id` (columns `c` of `q`) into `key` (c.dim doubles) and
-  /// `value` (c.value_dim); the record's key id is column `key_id_col` (NULL: plaintext).
-  /// FormatError naming the token on a wrong size, RecordTampered on failed authentication,
-  /// RecordShredded when the record's key was destroyed.
-  void read_token(const Statement& q, const PayloadColumns& c, int key_id_col, double* key,
-                  double* value, TokenId id);
-  /// As read_token with the record's opener given (from opener(), once per record; nullptr:
-  /// plaintext), but sealed payloads are queued on `pipe` instead of opened now (`key` and
-  /// `value` must stay valid until pipe.finish()); plaintext ones are copied now.
-  void read_token_queued(PipelinedOpen& pipe, const Statement& q, const PayloadColumns& c,
-                         Opener* op, double* key, double* value, TokenId id);
-  /// The opener of a record's data key (looked up once; RecordShredded when destroyed).
-  Opener& opener(const std::string& key_id, std::int64_t record);
-  /// Reads every live key of the memory in one scan of the key store (a pass over all records,
-  /// such as a restore); opener() then looks up only keys the scan did not list (shredded ones).
-  /// Once per reader; later calls do nothing.
-  void prefetch_keys();
-
- private:
-  std::unique_ptr<Opener> open_key(const std::string& key_id, std::int64_t record);
-  enum class Layout { kPlain, kTwoMessages, kTokenMessage };
-  /// A token row's payload: its layout, the key and value columns' bytes, and the plaintext sizes.
-  struct TokenRow {
-    Layout layout = Layout::kPlain;
-    const std::uint8_t* key = nullptr;
-    const std::uint8_t* value = nullptr;
-    std::size_t kn = 0;
-    std::size_t vn = 0;
-  };
-  /// The row's payload after its size checks (FormatError naming the token).
-  TokenRow checked_row(const Statement& q, const PayloadColumns& c, bool sealed, TokenId id) const;
-  [[noreturn]] void throw_foreign_key(const std::string& key_id, std::int64_t record,
-                                      const KeyOwner& owner) const;
-  struct PrefetchedKey {
-    std::int64_t record = 0;
-    SecretKey key;
-  };
-  KeyStore* keys_;
-  const std::string& path_;
-  std::int64_t memory_id_;
-  std::unordered_map<std::string, std::unique_ptr<Opener>> openers_;
-  std::unordered_map<std::string, PrefetchedKey> prefetched_;
-  bool prefetch_done_ = false;
-  // The last opener returned: consecutive tokens belong to one record.
-  std::string last_key_id_;
-  Opener* last_ = nullptr;
-};
-
-/// A record's persisted bucket digests (records.buckets, docs/store.md "Forget without a
-/// restore"): 44 bytes per bucket, bucket (i64) | count (u32) | SHA-256 (32), little-endian,
-/// ascending bucket; sealed under the record's data key in an encrypted store.
-constexpr std::size_t kBucketEntryBytes = 44;
-std::vector<std::uint8_t> encode_buckets(const std::vector<BucketDigest>& buckets);
-/// Appends the entries of `n` bytes at `p` to `out`; false when n is not a whole number of entries.
-bool decode_buckets(const std::uint8_t* p, std::size_t n, std::vector<BucketDigest>& out);
-/// The support rows of a stored state (margin and error tokens), ascending id.
-struct StoredSupportRows {
-  std::vector<TokenId> ids;
-  std::vector<double> alpha;
-  std::vector<char> is_error;
-  std::size_t margin = 0, error = 0;
-};
-
-/// The bucket digests (docs/math.md §6) of one record's tokens, given in ascending id.
-std::vector<BucketDigest> record_buckets(const TokenSet& record_tokens);
 
 /// The operations' timer (steady clock).
 using OpClock = std::chrono::steady_clock;
 inline double seconds_since(OpClock::time_point t0) {
   return std::chrono::duration<double>(OpClock::now() - t0).count();
 }
-
-/// Checksum of a schema 2-4 screening row, every bound in it (docs/store.md "Persisted
-/// screening").
-std::string screening_checksum(std::int64_t memory_id, const std::string& state_sha256,
-                               const double* bounds, std::size_t n);
-/// Checksum of a schema-5 screening head row.
-std::string screening_head_checksum(std::int64_t memory_id, const std::string& state_sha256,
-                                    std::int64_t tokens, std::int64_t epoch);
-/// Decodes a schema-5 records.bounds blob (epoch (i64) | k fp64 | SHA-256 (32), little-endian)
-/// of `n` bytes at `p` into k bounds at `out`; empty, or what is wrong with them.
-std::string decode_record_bounds(std::int64_t memory_id, std::int64_t record, std::int64_t epoch,
-                                 const std::uint8_t* p, std::size_t n, std::size_t k, double* out);
-/// A bounds group (docs/store.md "Bounds groups") takes new records while it holds fewer than
-/// kGroupMaxRecords records and their token rows stay within kGroupMaxTokens (a larger record gets
-/// a group of its own): a full rewrite of the bounds seals one blob per group, not per record, and
-/// an erasure rewrites one group's blob.
-constexpr std::int64_t kGroupMaxRecords = 64;
-constexpr std::int64_t kGroupMaxTokens = 4096;
-/// One record's part of a group blob: its active tokens' bounds, `count` of them.
-struct GroupEntry {
-  std::int64_t record = 0;
-  std::int64_t count = 0;
-};
-/// A group blob's content: the epoch, the entries in ascending record, their bounds back to back.
-struct GroupBounds {
-  std::int64_t epoch = 0;
-  std::vector<GroupEntry> entries;
-  std::vector<double> bounds;
-};
-/// The plaintext group blob: EPOCH (i64) | M (i64) | M x (RECORD, COUNT) (i64) | bounds (fp64) |
-/// SHA-256("svattn-group-bounds-v1\n" MEMORY "\n" GROUP "\n" EPOCH "\n" M "\n" ENTRIES BOUNDS),
-/// little-endian (docs/store.md "Bounds groups").
-std::vector<std::uint8_t> encode_group_bounds(std::int64_t memory_id, std::int64_t group,
-                                              const GroupBounds& g);
-/// Decodes `n` bytes at `p`; empty, or what is wrong with them ("bounds group G: …").
-std::string decode_group_bounds(std::int64_t memory_id, std::int64_t group, const std::uint8_t* p,
-                                std::size_t n, GroupBounds* out);
-/// The records of ascending token ids `ids` with the range [first, first + count) of each.
-struct RecordRange {
-  std::int64_t record;
-  std::size_t first, count;
-};
-std::vector<RecordRange> record_ranges(const std::vector<TokenId>& ids);
-/// The head row of a memory's persisted screening (schema 5 on).
-struct ScreeningHead {
-  bool present = false;
-  std::string state_sha256;
-  std::int64_t tokens = 0;  ///< active tokens the record blobs cover; 0: the memory has no bounds
-  std::int64_t epoch = 0;   ///< the record blobs of another epoch are stale
-  std::string checksum;
-};
-/// The support digest (docs/store.md "Persisted screening") of the state `mem` holds, from its own
-/// tokens: the same bytes Store::Impl::support_digest reads from the file.
-std::string memory_support_digest(std::int64_t memory_id, const Memory& mem, const State& st);
 
 /// What the audit chain says of a memory's records (store_verify_chain.cpp).
 enum class ChainState;
@@ -353,6 +82,7 @@ struct Store::Impl {
   std::string keys_path;    // PostgreSQL: keys= of the URI (a key store file or key database)
   StoreOptions options;
   Database db;
+  store_detail::AuditLog audit{db};  // the audit table and its head anchor (audit_log.h)
   std::map<std::string, Cached> cache;
   std::map<std::string, StoredSupport> supports;
   std::map<std::string, RestoreReport> restores;      // the last restore of each memory
@@ -392,11 +122,25 @@ struct Store::Impl {
   void require_writable() const;
   void initialise_schema();
   void validate_existing();
-  void upgrade_schema();
-  void upgrade_schema_in_transaction();
   void checkpoint(bool* truncated);
   /// What an erasure rests on for this backend (StoreErasure::secure_delete, erasure_basis).
   void describe_erasure(StoreErasure& se) const;
+
+  // ------------------------------------------------------------------ migrate/upgrade.cpp
+  /// Upgrades an older store in place (docs/store.md "Schema versions and upgrade").
+  void upgrade_schema();
+  void upgrade_schema_in_transaction();
+  struct Upgrade;
+  /// One function per version step: its tables (DDL), then, where the version changed rows, them.
+  void upgrade_tables_v2(Upgrade& u);
+  void upgrade_tables_v3(Upgrade& u);
+  void upgrade_tables_v4(Upgrade& u);
+  void upgrade_tables_v5(Upgrade& u);
+  void upgrade_tables_v6(Upgrade& u);
+  void upgrade_rows_v2(Upgrade& u);
+  void upgrade_rows_v4(Upgrade& u);
+  void upgrade_rows_v6(Upgrade& u);
+  void log_upgrade(const Upgrade& u);
 
   // ------------------------------------------------------------------ store_payload.cpp
   /// Opens (fresh: creates) the key store of an encrypted store.
@@ -653,23 +397,6 @@ struct Store::Impl {
   /// The support of the stored state, for queries (no restore when the hash checks).
   const StoredSupport& stored_support(const std::string& name);
 
-  // ------------------------------------------------------------------ store_audit.cpp
-  std::int64_t next_seq_and_head(std::string* head);
-  /// Fills seq, time, prev_hash and entry_hash, inserts the row, moves the head anchor.
-  void append_audit(AuditEntry& e);
-  /// The same for several entries in order, chained to each other (one read of the head).
-  /// `head` (optional): the chain's head as the caller read it inside this write transaction
-  /// (seq 0 and kZeroHash for an empty chain); then the head is not read again.
-  struct AuditHead {
-    std::int64_t seq = 0;
-    std::string hash;
-  };
-  void append_audits(const std::vector<AuditEntry*>& entries, const AuditHead* head = nullptr);
-  std::vector<AuditEntry> read_audit();
-  /// Checks the chain of `entries` and the head anchor; fills the last state of every memory.
-  void check_chain(const std::vector<AuditEntry>& entries, StoreVerification& v,
-                   std::map<std::string, std::pair<std::string, std::int64_t>>& last_state);
-
   // ------------------------------------------------------------------ store_ops.cpp
   struct OpContext;
   template <class Result>
@@ -787,6 +514,10 @@ struct Store::Impl {
                        std::vector<std::string>& problems);
   void check_buckets(const MemoryRow& row, const TokenSet& tokens,
                      std::vector<std::string>& problems);
+  /// Token rows whose record/position disagree with their id or whose record has no row, and a
+  /// created_utc that is not the time of the memory's create entry.
+  void check_token_rows(const MemoryRow& row, const std::vector<AuditEntry>& entries,
+                        std::vector<std::string>& problems);
   // ------------------------------------------------------------------ store_verify_chain.cpp
   /// Empty when row's settings, dim and value_dim are those of its create entry; else the
   /// difference, field by field.

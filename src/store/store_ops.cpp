@@ -97,7 +97,7 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       e.token_count = op.token_count;
       e.state_before = ctx.before.state_sha256;
       e.state_after = after.state_sha256;
-      append_audit(e);
+      audit.append(e);
       const bool moved = write_state(row.id, ctx.before, after, e.seq, name);
       // A bounded memory evicts tokens of untouched records: every blob is rewritten.
       const auto s0 = OpClock::now();
@@ -546,7 +546,7 @@ OpResult Store::create_memory(const std::string& name, const MemorySettings& set
       {"value_dim", value_dim},
       {"encryption",
        im.encryption}}.dump();
-  im.append_audit(e);
+  im.audit.append(e);
   Impl::Statement ins(im.db.handle(),
                       "INSERT INTO memories(name, settings, dim, value_dim, b, status, warmup, "
                       "kkt_max_violation, kkt_sum_error, kkt_box_violation, state_sha256, "

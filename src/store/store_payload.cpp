@@ -1,16 +1,13 @@
 // The row-I/O boundary of token payloads (docs/store.md "Encryption at rest"): sealing a record's
 // key and value bytes under its own data key when token rows are written, opening them when they
 // are read, and the key store the data keys live in. Everything above this file sees plaintext.
-#include <pthread.h>
-#include <sched.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
 
 #include "master_key.h"
-#include "pg_uri.h"
+#include "db/pg_uri.h"
 #include "store_impl.h"
 
 namespace svattn {
@@ -102,283 +99,6 @@ std::string Store::Impl::key_store_path() const {
 }
 
 std::string Store::Impl::key_id_column() const { return has_key_id_column ? "r.key_id" : "NULL"; }
-
-void PayloadReader::prefetch_keys() {
-  if (keys_ == nullptr || prefetch_done_) return;
-  prefetch_done_ = true;
-  for (KeyLookup& k : keys_->live_keys_of(memory_id_))
-    prefetched_[k.key_id] = {k.owner.record_id, std::move(k.key)};
-}
-
-Opener& PayloadReader::opener(const std::string& key_id, std::int64_t record) {
-  if (last_ != nullptr && key_id == last_key_id_) return *last_;
-  auto it = openers_.find(key_id);
-  if (it == openers_.end()) it = openers_.emplace(key_id, open_key(key_id, record)).first;
-  last_key_id_ = key_id;
-  last_ = it->second.get();
-  return *last_;
-}
-
-std::unique_ptr<Opener> PayloadReader::open_key(const std::string& key_id, std::int64_t record) {
-  const auto pre = prefetched_.find(key_id);
-  if (pre != prefetched_.end()) {
-    if (pre->second.record != record)
-      throw_foreign_key(key_id, record, {memory_id_, pre->second.record});
-    auto op = std::make_unique<Opener>(pre->second.key);
-    prefetched_.erase(pre);  // the key now lives only in the opener's schedule
-    return op;
-  }
-  if (keys_ == nullptr) {
-    throw FormatError("store '" + path_ + "': record " + std::to_string(record) +
-                      " is encrypted but the store has no key store (meta says plaintext)");
-  }
-  KeyLookup k = keys_->get(key_id);
-  if (k.shredded()) {
-    throw RecordShredded("store '" + path_ + "': record " + std::to_string(record) + " of memory " +
-                             std::to_string(memory_id_) + " is shredded: its data key " + key_id +
-                             " was destroyed at " + k.destroyed_utc,
-                         record);
-  }
-  if (k.owner.memory_id != memory_id_ || k.owner.record_id != record)
-    throw_foreign_key(key_id, record, k.owner);
-  return std::make_unique<Opener>(k.key);
-}
-
-void PayloadReader::throw_foreign_key(const std::string& key_id, std::int64_t record,
-                                      const KeyOwner& owner) const {
-  throw FormatError("store '" + path_ + "': record " + std::to_string(record) + " names data key " +
-                    key_id + ", which belongs to memory " + std::to_string(owner.memory_id) +
-                    " record " + std::to_string(owner.record_id));
-}
-
-namespace {
-
-// Copies a token's key and value bytes: a plaintext row's, or a token message's ciphertext that is
-// then opened in place.
-void copy_parts(const std::uint8_t* k, std::size_t kn, const std::uint8_t* v, std::size_t vn,
-                void* key, void* value) {
-  if (kn > 0) std::memcpy(key, k, kn);
-  if (vn > 0) std::memcpy(value, v, vn);
-}
-
-}  // namespace
-
-PayloadReader::TokenRow PayloadReader::checked_row(const Statement& q, const PayloadColumns& c,
-                                                   bool sealed, TokenId id) const {
-  TokenRow t;
-  t.key = static_cast<const std::uint8_t*>(q.blob_data(c.key));
-  t.value = static_cast<const std::uint8_t*>(q.blob_data(c.value));
-  t.kn = static_cast<std::size_t>(c.dim) * sizeof(double);
-  t.vn = static_cast<std::size_t>(c.value_dim) * sizeof(double);
-  std::size_t key_extra = 0;
-  std::size_t value_extra = 0;
-  if (sealed) {
-    const bool token_message = q.bytes(c.key) > 0 && t.key[0] == kTokenSealVersion;
-    t.layout = token_message ? Layout::kTokenMessage : Layout::kTwoMessages;
-    key_extra = token_message ? kTokenKeyOverhead : kSealOverhead;
-    value_extra = token_message ? kTokenValueOverhead : kSealOverhead;
-  }
-  const char* what = t.layout == Layout::kPlain          ? ""
-                     : t.layout == Layout::kTokenMessage ? " (sealed token message)"
-                                                         : " (sealed)";
-  const auto check = [&](int col, std::size_t want, const char* field) {
-    const auto have = static_cast<std::size_t>(q.bytes(col));
-    if (have != want) {
-      throw FormatError("store '" + path_ + "': token " + std::to_string(id) + " has a " + field +
-                        " blob of " + std::to_string(have) + " bytes, expected " +
-                        std::to_string(want) + what);
-    }
-  };
-  check(c.key, t.kn + key_extra, "key");
-  check(c.value, t.vn + value_extra, "value");
-  return t;
-}
-
-void PayloadReader::read_token(const Statement& q, const PayloadColumns& c, int key_id_col,
-                               double* key, double* value, TokenId id) {
-  Opener* op = nullptr;
-  if (!q.is_null(key_id_col)) op = &opener(q.text(key_id_col), record_of(id));
-  const TokenRow t = checked_row(q, c, op != nullptr, id);
-  const RecordAad at{memory_id_, record_of(id), position_of(id), RecordField::kToken};
-  switch (t.layout) {
-    case Layout::kPlain:
-      copy_parts(t.key, t.kn, t.value, t.vn, key, value);
-      return;
-    case Layout::kTwoMessages:
-      op->open_into({at.memory_id, at.record_id, at.position, RecordField::kKey}, t.key,
-                    t.kn + kSealOverhead, key, t.kn);
-      op->open_into({at.memory_id, at.record_id, at.position, RecordField::kValue}, t.value,
-                    t.vn + kSealOverhead, value, t.vn);
-      return;
-    case Layout::kTokenMessage:  // straight from the row into the destinations
-      op->open_token(at, t.key, t.value + t.vn,
-                     {t.key + kTokenKeyOverhead, reinterpret_cast<std::uint8_t*>(key), t.kn},
-                     {t.value, reinterpret_cast<std::uint8_t*>(value), t.vn});
-      return;
-  }
-}
-
-void PayloadReader::read_token_queued(PipelinedOpen& pipe, const Statement& q,
-                                      const PayloadColumns& c, Opener* op, double* key,
-                                      double* value, TokenId id) {
-  const TokenRow t = checked_row(q, c, op != nullptr, id);
-  const RecordAad at{memory_id_, record_of(id), position_of(id), RecordField::kToken};
-  switch (t.layout) {
-    case Layout::kPlain:
-      copy_parts(t.key, t.kn, t.value, t.vn, key, value);
-      return;
-    case Layout::kTwoMessages:
-      pipe.add(*op, {at.memory_id, at.record_id, at.position, RecordField::kKey}, t.key,
-               t.kn + kSealOverhead, key, t.kn);
-      pipe.add(*op, {at.memory_id, at.record_id, at.position, RecordField::kValue}, t.value,
-               t.vn + kSealOverhead, value, t.vn);
-      return;
-    case Layout::kTokenMessage:
-      pipe.add_token(*op, at, t.key, t.value, key, t.kn, value, t.vn);
-      return;
-  }
-}
-
-// ------------------------------------------------------------------------ PipelinedOpen
-
-namespace {
-// Blobs per batch (~256 KB of destinations at d = 64; a batch ends with its last record): small
-// enough that finish() soon has nothing left to wait for when the idle worker is starved.
-constexpr std::size_t kPipelineBatch = 512;
-}  // namespace
-
-PipelinedOpen::~PipelinedOpen() {
-  if (!worker_.joinable()) return;
-  {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;  // the loop finishes a running batch first: it writes into the caller's buffers
-  }
-  changed_.notify_all();
-  worker_.join();
-}
-
-void PipelinedOpen::add(Opener& op, const RecordAad& aad, const void* blob, std::size_t n,
-                        void* out, std::size_t out_bytes) {
-  const std::size_t bytes = opened_size(aad, n);
-  if (out_bytes != bytes) {
-    throw InvalidArgument("PipelinedOpen::add: output has " + std::to_string(out_bytes) +
-                          " bytes, the sealed blob holds " + std::to_string(bytes));
-  }
-  const auto* b = static_cast<const std::uint8_t*>(blob);
-  Item& it = next_item(op);
-  it.op = &op;
-  it.aad = aad;
-  std::memcpy(it.header.data(), b, it.header.size());
-  std::memcpy(it.tag.data(), b + it.header.size() + bytes, it.tag.size());
-  it.buf = out;
-  it.bytes = bytes;
-  it.value_buf = nullptr;
-  it.value_bytes = 0;
-  if (bytes > 0) std::memcpy(out, b + it.header.size(), bytes);
-}
-
-void PipelinedOpen::add_token(Opener& op, const RecordAad& aad, const std::uint8_t* key_blob,
-                              const std::uint8_t* value_blob, void* key_out, std::size_t kn,
-                              void* value_out, std::size_t vn) {
-  Item& it = next_item(op);
-  it.op = &op;
-  it.aad = aad;
-  std::memcpy(it.header.data(), key_blob, it.header.size());
-  std::memcpy(it.tag.data(), value_blob + vn, it.tag.size());
-  it.buf = key_out;
-  it.bytes = kn;
-  it.value_buf = value_out;
-  it.value_bytes = vn;
-  copy_parts(key_blob + kTokenKeyOverhead, kn, value_blob, vn, key_out, value_out);
-}
-
-PipelinedOpen::Item& PipelinedOpen::next_item(const Opener& op) {
-  // A full batch ends where a record (an opener) does: two threads never share an opener.
-  if (filling_.size() >= kPipelineBatch && filling_.back().op != &op) submit();
-  if (filling_.empty()) filling_.reserve(kPipelineBatch);
-  return filling_.emplace_back();
-}
-
-void PipelinedOpen::open_batch(const Batch& b) {
-  for (const Item& it : b) {
-    if (it.aad.field == RecordField::kToken) {
-      it.op->open_token_in_place(it.aad, it.header.data(), it.tag.data(), it.buf, it.bytes,
-                                 it.value_buf, it.value_bytes);
-    } else {
-      it.op->open_in_place(it.aad, it.header.data(), it.tag.data(), it.buf, it.bytes);
-    }
-  }
-}
-
-void PipelinedOpen::submit() {
-  {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({std::move(filling_), nullptr});
-  }
-  filling_ = Batch();
-  if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
-  changed_.notify_all();
-}
-
-bool PipelinedOpen::open_next() {
-  Queued* q = nullptr;
-  {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    if (taken_ == queue_.size()) return false;
-    q = &queue_[taken_++];
-  }
-  try {
-    open_batch(q->items);
-  } catch (...) {
-    q->failure = std::current_exception();
-  }
-  Batch().swap(q->items);
-  {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    ++opened_;
-  }
-  changed_.notify_all();
-  return true;
-}
-
-void PipelinedOpen::work() {
-#ifdef SCHED_IDLE
-  // Only CPU time nothing else wants: while the rows stream in, the server and the reader can
-  // keep both cores of a small machine busy, and a worker beside them slows the scan by more than
-  // it opens. What it has not opened by the end, finish() opens on both threads. (Unsupported:
-  // it runs at normal priority.)
-  const sched_param idle{};
-  pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
-#endif
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [this] { return stop_ || taken_ < queue_.size(); });
-      if (stop_) return;
-    }
-    open_next();
-  }
-}
-
-void PipelinedOpen::finish() {
-  if (!worker_.joinable()) {  // a pass of less than one batch: nothing was queued
-    open_batch(filling_);
-    filling_.clear();
-    return;
-  }
-  if (!filling_.empty()) submit();
-  while (open_next()) {  // what the worker has not taken yet, beside it
-  }
-  std::deque<Queued> done;
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return opened_ == queue_.size(); });
-    done.swap(queue_);
-    taken_ = opened_ = 0;
-  }
-  for (Queued& q : done)
-    if (q.failure != nullptr) std::rethrow_exception(q.failure);
-}
 
 void Store::Impl::discard_new_keys() noexcept {
   drop_cached_group_keys(new_key_ids);
@@ -545,7 +265,7 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
   // query (one round trip on PostgreSQL): pending rows first.
   std::vector<Pending> pending;
   std::vector<KeyOwner> spares;
-  AuditHead head{0, kZeroHash};
+  AuditLog::Head head{0, kZeroHash};
   {
     Statement q(db.handle(),
                 "SELECT 0, rowid, key_id, memory, record FROM pending_shreds UNION ALL SELECT 1, "
@@ -581,7 +301,7 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
     entries.push_back(shred_entry(destroyed[i], pending[i].memory, pending[i].record));
   std::vector<AuditEntry*> log;
   for (AuditEntry& e : entries) log.push_back(&e);
-  append_audits(log, &head);
+  audit.append(log, &head);
   Statement spare(db.handle(),
                   "UPDATE bounds_groups SET next_key_id = ?3 WHERE memory_id = ?1 AND group_id = "
                   "?2 AND next_key_id IS NULL AND key_id IS NOT NULL");

@@ -3,9 +3,10 @@
 // own (docs/audit.md "Erasure receipt"). Rendering is in store_receipt_render.cpp.
 #include <filesystem>
 
-#include "pg_uri.h"
+#include "db/pg_uri.h"
 #include "receipt_checks.h"
-#include "sqlite_db.h"
+#include "db/postgres.h"
+#include "db/sqlite.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
 #include "svattn/io.h"
@@ -23,9 +24,11 @@ std::string read_anchor(const std::string& store_path, int busy_timeout_ms) {
   Database db;
   if (store_detail::is_postgres_uri(store_path)) {
     const store_detail::PgLocation loc = store_detail::parse_postgres_uri(store_path);
-    db = Database::postgres(loc.conninfo, loc.display, busy_timeout_ms);
+    db = store_detail::open_postgres(loc.conninfo, loc.display, busy_timeout_ms);
   } else {
-    db = Database(store_path, SQLITE_OPEN_READONLY);
+    store_detail::SqliteOpen how;
+    how.read_only = true;
+    db = store_detail::open_sqlite(store_path, how);
   }
   return db.query_text("SELECT value FROM meta WHERE key = 'audit_head_hash'");
 }

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "key_store.h"
+#include "db/sqlite.h"
 #include "master_key.h"
 #include "receipt_checks.h"
 #include "svattn/errors.h"
@@ -10,44 +11,6 @@
 #include "svattn/io.h"
 
 namespace svattn::store_detail {
-
-ReadOnlyDb::ReadOnlyDb(const std::string& path) {
-  const std::string uri = "file:" + path + "?mode=ro";
-  if (sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) !=
-      SQLITE_OK) {
-    const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw IoError("receipt: cannot open '" + path + "': " + msg);
-  }
-  sqlite3_busy_timeout(db_, 5000);
-}
-
-ReadOnlyDb::~ReadOnlyDb() { sqlite3_close(db_); }
-
-std::vector<std::vector<std::string>> ReadOnlyDb::rows(const std::string& sql,
-                                                       const std::vector<std::string>& params) {
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
-    throw FormatError(std::string("receipt: not a store (") + sqlite3_errmsg(db_) + ")");
-  }
-  for (std::size_t k = 0; k < params.size(); ++k)
-    sqlite3_bind_text(st, static_cast<int>(k + 1), params[k].c_str(), -1, SQLITE_TRANSIENT);
-  std::vector<std::vector<std::string>> out;
-  int rc = 0;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    std::vector<std::string> row;
-    for (int c = 0; c < sqlite3_column_count(st); ++c) {
-      const unsigned char* t = sqlite3_column_text(st, c);
-      row.emplace_back(t ? reinterpret_cast<const char*>(t) : "");
-    }
-    out.push_back(std::move(row));
-  }
-  const std::string msg = sqlite3_errmsg(db_);
-  sqlite3_finalize(st);
-  if (rc != SQLITE_DONE) throw FormatError("receipt: " + msg);
-  return out;
-}
 
 namespace {
 

@@ -72,7 +72,7 @@ bool Store::Impl::rehash_memory(const MemoryRow& row, std::int64_t old_schema) {
                                              "coefficients equals the recorded hash"},
                                  {"tokens", tokens.ids.size()}}
                       .dump();
-  append_audit(e);
+  audit.append(e);
   write_state_hash(row.id, now, e.seq);
   if (old_schema >= 2) rebind_screening(row, now);
   return true;

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "sql_dialect.h"
+#include "db/dialect.h"
 #include "store_impl.h"
 #include "svattn/hash.h"
 

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <fstream>
 
+#include "db/postgres.h"
+#include "db/sqlite.h"
+#include "schema_ddl.h"
 #include "store_impl.h"
 
 namespace svattn {
@@ -15,84 +18,6 @@ using namespace store_detail;
 
 namespace {
 
-// Schema version 6 (docs/store.md "Schema"), with kScreeningTableSql, kPendingShredsSql and
-// kBoundsGroupsSql below (shared with the upgrades). Version 5 is this without the bounds groups
-// (records.bounds_group, the bounds_groups table) and with each record's screening bounds in
-// records.bounds; version 4 also without records.bounds and screening.epoch, every bound in the
-// screening row; version 3 also without records.buckets and with version-1 state hashes; version 2
-// also without records.key_id, the meta row 'encryption' and pending_shreds; version 1 also without
-// the screening table. records.key_id is the id of the record's data key in STORE.keys (NULL: its
-// token payloads are plaintext) and records.buckets its bucket digests (sealed under that key;
-// docs/store.md "Forget without a restore"); neither is a payload, so they may live in a WITHOUT
-// ROWID table (docs/store.md "Encryption at rest"). records.bounds_group names the record's
-// bounds group, whose blob holds the screening bounds of its records (docs/store.md "Bounds
-// groups"); an upgraded file keeps an unused records.bounds column (NULL).
-const char* kSchemaSql = R"SQL(
-CREATE TABLE meta(
-  key   TEXT PRIMARY KEY,
-  value TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE memories(
-  id                INTEGER PRIMARY KEY,
-  name              TEXT    NOT NULL UNIQUE,
-  settings          TEXT    NOT NULL,
-  dim               INTEGER NOT NULL,
-  value_dim         INTEGER NOT NULL,
-  b                 REAL    NOT NULL,
-  status            TEXT    NOT NULL,
-  warmup            INTEGER NOT NULL,
-  kkt_max_violation REAL    NOT NULL,
-  kkt_sum_error     REAL    NOT NULL,
-  kkt_box_violation REAL    NOT NULL,
-  state_sha256      TEXT    NOT NULL,
-  last_audit_seq    INTEGER NOT NULL,
-  created_utc       TEXT    NOT NULL
-);
-CREATE TABLE records(
-  memory_id INTEGER NOT NULL,
-  record    INTEGER NOT NULL,
-  suspended INTEGER NOT NULL DEFAULT 0,
-  added_utc TEXT    NOT NULL,
-  key_id    TEXT,
-  buckets   BLOB,
-  bounds_group INTEGER,
-  PRIMARY KEY(memory_id, record)
-) WITHOUT ROWID;
-CREATE TABLE tokens(
-  rowid     INTEGER PRIMARY KEY,
-  memory_id INTEGER NOT NULL,
-  token_id  INTEGER NOT NULL,
-  record    INTEGER NOT NULL,
-  position  INTEGER NOT NULL,
-  key       BLOB    NOT NULL,
-  value     BLOB    NOT NULL,
-  UNIQUE(memory_id, token_id)
-);
-CREATE TABLE support(
-  memory_id INTEGER NOT NULL,
-  token_id  INTEGER NOT NULL,
-  part      INTEGER NOT NULL,
-  alpha     REAL    NOT NULL,
-  PRIMARY KEY(memory_id, token_id)
-) WITHOUT ROWID;
-CREATE TABLE audit(
-  seq          INTEGER PRIMARY KEY,
-  time_utc     TEXT    NOT NULL,
-  operation    TEXT    NOT NULL,
-  memory       TEXT    NOT NULL,
-  record       INTEGER NOT NULL,
-  token_count  INTEGER NOT NULL,
-  state_before TEXT    NOT NULL,
-  state_after  TEXT    NOT NULL,
-  certificate  TEXT    NOT NULL,
-  prev_hash    TEXT    NOT NULL,
-  entry_hash   TEXT    NOT NULL
-);
-CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
-  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
-  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
-)SQL";
 
 std::string fs_parent(const std::string& path) {
   const std::size_t slash = path.find_last_of('/');
@@ -100,65 +25,8 @@ std::string fs_parent(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// file: URI of `path` with immutable=1 ('%', '?' and '#' percent-encoded).
-std::string immutable_uri(const std::string& path) {
-  std::string u = "file:";
-  for (char ch : path) {
-    if (ch == '%' || ch == '?' || ch == '#') {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(ch));
-      u += buf;
-    } else {
-      u += ch;
-    }
-  }
-  return u + "?immutable=1";
-}
 
-// Version 2 -> 3: data keys whose destruction a committed forget scheduled (docs/store.md
-// "Erasure by key destruction").
-const char* kPendingShredsSql = R"SQL(
-CREATE TABLE IF NOT EXISTS pending_shreds(
-  rowid     INTEGER PRIMARY KEY,
-  key_id    TEXT    NOT NULL,
-  memory    TEXT    NOT NULL,
-  record    INTEGER NOT NULL
-);
-)SQL";
 
-// Version 1 -> 2: the persisted screening bounds (docs/store.md "Persisted screening"); epoch from
-// version 5 (bounds is then empty: they live in records.bounds).
-const char* kScreeningTableSql = R"SQL(
-CREATE TABLE screening(
-  memory_id    INTEGER PRIMARY KEY,
-  state_sha256 TEXT    NOT NULL,
-  tokens       INTEGER NOT NULL,
-  bounds       BLOB    NOT NULL,
-  checksum     TEXT    NOT NULL,
-  support_sha256 TEXT  NOT NULL,
-  epoch        INTEGER NOT NULL DEFAULT 0
-);
-)SQL";
-
-// Version 5 -> 6: the bounds groups (docs/store.md "Bounds groups"). One row per group: its key
-// and the spare key that replaces it at the next erasure of one of its records (NULL in a
-// plaintext store; the spare NULL until made), how many records and token rows it was given (for
-// placing new records; not checked), and the blob of its active records' screening bounds (NULL:
-// none).
-const char* kBoundsGroupsSql = R"SQL(
-CREATE TABLE bounds_groups(
-  rowid          INTEGER PRIMARY KEY,
-  memory_id      INTEGER NOT NULL,
-  group_id       INTEGER NOT NULL,
-  key_id         TEXT,
-  next_key_id    TEXT,
-  member_records INTEGER NOT NULL,
-  member_tokens  INTEGER NOT NULL,
-  bounds         BLOB,
-  UNIQUE(memory_id, group_id)
-);
-CREATE INDEX records_bounds_group ON records(memory_id, bounds_group);
-)SQL";
 }  // namespace
 
 bool Store::Impl::open_file() {
@@ -186,23 +54,20 @@ bool Store::Impl::open_file() {
   if (fresh && options.read_only) {
     throw InvalidArgument("store '" + path + "' does not exist (cannot create it read-only)");
   }
-  int flags =
-      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX;
-  if (fresh) flags |= SQLITE_OPEN_CREATE;
-  if (options.read_only && cannot_share_wal()) {
-    // A WAL reader needs the -shm file; in a directory the user cannot write it cannot be made.
-    // With no -wal file the database file is complete, so it is opened immutable (docs/store.md).
-    db = Database(immutable_uri(path), flags | SQLITE_OPEN_URI);
-  } else {
-    db = Database(path, flags);
-  }
-  sqlite3_busy_timeout(db.handle(), options.busy_timeout_ms);
+  SqliteOpen how;
+  how.read_only = options.read_only;
+  how.create = fresh;
+  how.busy_timeout_ms = options.busy_timeout_ms;
+  // A WAL reader needs the -shm file; in a directory the user cannot write it cannot be made.
+  // With no -wal file the database file is complete, so it is opened immutable (docs/store.md).
+  how.uri = options.read_only && cannot_share_wal();
+  db = open_sqlite(how.uri ? sqlite_immutable_uri(path) : path, how);
   if (fresh) db.exec("PRAGMA journal_mode=WAL");
   return fresh;
 }
 
 bool Store::Impl::open_postgres() {
-  db = Database::postgres(pg_conninfo, path, options.busy_timeout_ms);
+  db = store_detail::open_postgres(pg_conninfo, path, options.busy_timeout_ms);
   const bool exists =
       db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'") > 0;
   if (!exists && !options.create) {
@@ -240,99 +105,6 @@ void Store::Impl::open() {
   complete_shreds(nullptr);  // a purged record's bounds group key, if it was still live
 }
 
-// Upgrades an older store in place, in one transaction logged in the audit chain: from version 1
-// the screening table is created and filled for every memory (each restored once from its
-// tokens); from version 2 records.key_id, meta 'encryption' and pending_shreds are added; from
-// version 3 every memory's state hash is checked in the version-1 format and rewritten in the
-// current one (store_rehash.cpp); from version 5 every record joins a bounds group and the
-// screening bounds move into the groups' blobs (store_screening_legacy.cpp); from version 6 only
-// the version number changes (token messages are written from then on). A read-only
-// connection reads an older store as it is. Keys made for the groups are destroyed again if the
-// upgrade fails.
-void Store::Impl::upgrade_schema() {
-  try {
-    upgrade_schema_in_transaction();
-  } catch (...) {
-    discard_new_keys();
-    throw;
-  }
-  new_key_ids.clear();
-}
-
-void Store::Impl::upgrade_schema_in_transaction() {
-  Transaction t(db, true, path, options.busy_timeout_ms);
-  const std::int64_t version = db.query_int("PRAGMA user_version");
-  if (version >= kStoreSchemaVersion) {  // another process upgraded it meanwhile
-    schema_version = version;
-    encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
-    has_key_id_column = true;
-    return;
-  }
-  // v3: records.key_id (NULL: plaintext payloads) and meta 'encryption'. An older store was
-  // written in plain text and stays so ("none"; docs/store.md "Encryption at rest").
-  if (db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'key_id'") == 0)
-    db.exec("ALTER TABLE records ADD COLUMN key_id TEXT");
-  // v4: records.buckets (the record's bucket digests, filled by rehash_states below).
-  if (db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'buckets'") == 0)
-    db.exec("ALTER TABLE records ADD COLUMN buckets BLOB");
-  // v5: screening.epoch; v6: records.bounds_group and the bounds groups (filled below). A schema-5
-  // file's records.bounds is emptied below and stays unused.
-  if (version >= 2 &&
-      db.query_int("SELECT count(*) FROM pragma_table_info('screening') WHERE name = 'epoch'") == 0)
-    db.exec("ALTER TABLE screening ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0");
-  const bool had_record_bounds =
-      db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'bounds'") > 0;
-  if (db.query_int(
-          "SELECT count(*) FROM pragma_table_info('records') WHERE name = 'bounds_group'") == 0) {
-    db.exec("ALTER TABLE records ADD COLUMN bounds_group INTEGER");
-    db.exec(kBoundsGroupsSql);
-  }
-  // v7: token messages (docs/store.md "Token messages"). Nothing to rewrite: rows sealed before
-  // keep their two messages and are read as such; rows written from now on hold one.
-  db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES ('encryption', 'none')");
-  db.exec(kPendingShredsSql);
-  encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
-  has_key_id_column = true;
-  if (key_store == nullptr) open_key_store(false);
-  if (version < 2) db.exec(kScreeningTableSql);
-  db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
-  Statement meta(db.handle(), "UPDATE meta SET value = ?1 WHERE key = 'schema_version'");
-  meta.bind(1, std::to_string(kStoreSchemaVersion)).run();
-  schema_version = kStoreSchemaVersion;
-  std::vector<std::string> unverified;
-  const std::int64_t rehashed = version < 4 ? rehash_states(version, &unverified) : 0;
-  std::int64_t rows = 0;
-  for (const MemoryRow& row : all_memory_rows()) place_unplaced_records(row.id);
-  if (version >= 2 && version < kFirstSchemaWithBoundsGroups) {
-    for (const MemoryRow& row : all_memory_rows()) regroup_screening(row, version);
-  }
-  if (had_record_bounds) db.exec("UPDATE records SET bounds = NULL WHERE bounds IS NOT NULL");
-  if (version < 2) {
-    for (const MemoryRow& row : all_memory_rows()) {
-      const Cached& c = ensure_loaded(row);
-      write_screening(row, *c.memory, true, {});
-      ++rows;
-    }
-  }
-  AuditEntry e;
-  e.operation = "upgrade";
-  e.record = -1;
-  e.certificate = nlohmann::json{
-      {"operation", "upgrade"},
-      {"from_schema_version", version},
-      {"to_schema_version", kStoreSchemaVersion},
-      {"screening_rows", rows},
-      {"rehashed_memories", rehashed},
-      {"unverified_memories", unverified},
-      {"bounds_groups", db.query_int("SELECT count(*) FROM bounds_groups")},
-      {"encryption",
-       encryption}}.dump();
-  append_audit(e);
-  t.commit();
-  std::fprintf(stderr, "svattn: store '%s' upgraded from schema version %lld to %d\n", path.c_str(),
-               static_cast<long long>(version), kStoreSchemaVersion);
-}
-
 bool Store::Impl::cannot_share_wal() const {
   const std::string dir = fs_parent(path);
   return ::access((path + "-wal").c_str(), F_OK) != 0 &&
@@ -353,10 +125,11 @@ void Store::Impl::initialise_schema() {
       db.query_int("SELECT count(*) FROM sqlite_master") != 0) {
     return;  // rolled back (nothing written); validate_existing() checks what is there
   }
-  db.exec(kSchemaSql);  // then the tables the upgrades also create (one definition each)
-  db.exec(kScreeningTableSql);
-  db.exec(kPendingShredsSql);
-  db.exec(kBoundsGroupsSql);
+  const SchemaDdl& ddl = schema_ddl(db);
+  db.exec_ddl(ddl.store_tables);  // then the tables the upgrades also create (one text each)
+  db.exec_ddl(ddl.screening);
+  db.exec_ddl(ddl.pending_shreds);
+  db.exec_ddl(ddl.bounds_groups);
   db.exec("PRAGMA application_id=" + std::to_string(kStoreApplicationId));
   db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
   Statement ins(db.handle(), "INSERT INTO meta(key, value) VALUES (?1, ?2)");
@@ -462,11 +235,7 @@ void Store::Impl::checkpoint(bool* truncated) {
     *truncated = false;
     return;
   }
-  int log = 0;
-  int done = 0;
-  const int rc =
-      sqlite3_wal_checkpoint_v2(db.handle(), "main", SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
-  *truncated = rc == SQLITE_OK;
+  *truncated = sqlite_checkpoint_truncate(db, true).ok;
 }
 
 }  // namespace svattn

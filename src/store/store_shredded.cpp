@@ -234,7 +234,7 @@ bool Store::Impl::purge_memory_in_transaction(std::int64_t memory_id,
   e.state_before = row.state_sha256;
   e.state_after = after.state_sha256;
   e.certificate = purge_certificate(list, rows, removed);
-  append_audit(e);
+  audit.append(e);
   write_state(row.id, before, after, e.seq, row.name);
   write_screening(row, *mem, true, {});
   t.commit();

@@ -16,7 +16,7 @@ StoreVerification Store::verify() const {
   StoreVerification v;
   im.read([&] {
     if (!im.tables_present(v.problems)) return 0;             // nothing further can be read
-    const std::vector<AuditEntry> entries = im.read_audit();  // same snapshot as the memories
+    const std::vector<AuditEntry> entries = im.audit.read();  // same snapshot as the memories
     // 1. SQLite structure (on PostgreSQL page integrity is the server's: not checked here).
     if (im.db.postgres()) {
       v.integrity_checked = false;
@@ -40,7 +40,7 @@ StoreVerification Store::verify() const {
     // 2. The audit chain.
     std::map<std::string, std::pair<std::string, std::int64_t>>
         last_state;  // memory -> (hash, seq)
-    im.check_chain(entries, v, last_state);
+    im.audit.check(entries, v, last_state);
     if (!im.foreign_key_store.empty()) {  // no memory's sealed rows can be read
       v.problems.push_back(im.foreign_key_store);
       return 0;
@@ -217,23 +217,8 @@ void Store::Impl::check_buckets(const MemoryRow& row, const TokenSet& tokens,
   }
 }
 
-MemoryVerification Store::Impl::verify_memory(
-    const MemoryRow& row, const std::pair<std::string, std::int64_t>* last_audit,
-    const std::vector<AuditEntry>& entries, std::vector<std::string>& problems,
-    std::vector<std::string>& notes) {
-  if (has_shredded(row.id)) return verify_shredded(row, last_audit, problems, notes);
-  MemoryVerification mv;
-  mv.name = row.name;
-  mv.stored_sha256 = row.state_sha256;
-  const std::size_t problems_before = problems.size();
-  TokenSet tokens;
-  try {
-    tokens = load_active_tokens(row);
-  } catch (const FormatError& e) {  // a payload that fails authentication or has a wrong size
-    problems.push_back("memory '" + row.name + "': " + e.what());
-    return mv;
-  }
-  mv.tokens = tokens.size();
+void Store::Impl::check_token_rows(const MemoryRow& row, const std::vector<AuditEntry>& entries,
+                                   std::vector<std::string>& problems) {
   {
     Statement q(db.handle(),
                 "SELECT count(*) FROM tokens WHERE memory_id = ?1 AND (record != (token_id >> "
@@ -257,6 +242,26 @@ MemoryVerification Store::Impl::verify_memory(
       break;
     }
   }
+}
+
+MemoryVerification Store::Impl::verify_memory(
+    const MemoryRow& row, const std::pair<std::string, std::int64_t>* last_audit,
+    const std::vector<AuditEntry>& entries, std::vector<std::string>& problems,
+    std::vector<std::string>& notes) {
+  if (has_shredded(row.id)) return verify_shredded(row, last_audit, problems, notes);
+  MemoryVerification mv;
+  mv.name = row.name;
+  mv.stored_sha256 = row.state_sha256;
+  const std::size_t problems_before = problems.size();
+  TokenSet tokens;
+  try {
+    tokens = load_active_tokens(row);
+  } catch (const FormatError& e) {  // a payload that fails authentication or has a wrong size
+    problems.push_back("memory '" + row.name + "': " + e.what());
+    return mv;
+  }
+  mv.tokens = tokens.size();
+  check_token_rows(row, entries, problems);
   State stored;
   try {
     stored = load_state(row, tokens.ids);

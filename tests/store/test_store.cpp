@@ -107,7 +107,7 @@ TEST(Store, ErasedBytesAreGoneFromEveryFile) {
   EXPECT_EQ(scan_store_files(path, pats).fp64_found, 0u);
 }
 
-// A Store keeps its compiled SQLite statements per connection (sqlite_db.cpp, StatementPool).
+// A Store keeps its compiled SQLite statements per connection (db/sqlite.cpp, StatementPool).
 // Another connection's schema change (an index created, then dropped) makes SQLite recompile them
 // on their next step: the same operations then give the same state hash and token ids as on a
 // store whose schema never changed, and verify passes.

@@ -1,5 +1,8 @@
-// The one place where the store's SQL dialects differ (docs/store.md "PostgreSQL"): the store's
-// SQL is written for SQLite and translated here, statement by statement, for PostgreSQL.
+// What the two backends' SQL shares (docs/store.md "Backends"): the statements that read and
+// write rows are written once, in SQLite's spelling, and rewritten here for PostgreSQL where the
+// spelling differs (parameters, conflict clauses, the catalog and SQLite's header integers).
+// Tables are not: each backend's DDL is written in its own dialect (schema_ddl.h). Private to the
+// store.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -15,15 +18,14 @@ extern const char* const kPgPragmaTable;
 /// Primary-key columns of a table, in key order (used by INSERT OR REPLACE).
 using PrimaryKeyLookup = std::function<std::vector<std::string>(const std::string& table)>;
 
-/// Splits `sql` into statements (at ';' outside literals and trigger bodies) and translates each
-/// to PostgreSQL: ?N / ? -> $N; INTEGER -> BIGINT (INTEGER PRIMARY KEY -> an identity column),
-/// REAL -> DOUBLE PRECISION, BLOB -> BYTEA, WITHOUT ROWID dropped; INSERT OR IGNORE -> ON CONFLICT
-/// DO NOTHING, INSERT OR REPLACE -> ON CONFLICT (primary key) DO UPDATE; a RAISE(ABORT) trigger ->
-/// a PL/pgSQL trigger function plus trigger; sqlite_master and pragma_table_info() -> catalog
-/// queries; PRAGMA user_version/application_id -> kPgPragmaTable; PRAGMA journal_mode -> 'wal'
-/// (PostgreSQL always logs ahead); PRAGMA quick_check/integrity_check -> 'ok' (page integrity is
-/// the server's); PRAGMA secure_delete/synchronous=... -> nothing (an empty string). StoreError
-/// naming the construct when a statement has no translation.
+/// Splits `sql` into statements (at ';' outside literals) and rewrites each for PostgreSQL:
+/// ?N / ? -> $N; INSERT OR IGNORE -> ON CONFLICT DO NOTHING, INSERT OR REPLACE -> ON CONFLICT
+/// (primary key) DO UPDATE; sqlite_master and pragma_table_info() -> catalog queries; PRAGMA
+/// user_version/application_id -> kPgPragmaTable; PRAGMA journal_mode -> 'wal' (PostgreSQL
+/// always logs ahead); PRAGMA secure_delete/synchronous=... -> nothing (an empty string).
+/// StoreError naming the statement when it has no rewrite (PRAGMA quick_check/integrity_check:
+/// page integrity is the server's), and for CREATE/ALTER (table definitions are written per
+/// backend: Database::exec_ddl).
 std::vector<std::string> sqlite_to_postgres(const std::string& sql, const PrimaryKeyLookup& pk);
 
 /// PostgreSQL array literals, bound as text parameters and cast in the statement (?2::bigint[],

@@ -1,21 +1,18 @@
-// The store's SQL connection: Database, Statement and Transaction over one of two backends, the
-// embedded SQLite file (sqlite_db.cpp) and PostgreSQL through libpq (pg_db.cpp). SQL is written in
-// SQLite's dialect everywhere; the PostgreSQL backend translates it in one place (sql_dialect.h;
-// docs/store.md "PostgreSQL"). Every failure becomes a typed svattn exception.
+// The store's SQL connection, backend-neutral: Database, Statement, Transaction and RelaxedCommit
+// over one of two backends, the embedded SQLite file (db/sqlite.h) and PostgreSQL through libpq
+// (db/postgres.h); docs/store.md "Backends". Tables are created in each backend's own dialect
+// (schema_ddl.h); the statements that read and write rows are written once and the PostgreSQL
+// backend rewrites their shared parts (db/dialect.h). Every failure is a typed svattn exception
+// (svattn/store_errors.h). Private to the store.
 #pragma once
-#include <sqlite3.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-namespace svattn::store_detail {
+#include "svattn/store_errors.h"
 
-/// Maps an SQLite result code to a typed exception: BUSY/LOCKED -> StoreBusy, FULL (or an I/O
-/// error with errno ENOSPC/EFBIG/EDQUOT) -> StoreFull, CORRUPT/NOTADB/FORMAT -> FormatError,
-/// CANTOPEN -> IoError, anything else -> StoreError. `what` names the operation.
-[[noreturn]] void throw_sqlite(sqlite3* db, int rc, const std::string& what);
+namespace svattn::store_detail {
 
 enum class Backend { kSqlite, kPostgres };
 
@@ -51,6 +48,8 @@ class DatabaseBackend {
   virtual Backend kind() const = 0;
   virtual std::unique_ptr<StatementBackend> prepare(const char* sql) = 0;
   virtual void exec(const std::string& sql) = 0;
+  /// Runs a script written in this backend's own dialect (schema_ddl.h), as it is.
+  virtual void exec_ddl(const std::string& sql) { exec(sql); }
   /// Starts a transaction: a writer (`immediate`) holds the store's one write lock, waiting at
   /// most `busy_timeout_ms` before StoreBusy; a reader reads one snapshot.
   virtual void begin(bool immediate, const std::string& store, int busy_timeout_ms) = 0;
@@ -59,21 +58,21 @@ class DatabaseBackend {
   /// The open transaction's COMMIT need not wait for the disk (PostgreSQL: synchronous_commit
   /// off for it alone; SQLite sets this per connection, see RelaxedCommit).
   virtual void relax_commit() {}
+  /// RelaxedCommit on a connection that sets durability per connection (SQLite): commits stop
+  /// waiting for the disk (`unsynced`: not even for the WAL header), and are durable again.
+  virtual void relax_connection(bool /*unsynced*/) {}
+  virtual void restore_connection() {}
   /// Rows changed by the last INSERT/UPDATE/DELETE.
   virtual std::int64_t changes() = 0;
-  /// The SQLite connection; nullptr on PostgreSQL.
-  virtual sqlite3* sqlite() const { return nullptr; }
 };
 
 class Database;
 
-/// What Database::handle() returns: statements are prepared on it, and it converts to the
-/// sqlite3* of an SQLite connection for the calls that exist only there (busy timeout, backup,
-/// WAL checkpoints); on a PostgreSQL connection that conversion throws StoreError.
+/// What Database::handle() returns: statements are prepared on it. The calls that exist only on
+/// SQLite (busy timeout, backup, WAL checkpoints) are in db/sqlite.h.
 class DbHandle {
  public:
   explicit DbHandle(Database* db) : db_(db) {}
-  operator sqlite3*() const;  // NOLINT(google-explicit-constructor): SQLite C API calls
   Database& database() const { return *db_; }
 
  private:
@@ -127,14 +126,8 @@ class Statement {
 
 class Database {
  public:
+  /// A closed connection; db/sqlite.h and db/postgres.h open one.
   Database() = default;
-  /// An SQLite file (sqlite3_open_v2 flags); IoError when it cannot be opened.
-  Database(const std::string& path, int flags);
-  /// A PostgreSQL connection (pg_db.cpp): `conninfo` is a libpq URI or key=value string;
-  /// `display` names the store in messages. IoError when the server cannot be reached;
-  /// InvalidArgument when this svattn was built without libpq.
-  static Database postgres(const std::string& conninfo, const std::string& display,
-                           int busy_timeout_ms);
   explicit Database(std::unique_ptr<DatabaseBackend> impl) : impl_(std::move(impl)) {}
   Database(Database&& o) noexcept = default;
   Database& operator=(Database&& o) noexcept = default;
@@ -148,6 +141,8 @@ class Database {
   /// The open connection (StoreError when closed).
   DatabaseBackend& impl() const;
   void exec(const std::string& sql);
+  /// A script in the connected backend's own dialect (CREATE/ALTER TABLE: schema_ddl.h).
+  void exec_ddl(const std::string& sql) { impl().exec_ddl(sql); }
   /// Single-value query helpers.
   std::int64_t query_int(const std::string& sql);
   std::string query_text(const std::string& sql);

@@ -1,22 +1,18 @@
-// The PostgreSQL backend of the store's SQL connection (sqlite_db.h; docs/store.md
-// "PostgreSQL"), on libpq: statements translated from SQLite's dialect (sql_dialect.h), prepared
+// The PostgreSQL backend of the store's connection (db/postgres.h; docs/store.md "Backends"), on
+// libpq: statements rewritten for PostgreSQL where the dialects differ (db/dialect.h), prepared
 // once per connection, parameters sent as text (the server infers their types) or, for blobs,
-// binary, and results read in binary. Writers serialise on one advisory lock per store schema;
-// readers read one REPEATABLE READ snapshot. Also the postgresql:// URI helpers (pg_uri.h), which
-// exist without libpq so that such a URI is a clear error there.
-#include <endian.h>
+// binary, and results read in binary (db/pg_values.h). Writers serialise on one advisory lock per
+// store schema; readers read one REPEATABLE READ snapshot.
+#include "postgres.h"
 
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 
-#include "pg_uri.h"
-#include "sql_dialect.h"
-#include "sqlite_db.h"
+#include "dialect.h"
+#include "pg_values.h"
 #include "svattn/errors.h"
-#include "svattn/store.h"
 
 #ifdef SVATTN_HAVE_LIBPQ
 #include <libpq-fe.h>
@@ -26,10 +22,6 @@ namespace svattn::store_detail {
 
 #ifdef SVATTN_HAVE_LIBPQ
 namespace {
-
-// Type oids of the results the store reads (PostgreSQL's pg_type.dat).
-constexpr Oid kBool = 16, kBytea = 17, kInt8 = 20, kInt2 = 21, kInt4 = 23, kOid = 26;
-constexpr Oid kFloat4 = 700, kFloat8 = 701, kNumeric = 1700;
 
 std::string trimmed(const char* s) {
   std::string m = s != nullptr ? s : "";
@@ -141,6 +133,7 @@ class PgConnection : public DatabaseBackend {
   Backend kind() const override { return Backend::kPostgres; }
   std::unique_ptr<StatementBackend> prepare(const char* sql) override;
   void exec(const std::string& sql) override;
+  void exec_ddl(const std::string& sql) override { run(sql.c_str(), "creating tables"); }
   void begin(bool immediate, const std::string& store, int busy_timeout_ms) override;
   void commit() override;
   void rollback() noexcept override {
@@ -295,104 +288,16 @@ void PgStatement::defer() {
                    formats_.data());
 }
 
-// Decodes a binary NUMERIC holding an integer (sum() of integers); the fraction is dropped.
-std::int64_t numeric_int(const char* p, int n) {
-  auto i16 = [&](int at) {
-    std::uint16_t v;
-    std::memcpy(&v, p + at, 2);
-    return static_cast<std::int16_t>(be16toh(v));
-  };
-  if (n < 8) throw StoreError("malformed NUMERIC result");
-  const int ndigits = i16(0), weight = i16(2);
-  const std::uint16_t sign = static_cast<std::uint16_t>(i16(4));
-  std::int64_t v = 0;
-  for (int i = 0; i < ndigits && i <= weight; ++i) v = v * 10000 + i16(8 + 2 * i);
-  for (int i = ndigits; i <= weight; ++i) v *= 10000;
-  return sign == 0x4000 ? -v : v;
-}
-
 std::int64_t PgStatement::int64(int col) const {
-  if (is_null(col)) return 0;
-  const char* p = raw(col);
-  switch (PQftype(res_.get(), col)) {
-    case kInt8: {
-      std::uint64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<std::int64_t>(be64toh(v));
-    }
-    case kInt4:
-    case kOid: {
-      std::uint32_t v;
-      std::memcpy(&v, p, 4);
-      return static_cast<std::int32_t>(be32toh(v));
-    }
-    case kInt2: {
-      std::uint16_t v;
-      std::memcpy(&v, p, 2);
-      return static_cast<std::int16_t>(be16toh(v));
-    }
-    case kBool:
-      return p[0] != 0;
-    case kNumeric:
-      return numeric_int(p, bytes(col));
-    case kFloat4:
-    case kFloat8:
-      return static_cast<std::int64_t>(real(col));
-    default:
-      return std::strtoll(text(col).c_str(), nullptr, 10);
-  }
+  return is_null(col) ? 0 : pg_int64(PQftype(res_.get(), col), raw(col), bytes(col));
 }
 
 double PgStatement::real(int col) const {
-  if (is_null(col)) return 0;
-  const char* p = raw(col);
-  switch (PQftype(res_.get(), col)) {
-    case kFloat8: {
-      std::uint64_t v;
-      std::memcpy(&v, p, 8);
-      v = be64toh(v);
-      double d;
-      std::memcpy(&d, &v, 8);
-      return d;
-    }
-    case kFloat4: {
-      std::uint32_t v;
-      std::memcpy(&v, p, 4);
-      v = be32toh(v);
-      float f;
-      std::memcpy(&f, &v, 4);
-      return f;
-    }
-    case kInt8:
-    case kInt4:
-    case kInt2:
-    case kBool:
-    case kNumeric:
-      return static_cast<double>(int64(col));
-    default:
-      return std::strtod(text(col).c_str(), nullptr);
-  }
+  return is_null(col) ? 0 : pg_real(PQftype(res_.get(), col), raw(col), bytes(col));
 }
 
 std::string PgStatement::text(int col) const {
-  if (is_null(col)) return "";
-  switch (PQftype(res_.get(), col)) {
-    case kInt8:
-    case kInt4:
-    case kInt2:
-    case kBool:
-    case kOid:
-    case kNumeric:
-      return std::to_string(int64(col));
-    case kFloat4:
-    case kFloat8: {
-      char buf[40];
-      std::snprintf(buf, sizeof buf, "%.17g", real(col));
-      return buf;
-    }
-    default:  // text, varchar, name, unknown, bytea: the bytes as sent
-      return std::string(raw(col), static_cast<std::size_t>(bytes(col)));
-  }
+  return is_null(col) ? "" : pg_text(PQftype(res_.get(), col), raw(col), bytes(col));
 }
 
 PgConnection::PgConnection(const std::string& conninfo, const std::string& display,
@@ -629,82 +534,19 @@ void PgConnection::commit() {
 
 }  // namespace
 
-Database Database::postgres(const std::string& conninfo, const std::string& display,
-                            int busy_timeout_ms) {
+Database open_postgres(const std::string& conninfo, const std::string& display,
+                       int busy_timeout_ms) {
   return Database(std::make_unique<PgConnection>(conninfo, display, busy_timeout_ms));
 }
 
 #else
 
-Database Database::postgres(const std::string&, const std::string& display, int) {
+Database open_postgres(const std::string&, const std::string& display, int) {
   throw InvalidArgument("store '" + display +
                         "': this svattn was built without PostgreSQL support (libpq was not found "
                         "at build time; install libpq-dev and rebuild)");
 }
 
 #endif
-
-bool is_postgres_uri(const std::string& location) {
-  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
-}
-
-namespace {
-
-std::string percent_decode(const std::string& s, const std::string& uri) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    if (i + 2 >= s.size() + 0 || !std::isxdigit(static_cast<unsigned char>(s[i + 1])) ||
-        !std::isxdigit(static_cast<unsigned char>(s[i + 2])))
-      throw InvalidArgument("store URI '" + uri + "': bad percent escape in '" + s + "'");
-    out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-    i += 2;
-  }
-  return out;
-}
-
-}  // namespace
-
-PgLocation parse_postgres_uri(const std::string& uri) {
-  PgLocation loc;
-  const std::size_t q = uri.find('?');
-  std::string base = uri.substr(0, q);
-  std::string kept;
-  std::string shown;
-  if (q != std::string::npos) {
-    std::size_t at = q + 1;
-    while (at <= uri.size()) {
-      std::size_t amp = uri.find('&', at);
-      if (amp == std::string::npos) amp = uri.size();
-      const std::string param = uri.substr(at, amp - at);
-      at = amp + 1;
-      if (param.empty()) continue;
-      if (param.rfind("keys=", 0) == 0) {
-        loc.keys = percent_decode(param.substr(5), uri);
-        if (loc.keys.empty()) throw InvalidArgument("store URI '" + uri + "': empty keys=");
-        // A key database's URI (keys=postgresql://...) is shown without its password.
-        shown +=
-            (shown.empty() ? "?" : "&") +
-            (is_postgres_uri(loc.keys) ? "keys=" + parse_postgres_uri(loc.keys).display : param);
-        continue;
-      }
-      kept += (kept.empty() ? "?" : "&") + param;
-      shown += (shown.empty() ? "?" : "&") +
-               (param.rfind("password=", 0) == 0 ? std::string("password=***") : param);
-    }
-  }
-  loc.conninfo = base + kept;
-  // scheme://user:password@host...: the password is not shown.
-  const std::size_t scheme = base.find("://") + 3;
-  const std::size_t atsign = base.find('@', scheme);
-  const std::size_t colon = base.find(':', scheme);
-  if (atsign != std::string::npos && colon != std::string::npos && colon < atsign)
-    base = base.substr(0, colon + 1) + "***" + base.substr(atsign);
-  loc.display = base + shown;
-  return loc;
-}
 
 }  // namespace svattn::store_detail

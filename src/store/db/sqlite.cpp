@@ -1,18 +1,25 @@
-// The SQLite backend of the store's SQL connection (sqlite_db.h) and the backend-independent
-// Database/Statement/Transaction front end.
-#include "sqlite_db.h"
+// The SQLite backend of the store's connection (db/sqlite.h): statements prepared once per
+// connection and pooled, every result code mapped to a typed exception, and the calls that exist
+// only on SQLite (open flags, busy timeout, WAL checkpoint, online backup, read-only reader).
+#include "sqlite.h"
+
+#include <sqlite3.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
-#include "svattn/errors.h"
-#include "svattn/store.h"
-
 namespace svattn::store_detail {
+namespace {
 
-void throw_sqlite(sqlite3* db, int rc, const std::string& what) {
+// Maps an SQLite result code to a typed exception: BUSY/LOCKED -> StoreBusy, FULL (or an I/O
+// error with errno ENOSPC/EFBIG/EDQUOT) -> StoreFull, CORRUPT/NOTADB/FORMAT -> FormatError,
+// CANTOPEN -> IoError, anything else -> StoreError. `what` names the operation.
+[[noreturn]] void throw_sqlite(sqlite3* db, int rc, const std::string& what) {
   // errno of the failed system call: SQLite's own record when it kept one, otherwise errno as the
   // failing call left it (sqlite3_system_errno is not set on every path, e.g. COMMIT).
   const int global_errno = errno;
@@ -49,8 +56,6 @@ void throw_sqlite(sqlite3* db, int rc, const std::string& what) {
       throw StoreError(msg);
   }
 }
-
-namespace {
 
 // A connection's prepared statements that no Statement uses now, by their SQL: a statement is
 // compiled once per connection instead of once per use (a forget runs some 60; preparing one
@@ -176,7 +181,6 @@ class SqliteDatabase : public DatabaseBackend {
     sqlite3_close_v2(db_);
   }
   Backend kind() const override { return Backend::kSqlite; }
-  sqlite3* sqlite() const override { return db_; }
   std::unique_ptr<StatementBackend> prepare(const char* sql) override {
     return std::make_unique<SqliteStatement>(pool_, db_, sql);
   }
@@ -206,117 +210,133 @@ class SqliteDatabase : public DatabaseBackend {
     if (sqlite3_get_autocommit(db_) == 0) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
   std::int64_t changes() override { return sqlite3_changes64(db_); }
+  void relax_connection(bool unsynced) override {
+    exec(unsynced ? "PRAGMA synchronous=OFF; PRAGMA wal_autocheckpoint=0"
+                  : "PRAGMA synchronous=NORMAL");
+  }
+  void restore_connection() override {
+    exec("PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=1000");  // SQLite's default
+  }
+  sqlite3* handle() const { return db_; }
 
  private:
   sqlite3* db_ = nullptr;
   std::shared_ptr<StatementPool> pool_;
 };
 
+// The SQLite connection of `db`; StoreError on a PostgreSQL one.
+sqlite3* native(Database& db) {
+  auto* s = dynamic_cast<SqliteDatabase*>(&db.impl());
+  if (s == nullptr) throw StoreError("an SQLite-only call on a PostgreSQL store");
+  return s->handle();
+}
+
 }  // namespace
 
-DbHandle::operator sqlite3*() const {
-  sqlite3* s = db_->impl().sqlite();
-  if (s == nullptr) throw StoreError("an SQLite-only call on a PostgreSQL store");
-  return s;
+Database open_sqlite(const std::string& path, const SqliteOpen& how) {
+  int flags = how.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+  if (how.create) flags |= SQLITE_OPEN_CREATE;
+  if (how.uri) flags |= SQLITE_OPEN_URI;
+  flags |= how.full_mutex ? SQLITE_OPEN_FULLMUTEX : SQLITE_OPEN_NOMUTEX;
+  Database db(std::make_unique<SqliteDatabase>(path, flags));
+  if (how.busy_timeout_ms >= 0) sqlite3_busy_timeout(native(db), how.busy_timeout_ms);
+  return db;
 }
 
-Statement::Statement(DbHandle db, const char* sql) : s_(db.database().impl().prepare(sql)) {}
-
-Statement& Statement::bind(int index, std::int64_t v) {
-  s_->bind_int64(index, v);
-  return *this;
-}
-Statement& Statement::bind(int index, double v) {
-  s_->bind_double(index, v);
-  return *this;
-}
-Statement& Statement::bind(int index, const std::string& v) {
-  s_->bind_text(index, v);
-  return *this;
-}
-Statement& Statement::bind_blob(int index, const void* data, std::size_t bytes) {
-  s_->bind_blob(index, data, bytes);
-  return *this;
-}
-
-void Statement::run() {
-  while (step()) {
+std::string sqlite_immutable_uri(const std::string& path) {
+  std::string u = "file:";
+  for (char ch : path) {
+    if (ch == '%' || ch == '?' || ch == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(ch));
+      u += buf;
+    } else {
+      u += ch;
+    }
   }
+  return u + "?immutable=1";
 }
 
-std::vector<std::uint8_t> Statement::blob(int col) const {
-  const auto* p = static_cast<const std::uint8_t*>(blob_data(col));
-  const int n = bytes(col);
-  if (p == nullptr || n <= 0) return {};
-  return std::vector<std::uint8_t>(p, p + n);
+WalCheckpoint sqlite_checkpoint_truncate(Database& db, bool main_only, const char* throw_what) {
+  sqlite3* s = native(db);
+  WalCheckpoint r;
+  int done = -1;
+  const int rc = sqlite3_wal_checkpoint_v2(s, main_only ? "main" : nullptr,
+                                           SQLITE_CHECKPOINT_TRUNCATE, &r.log_frames, &done);
+  r.ok = rc == SQLITE_OK;
+  r.busy = rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
+  if (!r.ok && !r.busy && throw_what != nullptr) throw_sqlite(s, rc, throw_what);
+  return r;
 }
 
-Database::Database(const std::string& path, int flags)
-    : impl_(std::make_unique<SqliteDatabase>(path, flags)) {}
+bool sqlite_read_only(Database& db) { return sqlite3_db_readonly(native(db), "main") != 0; }
 
-Backend Database::backend() const { return impl().kind(); }
-
-DatabaseBackend& Database::impl() const {
-  if (impl_ == nullptr) throw StoreError("the store's connection is closed");
-  return *impl_;
-}
-
-void Database::exec(const std::string& sql) { impl().exec(sql); }
-
-std::int64_t Database::query_int(const std::string& sql) {
-  Statement s(handle(), sql.c_str());
-  if (!s.step()) throw StoreError("query returned no row: " + sql);
-  return s.int64(0);
-}
-
-std::string Database::query_text(const std::string& sql) {
-  Statement s(handle(), sql.c_str());
-  if (!s.step()) throw StoreError("query returned no row: " + sql);
-  return s.text(0);
-}
-
-RelaxedCommit::RelaxedCommit(Database& db, bool unsynced) : db_(db) {
-  if (db_.postgres()) return;
-  db_.exec(unsynced ? "PRAGMA synchronous=OFF; PRAGMA wal_autocheckpoint=0"
-                    : "PRAGMA synchronous=NORMAL");
-}
-
-RelaxedCommit::~RelaxedCommit() {
-  if (db_.postgres() || !db_.is_open()) return;
-  try {
-    db_.exec("PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=1000");  // SQLite's default
-  } catch (...) {  // the connection's next commits would still be written, only synced later
+int sqlite_backup(Database& src_db, Database& dst_db, int pages_per_step, int busy_timeout_ms,
+                  const std::string& source) {
+  sqlite3* src = native(src_db);
+  sqlite3* dst = native(dst_db);
+  sqlite3_backup* b = sqlite3_backup_init(dst, "main", src, "main");
+  if (b == nullptr) throw_sqlite(dst, sqlite3_errcode(dst), "backup of '" + source + "'");
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+  int steps = 0;
+  int rc = SQLITE_OK;
+  while (true) {
+    rc = sqlite3_backup_step(b, pages_per_step);
+    if (rc == SQLITE_OK || rc == SQLITE_DONE) ++steps;
+    if (rc == SQLITE_DONE) break;
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+      if (std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
+    if (rc != SQLITE_OK) break;
   }
-}
-
-void RelaxedCommit::in_transaction() {
-  if (db_.postgres()) db_.impl().relax_commit();
-}
-
-Transaction::Transaction(Database& db, bool immediate, const std::string& store_path,
-                         int busy_timeout_ms)
-    : db_(db) {
-  db.impl().begin(immediate, store_path, busy_timeout_ms);
-  open_ = true;
-}
-
-Transaction::~Transaction() { rollback(); }
-
-void Transaction::commit() {
-  try {
-    db_.impl().commit();
-  } catch (...) {
-    rollback();
-    throw;
+  sqlite3_backup_finish(b);
+  if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+    throw StoreBusy("backup: source '" + source + "' stayed locked for " +
+                    std::to_string(busy_timeout_ms) + " ms");
   }
-  open_ = false;
+  if (rc != SQLITE_DONE) throw_sqlite(dst, rc, "backup of '" + source + "'");
+  return steps;
 }
 
-void Transaction::rollback() noexcept {
-  if (open_) {
-    if (db_.is_open()) db_.impl().rollback();
-    open_ = false;
+ReadOnlyDb::ReadOnlyDb(const std::string& path) {
+  const std::string uri = "file:" + path + "?mode=ro";
+  if (sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) !=
+      SQLITE_OK) {
+    const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw IoError("receipt: cannot open '" + path + "': " + msg);
   }
+  sqlite3_busy_timeout(db_, 5000);
+}
+
+ReadOnlyDb::~ReadOnlyDb() { sqlite3_close(db_); }
+
+std::vector<std::vector<std::string>> ReadOnlyDb::rows(const std::string& sql,
+                                                       const std::vector<std::string>& params) {
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+    throw FormatError(std::string("receipt: not a store (") + sqlite3_errmsg(db_) + ")");
+  }
+  for (std::size_t k = 0; k < params.size(); ++k)
+    sqlite3_bind_text(st, static_cast<int>(k + 1), params[k].c_str(), -1, SQLITE_TRANSIENT);
+  std::vector<std::vector<std::string>> out;
+  int rc = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    std::vector<std::string> row;
+    for (int c = 0; c < sqlite3_column_count(st); ++c) {
+      const unsigned char* t = sqlite3_column_text(st, c);
+      row.emplace_back(t ? reinterpret_cast<const char*>(t) : "");
+    }
+    out.push_back(std::move(row));
+  }
+  const std::string msg = sqlite3_errmsg(db_);
+  sqlite3_finalize(st);
+  if (rc != SQLITE_DONE) throw FormatError("receipt: " + msg);
+  return out;
 }
 
 }  // namespace svattn::store_detail

@@ -1,39 +1,30 @@
-// The audit chain (docs/store.md "Audit log"): appending an entry (sequence, time, previous hash,
-// entry hash, head anchor), reading the log, and checking the chain and its anchor.
+// The audit log (audit_log.h; docs/store.md "Audit log"): appending entries (sequence, time,
+// previous hash, entry hash, head anchor), reading the log, and checking the chain and its anchor.
+#include "audit_log.h"
+
 #include <algorithm>
 
-#include "store_impl.h"
 #include "svattn/hash.h"
+#include "utc_clock.h"
 
-namespace svattn {
+namespace svattn::store_detail {
 
-using namespace store_detail;
-
-std::int64_t Store::Impl::next_seq_and_head(std::string* head) {
-  Statement q(db.handle(), "SELECT seq, entry_hash FROM audit ORDER BY seq DESC LIMIT 1");
-  if (q.step()) {
-    *head = q.text(1);
-    return q.int64(0) + 1;
-  }
-  *head = kZeroHash;
-  return 1;
+AuditLog::Head AuditLog::head() {
+  Statement q(db_.handle(), "SELECT seq, entry_hash FROM audit ORDER BY seq DESC LIMIT 1");
+  if (q.step()) return {q.int64(0), q.text(1)};
+  return {0, kZeroHash};
 }
 
-void Store::Impl::append_audit(AuditEntry& e) { append_audits({&e}); }
+void AuditLog::append(AuditEntry& e) { append({&e}); }
 
 // One read of the chain's head for all the entries, one INSERT per few entries, one update of the
 // anchor; the writes are deferred (Statement::defer: on PostgreSQL they travel with the next
 // statement that reads, or the COMMIT).
-void Store::Impl::append_audits(const std::vector<AuditEntry*>& entries, const AuditHead* known) {
+void AuditLog::append(const std::vector<AuditEntry*>& entries, const Head* known) {
   if (entries.empty()) return;
-  std::string head;
-  std::int64_t seq = 0;
-  if (known != nullptr) {
-    head = known->hash;
-    seq = known->seq + 1;
-  } else {
-    seq = next_seq_and_head(&head);
-  }
+  const Head last = known != nullptr ? *known : this->head();
+  std::string head = last.hash;
+  std::int64_t seq = last.seq + 1;
   for (AuditEntry* e : entries) {
     e->seq = seq++;
     e->prev_hash = head;
@@ -54,7 +45,7 @@ void Store::Impl::append_audits(const std::vector<AuditEntry*>& entries, const A
         sql += (c == 1 ? "?" : ", ?") + std::to_string(static_cast<int>(k) * kColumns + c);
       sql += ")";
     }
-    Statement ins(db.handle(), sql);
+    Statement ins(db_.handle(), sql);
     for (std::size_t k = 0; k < n; ++k) {
       const AuditEntry& e = *entries[at + k];
       const int b = static_cast<int>(k) * kColumns;
@@ -72,17 +63,16 @@ void Store::Impl::append_audits(const std::vector<AuditEntry*>& entries, const A
     }
     ins.defer();
   }
-  Statement meta(db.handle(),
+  Statement meta(db_.handle(),
                  "UPDATE meta SET value = CASE key WHEN 'audit_head_seq' THEN ?1 ELSE ?2 END "
                  "WHERE key IN ('audit_head_seq', 'audit_head_hash')");
   meta.bind(1, std::to_string(entries.back()->seq)).bind(2, head).defer();
 }
 
-std::vector<AuditEntry> Store::Impl::read_audit() {
-  Impl& im = *this;
+std::vector<AuditEntry> AuditLog::read() {
   {
     std::vector<AuditEntry> out;
-    Statement q(im.db.handle(),
+    Statement q(db_.handle(),
                 "SELECT seq, time_utc, operation, memory, record, token_count, state_before, "
                 "state_after, certificate, prev_hash, entry_hash FROM audit ORDER BY seq");
     while (q.step()) {
@@ -104,9 +94,8 @@ std::vector<AuditEntry> Store::Impl::read_audit() {
   }
 }
 
-void Store::Impl::check_chain(
-    const std::vector<AuditEntry>& entries, StoreVerification& v,
-    std::map<std::string, std::pair<std::string, std::int64_t>>& last_state) {
+void AuditLog::check(const std::vector<AuditEntry>& entries, StoreVerification& v,
+                     std::map<std::string, std::pair<std::string, std::int64_t>>& last_state) {
   const std::size_t problems_before_chain = v.problems.size();
   std::string prev = kZeroHash;
   std::int64_t expect_seq = 1;
@@ -155,7 +144,7 @@ void Store::Impl::check_chain(
   {
     std::string head_seq;
     std::string head_hash;
-    Statement q(db.handle(), "SELECT key, value FROM meta WHERE key LIKE 'audit_head_%'");
+    Statement q(db_.handle(), "SELECT key, value FROM meta WHERE key LIKE 'audit_head_%'");
     while (q.step()) {
       if (q.text(0) == "audit_head_seq") head_seq = q.text(1);
       if (q.text(0) == "audit_head_hash") head_hash = q.text(1);
@@ -171,4 +160,4 @@ void Store::Impl::check_chain(
   v.chain_ok = v.problems.size() == problems_before_chain;
 }
 
-}  // namespace svattn
+}  // namespace svattn::store_detail
