@@ -5,12 +5,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "svattn/certificate.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
+#include "svattn/io.h"
 #include "svattn/memory.h"
 #include "svattn/torch/exact.h"
 #include "svattn/torch/lean_solver.h"
@@ -200,6 +203,28 @@ TEST(LeanSolver, EqualsCoreMemoryOnTrainedLikeKeys) {
   EXPECT_GT(t.empty_margin, 0);
 }
 
+// Keys of a trained hybrid-800k (76 steps on enwik8, chunk 16), written by `svattn dump-keys`
+// (the command and checkpoint are in each file's .json): layer 0 (repeated bytes give exact
+// repeats) and layer 3.
+TEST(LeanSolver, EqualsCoreMemoryOnTrainedKeys) {
+  Tally t;
+  for (const char* name : {"hybrid800k_l0h0_keys.npy", "hybrid800k_l3h1_keys.npy"}) {
+    const std::string path = std::string(SVATTN_SOURCE_DIR) + "/tests/torch/data/" + name;
+    const RowMatrix k = read_matrix(path);
+    std::ifstream js(path + ".json");
+    const nlohmann::json j = nlohmann::json::parse(js);
+    Tensor keys = torch::from_blob(const_cast<double*>(k.data()), {k.rows(), k.cols()}, f64()).clone();
+    for (bool bounded : {false, true})
+      expect_lean_equals_memory({std::string(name) + (bounded ? " bounded" : ""), keys,
+                                 j.at("C").get<double>(), j.at("bandwidth").get<double>(), 16,
+                                 bounded, true},
+                                &t);
+  }
+  std::printf("[lean vs memory, trained keys] %ld states (%ld warm-up, %ld with S empty), max |da| "
+              "%.2e, max |db| %.2e, %ld fallbacks\n", t.states, t.warmup, t.empty_margin,
+              t.max_dalpha, t.max_db, t.fallbacks);
+}
+
 TEST(LeanSolver, EqualsCoreMemoryOnDuplicateKeys) {
   torch::manual_seed(43);
   Tally t;
@@ -226,6 +251,147 @@ TEST(LeanSolver, RejectsMisuse) {
   const double k[4] = {0, 1, 1, 0};
   s.add(k, 5, 2);
   EXPECT_THROW(s.add(k, 6, 1), InvalidArgument);  // ids must rise
+}
+
+// ---------------------------------------------------------------- the exact path on the lean solver
+
+struct Inputs {
+  Tensor keys, values, queries, log_sigma;
+};
+
+Inputs hybrid_like_inputs(int64_t B, int64_t H, int64_t T, int64_t d, int64_t dv) {
+  Inputs in;
+  in.keys = unit_rows(torch::randn({B, H, T, d}, f64()));
+  in.values = torch::randn({B, H, T, dv}, f64());
+  in.queries = unit_rows(torch::randn({B, H, T, d}, f64()));
+  in.log_sigma = torch::log(torch::linspace(0.7, 1.0, H, f64()));
+  return in;
+}
+
+TEST(LeanExactPath, BackwardMatchesFiniteDifferencesTo1e7) {
+  testing::set_threads();
+  torch::manual_seed(44);
+  // The hybrid's regime: unit-norm keys, C = 1/16, chunk 16 (warm-up, its boundary, then the
+  // path), full and bounded memories.
+  const Inputs in = hybrid_like_inputs(1, 2, 64, 4, 3);
+  Tensor w = torch::randn({1, 2, 64, 3}, f64());
+  for (bool bounded : {false, true}) {
+    ExactSettings s;
+    s.problem.C = 1.0 / 16;
+    s.bounded = bounded;
+    Tensor k1 = in.keys.clone().requires_grad_(true), v1 = in.values.clone().requires_grad_(true);
+    Tensor q1 = in.queries.clone().requires_grad_(true), s1 = in.log_sigma.clone().requires_grad_(true);
+    Tensor lz1;
+    ExactInfo base;
+    Tensor o1 = sv_exact_chunked_attention(k1, v1, q1, s1, 16, s, &base, &lz1);
+    // The log-normaliser's gradient too (the joint gate reads it): its rows of chunk 0 are -inf.
+    Tensor wz = torch::randn({1, 2, 64}, f64()) * torch::isfinite(lz1.detach());
+    ((o1 * w).sum() + (lz1.masked_fill(~torch::isfinite(lz1), 0) * wz).sum()).backward();
+    ASSERT_GE((base.role == 1).sum().item<int64_t>(), 8);
+    Tensor xk = in.keys.clone(), xv = in.values.clone(), xq = in.queries.clone(), xs = in.log_sigma.clone();
+    Tensor role;
+    auto f = [&] {
+      ExactInfo info;
+      Tensor lz;
+      Tensor o = sv_exact_chunked_attention(xk, xv, xq, xs, 16, s, &info, &lz);
+      role = info.role;
+      return (o * w).sum().item<double>() + (lz.masked_fill(~torch::isfinite(lz), 0) * wz).sum().item<double>();
+    };
+    auto stable = [&] { return torch::equal(role, base.role); };
+    for (auto [name, x, g] : {std::make_tuple("keys", xk, k1.grad()), std::make_tuple("values", xv, v1.grad()),
+                              std::make_tuple("queries", xq, q1.grad()), std::make_tuple("log_sigma", xs, s1.grad())}) {
+      auto r = testing::finite_difference(x, g, f, stable);
+      std::printf("[lean FD%s] %-9s rel err %.3e (checked %ld, skipped %ld)\n", bounded ? " bounded" : "",
+                  name, r.rel_error, r.checked, r.skipped);
+      EXPECT_LE(r.rel_error, 1e-7) << name;
+      EXPECT_GE(r.checked, x.numel() * 3 / 4) << name;
+    }
+  }
+}
+
+TEST(LeanExactPath, EqualsTheCoreMemoryPathForwardAndBackward) {
+  testing::set_threads();
+  torch::manual_seed(45);
+  const Inputs in = hybrid_like_inputs(2, 2, 96, 8, 4);
+  Tensor w = torch::randn({2, 2, 96, 4}, f64());
+  auto run = [&](ExactSolver solver, bool bounded) {
+    ExactSettings s;
+    s.problem.C = 1.0 / 16;
+    s.solver = solver;
+    s.bounded = bounded;
+    Tensor k = in.keys.clone().requires_grad_(true), v = in.values.clone().requires_grad_(true);
+    Tensor q = in.queries.clone().requires_grad_(true), l = in.log_sigma.clone().requires_grad_(true);
+    ExactInfo info;
+    Tensor o = sv_exact_chunked_attention(k, v, q, l, 16, s, &info);
+    (o * w).sum().backward();
+    return std::make_tuple(o.detach(), info, std::vector<Tensor>{k.grad(), v.grad(), q.grad(), l.grad()});
+  };
+  for (bool bounded : {false, true}) {
+    auto [ol, il, gl] = run(ExactSolver::kLean, bounded);
+    auto [om, im, gm] = run(ExactSolver::kMemory, bounded);
+    EXPECT_TRUE(torch::equal(il.role, im.role)) << bounded;
+    const double dalpha = (il.alpha - im.alpha).abs().max().item<double>();
+    const double dout = (ol - om).abs().max().item<double>();
+    double dgrad = 0;
+    for (std::size_t t = 0; t < gl.size(); ++t)
+      dgrad = std::max(dgrad, ((gl[t] - gm[t]).norm() / gm[t].norm()).item<double>());
+    std::printf("[lean vs memory path%s] max |d alpha| %.2e, max |d out| %.2e, grad rel err %.2e\n",
+                bounded ? " bounded" : "", dalpha, dout, dgrad);
+    EXPECT_LE(dalpha, 1e-12);
+    EXPECT_LE(dout, 1e-12);
+    EXPECT_LE(dgrad, 1e-10);
+  }
+}
+
+// A small trainable model around the exact path: embeddings, key/value/query projections, the
+// chunked SV memory, a readout head. Each step also runs the memory on the same inputs with two
+// threads: its outputs must be bit-equal to the one-thread step's.
+TEST(LeanExactPath, TwentyTrainingStepsFiniteAndThreadCountFree) {
+  torch::manual_seed(46);
+  const int64_t V = 32, D = 16, H = 2, dh = 8, B = 4, T = 64, L = 16;
+  auto opts = torch::TensorOptions().dtype(torch::kFloat32);
+  Tensor emb = (torch::randn({V, D}, opts) * 0.5).requires_grad_(true);
+  Tensor wq = (torch::randn({D, H * dh}, opts) * 0.3).requires_grad_(true);
+  Tensor wk = (torch::randn({D, H * dh}, opts) * 0.3).requires_grad_(true);
+  Tensor wv = (torch::randn({D, H * dh}, opts) * 0.3).requires_grad_(true);
+  Tensor head = (torch::randn({H * dh, V}, opts) * 0.3).requires_grad_(true);
+  Tensor log_sigma = torch::zeros({H}, opts).requires_grad_(true);
+  torch::optim::AdamW opt({emb, wq, wk, wv, head, log_sigma}, torch::optim::AdamWOptions(3e-3));
+  ExactSettings s;
+  s.problem.C = 1.0 / 16;
+  // A repetitive stream (a period-7 pattern with noise): repeated tokens give repeated keys.
+  Tensor base = torch::arange(T + 1, torch::TensorOptions().dtype(torch::kInt64)).remainder(7);
+  std::vector<double> losses;
+  for (int stepi = 0; stepi < 20; ++stepi) {
+    Tensor tok = (base.unsqueeze(0).expand({B, T + 1}) +
+                  torch::randint(0, 3, {B, T + 1}, torch::TensorOptions().dtype(torch::kInt64)))
+                     .remainder(V);
+    Tensor x = emb.index_select(0, tok.narrow(1, 0, T).reshape({-1})).view({B, T, D});
+    auto heads = [&](const Tensor& w) { return x.matmul(w).view({B, T, H, dh}).transpose(1, 2); };
+    Tensor q = unit_rows(heads(wq)), k = unit_rows(heads(wk)), v = heads(wv);
+    at::set_num_threads(1);
+    Tensor o = sv_exact_chunked_attention(k, v, q, log_sigma, L, s);
+    {
+      torch::NoGradGuard ng;
+      at::set_num_threads(2);
+      Tensor o2 = sv_exact_chunked_attention(k.detach(), v.detach(), q.detach(), log_sigma.detach(), L, s);
+      at::set_num_threads(1);
+      ASSERT_TRUE(torch::equal(o.detach(), o2)) << "step " << stepi;
+    }
+    Tensor logits = o.transpose(1, 2).reshape({B, T, H * dh}).matmul(head);
+    Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, V}),
+                                                       tok.narrow(1, 1, T).reshape({-1}));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    losses.push_back(loss.item<double>());
+    ASSERT_TRUE(std::isfinite(losses.back())) << "step " << stepi;
+    for (const Tensor& p : {emb, wq, wk, wv, head, log_sigma})
+      ASSERT_TRUE(torch::isfinite(p.grad()).all().item<bool>()) << "step " << stepi;
+  }
+  testing::set_threads();
+  std::printf("[lean training] loss %.4f -> %.4f over 20 steps\n", losses.front(), losses.back());
+  EXPECT_LT(losses.back(), losses.front());
 }
 
 }  // namespace
