@@ -411,12 +411,10 @@ void LeanSolver::Impl::solve() {
 
 // g_i - b for every token: h_i = ((K + mu I) a)_i - K_ii / 2, summed over the support.
 void LeanSolver::Impl::gradients(double offset) {
-  for (int i = 0; i < n; ++i) {
-    double acc = 0;
-    for (int j = 0; j < n; ++j)
-      if (alpha[j] != 0) acc += K(i, j) * alpha[j];
-    g[i] = acc + p.ridge * alpha[i] - K(i, i) / 2 + offset;
-  }
+  const Eigen::Map<const Eigen::VectorXd> a(alpha.data(), n);
+  Eigen::Map<Eigen::VectorXd> gv(g.data(), n);
+  gv.noalias() = K.topLeftCorner(n, n) * a;
+  for (int i = 0; i < n; ++i) g[i] += p.ridge * alpha[i] - K(i, i) / 2 + offset;
 }
 
 // S = ∅: b is the midpoint of [max_R(-h_i), min_E(-h_i)], or its top without reserve tokens
