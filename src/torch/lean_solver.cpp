@@ -16,7 +16,9 @@ namespace svattn::layers {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 // Rank-one updates of R after which the end of an add() rebuilds R from the margin system.
-constexpr int kRefactorUpdates = 32;
+constexpr int kRefactorUpdates = 256;
+// Iterative refinement steps of the margin system after an add, at most.
+constexpr int kRefineSteps = 8;
 // Path steps one token's walk may take before the add is finished by a batch solve.
 constexpr int kMaxStepsPerToken = 20000;
 // Schur-complement guard of an entrant (MemorySettings::schur_tol's default).
@@ -24,9 +26,6 @@ constexpr double kSchurTol = 1e-12;
 // A refused token whose gradient ends the walk beyond this many units of the kernel scale on the
 // wrong side sends the add to the batch solver.
 constexpr double kRefusedSlack = 1e-9;
-// An entrant whose Schur complement is below this share of K_jj makes R ill-conditioned (duplicate
-// keys: about 2 mu): R is rebuilt from the margin system before it is used again.
-constexpr double kSmallSchur = 1e-4;
 // The core's tolerances (Tolerances defaults) for the canonical rules of refine().
 constexpr double kAlphaTol = 1e-10, kKktTol = 1e-15;
 constexpr int kMaxRefineRounds = 64;
@@ -49,8 +48,6 @@ struct LeanSolver::Impl {
   Status status = Status::kEmpty;
   long events = 0, fallbacks = 0;
   int updates = 0;  // rank-one updates of R since it was last rebuilt
-  // An entrant's Schur complement was small (duplicate keys): R is rebuilt before its next use.
-  bool ill_conditioned = false;
   // Walk scratch.
   Eigen::VectorXd beta, gam, v, u, rhs;
   std::vector<char> refused;
@@ -165,7 +162,6 @@ bool LeanSolver::Impl::leave_warmup() {
 void LeanSolver::Impl::refactor() {
   const int m = static_cast<int>(margin.size());
   updates = 0;
-  ill_conditioned = false;
   if (m == 0) {
     R.clear();
     return;
@@ -207,7 +203,6 @@ void LeanSolver::Impl::expand(int i, const Eigen::VectorXd& bi, double kappa) {
   set[i] = LeanSet::kMargin;
   g[i] = 0;
   ++updates;
-  if (kappa < kSmallSchur * K(i, i)) ill_conditioned = true;
 }
 
 void LeanSolver::Impl::contract_at(int k) {
@@ -262,7 +257,6 @@ bool LeanSolver::Impl::walk(int c) {
       v.resize(m + 1);
       v(0) = 1;
       for (int k = 0; k < m; ++k) v(k + 1) = K(margin[k], c);
-      if (ill_conditioned) refactor();
       beta = -(R.m() * v);
       if (!(R(0, 0) < 0) || std::abs(beta.tail(m).sum() + 1) > 1e-6) {
         refactor();
@@ -378,12 +372,12 @@ void LeanSolver::Impl::batch_solve(bool fallback) {
   }
 }
 
-// (b, a_S) from the margin system by R and two steps of iterative refinement (the residual's rows
-// of duplicate keys are bit-identical sums, so the refinement also splits their mass evenly), then
-// every gradient from the kernel values.
+// (b, a_S) from the margin system by R and iterative refinement (the residual's rows of duplicate
+// keys are bit-identical sums, so the refinement also splits their mass evenly), then every
+// gradient from the kernel values.
 void LeanSolver::Impl::solve() {
   const int m = static_cast<int>(margin.size());
-  if (updates >= kRefactorUpdates || ill_conditioned) refactor();
+  if (updates >= kRefactorUpdates) refactor();
   rhs.resize(m + 1);
   int ne = 0;
   for (int k = 0; k < m; ++k) rhs(k + 1) = K(margin[k], margin[k]) / 2;
@@ -394,7 +388,10 @@ void LeanSolver::Impl::solve() {
   }
   rhs(0) = 1.0 - ne * p.C;
   u = R.m() * rhs;
-  for (int round = 0; round < 2; ++round) {
+  // Refinement until the residual stops shrinking (R after many rank-one updates on duplicate keys
+  // is a rougher inverse: more steps), at most kRefineSteps.
+  double last = kInf;
+  for (int step = 0; step < kRefineSteps; ++step) {
     v.resize(m + 1);
     v(0) = rhs(0) - u.tail(m).sum();
     for (int k = 0; k < m; ++k) {
@@ -402,6 +399,9 @@ void LeanSolver::Impl::solve() {
       for (int l = 0; l < m; ++l) acc += K(margin[k], margin[l]) * u(l + 1);
       v(k + 1) = rhs(k + 1) - acc;
     }
+    const double res = v.lpNorm<Eigen::Infinity>();
+    if (!(res < last) || res == 0) break;
+    last = res;
     u += R.m() * v;
   }
   b = u(0);
