@@ -58,6 +58,10 @@ struct LeanSolver::Impl {
   void add_one(const double* key, TokenId id);
   bool leave_warmup();
   double new_gradient(int c) const;
+  struct Event;
+  Event offset_step(int c);
+  Event path_step(int c);
+  int settle(const Event& ev, int c);
   bool walk(int c);
   void refactor();
   double schur(int i, Eigen::VectorXd* bi);
@@ -216,119 +220,141 @@ void LeanSolver::Impl::contract_at(int k) {
 
 // ---------------------------------------------------------------- the path
 
-// One walk: a_c rises from 0 while every other token keeps its KKT conditions (docs/math.md §4),
-// with the core's event order (c settles, a margin token hits a bound, a token enters; then the
-// smaller id) and its rule for degenerate tokens (a second zero-length entry is refused). Returns
-// false when the walk cannot finish on the path (step cap, a refused settling of c, or a refused
-// token left beyond round-off on the wrong side).
+// The next event of a walk: the shortest step, ties by kind (c settles, a margin token hits a
+// bound, a token enters) and then the smaller id — the core's order (docs/math.md §4).
+struct LeanSolver::Impl::Event {
+  enum Kind { kSettles = 0, kLeaves = 1, kEnters = 2, kNone = 3 };
+  double t = kInf;
+  int kind = kNone, who = -1;
+  LeanSet target = LeanSet::kMargin;
+  void offer(double ts, int k, int w, LeanSet tg) {
+    if (!(ts >= 0)) ts = 0;  // round-off negatives become zero steps
+    if (ts < t || (ts == t && (k < kind || (k == kind && w < who)))) {
+      t = ts;
+      kind = k;
+      who = w;
+      target = tg;
+    }
+  }
+};
+
+// S = ∅: only b can move (every gradient by db); c or an error token reaches g = 0. The step is
+// taken here.
+LeanSolver::Impl::Event LeanSolver::Impl::offset_step(int c) {
+  Event ev;
+  ev.offer(-g[c], Event::kSettles, c, LeanSet::kMargin);
+  for (int i = 0; i < n; ++i)
+    if (i != c && set[i] == LeanSet::kError && !refused[i])
+      ev.offer(-g[i], Event::kEnters, i, LeanSet::kMargin);
+  b += ev.t;
+  for (int i = 0; i < n; ++i) g[i] += ev.t;
+  return ev;
+}
+
+// The sensitivities of (b, a_S) (beta = -R [1; Q_Sc], with the core's guards on R) and of every
+// gradient (gamma = Q_ic + Q_iS beta_S + beta_b) to a_c, the next event, and the step to it.
+LeanSolver::Impl::Event LeanSolver::Impl::path_step(int c) {
+  const int m = static_cast<int>(margin.size());
+  v.resize(m + 1);
+  v(0) = 1;
+  for (int k = 0; k < m; ++k) v(k + 1) = K(margin[k], c);
+  beta = -(R.m() * v);
+  if (!(R(0, 0) < 0) || std::abs(beta.tail(m).sum() + 1) > 1e-6) {
+    refactor();
+    beta = -(R.m() * v);
+  }
+  gam.head(n) = K.col(c).head(n).array() + beta(0);
+  for (int k = 0; k < m; ++k) gam.head(n) += beta(k + 1) * K.col(margin[k]).head(n);
+  gam(c) += p.ridge;
+  Event ev;
+  if (gam(c) > 0) ev.offer(-g[c] / gam(c), Event::kSettles, c, LeanSet::kMargin);
+  ev.offer(p.C - alpha[c], Event::kSettles, c, LeanSet::kError);
+  for (int k = 0; k < m; ++k) {
+    const int j = margin[k];
+    const double rate = beta(k + 1);
+    if (rate < 0)
+      ev.offer(alpha[j] / -rate, Event::kLeaves, j, LeanSet::kReserve);
+    else if (rate > 0)
+      ev.offer((p.C - alpha[j]) / rate, Event::kLeaves, j, LeanSet::kError);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (i == c || refused[i] || set[i] == LeanSet::kMargin) continue;
+    if (set[i] == LeanSet::kError && gam(i) > 0)
+      ev.offer(-g[i] / gam(i), Event::kEnters, i, LeanSet::kMargin);
+    else if (set[i] == LeanSet::kReserve && gam(i) < 0)
+      ev.offer(g[i] / -gam(i), Event::kEnters, i, LeanSet::kMargin);
+  }
+  const double t = ev.t;
+  alpha[c] += t;
+  b += beta(0) * t;
+  for (int k = 0; k < m; ++k) alpha[margin[k]] += beta(k + 1) * t;
+  for (int i = 0; i < n; ++i)
+    if (set[i] != LeanSet::kMargin) g[i] += gam(i) * t;
+  return ev;
+}
+
+// The set change of an event other than c reaching C. Returns 1 when c has settled in S, -1 when
+// the walk cannot go on (c refused by the Schur guard), 0 to take the next step.
+int LeanSolver::Impl::settle(const Event& ev, int c) {
+  const int who = ev.who;
+  if (ev.kind == Event::kLeaves) {
+    const auto k = std::find(margin.begin(), margin.end(), who) - margin.begin();
+    alpha[who] = ev.target == LeanSet::kError ? p.C : 0.0;
+    set[who] = ev.target;
+    g[who] = 0;
+    contract_at(static_cast<int>(k));
+    return 0;
+  }
+  // c settles in S, or an error / reserve token enters it; a token's second zero-length entry in
+  // one walk is refused (duplicate keys could otherwise enter and leave without end).
+  if (ev.kind == Event::kEnters && ev.t == 0) {
+    if (std::find(zero_entered.begin(), zero_entered.end(), who) != zero_entered.end()) {
+      refused[who] = 1;
+      return 0;
+    }
+    zero_entered.push_back(who);
+  }
+  Eigen::VectorXd bi;
+  const double kap = schur(who, &bi);
+  if (kap <= kSchurTol * K(who, who)) {
+    if (who == c) return -1;
+    refused[who] = 1;
+    return 0;
+  }
+  expand(who, bi, kap);
+  return who == c ? 1 : 0;
+}
+
+// One walk: a_c rises from 0 while every other token keeps its KKT conditions (docs/math.md §4).
+// Returns false when the walk cannot finish on the path (the step cap, c refused by the Schur
+// guard, or a refused token left beyond round-off on the wrong side).
 bool LeanSolver::Impl::walk(int c) {
   std::fill(refused.begin(), refused.begin() + n, 0);
   zero_entered.clear();
-  bool any_refused = false;
-  enum Kind { kSettles = 0, kLeaves = 1, kEnters = 2 };
-  for (int step = 0; step < kMaxStepsPerToken; ++step) {
+  bool settled = false;
+  for (int step = 0; step < kMaxStepsPerToken && !settled; ++step) {
     ++events;
-    const int m = static_cast<int>(margin.size());
-    double t = kInf;
-    int kind = 3, who = -1;
-    LeanSet target = LeanSet::kMargin;
-    auto offer = [&](double ts, int k, int w, LeanSet tg) {
-      if (!(ts >= 0)) ts = 0;  // round-off negatives become zero steps
-      if (ts < t || (ts == t && (k < kind || (k == kind && w < who)))) {
-        t = ts;
-        kind = k;
-        who = w;
-        target = tg;
-      }
-    };
-    if (m == 0) {
-      // S = ∅: only b moves (every gradient by db); c or an error token reaches g = 0.
-      offer(-g[c], kSettles, c, LeanSet::kMargin);
-      for (int i = 0; i < n; ++i)
-        if (i != c && set[i] == LeanSet::kError && !refused[i])
-          offer(-g[i], kEnters, i, LeanSet::kMargin);
-      b += t;
-      for (int i = 0; i < n; ++i) g[i] += t;
-      if (who == c && alpha[c] == 0) {
-        g[c] = 0;
-        return true;  // c stays reserve at g = 0
-      }
-    } else {
-      v.resize(m + 1);
-      v(0) = 1;
-      for (int k = 0; k < m; ++k) v(k + 1) = K(margin[k], c);
-      beta = -(R.m() * v);
-      if (!(R(0, 0) < 0) || std::abs(beta.tail(m).sum() + 1) > 1e-6) {
-        refactor();
-        beta = -(R.m() * v);
-      }
-      gam.head(n) = K.col(c).head(n).array() + beta(0);
-      for (int k = 0; k < m; ++k) gam.head(n) += beta(k + 1) * K.col(margin[k]).head(n);
-      gam(c) += p.ridge;
-      if (gam(c) > 0) offer(-g[c] / gam(c), kSettles, c, LeanSet::kMargin);
-      offer(p.C - alpha[c], kSettles, c, LeanSet::kError);
-      for (int k = 0; k < m; ++k) {
-        const int j = margin[k];
-        const double rate = beta(k + 1);
-        if (rate < 0)
-          offer(alpha[j] / -rate, kLeaves, j, LeanSet::kReserve);
-        else if (rate > 0)
-          offer((p.C - alpha[j]) / rate, kLeaves, j, LeanSet::kError);
-      }
-      for (int i = 0; i < n; ++i) {
-        if (i == c || refused[i] || set[i] == LeanSet::kMargin) continue;
-        if (set[i] == LeanSet::kError && gam(i) > 0)
-          offer(-g[i] / gam(i), kEnters, i, LeanSet::kMargin);
-        else if (set[i] == LeanSet::kReserve && gam(i) < 0)
-          offer(g[i] / -gam(i), kEnters, i, LeanSet::kMargin);
-      }
-      alpha[c] += t;
-      b += beta(0) * t;
-      for (int k = 0; k < m; ++k) alpha[margin[k]] += beta(k + 1) * t;
-      for (int i = 0; i < n; ++i)
-        if (set[i] != LeanSet::kMargin) g[i] += gam(i) * t;
+    const bool offset_only = margin.empty();
+    const Event ev = offset_only ? offset_step(c) : path_step(c);
+    if (offset_only && ev.who == c && alpha[c] == 0) {
+      g[c] = 0;
+      return true;  // c stays reserve at g = 0
     }
-    if (kind == kSettles && target == LeanSet::kError) {
+    if (ev.kind == Event::kSettles && ev.target == LeanSet::kError) {
       alpha[c] = p.C;
       set[c] = LeanSet::kError;
       break;
     }
-    if (kind == kLeaves) {
-      const auto k = std::find(margin.begin(), margin.end(), who) - margin.begin();
-      alpha[who] = target == LeanSet::kError ? p.C : 0.0;
-      set[who] = target;
-      g[who] = 0;
-      contract_at(static_cast<int>(k));
-      continue;
-    }
-    // c settles in S, or an error / reserve token enters it.
-    if (kind == kEnters && t == 0) {
-      if (std::find(zero_entered.begin(), zero_entered.end(), who) != zero_entered.end()) {
-        refused[who] = 1;
-        any_refused = true;
-        continue;
-      }
-      zero_entered.push_back(who);
-    }
-    Eigen::VectorXd bi;
-    const double kap = schur(who, &bi);
-    if (kap <= kSchurTol * K(who, who)) {
-      if (who == c) return false;
-      refused[who] = 1;
-      any_refused = true;
-      continue;
-    }
-    expand(who, bi, kap);
-    if (who == c) break;
+    const int r = settle(ev, c);
+    if (r < 0) return false;
+    settled = r > 0;
   }
   if (set[c] == LeanSet::kReserve) return false;  // the step cap
-  if (any_refused) {
-    for (int i = 0; i < n; ++i) {
-      if (!refused[i]) continue;
-      if ((set[i] == LeanSet::kReserve && g[i] < -kRefusedSlack) ||
-          (set[i] == LeanSet::kError && g[i] > kRefusedSlack))
-        return false;
-    }
+  for (int i = 0; i < n; ++i) {
+    if (!refused[i]) continue;
+    if ((set[i] == LeanSet::kReserve && g[i] < -kRefusedSlack) ||
+        (set[i] == LeanSet::kError && g[i] > kRefusedSlack))
+      return false;
   }
   return true;
 }
