@@ -1,15 +1,19 @@
-// Paired cost of one training step of a trained hybrid on its two memory solvers (exact and
-// batched) and of its state-matched sliding window (docs/performance.md "Hybrid training paths").
+// Paired cost of one training step of a trained hybrid on the exact path (lean solver) against its
+// baselines (docs/performance.md "Hybrid training paths").
 //
 //   bench_hybrid_paths --checkpoint DIR [--rounds R] [--warmup W] [--threads K] [--data-dir D]
+//                      [--baselines swa,softmax] [--batched] [--memory]
 //
-// Both hybrid models load the checkpoint's weights (trained keys: the regime training runs in);
-// the window model is make_preset("swa-<size>") with the checkpoint's chunk, batch and seq and a
-// window of chunk + the hybrid's measured mean support, from its initialisation (its cost does not
-// depend on the weights). Every round runs one step (forward, backward, clip, AdamW) of each model
-// on the same batch, in an order that rotates with the round; W untimed rounds come first. The
-// table gives the median s/step of each model and the median, min and max over rounds of the
-// per-round ratios, plus the hybrids' share of the step in the SV memory forward.
+// The hybrid loads the checkpoint's weights (trained keys: the regime training runs in); with
+// --batched the same weights on the batched FISTA path, with --memory on the exact path with one
+// svattn::Memory per sequence, head and chunk (the core). Baselines from their initialisation
+// (their cost does not depend on the weights), with the checkpoint's chunk, batch and seq:
+// swa = make_preset("swa-<size>") with a window of chunk + the hybrid's measured mean support (the
+// state-matched window), softmax = make_preset("softmax-<size>"). Every round runs one step
+// (forward, backward, clip, AdamW) of each model on the same batch, in an order that rotates with
+// the round; W untimed rounds come first. The tables give each model's median s/step and
+// tokens/s, the exact path's SV memory forward and backward shares of the step, and the median,
+// min and max over rounds of the per-round ratios of the hybrid to every other model.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +25,7 @@
 #include "svattn/errors.h"
 #include "svattn/lm/blas.h"
 #include "svattn/lm/trainer.h"
+#include "svattn/torch/exact.h"
 
 namespace {
 
@@ -31,19 +36,22 @@ struct Model {
   std::string name;
   CharLm lm{nullptr};
   std::unique_ptr<torch::optim::AdamW> opt;
-  std::vector<double> seconds, sv_seconds;
+  std::vector<double> seconds, sv_forward, sv_backward;
 };
 
 Model make_model(std::string name, CharLm lm) {
-  Model m{std::move(name), std::move(lm), nullptr, {}, {}};
+  Model m{std::move(name), std::move(lm), nullptr, {}, {}, {}};
   m.lm->train();
   m.opt =
       std::make_unique<torch::optim::AdamW>(m.lm->parameters(), torch::optim::AdamWOptions(1e-4));
   return m;
 }
 
-// One full training step; returns its wall time and adds the SV forward time to *sv.
-double step(Model& m, const Tensor& w, double* sv) {
+// One full training step; returns its wall time and sets the SV memory's forward and backward
+// time (the exact path's, from svattn::layers::exact_times; the batched path's forward from the
+// layers' diagnostics, its backward not taken apart: 0).
+double step(Model& m, const Tensor& w, double* sv_fwd, double* sv_bwd) {
+  const svattn::layers::ExactTimes e0 = svattn::layers::exact_times();
   const auto t0 = std::chrono::steady_clock::now();
   const auto T = w.size(1) - 1;
   Tensor logits = m.lm->forward(w.narrow(1, 0, T));
@@ -54,8 +62,11 @@ double step(Model& m, const Tensor& w, double* sv) {
   torch::nn::utils::clip_grad_norm_(m.lm->parameters(), 1.0);
   m.opt->step();
   const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  *sv = 0;
-  for (const auto& d : m.lm->diagnostics()) *sv += d.solver_seconds;
+  const svattn::layers::ExactTimes e1 = svattn::layers::exact_times();
+  *sv_fwd = e1.forward_seconds - e0.forward_seconds;
+  *sv_bwd = e1.backward_seconds - e0.backward_seconds;
+  if (*sv_fwd == 0)
+    for (const auto& d : m.lm->diagnostics()) *sv_fwd += d.solver_seconds;
   return dt;
 }
 
@@ -75,10 +86,10 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-void print_ratio(const char* label, const Model& a, const Model& b) {
+void print_ratio(const Model& a, const Model& b) {
   std::vector<double> r;
   for (std::size_t i = 0; i < a.seconds.size(); ++i) r.push_back(a.seconds[i] / b.seconds[i]);
-  std::printf("| %s | %.2fx | %.2fx | %.2fx |\n", label, median(r),
+  std::printf("| %s / %s | %.2fx | %.2fx | %.2fx |\n", a.name.c_str(), b.name.c_str(), median(r),
               *std::min_element(r.begin(), r.end()), *std::max_element(r.begin(), r.end()));
 }
 
@@ -86,8 +97,24 @@ struct Options {
   std::string checkpoint;
   std::int64_t rounds = 5, warmup = 1;
   int threads = 1;
+  std::vector<std::string> baselines{"swa"};
+  bool batched = false, memory = false;
   svattn::lm::DataSpec spec;
 };
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= s.size()) {
+    const std::size_t comma = std::min(s.find(',', at), s.size());
+    const std::string item = s.substr(at, comma - at);
+    if (item != "swa" && item != "softmax")
+      throw svattn::InvalidArgument("--baselines: unknown baseline '" + item + "' (swa, softmax)");
+    out.push_back(item);
+    at = comma + 1;
+  }
+  return out;
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -107,6 +134,12 @@ Options parse(int argc, char** argv) {
       o.threads = std::stoi(next());
     else if (a == "--data-dir")
       o.spec.data_dir = next();
+    else if (a == "--baselines")
+      o.baselines = split_list(next());
+    else if (a == "--batched")
+      o.batched = true;
+    else if (a == "--memory")
+      o.memory = true;
     else
       throw svattn::InvalidArgument("unknown option " + a);
   }
@@ -115,17 +148,27 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-void print_tables(const std::vector<Model>& models) {
-  std::printf("\n| model | median s/step | SV forward share |\n|---|---:|---:|\n");
+void print_tables(const std::vector<Model>& models, std::int64_t tokens_per_step) {
+  std::printf(
+      "\n| model | median s/step | tokens/s | SV forward share | SV backward share |\n"
+      "|---|---:|---:|---:|---:|\n");
   for (const auto& m : models) {
-    double sv = 0, tot = 0;
-    for (std::size_t i = 0; i < m.seconds.size(); ++i) sv += m.sv_seconds[i], tot += m.seconds[i];
-    std::printf("| %s | %.3f | %.0f %% |\n", m.name.c_str(), median(m.seconds), 100 * sv / tot);
+    double fwd = 0, bwd = 0, tot = 0;
+    for (std::size_t i = 0; i < m.seconds.size(); ++i)
+      fwd += m.sv_forward[i], bwd += m.sv_backward[i], tot += m.seconds[i];
+    const double med = median(m.seconds);
+    std::printf("| %s | %.3f | %.0f | %.0f %% | %.0f %% |\n", m.name.c_str(), med,
+                static_cast<double>(tokens_per_step) / med, 100 * fwd / tot, 100 * bwd / tot);
   }
   std::printf("\n| ratio (per round) | median | min | max |\n|---|---:|---:|---:|\n");
-  print_ratio("exact / batched", models[0], models[1]);
-  print_ratio("exact / window", models[0], models[2]);
-  print_ratio("batched / window", models[1], models[2]);
+  for (std::size_t k = 1; k < models.size(); ++k) print_ratio(models[0], models[k]);
+}
+
+// Largest |logit| difference of the lean and the core solver on one batch (no gradient): the
+// solvers' partitions agree when it is at fp32 round-off.
+double solver_logit_gap(CharLm lean, CharLm memory, const Tensor& tokens) {
+  torch::NoGradGuard ng;
+  return (lean->forward(tokens) - memory->forward(tokens)).abs().max().item<double>();
 }
 
 int run(int argc, char** argv) {
@@ -135,11 +178,14 @@ int run(int argc, char** argv) {
   const int threads = opt.threads;
   svattn::lm::set_threads(threads);
   using svattn::layers::GlobalPath;
-  auto on = [&](GlobalPath p) {
-    return svattn::lm::load_checkpoint(
-        checkpoint, [p](svattn::layers::LmConfig& c) { c.attention.hybrid.path = p; });
+  auto on = [&](GlobalPath p, svattn::layers::ExactSolver solver) {
+    return svattn::lm::load_checkpoint(checkpoint, [p, solver](svattn::layers::LmConfig& c) {
+      c.attention.hybrid.path = p;
+      c.attention.hybrid.exact_solver = solver;
+    });
   };
-  svattn::lm::LoadedCheckpoint ex = on(GlobalPath::kExact), ba = on(GlobalPath::kBatched);
+  using svattn::layers::ExactSolver;
+  svattn::lm::LoadedCheckpoint ex = on(GlobalPath::kExact, ExactSolver::kLean);
   const auto& cfg = ex.model->config();
   if (cfg.attention.type != svattn::layers::AttentionType::kHybrid)
     throw svattn::InvalidArgument("--checkpoint " + checkpoint + " is not a hybrid model");
@@ -153,8 +199,7 @@ int run(int argc, char** argv) {
   svattn::lm::Corpus corpus = svattn::lm::checkpoint_corpus(ex.config, opt.spec);
 
   std::vector<Model> models;
-  models.push_back(make_model("exact", ex.model));
-  models.push_back(make_model("batched", ba.model));
+  models.push_back(make_model(preset + " exact", ex.model));
   // The window: chunk + the trained hybrid's mean support on the first batch.
   const Tensor w0 = windows(
       corpus, svattn::lm::batch_offsets(corpus, svattn::lm::Split::kTrain, batch, seq, 99, 0), seq);
@@ -167,18 +212,32 @@ int run(int argc, char** argv) {
       if (std::isfinite(d.support_mean)) support += d.support_mean, ++n;
     support /= std::max(n, 1);
   }
-  svattn::lm::Preset swa = svattn::lm::make_preset("swa" + preset.substr(dash), support);
-  swa.model.attention.hybrid.chunk = chunk;
-  swa.model.attention.window = svattn::layers::state_matched_window(chunk, support);
-  models.push_back(make_model("swa W " + std::to_string(swa.model.attention.window),
-                              svattn::lm::seeded_char_lm(swa.model, 1234)));
+  if (opt.memory) {
+    svattn::lm::LoadedCheckpoint core = on(GlobalPath::kExact, ExactSolver::kMemory);
+    std::printf("lean vs core solver on one batch: max |d logit| %.3g\n",
+                solver_logit_gap(ex.model, core.model, w0.narrow(1, 0, seq)));
+    models.push_back(make_model(preset + " exact (svattn::Memory)", core.model));
+  }
+  if (opt.batched)
+    models.push_back(make_model(preset + " batched", on(GlobalPath::kBatched, ExactSolver::kLean).model));
+  const std::string size = preset.substr(dash);
+  for (const std::string& base : opt.baselines) {
+    svattn::lm::Preset bp = svattn::lm::make_preset(base + size, support);
+    bp.model.attention.hybrid.chunk = chunk;
+    std::string name = base + size;
+    if (base == "swa") {
+      bp.model.attention.window = svattn::layers::state_matched_window(chunk, support);
+      name += " W " + std::to_string(bp.model.attention.window);
+    }
+    models.push_back(make_model(name, svattn::lm::seeded_char_lm(bp.model, 1234)));
+  }
 
   std::printf(
-      "%s step %lld (%s), batch %lld x seq %lld, chunk %lld, %d thread(s), OpenBLAS %s; "
-      "%lld rounds after %lld untimed\n",
+      "%s step %lld (%s), batch %lld x seq %lld, chunk %lld, mean support %.1f, %d thread(s), "
+      "OpenBLAS %s; %lld rounds after %lld untimed\n",
       preset.c_str(), static_cast<long long>(ex.step), corpus.label().c_str(),
       static_cast<long long>(batch), static_cast<long long>(seq), static_cast<long long>(chunk),
-      threads, svattn::lm::blas_core_name().c_str(), static_cast<long long>(rounds),
+      support, threads, svattn::lm::blas_core_name().c_str(), static_cast<long long>(rounds),
       static_cast<long long>(warmup));
   for (std::int64_t r = 0; r < warmup + rounds; ++r) {
     const Tensor w = windows(
@@ -186,14 +245,15 @@ int run(int argc, char** argv) {
         seq);
     for (std::size_t k = 0; k < models.size(); ++k) {
       Model& m = models[(k + static_cast<std::size_t>(r)) % models.size()];
-      double sv = 0;
-      const double dt = step(m, w, &sv);
+      double fwd = 0, bwd = 0;
+      const double dt = step(m, w, &fwd, &bwd);
       if (r < warmup) continue;
       m.seconds.push_back(dt);
-      m.sv_seconds.push_back(sv);
+      m.sv_forward.push_back(fwd);
+      m.sv_backward.push_back(bwd);
     }
   }
-  print_tables(models);
+  print_tables(models, batch * seq);
   return 0;
 }
 

@@ -320,6 +320,7 @@ ExactSettings HybridSettings::exact_settings() const {
   es.problem = problem;
   es.bounded = bounded;
   es.certify = certify;
+  es.solver = exact_solver;
   return es;
 }
 

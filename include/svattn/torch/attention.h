@@ -117,6 +117,9 @@ struct HybridSettings {
   /// (ExactSettings::certify) and report the verified share in the diagnostics (for evaluation).
   /// validate() rejects it on the batched path, whose memories carry no certificate.
   bool certify = false;
+  /// Exact path: the solver of its memories (ExactSettings::solver; the lean training solver by
+  /// default, svattn::Memory for comparisons).
+  ExactSolver exact_solver = ExactSolver::kLean;
   /// Also count the distinct key vectors of every memory's support and the coefficient spread
   /// among exact duplicates (diagnostics; layers::distinct_support, for evaluation).
   bool count_distinct_support = false;

@@ -1,14 +1,18 @@
 // Exact-path SV attention as a torch::autograd::Function (docs/math.md §5, §7).
 //
-// Forward: for every (batch, head) an fp64 svattn::Memory (the Cauwenberghs–Poggio path of
-// src/core) is fitted to the keys; each query reads out o(q) = sum_i a_i k(q,x_i) v_i / sum_i a_i
+// Forward: for every (batch, head) the keys are fitted by the lean solver (svattn/torch/
+// lean_solver.h: the Cauwenberghs–Poggio path of docs/math.md §4 without the audit machinery; the
+// chunked memory of chunk c + 1 continues from chunk c's solution) or, with ExactSolver::kMemory,
+// by an fp64 svattn::Memory (the core); each query reads out o(q) = sum_i a_i k(q,x_i) v_i / sum_i a_i
 // k(q,x_i) over S ∪ E (support-weighted log-sum-exp, RBF kernel). The forward saves the partition,
 // the coefficients and the maintained bordered inverse R of [[0, 1'], [1, K_SS + mu I]].
 // Backward: implicit differentiation of the bordered system with the saved R (no second solve);
-// see docs/layers.md for the derivation in the core's scaling. Gradients flow to keys, values,
+// see docs/layers.md for the derivation in the core's scaling; blocked matrix products over each
+// memory's support. Gradients flow to keys, values,
 // queries and (optionally) the per-head log bandwidth. Inputs of any floating dtype and device;
 // computation is fp64 on the CPU, results are returned in the input dtype/device. The (batch, head)
-// units run in parallel with at::parallel_for (at::get_num_threads() threads).
+// units run in parallel with at::parallel_for (at::get_num_threads() threads); each is solved by
+// one thread in a fixed order, so results do not depend on the thread count.
 #pragma once
 #include <torch/torch.h>
 
@@ -18,6 +22,12 @@
 #include "svattn/memory.h"
 
 namespace svattn::layers {
+
+/// Which solver fits the exact path's memories.
+enum class ExactSolver {
+  kLean,    ///< LeanSolver: the training solver (default)
+  kMemory,  ///< one svattn::Memory per (batch, head): the audited core (comparisons, tests)
+};
 
 /// Settings of the exact path. Kernel is RBF exp(-||a-b||^2 / sigma^2).
 struct ExactSettings {
@@ -33,6 +43,7 @@ struct ExactSettings {
   /// feasibility, KKT signs on every token held, canonical hash; O(n |S ∪ E| d) per memory) and
   /// report the outcome in ExactInfo::verified. For evaluation: the gradient does not change.
   bool certify = false;
+  ExactSolver solver = ExactSolver::kLean;
 
   /// Throws svattn::InvalidArgument naming the bad field ("problem.C must be ..., got ...").
   void validate() const;
@@ -54,9 +65,18 @@ struct ExactInfo {
   torch::Tensor verified;
   std::vector<Status> status;  ///< one per unit
   long events = 0;             ///< solver events summed over units
-  long batch_fallbacks = 0;    ///< core operations finished by a batch re-solve
+  long batch_fallbacks = 0;    ///< adds finished by a batch re-solve (the path gave up)
   double seconds = 0;          ///< wall time of the forward solves
 };
+
+/// Wall time of the exact path's forward calls (solves and readouts) and backward calls, summed
+/// over the process (every thread's calls); for benchmarks that take the SV memory's forward and
+/// backward apart (bench/lm/bench_hybrid_paths).
+struct ExactTimes {
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+};
+ExactTimes exact_times();
 
 /// keys [B,H,N,d], values [B,H,N,dv], queries [B,H,M,d] -> [B,H,M,dv].
 /// log_sigma: undefined (use settings.bandwidth, no gradient) or [H] (per-head log bandwidth,
