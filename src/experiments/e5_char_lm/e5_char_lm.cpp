@@ -22,10 +22,12 @@ namespace svattn::experiments::e5_char_lm {
 
 using nlohmann::json;
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Pair, hybrid, swa, reference, gate)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Settings, corpus, pairs, seeds, steps, batch, seq, warmup,
-                                   eval_every, eval_windows, test_windows, chunk, note, device,
-                                   max_seconds, lr, workers)
+// With defaults: results written before a key existed still read (absent = the default).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Pair, hybrid, swa, reference, gate, ablation)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Settings, corpus, pairs, seeds, seeds_every_pair, steps,
+                                                batch, seq, warmup, eval_every, eval_windows,
+                                                test_windows, chunk, local_window, note, device,
+                                                max_seconds, lr, workers)
 
 double Run::last_fifth_improvement() const {
   if (valid_curve.size() < 2 || steps <= 0) return std::nan("");
@@ -37,11 +39,41 @@ double Run::last_fifth_improvement() const {
 
 namespace {
 
+// The fair geometry (docs/experiments.md "E5", preset cpu): sequences of 384 bytes = 6 chunks of
+// 64, two-layer models, so that a window state-matched to a hybrid (W = local width + measured
+// |S ∪ E|) reaches back 2 (W - 1) < 384 bytes and cannot see a whole sequence; both local paths
+// (chunk-local, the paper's; sliding with W_loc 16), each against its state-matched window and its
+// memory-off ablation, plus full softmax. Sized for about an hour of this 2-core machine.
+Settings e5_fair_preset() {
+  Settings p;
+  p.corpus = "enwik8";
+  p.pairs = {{"hybrid-400k", "swa-400k", "softmax-400k", "chunk", "hybrid-local-400k"},
+             {"hybrid-window-400k", "swa-window-400k", "", "chunk", "hybrid-window-local-400k"}};
+  p.seeds = 3;
+  p.seeds_every_pair = true;
+  p.steps = 260;
+  p.batch = 4;
+  p.seq = 384;
+  p.chunk = 64;
+  p.local_window = 16;
+  p.lr = 2e-3;
+  p.warmup = 20;
+  p.eval_every = 26;
+  p.eval_windows = 16;
+  p.test_windows = 128;
+  p.workers = 2;
+  p.note =
+      "cpu preset (fair geometry): the 400k models (d 128, 2 layers, 4 heads), chunk 64, sequences "
+      "of 384 bytes (6 chunks), sliding local W_loc 16, 260 steps of 4 x 384 bytes at lr 2e-3, 3 "
+      "seeds of every model, two trained side by side";
+  return p;
+}
+
 Settings e5_preset(const std::string& name) {
   Settings p;
   if (name == "tiny") {
     p.corpus = "shakespeare";
-    p.pairs = {{"hybrid-3m", "swa-3m", "", "chunk"}};
+    p.pairs = {{"hybrid-3m", "swa-3m", "", "chunk", ""}};
     p.seeds = 2;
     p.steps = 3;
     p.batch = 2;
@@ -56,9 +88,9 @@ Settings e5_preset(const std::string& name) {
   }
   if (name == "paper") {
     p.corpus = "enwik8";
-    p.pairs = {{"hybrid-3m", "swa-3m", "softmax-3m", "chunk"},
-               {"hybrid-10m", "swa-10m", "", "chunk"},
-               {"hybrid-token-10m", "swa-10m", "", "token"}};
+    p.pairs = {{"hybrid-3m", "swa-3m", "softmax-3m", "chunk", ""},
+               {"hybrid-10m", "swa-10m", "", "chunk", ""},
+               {"hybrid-token-10m", "swa-10m", "", "token", ""}};
     p.seeds = 3;
     p.steps = 5000;
     p.batch = 16;
@@ -70,32 +102,9 @@ Settings e5_preset(const std::string& name) {
     p.note = "3m presets (d 256, 4 layers) 3 seeds; 10m pair (d 320, 8 layers) with both gates, 1 seed";
     return p;
   }
-  if (name == "cpu") {
-    // Sized for under an hour of this 2-core machine (measured 35–47 min; docs/experiments.md
-    // "E5", preset cpu; not converged at this length): the
-    // 800k models, chunk 16 and sequences of 128 bytes (8 chunks: the memory summarises up to 7
-    // past chunks), two seeds at a time.
-    p.corpus = "enwik8";
-    p.pairs = {{"hybrid-800k", "swa-800k", "softmax-800k", "chunk"},
-               {"hybrid-token-800k", "swa-800k", "", "token"}};
-    p.seeds = 3;
-    p.steps = 700;
-    p.batch = 16;
-    p.seq = 128;
-    p.chunk = 16;
-    p.lr = 2e-3;
-    p.warmup = 50;
-    p.eval_every = 35;
-    p.eval_windows = 32;
-    p.test_windows = 0;
-    p.workers = 2;
-    p.note =
-        "cpu preset: the 800k models (d 128, 4 layers, 4 heads), chunk 16, 700 steps of 16 x 128 "
-        "bytes at lr 2e-3, 3 seeds, two trained side by side; the per-token-gate pair 1 seed";
-    return p;
-  }
+  if (name == "cpu") return e5_fair_preset();
   p.corpus = "enwik8";
-  p.pairs = {{"hybrid-3m", "swa-3m", "softmax-3m", "chunk"}};
+  p.pairs = {{"hybrid-3m", "swa-3m", "softmax-3m", "chunk", ""}};
   p.seeds = 2;
   p.steps = 24;
   p.batch = 4;
@@ -165,6 +174,9 @@ Run train_and_test(const Settings& p, const std::string& preset, const std::stri
   t.log_every = std::max<std::int64_t>(1, p.steps / 50);
   if (preset.rfind("hybrid", 0) == 0) t.gate = gate;
   if (p.chunk > 0) t.chunk = p.chunk;
+  // W_loc only for the window-mode hybrids (a local_window option switches a hybrid to window
+  // mode); their state-matched windows take it from the matched run.
+  if (p.local_window > 0 && preset.rfind("hybrid-window", 0) == 0) t.local_window = p.local_window;
   if (!match_run.empty()) {
     t.match_run = match_run;
     r.matched_support = lm::average_support_from_run(match_run);
@@ -344,9 +356,32 @@ void add_pair_summary(Derived& d, const Pair& pr, const std::vector<double>& hb,
                        {"ours", fmt_pct(rel, 1) + " (p = " + p_str + ")"}});
 }
 
+json t_test_json(const PairedTTest& tt) {
+  return {{"n", tt.n}, {"mean_difference", tt.mean_difference}, {"sd_difference", tt.sd_difference},
+          {"t", number_or_null(tt.t)}, {"dof", tt.dof}, {"p_two_sided", number_or_null(tt.p_two_sided)}};
+}
+
+// The hybrid against its memory-off ablation: what the SV memory adds on top of the same local path.
+void add_ablation(Derived& d, const PairResult& pr, json& pj) {
+  if (pr.ablation.empty()) return;
+  const std::vector<double> hb = test_bpc(pr.hybrid), ab = test_bpc(pr.ablation);
+  add_model_row(d, pr.pair, pr.ablation, "local path alone (memory off)");
+  const PairedTTest tt = paired_t_test(ab, hb);  // positive mean: the memory lowers the BPC
+  const double rel = (mean_of(ab) - mean_of(hb)) / mean_of(ab);
+  pj["ablation_test_bpc"] = ab;
+  pj["relative_improvement_vs_ablation"] = rel;
+  pj["paired_t_vs_ablation"] = t_test_json(tt);
+  const std::string p_str = std::isfinite(tt.p_two_sided) ? fmt_sci(tt.p_two_sided, 2) : "n/a (n < 2)";
+  d.summary.push_back({{"metric", "what the memory adds: " + pr.pair.hybrid + " vs " + pr.pair.ablation +
+                                      " (relative BPC improvement, paired t-test p)"},
+                       {"paper", "not reported"},
+                       {"ours", fmt_mean_sd(hb, 3) + " vs " + fmt_mean_sd(ab, 3) + ": " + fmt_pct(rel, 1) +
+                                    " (p = " + p_str + ")"}});
+}
+
 void add_pair(Derived& d, const PairResult& pr) {
   const std::vector<double> hb = test_bpc(pr.hybrid), sb = test_bpc(pr.swa), rb = test_bpc(pr.reference);
-  for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference})
+  for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference, &pr.ablation})
     for (const auto& r : *set) d.train_seconds += r.train_seconds;
   const PairedTTest tt = paired_t_test(sb, hb);  // positive mean: the hybrid has the lower BPC
   const double rel = (mean_of(sb) - mean_of(hb)) / mean_of(sb);
@@ -363,12 +398,10 @@ void add_pair(Derived& d, const PairResult& pr) {
   if (!pr.reference.empty()) add_model_row(d, pr.pair, pr.reference, "full context");
   json pj = {{"hybrid", pr.pair.hybrid}, {"swa", pr.pair.swa}, {"reference", pr.pair.reference},
              {"gate", pr.pair.gate}, {"hybrid_test_bpc", hb}, {"swa_test_bpc", sb},
-             {"reference_test_bpc", rb}, {"relative_improvement", rel},
-             {"paired_t", {{"n", tt.n}, {"mean_difference", tt.mean_difference},
-                           {"sd_difference", tt.sd_difference}, {"t", number_or_null(tt.t)},
-                           {"dof", tt.dof}, {"p_two_sided", number_or_null(tt.p_two_sided)}}}};
+             {"reference_test_bpc", rb}, {"relative_improvement", rel}, {"paired_t", t_test_json(tt)}};
+  add_ablation(d, pr, pj);
   json runs = json::array();
-  for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference})
+  for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference, &pr.ablation})
     for (const auto& r : *set) runs.push_back(run_json(r)), add_convergence_row(d, r);
   pj["runs"] = runs;
   d.pairs.push_back(pj);
@@ -416,7 +449,7 @@ std::vector<PlotResult> plots(const Result& res, const ExperimentOptions& o) {
     return s;
   };
   for (const auto& pr : res.pairs)
-    for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference})
+    for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference, &pr.ablation})
       for (const auto& r : *set) {
         const std::string title = r.preset + " seed " + std::to_string(r.seed);
         if (!r.valid_curve.empty()) vc.series.push_back(series(title, r.valid_curve));
@@ -462,7 +495,7 @@ json Result::to_json() const {
   json pj = json::array();
   for (const auto& pr : pairs)
     pj.push_back({{"pair", pr.pair}, {"hybrid", runs_json(pr.hybrid)}, {"swa", runs_json(pr.swa)},
-                  {"reference", runs_json(pr.reference)}});
+                  {"reference", runs_json(pr.reference)}, {"ablation", runs_json(pr.ablation)}});
   return {{"preset", preset},     {"seed", seed},         {"settings", settings},
           {"seeds", seeds},       {"data", corpus_label}, {"runs_dir", runs_dir},
           {"pairs", pj},          {"machine", machine},   {"created", created},
@@ -483,6 +516,7 @@ Result Result::from_json(const json& j) {
     pr.hybrid = runs_from_json(x, "hybrid");
     pr.swa = runs_from_json(x, "swa");
     pr.reference = runs_from_json(x, "reference");
+    if (x.contains("ablation")) pr.ablation = runs_from_json(x, "ablation");
     if (pr.hybrid.empty() || pr.swa.size() != pr.hybrid.size())
       throw FormatError("E5 result: a pair needs one hybrid and one window run per seed");
     r.pairs.push_back(std::move(pr));
@@ -511,10 +545,11 @@ void e5_relations(const std::string& id, const json& s) {
     const bool ok = q.is_object() && q.contains("hybrid") && known(q["hybrid"]) &&
                     q.contains("swa") && known(q["swa"]) && q.contains("reference") &&
                     (q["reference"] == "" || known(q["reference"])) && q.contains("gate") &&
-                    (q["gate"] == "chunk" || q["gate"] == "token");
+                    (q["gate"] == "chunk" || q["gate"] == "token") &&
+                    (!q.contains("ablation") || q["ablation"] == "" || known(q["ablation"]));
     if (!ok)
-      bad(field, "{\"hybrid\", \"swa\", \"reference\" (\"\" = none): LM presets, \"gate\": "
-                 "chunk | token}",
+      bad(field, "{\"hybrid\", \"swa\", \"reference\" (\"\" = none), \"ablation\" (optional, "
+                 "\"\" = none): LM presets, \"gate\": chunk | token}",
           q);
   }
   check_lm_run(id, s);
@@ -527,6 +562,7 @@ RangeTable ranges() {
   t.keys = {{"corpus", 0, 0, false, 0, 0, {"enwik8", "shakespeare"}},
             {"pairs", 0, 0, false, 1, 8},
             {"seeds", 1, 100},
+            {"seeds_every_pair"},
             {"steps", 1, 10000000},
             {"batch", 1, static_cast<double>(lm::TrainHyper::kMaxBatch)},
             {"seq", 2, static_cast<double>(lm::TrainHyper::kMaxSeq)},
@@ -535,6 +571,7 @@ RangeTable ranges() {
             {"eval_windows", 0, 10000000},
             {"test_windows", 0, 10000000},
             {"chunk", 0, static_cast<double>(lm::TrainHyper::kMaxSeq)},
+            {"local_window", 0, static_cast<double>(lm::TrainHyper::kMaxSeq)},
             {"note"},
             {"device"},
             {"max_seconds", 0, 1e7},
@@ -571,10 +608,11 @@ Result measure(const ExperimentOptions& o) {
   for (std::size_t pi = 0; pi < p.pairs.size(); ++pi) {
     PairResult& pr = res.pairs[pi];
     pr.pair = p.pairs[pi];
-    const std::size_t n_seeds = pi == 0 ? res.seeds.size() : 1;
+    const std::size_t n_seeds = pi == 0 || p.seeds_every_pair ? res.seeds.size() : 1;
     pr.hybrid.resize(n_seeds);
     pr.swa.resize(n_seeds);
     if (!pr.pair.reference.empty()) pr.reference.resize(n_seeds);
+    if (!pr.pair.ablation.empty()) pr.ablation.resize(n_seeds);
     for (std::size_t si = 0; si < n_seeds; ++si) {
       jobs.emplace_back([&p, &o, &pr, &res, si] {
         const Pair& q = pr.pair;
@@ -582,6 +620,7 @@ Result measure(const ExperimentOptions& o) {
         pr.hybrid[si] = train_and_test(p, q.hybrid, q.gate, s, "", o);
         pr.swa[si] = train_and_test(p, q.swa, q.gate, s, pr.hybrid[si].dir, o);
         if (!q.reference.empty()) pr.reference[si] = train_and_test(p, q.reference, q.gate, s, "", o);
+        if (!q.ablation.empty()) pr.ablation[si] = train_and_test(p, q.ablation, q.gate, s, "", o);
       });
     }
   }
