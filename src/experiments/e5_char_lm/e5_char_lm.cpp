@@ -16,6 +16,7 @@
 #include "lm_run_checks.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/statistics.h"
+#include "svattn/lm/position_eval.h"
 #include "svattn/lm/trainer.h"
 
 namespace svattn::experiments::e5_char_lm {
@@ -72,18 +73,22 @@ Settings e5_fair_preset() {
 Settings e5_preset(const std::string& name) {
   Settings p;
   if (name == "tiny") {
+    // Every model of the fair geometry (the cpu preset's pairs) for 3 steps: 4 chunks of 16.
+    p = e5_fair_preset();
     p.corpus = "shakespeare";
-    p.pairs = {{"hybrid-3m", "swa-3m", "", "chunk", ""}};
     p.seeds = 2;
     p.steps = 3;
     p.batch = 2;
     p.seq = 64;
+    p.chunk = 16;
+    p.local_window = 4;
     p.warmup = 1;
     p.eval_every = 2;
     p.eval_windows = 2;
     p.test_windows = 4;
-    p.chunk = 16;
-    p.note = "test preset: the 3m models with chunk 16, 3 steps of 2 x 64 bytes on tiny-shakespeare";
+    p.workers = 1;
+    p.note = "test preset: the cpu preset's seven models with chunk 16 and W_loc 4, 3 steps of 2 x 64 bytes "
+             "on tiny-shakespeare";
     return p;
   }
   if (name == "paper") {
@@ -103,17 +108,17 @@ Settings e5_preset(const std::string& name) {
     return p;
   }
   if (name == "cpu") return e5_fair_preset();
-  p.corpus = "enwik8";
-  p.pairs = {{"hybrid-3m", "swa-3m", "softmax-3m", "chunk", ""}};
+  // quick: the cpu preset's fair geometry and seven models at a few steps (a smoke run of the
+  // pipeline, far from converged).
+  p = e5_fair_preset();
   p.seeds = 2;
   p.steps = 24;
-  p.batch = 4;
-  p.seq = 128;
-  p.warmup = 6;
+  p.warmup = 4;
   p.eval_every = 8;
-  p.eval_windows = 8;
-  p.test_windows = 32;
-  p.note = "quick preset: the 3m models for 24 steps of 4 x 128 bytes, 2 seeds — far from converged";
+  p.eval_windows = 4;
+  p.test_windows = 16;
+  p.note = "quick preset: the cpu preset's seven models (fair geometry) for 24 steps of 4 x 384 bytes, "
+           "2 seeds — far from converged";
   return p;
 }
 
@@ -193,13 +198,18 @@ Run train_and_test(const Settings& p, const std::string& preset, const std::stri
   const auto& a = trainer.preset().model.attention;
   if (a.type == layers::AttentionType::kSlidingWindow) r.window = a.window;
   r.chunk = a.hybrid.chunk;
-  lm::EvalOptions eo;
+  // One pass over the test windows gives the test BPC and its split by position in the chunk.
+  lm::PositionEvalOptions eo;
   eo.split = lm::Split::kTest;
   eo.seq = p.seq;
   eo.windows = p.test_windows;
-  const lm::EvalResult ev = lm::evaluate(trainer.model(), trainer.corpus(), eo);
+  eo.period = r.chunk;
+  const lm::PositionEval ev = lm::evaluate_by_position(trainer.model(), trainer.corpus(), eo);
   r.test_bpc = ev.bpc;
   r.test_windows = ev.windows;
+  r.position_bpc = ev.bpc_by_position;
+  // The bandwidth only where a memory reads with it (a memory-off ablation keeps an unused one).
+  if (a.type == layers::AttentionType::kHybrid && a.hybrid.memory) r.layer_sigma = lm::sigma_per_layer(trainer.model());
   read_metrics(r);
   r.tokens_per_second = r.train_seconds > 0 ? static_cast<double>(r.steps * p.batch * p.seq) / r.train_seconds : 0;
   return r;
@@ -243,6 +253,8 @@ json run_json(const Run& r) {
   rj["last_fifth_valid_improvement"] = number_or_null(r.last_fifth_improvement());
   if (!r.layer_gate.empty()) rj["layer_gate_memory_share"] = numbers(r.layer_gate);
   if (!r.layer_support.empty()) rj["layer_support"] = numbers(r.layer_support);
+  if (!r.layer_sigma.empty()) rj["layer_sigma"] = numbers(r.layer_sigma);
+  if (!r.position_bpc.empty()) rj["position_bpc"] = numbers(r.position_bpc);
   return rj;
 }
 
@@ -266,6 +278,8 @@ Run run_from_json(const json& j) {
   if (j.contains("support_curve")) r.support_curve = field<Curve>(j, "support_curve");
   r.layer_gate = numbers_from(j, "layer_gate_memory_share");
   r.layer_support = numbers_from(j, "layer_support");
+  r.layer_sigma = numbers_from(j, "layer_sigma");
+  r.position_bpc = numbers_from(j, "position_bpc");
   return r;
 }
 
@@ -304,7 +318,8 @@ struct Derived {
   Table main_table{{"model", "params", "attention state", "test BPC per seed", "mean ± sd",
                     "train time / run", "tokens/s"}};
   Table conv_table{{"model", "seed", "steps", "final valid BPC", "last 20 % improvement",
-                    "gate memory share per layer", "|S ∪ E| per layer"}};
+                    "gate memory share per layer", "|S ∪ E| per layer", "σ per layer"}};
+  Table position_table{{"model"}};
   json pairs = json::array();
   json summary = json::array();
   double worst_last_fifth = std::nan("");
@@ -331,7 +346,7 @@ void add_convergence_row(Derived& d, const Run& r) {
   d.conv_table.add_row({r.preset, std::to_string(r.seed), std::to_string(r.steps),
                         r.valid_curve.empty() ? "–" : fmt_fixed(r.valid_curve.back().second, 3),
                         std::isfinite(imp) ? fmt_pct(imp, 2) : "–", per_layer(r.layer_gate, 3),
-                        per_layer(r.layer_support, 1)});
+                        per_layer(r.layer_support, 1), per_layer(r.layer_sigma, 3)});
 }
 
 // The paper's numbers: 3.22M hybrid vs its window (also beside smaller models), no advantage at
@@ -408,9 +423,59 @@ void add_pair(Derived& d, const PairResult& pr) {
   add_pair_summary(d, pr.pair, hb, sb, tt, rel);
 }
 
+// Every model's runs (each pair's hybrid, window, reference and ablation) in report order.
+std::vector<const std::vector<Run>*> model_runs(const Result& res) {
+  std::vector<const std::vector<Run>*> out;
+  for (const auto& pr : res.pairs)
+    for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference, &pr.ablation})
+      if (!set->empty() && !set->front().position_bpc.empty()) out.push_back(set);
+  return out;
+}
+
+// Mean over seeds of the test BPC at each position within the chunk.
+std::vector<double> mean_position_bpc(const std::vector<Run>& runs) {
+  std::vector<double> m(runs.front().position_bpc.size(), 0.0);
+  for (const auto& r : runs)
+    for (std::size_t i = 0; i < m.size() && i < r.position_bpc.size(); ++i)
+      m[i] += r.position_bpc[i] / static_cast<double>(runs.size());
+  return m;
+}
+
+// Positions within the chunk in groups that double: 0, 1, 2–3, 4–7, ..., up to chunk - 1.
+std::vector<std::pair<std::size_t, std::size_t>> position_groups(std::size_t period) {
+  std::vector<std::pair<std::size_t, std::size_t>> g;
+  for (std::size_t lo = 0; lo < period; lo = lo == 0 ? 1 : 2 * lo) g.emplace_back(lo, std::min(period, lo == 0 ? 1 : 2 * lo) - 1);
+  return g;
+}
+
+// Test BPC by position within the chunk (mean over seeds; every position holds the same number of
+// targets when the sequence is a multiple of the chunk): the chunk-local reset shows at position 0.
+void add_position_table(Derived& d, const Result& res) {
+  const auto sets = model_runs(res);
+  if (sets.empty()) return;
+  const auto groups = position_groups(sets.front()->front().position_bpc.size());
+  std::vector<std::string> cols = {"model"};
+  for (const auto& [lo, hi] : groups)
+    cols.push_back(lo == hi ? std::to_string(lo) : std::to_string(lo) + "–" + std::to_string(hi));
+  cols.push_back("all");
+  d.position_table = Table(cols);
+  for (const auto* runs : sets) {
+    const std::vector<double> m = mean_position_bpc(*runs);
+    std::vector<std::string> row = {runs->front().preset};
+    for (const auto& [lo, hi] : groups) {
+      double sum = 0;
+      for (std::size_t i = lo; i <= hi && i < m.size(); ++i) sum += m[i];
+      row.push_back(fmt_fixed(sum / static_cast<double>(hi - lo + 1), 3));
+    }
+    row.push_back(fmt_mean_sd(test_bpc(*runs), 3));
+    d.position_table.add_row(row);
+  }
+}
+
 Derived derive(const Result& res) {
   Derived d;
   for (const auto& pr : res.pairs) add_pair(d, pr);
+  add_position_table(d, res);
   const PairResult& first = res.pairs.front();
   if (!first.reference.empty())
     d.summary.push_back({{"metric", "test BPC, full softmax reference " + first.pair.reference},
@@ -455,7 +520,20 @@ std::vector<PlotResult> plots(const Result& res, const ExperimentOptions& o) {
         if (!r.valid_curve.empty()) vc.series.push_back(series(title, r.valid_curve));
         if (!r.gate_curve.empty()) gc.series.push_back(series(title, r.gate_curve));
       }
-  return {detail::maybe_line_plot(o, "E5_valid_bpc", vc), detail::maybe_line_plot(o, "E5_gate", gc)};
+  LinePlot pc;
+  pc.title = "E5 test BPC by position within the chunk (mean over seeds)";
+  pc.xlabel = "query position t mod chunk";
+  pc.ylabel = "test BPC";
+  for (const auto* runs : model_runs(res)) {
+    const std::vector<double> m = mean_position_bpc(*runs);
+    Series s;
+    s.title = runs->front().preset;
+    for (std::size_t i = 0; i < m.size(); ++i) s.x.push_back(static_cast<double>(i)), s.y.push_back(m[i]);
+    pc.series.push_back(s);
+  }
+  std::vector<PlotResult> out = {detail::maybe_line_plot(o, "E5_valid_bpc", vc), detail::maybe_line_plot(o, "E5_gate", gc)};
+  if (!pc.series.empty()) out.push_back(detail::maybe_line_plot(o, "E5_position_bpc", pc));
+  return out;
 }
 
 std::string markdown(const Result& res, const Derived& d, const std::vector<PlotResult>& plot_list) {
@@ -483,6 +561,11 @@ std::string markdown(const Result& res, const Derived& d, const std::vector<Plot
         "gate's memory share and |S ∪ E| per head are each layer's values at the last training "
         "record.\n\n"
      << d.conv_table.markdown() << "\n";
+  if (d.position_table.rows() > 0)
+    md << "## Test BPC by position within the chunk\n\nMean over seeds of the test BPC of the queries "
+          "at positions t mod chunk (groups of positions; the chunk-local softmax restarts at 0, "
+          "where a query sees only itself locally).\n\n"
+       << d.position_table.markdown() << "\n";
   md << "Run directories (checkpoints, metrics.jsonl with the gate's memory/local split per layer): `"
      << res.runs_dir << "`.\n\n";
   md << detail::plots_markdown(plot_list);
@@ -651,7 +734,8 @@ ExperimentResult render(const Result& res, const ExperimentOptions& o) {
                    {"eval_every", p.eval_every}, {"eval_windows", p.eval_windows},
                    {"test_windows", p.test_windows}, {"seeds", res.seeds}, {"note", p.note}};
   j["pairs"] = d.pairs;
-  j["tables"] = {{"test_bpc", d.main_table.json()}, {"convergence", d.conv_table.json()}};
+  j["tables"] = {{"test_bpc", d.main_table.json()}, {"convergence", d.conv_table.json()},
+                 {"position_bpc", d.position_table.json()}};
   j["summary"] = d.summary;
   j["train_seconds_total"] = d.train_seconds;
   j["plots"] = detail::plots_json(plot_list);

@@ -61,6 +61,10 @@ struct Run {
   std::vector<std::pair<double, double>> gate_curve;     ///< (step, memory share), hybrid
   std::vector<std::pair<double, double>> support_curve;  ///< (step, mean |S ∪ E|), hybrid
   std::vector<double> layer_gate, layer_support;  ///< per layer, last training record (hybrid)
+  std::vector<double> layer_sigma;  ///< hybrid: learned SV bandwidth per layer (mean over heads)
+  /// Test BPC per query position t mod chunk within the window (the chunk-local softmax resets at
+  /// position 0); the same test windows as test_bpc. Empty in results written before it existed.
+  std::vector<double> position_bpc;
 
   /// (validation BPC at the first evaluation at or after 80 % of the steps − final) / the former;
   /// NaN without two such points.
