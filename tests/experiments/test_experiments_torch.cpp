@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -403,34 +404,58 @@ TEST(E5Tiny, MatchedWindowAndSeedReproducible) {
   const json ja = run_id("E5", tiny_options(a.path));
   const json jb = run_id("E5", tiny_options(b.path));
   ASSERT_TRUE(fs::exists(a.path / "E5.md"));
+  // Every model of the fair geometry ran, each for both seeds.
+  std::map<std::string, int> runs_of;
+  for (const auto& pair : ja["pairs"])
+    for (const auto& run : pair["runs"]) ++runs_of[run["preset"].get<std::string>()];
+  const std::map<std::string, int> every_model = {
+      {"hybrid-400k", 2}, {"swa-400k", 2}, {"softmax-400k", 2}, {"hybrid-local-400k", 2},
+      {"hybrid-window-400k", 2}, {"swa-window-400k", 2}, {"hybrid-window-local-400k", 2}};
+  EXPECT_EQ(runs_of, every_model);
   const auto& pa = ja["pairs"][0];
   const auto& pb = jb["pairs"][0];
   EXPECT_EQ(pa["hybrid_test_bpc"].size(), 2u);
   EXPECT_EQ(pa["hybrid_test_bpc"], pb["hybrid_test_bpc"]);
   EXPECT_EQ(pa["swa_test_bpc"], pb["swa_test_bpc"]);
-  for (const auto& run : pa["runs"]) {
-    if (run["preset"] != "tiny-swa") continue;
-    const double s = run["matched_support"].get<double>();
-    EXPECT_GT(s, 0.0);
-    EXPECT_EQ(run["chunk"].get<long>(), 16);
-    EXPECT_EQ(run["window"].get<long>(), 16 + std::lround(s))
-        << "chunk 16 + the hybrid's measured support";
+  EXPECT_EQ(ja["pairs"][1]["ablation_test_bpc"], jb["pairs"][1]["ablation_test_bpc"]);
+  for (const auto& pair : ja["pairs"]) {
+    // The paired tests against the window and against the memory-off ablation are computed from
+    // the numbers the pair reports.
+    std::vector<double> h = pair["hybrid_test_bpc"], w = pair["swa_test_bpc"], ab = pair["ablation_test_bpc"];
+    EXPECT_DOUBLE_EQ(pair["paired_t"]["mean_difference"].get<double>(), paired_t_test(w, h).mean_difference);
+    EXPECT_DOUBLE_EQ(pair["paired_t_vs_ablation"]["mean_difference"].get<double>(),
+                     paired_t_test(ab, h).mean_difference);
+    for (const auto& run : pair["runs"]) {
+      const std::string preset = run["preset"];
+      EXPECT_GT(run["test_bpc"].get<double>(), 0.0) << preset;
+      EXPECT_LT(run["test_bpc"].get<double>(), 8.5) << preset;
+      // BPC by position within the chunk: 16 positions of equal weight (64 = 4 chunks), whose mean
+      // is the test BPC.
+      const std::vector<double> pos = run["position_bpc"];
+      ASSERT_EQ(pos.size(), 16u) << preset;
+      double mean = 0;
+      for (double v : pos) mean += v / 16.0;
+      EXPECT_NEAR(mean, run["test_bpc"].get<double>(), 1e-9) << preset;
+      EXPECT_EQ(run.contains("layer_sigma"), preset == "hybrid-400k" || preset == "hybrid-window-400k") << preset;
+      if (preset.rfind("swa", 0) != 0) continue;
+      // State matching: the window is the matched hybrid's local width (chunk 16, or W_loc 4 +
+      // chunk 16 - 1 with the sliding local path) plus its measured support.
+      const double s = run["matched_support"].get<double>();
+      EXPECT_GT(s, 0.0);
+      EXPECT_EQ(run["chunk"].get<long>(), 16);
+      const long local = preset == "swa-window-400k" ? 4 + 16 - 1 : 16;
+      EXPECT_EQ(run["window"].get<long>(), local + std::lround(s)) << preset;
+    }
   }
-  for (const auto& v : pa["hybrid_test_bpc"]) {
-    EXPECT_GT(v.get<double>(), 0.0);
-    EXPECT_LT(v.get<double>(), 8.5);
-  }
-  // The paired test is computed from the numbers it reports.
-  std::vector<double> h = pa["hybrid_test_bpc"], s = pa["swa_test_bpc"];
-  const auto tt = paired_t_test(s, h);
-  EXPECT_DOUBLE_EQ(pa["paired_t"]["mean_difference"].get<double>(), tt.mean_difference);
   // The typed result round-trips through E5.json, and the report rendered from the file alone
   // (no corpus, no training) is the one the run wrote.
   std::ifstream in(a.path / "E5.json");
   const json file = json::parse(in);
   const e5_char_lm::Result r = e5_char_lm::Result::from_json(file["result"]);
-  ASSERT_EQ(r.pairs.size(), 1u);
+  ASSERT_EQ(r.pairs.size(), 2u);
   ASSERT_EQ(r.pairs[0].hybrid.size(), 2u);
+  ASSERT_EQ(r.pairs[1].ablation.size(), 2u);
+  EXPECT_FALSE(r.pairs[0].hybrid[0].position_bpc.empty());
   EXPECT_FALSE(std::isfinite(r.pairs[0].hybrid[0].matched_support));
   EXPECT_TRUE(std::isfinite(r.pairs[0].swa[0].matched_support));
   EXPECT_FALSE(r.pairs[0].hybrid[0].layer_gate.empty());
@@ -444,6 +469,7 @@ TEST(E5Tiny, MatchedWindowAndSeedReproducible) {
     return std::string(std::istreambuf_iterator<char>(f), {});
   };
   EXPECT_NE(text(a.path / "E5.md").find("## Test BPC"), std::string::npos);
+  EXPECT_NE(text(a.path / "E5.md").find("## Test BPC by position within the chunk"), std::string::npos);
   EXPECT_EQ(text(c.path / "E5.md"), text(a.path / "E5.md"));
   json missing = file["result"];
   missing["pairs"][0]["swa"][0].erase("test_bpc");

@@ -88,7 +88,14 @@ Settings e3_preset(const std::string& name) {
   // (docs/experiments.md), which breaks the quick preset's 10-minute budget; 1-8x takes about a
   // minute.
   p.factors = {1, 2, 4, 8};
-  p.long_eval_sequences = 8;
+  // 8x on 16 sequences (the hybrid's exact-path evaluation there was 78 of the 87 s of evaluation).
+  p.long_factor = 8;
+  p.long_eval_sequences = 16;
+  // Three seeds, side by side: the hybrid is bimodal over seeds (docs/experiments.md, E3 "Over
+  // five seeds"), so one seed says little; seeds 1-3 hold both modes. Three workers on two cores
+  // finish together instead of leaving the third seed to run alone.
+  p.seeds = {1, 2, 3};
+  p.workers = 3;
   return p;
 }
 
@@ -106,6 +113,8 @@ void to_json(json& j, const Settings& p) {
   j["heads"] = p.n_heads;
   j["recurrent_heads"] = p.recurrent_heads;
   j["chunk"] = p.chunk;
+  j["local"] = p.local;
+  j["local_window"] = p.local_window;
   j["C"] = p.C;
   j["iters"] = p.fista_iterations;
   j["mask_tol"] = p.mask_tol;
@@ -145,6 +154,9 @@ void from_json(const json& j, Settings& p) {
   j.at("heads").get_to(p.n_heads);
   j.at("recurrent_heads").get_to(p.recurrent_heads);
   j.at("chunk").get_to(p.chunk);
+  // Keys added with the sliding local path: absent in older results means the chunk-local path.
+  p.local = j.value("local", std::string("chunk"));
+  p.local_window = j.value("local_window", std::int64_t{1});
   j.at("C").get_to(p.C);
   j.at("iters").get_to(p.fista_iterations);
   j.at("mask_tol").get_to(p.mask_tol);
@@ -224,6 +236,8 @@ void validate_preset(const Settings& p) {
   }
 }
 
+constexpr std::int64_t kScanChunk = 32;
+
 layers::LmConfig model_config(const Settings& p, layers::AttentionType type, std::int64_t window,
                               std::int64_t recurrent_heads = 1) {
   layers::LmConfig m;
@@ -239,10 +253,14 @@ layers::LmConfig model_config(const Settings& p, layers::AttentionType type, std
       type == layers::AttentionType::kLinear || type == layers::AttentionType::kDeltaNet;
   a.n_heads = recurrent ? recurrent_heads : p.n_heads;
   a.window = std::max<std::int64_t>(1, window);
-  a.scan_chunk = p.chunk;
+  // Linear attention's and DeltaNet's chunkwise forms are exact at any chunk; 32 instead of the
+  // hybrid's chunk 1 turns a token-by-token scan into a few matrix products.
+  a.scan_chunk = kScanChunk;
   a.rope = true;
   auto& h = a.hybrid;
   h.chunk = p.chunk;
+  h.local = layers::local_path_from_string(p.local);
+  if (h.local == layers::LocalPath::kWindow) h.local_window = p.local_window;
   h.path = layers::global_path_from_string(p.path);
   h.gate = layers::gate_type_from_string(p.gate);
   h.problem.C = p.C;
@@ -459,6 +477,7 @@ MethodResult train_method(const Method& m, const Settings& p, std::int64_t windo
     layers::CharLm em = clone_with_config(model, ec);
     for (int f : p.factors)
       r.eval.push_back(evaluate_recall(em, p, f, eval_seed, sequences_at(p, f)));
+    r.outputs = diagnose_outputs(em, p.task, p.eval_sequences, eval_seed + 1);
   } else {
     for (int f : p.factors)
       r.eval.push_back(evaluate_recall(model, p, f, eval_seed, sequences_at(p, f)));
@@ -534,7 +553,9 @@ SeedRuns train_all(const Settings& p, const ExperimentOptions& o, std::uint64_t 
     results.push_back(train_method(m, p, window > 0 ? window : 1, rh, seed, o));
     if (m.type == layers::AttentionType::kHybrid && std::isnan(support)) {
       support = mean_support(results.back().eval.front());
-      if (p.window < 1) window = layers::state_matched_window(p.chunk, support);
+      if (p.window < 1)
+        window = layers::state_matched_window(
+            model_config(p, layers::AttentionType::kHybrid, 1).attention.hybrid.local_width(), support);
       hybrid_state =
           static_cast<double>(p.n_heads) *
           state_floats_per_head(config_of(p, results.back()).attention, support, p.task.length());
@@ -889,7 +910,34 @@ std::vector<PlotResult> e3_plots(const ExperimentOptions& o, const Settings& p,
 struct E3Tables {
   Table recall{{}}, support{{}};                            // first seed
   Table seeds_recall{{}}, per_seed{{}}, seeds_support{{}};  // over the seeds (several only)
+  Table outputs{{}};  // the hybrid per seed and output position (chunk 1 only)
 };
+
+/// The hybrid per seed and output position at 1x: when training converged (first logged mean
+/// loss < 0.1), its bandwidth, and per output its recall, which data symbol it emitted, and the
+/// support and gate of the memory its query reads (docs/experiments.md, E3 "Why seeds fail").
+Table outputs_table(const Settings& p, const std::vector<SeedRuns>& all) {
+  Table t({"seed", "loss < 0.1 at step", "final loss", "σ per layer", "output", "recall",
+           "emitted = data symbol 1…k", "|S ∪ E| per layer", "gate memory share per layer"});
+  const auto list = [](const std::vector<double>& v, int digits) {
+    std::string out;
+    for (double x : v) out += (out.empty() ? "" : " / ") + fmt_fixed(x, digits);
+    return out;
+  };
+  for (const auto& runs : all) {
+    const MethodResult* h = runs.find("hybrid");
+    if (h == nullptr || h->outputs.empty()) continue;
+    std::vector<double> sigma;
+    for (const auto& l : h->sigma) sigma.push_back(mean_of(l));
+    const int conv = steps_to_loss(h->loss_curve, 0.1);
+    for (const auto& d : h->outputs)
+      t.add_row({std::to_string(runs.seed), conv < 0 ? "not within " + std::to_string(p.steps) : std::to_string(conv),
+                 fmt_fixed(h->final_train_loss, 3), list(sigma, 3), std::to_string(d.output),
+                 fmt_fixed(d.recall, 3), list(d.predicted_symbol_share, 2), list(d.support_per_layer, 1),
+                 list(d.gate_per_layer, 3)});
+  }
+  return t;
+}
 
 /// The section over the seeds (with two or more).
 std::string seeds_markdown(const std::vector<SeedRuns>& all, const E3Tables& t) {
@@ -981,6 +1029,12 @@ std::string markdown_of(const std::string& preset, const Settings& p,
     md << "\n"
        << seeds_markdown(all, tables) << "## Seed " << runs.seed
        << " in detail\n\nThe state matching above and the tables below are this seed's.\n";
+  if (tables.outputs.rows() > 0)
+    md << "\n## The hybrid per seed and output (1x)\n\nConvergence: the first logged step whose mean "
+          "training loss (over the outputs) is below 0.1. Per output j: recall, the share of "
+          "predictions equal to the i-th data symbol (a repeated symbol counts for each index), and "
+          "the support and gate of the memory read by its query (mean over heads and sequences).\n\n"
+       << tables.outputs.markdown();
   md << "\n## Recall vs padding factor\n\n" << recall.markdown() << "\n";
   if (hyb != nullptr) {
     md << "## SV support |S ∪ E| per layer and head, and the gate's memory share (hybrid)\n\n"
@@ -1071,7 +1125,8 @@ json method_result_json(const MethodResult& r) {
           {"eval_exact_seconds", r.eval_exact_seconds},
           {"sigma", r.sigma},
           {"state_per_layer", r.state_per_layer},
-          {"reused", r.reused}};
+          {"reused", r.reused},
+          {"outputs", detail::json_array(r.outputs, [](const OutputDiagnosis& d) { return d.to_json(); })}};
 }
 
 MethodResult method_result_from_json(const json& j) {
@@ -1098,6 +1153,8 @@ MethodResult method_result_from_json(const json& j) {
   r.sigma = field<std::vector<std::vector<double>>>(j, "sigma");
   r.state_per_layer = field<double>(j, "state_per_layer");
   r.reused = field<bool>(j, "reused");
+  if (j.contains("outputs"))  // absent in results written before the per-output diagnosis
+    r.outputs = detail::json_array_field(j, "outputs", "E3 result", OutputDiagnosis::from_json);
   return r;
 }
 
@@ -1160,11 +1217,12 @@ E3Tables tables_of(const Result& res) {
     t.per_seed = per_seed_recall_table(p, res.runs);
     t.seeds_support = seeds_support_table(p, res.runs);
   }
+  t.outputs = outputs_table(p, res.runs);
   return t;
 }
 
 json tables_json(const E3Tables& t, bool several_seeds) {
-  json j = {{"recall", t.recall.json()}, {"support", t.support.json()}};
+  json j = {{"recall", t.recall.json()}, {"support", t.support.json()}, {"outputs", t.outputs.json()}};
   if (several_seeds) {
     j["recall_over_seeds"] = t.seeds_recall.json();
     j["recall_per_seed"] = t.per_seed.json();
@@ -1253,6 +1311,8 @@ RangeTable ranges() {
             {"heads", 1, 64},
             {"recurrent_heads", 0, 64},
             {"chunk", 1, 65536},
+            {"local", 0, 0, false, 0, 0, {"chunk", "window"}},
+            {"local_window", 1, 65536},
             {"C", 0, 1e6, true},
             {"iters", 1, layers::BatchedSettings::kMaxIterations},
             {"mask_tol", 0, 0.499, true},

@@ -16,16 +16,19 @@
 #include "lm_run_checks.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/statistics.h"
+#include "svattn/lm/position_eval.h"
 #include "svattn/lm/trainer.h"
 
 namespace svattn::experiments::e5_char_lm {
 
 using nlohmann::json;
 
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Pair, hybrid, swa, reference, gate)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Settings, corpus, pairs, seeds, steps, batch, seq, warmup,
-                                   eval_every, eval_windows, test_windows, chunk, note, device,
-                                   max_seconds, lr, workers)
+// With defaults: results written before a key existed still read (absent = the default).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Pair, hybrid, swa, reference, gate, ablation)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Settings, corpus, pairs, seeds, seeds_every_pair, steps,
+                                                batch, seq, warmup, eval_every, eval_windows,
+                                                test_windows, chunk, local_window, note, device,
+                                                max_seconds, lr, workers)
 
 double Run::last_fifth_improvement() const {
   if (valid_curve.size() < 2 || steps <= 0) return std::nan("");
@@ -37,28 +40,62 @@ double Run::last_fifth_improvement() const {
 
 namespace {
 
+// The fair geometry (docs/experiments.md "E5", preset cpu): sequences of 384 bytes = 6 chunks of
+// 64, two-layer models, so that a window state-matched to a hybrid (W = local width + measured
+// |S ∪ E|) reaches back 2 (W - 1) < 384 bytes and cannot see a whole sequence; both local paths
+// (chunk-local, the paper's; sliding with W_loc 16), each against its state-matched window and its
+// memory-off ablation, plus full softmax. Sized for about an hour of this 2-core machine.
+Settings e5_fair_preset() {
+  Settings p;
+  p.corpus = "enwik8";
+  p.pairs = {{"hybrid-400k", "swa-400k", "softmax-400k", "chunk", "hybrid-local-400k"},
+             {"hybrid-window-400k", "swa-window-400k", "", "chunk", "hybrid-window-local-400k"}};
+  p.seeds = 3;
+  p.seeds_every_pair = true;
+  p.steps = 260;
+  p.batch = 4;
+  p.seq = 384;
+  p.chunk = 64;
+  p.local_window = 16;
+  p.lr = 2e-3;
+  p.warmup = 20;
+  p.eval_every = 26;
+  p.eval_windows = 16;
+  p.test_windows = 128;
+  p.workers = 2;
+  p.note =
+      "cpu preset (fair geometry): the 400k models (d 128, 2 layers, 4 heads), chunk 64, sequences "
+      "of 384 bytes (6 chunks), sliding local W_loc 16, 260 steps of 4 x 384 bytes at lr 2e-3, 3 "
+      "seeds of every model, two trained side by side";
+  return p;
+}
+
 Settings e5_preset(const std::string& name) {
   Settings p;
   if (name == "tiny") {
+    // Every model of the fair geometry (the cpu preset's pairs) for 3 steps: 4 chunks of 16.
+    p = e5_fair_preset();
     p.corpus = "shakespeare";
-    p.pairs = {{"hybrid-3m", "swa-3m", "", "chunk"}};
     p.seeds = 2;
     p.steps = 3;
     p.batch = 2;
     p.seq = 64;
+    p.chunk = 16;
+    p.local_window = 4;
     p.warmup = 1;
     p.eval_every = 2;
     p.eval_windows = 2;
     p.test_windows = 4;
-    p.chunk = 16;
-    p.note = "test preset: the 3m models with chunk 16, 3 steps of 2 x 64 bytes on tiny-shakespeare";
+    p.workers = 1;
+    p.note = "test preset: the cpu preset's seven models with chunk 16 and W_loc 4, 3 steps of 2 x 64 bytes "
+             "on tiny-shakespeare";
     return p;
   }
   if (name == "paper") {
     p.corpus = "enwik8";
-    p.pairs = {{"hybrid-3m", "swa-3m", "softmax-3m", "chunk"},
-               {"hybrid-10m", "swa-10m", "", "chunk"},
-               {"hybrid-token-10m", "swa-10m", "", "token"}};
+    p.pairs = {{"hybrid-3m", "swa-3m", "softmax-3m", "chunk", ""},
+               {"hybrid-10m", "swa-10m", "", "chunk", ""},
+               {"hybrid-token-10m", "swa-10m", "", "token", ""}};
     p.seeds = 3;
     p.steps = 5000;
     p.batch = 16;
@@ -70,41 +107,18 @@ Settings e5_preset(const std::string& name) {
     p.note = "3m presets (d 256, 4 layers) 3 seeds; 10m pair (d 320, 8 layers) with both gates, 1 seed";
     return p;
   }
-  if (name == "cpu") {
-    // Sized for under an hour of this 2-core machine (measured 35–47 min; docs/experiments.md
-    // "E5", preset cpu; not converged at this length): the
-    // 800k models, chunk 16 and sequences of 128 bytes (8 chunks: the memory summarises up to 7
-    // past chunks), two seeds at a time.
-    p.corpus = "enwik8";
-    p.pairs = {{"hybrid-800k", "swa-800k", "softmax-800k", "chunk"},
-               {"hybrid-token-800k", "swa-800k", "", "token"}};
-    p.seeds = 3;
-    p.steps = 700;
-    p.batch = 16;
-    p.seq = 128;
-    p.chunk = 16;
-    p.lr = 2e-3;
-    p.warmup = 50;
-    p.eval_every = 35;
-    p.eval_windows = 32;
-    p.test_windows = 0;
-    p.workers = 2;
-    p.note =
-        "cpu preset: the 800k models (d 128, 4 layers, 4 heads), chunk 16, 700 steps of 16 x 128 "
-        "bytes at lr 2e-3, 3 seeds, two trained side by side; the per-token-gate pair 1 seed";
-    return p;
-  }
-  p.corpus = "enwik8";
-  p.pairs = {{"hybrid-3m", "swa-3m", "softmax-3m", "chunk"}};
+  if (name == "cpu") return e5_fair_preset();
+  // quick: the cpu preset's fair geometry and seven models at a few steps (a smoke run of the
+  // pipeline, far from converged).
+  p = e5_fair_preset();
   p.seeds = 2;
   p.steps = 24;
-  p.batch = 4;
-  p.seq = 128;
-  p.warmup = 6;
+  p.warmup = 4;
   p.eval_every = 8;
-  p.eval_windows = 8;
-  p.test_windows = 32;
-  p.note = "quick preset: the 3m models for 24 steps of 4 x 128 bytes, 2 seeds — far from converged";
+  p.eval_windows = 4;
+  p.test_windows = 16;
+  p.note = "quick preset: the cpu preset's seven models (fair geometry) for 24 steps of 4 x 384 bytes, "
+           "2 seeds — far from converged";
   return p;
 }
 
@@ -165,6 +179,9 @@ Run train_and_test(const Settings& p, const std::string& preset, const std::stri
   t.set("log_every", std::max<std::int64_t>(1, p.steps / 50));
   if (preset.rfind("hybrid", 0) == 0) t.set("gate", gate);
   if (p.chunk > 0) t.set("chunk", p.chunk);
+  // W_loc only for the window-mode hybrids (a local_window option switches a hybrid to window
+  // mode); their state-matched windows take it from the matched run.
+  if (p.local_window > 0 && preset.rfind("hybrid-window", 0) == 0) t.set("local_window", p.local_window);
   if (!match_run.empty()) {
     t.match_run = match_run;
     r.matched_support = lm::average_support_from_run(match_run);
@@ -181,13 +198,18 @@ Run train_and_test(const Settings& p, const std::string& preset, const std::stri
   const auto& a = trainer.preset().model.attention;
   if (a.type == layers::AttentionType::kSlidingWindow) r.window = a.window;
   r.chunk = a.hybrid.chunk;
-  lm::EvalOptions eo;
+  // One pass over the test windows gives the test BPC and its split by position in the chunk.
+  lm::PositionEvalOptions eo;
   eo.split = lm::Split::kTest;
   eo.seq = p.seq;
   eo.windows = p.test_windows;
-  const lm::EvalResult ev = lm::evaluate(trainer.model(), trainer.corpus(), eo);
+  eo.period = r.chunk;
+  const lm::PositionEval ev = lm::evaluate_by_position(trainer.model(), trainer.corpus(), eo);
   r.test_bpc = ev.bpc;
   r.test_windows = ev.windows;
+  r.position_bpc = ev.bpc_by_position;
+  // The bandwidth only where a memory reads with it (a memory-off ablation keeps an unused one).
+  if (a.type == layers::AttentionType::kHybrid && a.hybrid.memory) r.layer_sigma = lm::sigma_per_layer(trainer.model());
   read_metrics(r);
   r.tokens_per_second = r.train_seconds > 0 ? static_cast<double>(r.steps * p.batch * p.seq) / r.train_seconds : 0;
   return r;
@@ -231,6 +253,8 @@ json run_json(const Run& r) {
   rj["last_fifth_valid_improvement"] = number_or_null(r.last_fifth_improvement());
   if (!r.layer_gate.empty()) rj["layer_gate_memory_share"] = numbers(r.layer_gate);
   if (!r.layer_support.empty()) rj["layer_support"] = numbers(r.layer_support);
+  if (!r.layer_sigma.empty()) rj["layer_sigma"] = numbers(r.layer_sigma);
+  if (!r.position_bpc.empty()) rj["position_bpc"] = numbers(r.position_bpc);
   return rj;
 }
 
@@ -254,6 +278,8 @@ Run run_from_json(const json& j) {
   if (j.contains("support_curve")) r.support_curve = field<Curve>(j, "support_curve");
   r.layer_gate = numbers_from(j, "layer_gate_memory_share");
   r.layer_support = numbers_from(j, "layer_support");
+  r.layer_sigma = numbers_from(j, "layer_sigma");
+  r.position_bpc = numbers_from(j, "position_bpc");
   return r;
 }
 
@@ -292,7 +318,8 @@ struct Derived {
   Table main_table{{"model", "params", "attention state", "test BPC per seed", "mean ± sd",
                     "train time / run", "tokens/s"}};
   Table conv_table{{"model", "seed", "steps", "final valid BPC", "last 20 % improvement",
-                    "gate memory share per layer", "|S ∪ E| per layer"}};
+                    "gate memory share per layer", "|S ∪ E| per layer", "σ per layer"}};
+  Table position_table{{"model"}};
   json pairs = json::array();
   json summary = json::array();
   double worst_last_fifth = std::nan("");
@@ -319,7 +346,7 @@ void add_convergence_row(Derived& d, const Run& r) {
   d.conv_table.add_row({r.preset, std::to_string(r.seed), std::to_string(r.steps),
                         r.valid_curve.empty() ? "–" : fmt_fixed(r.valid_curve.back().second, 3),
                         std::isfinite(imp) ? fmt_pct(imp, 2) : "–", per_layer(r.layer_gate, 3),
-                        per_layer(r.layer_support, 1)});
+                        per_layer(r.layer_support, 1), per_layer(r.layer_sigma, 3)});
 }
 
 // The paper's numbers: 3.22M hybrid vs its window (also beside smaller models), no advantage at
@@ -344,9 +371,32 @@ void add_pair_summary(Derived& d, const Pair& pr, const std::vector<double>& hb,
                        {"ours", fmt_pct(rel, 1) + " (p = " + p_str + ")"}});
 }
 
+json t_test_json(const PairedTTest& tt) {
+  return {{"n", tt.n}, {"mean_difference", tt.mean_difference}, {"sd_difference", tt.sd_difference},
+          {"t", number_or_null(tt.t)}, {"dof", tt.dof}, {"p_two_sided", number_or_null(tt.p_two_sided)}};
+}
+
+// The hybrid against its memory-off ablation: what the SV memory adds on top of the same local path.
+void add_ablation(Derived& d, const PairResult& pr, json& pj) {
+  if (pr.ablation.empty()) return;
+  const std::vector<double> hb = test_bpc(pr.hybrid), ab = test_bpc(pr.ablation);
+  add_model_row(d, pr.pair, pr.ablation, "local path alone (memory off)");
+  const PairedTTest tt = paired_t_test(ab, hb);  // positive mean: the memory lowers the BPC
+  const double rel = (mean_of(ab) - mean_of(hb)) / mean_of(ab);
+  pj["ablation_test_bpc"] = ab;
+  pj["relative_improvement_vs_ablation"] = rel;
+  pj["paired_t_vs_ablation"] = t_test_json(tt);
+  const std::string p_str = std::isfinite(tt.p_two_sided) ? fmt_sci(tt.p_two_sided, 2) : "n/a (n < 2)";
+  d.summary.push_back({{"metric", "what the memory adds: " + pr.pair.hybrid + " vs " + pr.pair.ablation +
+                                      " (relative BPC improvement, paired t-test p)"},
+                       {"paper", "not reported"},
+                       {"ours", fmt_mean_sd(hb, 3) + " vs " + fmt_mean_sd(ab, 3) + ": " + fmt_pct(rel, 1) +
+                                    " (p = " + p_str + ")"}});
+}
+
 void add_pair(Derived& d, const PairResult& pr) {
   const std::vector<double> hb = test_bpc(pr.hybrid), sb = test_bpc(pr.swa), rb = test_bpc(pr.reference);
-  for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference})
+  for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference, &pr.ablation})
     for (const auto& r : *set) d.train_seconds += r.train_seconds;
   const PairedTTest tt = paired_t_test(sb, hb);  // positive mean: the hybrid has the lower BPC
   const double rel = (mean_of(sb) - mean_of(hb)) / mean_of(sb);
@@ -363,21 +413,69 @@ void add_pair(Derived& d, const PairResult& pr) {
   if (!pr.reference.empty()) add_model_row(d, pr.pair, pr.reference, "full context");
   json pj = {{"hybrid", pr.pair.hybrid}, {"swa", pr.pair.swa}, {"reference", pr.pair.reference},
              {"gate", pr.pair.gate}, {"hybrid_test_bpc", hb}, {"swa_test_bpc", sb},
-             {"reference_test_bpc", rb}, {"relative_improvement", rel},
-             {"paired_t", {{"n", tt.n}, {"mean_difference", tt.mean_difference},
-                           {"sd_difference", tt.sd_difference}, {"t", number_or_null(tt.t)},
-                           {"dof", tt.dof}, {"p_two_sided", number_or_null(tt.p_two_sided)}}}};
+             {"reference_test_bpc", rb}, {"relative_improvement", rel}, {"paired_t", t_test_json(tt)}};
+  add_ablation(d, pr, pj);
   json runs = json::array();
-  for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference})
+  for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference, &pr.ablation})
     for (const auto& r : *set) runs.push_back(run_json(r)), add_convergence_row(d, r);
   pj["runs"] = runs;
   d.pairs.push_back(pj);
   add_pair_summary(d, pr.pair, hb, sb, tt, rel);
 }
 
+// Every model's runs (each pair's hybrid, window, reference and ablation) in report order.
+std::vector<const std::vector<Run>*> model_runs(const Result& res) {
+  std::vector<const std::vector<Run>*> out;
+  for (const auto& pr : res.pairs)
+    for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference, &pr.ablation})
+      if (!set->empty() && !set->front().position_bpc.empty()) out.push_back(set);
+  return out;
+}
+
+// Mean over seeds of the test BPC at each position within the chunk.
+std::vector<double> mean_position_bpc(const std::vector<Run>& runs) {
+  std::vector<double> m(runs.front().position_bpc.size(), 0.0);
+  for (const auto& r : runs)
+    for (std::size_t i = 0; i < m.size() && i < r.position_bpc.size(); ++i)
+      m[i] += r.position_bpc[i] / static_cast<double>(runs.size());
+  return m;
+}
+
+// Positions within the chunk in groups that double: 0, 1, 2–3, 4–7, ..., up to chunk - 1.
+std::vector<std::pair<std::size_t, std::size_t>> position_groups(std::size_t period) {
+  std::vector<std::pair<std::size_t, std::size_t>> g;
+  for (std::size_t lo = 0; lo < period; lo = lo == 0 ? 1 : 2 * lo) g.emplace_back(lo, std::min(period, lo == 0 ? 1 : 2 * lo) - 1);
+  return g;
+}
+
+// Test BPC by position within the chunk (mean over seeds; every position holds the same number of
+// targets when the sequence is a multiple of the chunk): the chunk-local reset shows at position 0.
+void add_position_table(Derived& d, const Result& res) {
+  const auto sets = model_runs(res);
+  if (sets.empty()) return;
+  const auto groups = position_groups(sets.front()->front().position_bpc.size());
+  std::vector<std::string> cols = {"model"};
+  for (const auto& [lo, hi] : groups)
+    cols.push_back(lo == hi ? std::to_string(lo) : std::to_string(lo) + "–" + std::to_string(hi));
+  cols.push_back("all");
+  d.position_table = Table(cols);
+  for (const auto* runs : sets) {
+    const std::vector<double> m = mean_position_bpc(*runs);
+    std::vector<std::string> row = {runs->front().preset};
+    for (const auto& [lo, hi] : groups) {
+      double sum = 0;
+      for (std::size_t i = lo; i <= hi && i < m.size(); ++i) sum += m[i];
+      row.push_back(fmt_fixed(sum / static_cast<double>(hi - lo + 1), 3));
+    }
+    row.push_back(fmt_mean_sd(test_bpc(*runs), 3));
+    d.position_table.add_row(row);
+  }
+}
+
 Derived derive(const Result& res) {
   Derived d;
   for (const auto& pr : res.pairs) add_pair(d, pr);
+  add_position_table(d, res);
   const PairResult& first = res.pairs.front();
   if (!first.reference.empty())
     d.summary.push_back({{"metric", "test BPC, full softmax reference " + first.pair.reference},
@@ -416,13 +514,26 @@ std::vector<PlotResult> plots(const Result& res, const ExperimentOptions& o) {
     return s;
   };
   for (const auto& pr : res.pairs)
-    for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference})
+    for (const auto* set : {&pr.hybrid, &pr.swa, &pr.reference, &pr.ablation})
       for (const auto& r : *set) {
         const std::string title = r.preset + " seed " + std::to_string(r.seed);
         if (!r.valid_curve.empty()) vc.series.push_back(series(title, r.valid_curve));
         if (!r.gate_curve.empty()) gc.series.push_back(series(title, r.gate_curve));
       }
-  return {detail::maybe_line_plot(o, "E5_valid_bpc", vc), detail::maybe_line_plot(o, "E5_gate", gc)};
+  LinePlot pc;
+  pc.title = "E5 test BPC by position within the chunk (mean over seeds)";
+  pc.xlabel = "query position t mod chunk";
+  pc.ylabel = "test BPC";
+  for (const auto* runs : model_runs(res)) {
+    const std::vector<double> m = mean_position_bpc(*runs);
+    Series s;
+    s.title = runs->front().preset;
+    for (std::size_t i = 0; i < m.size(); ++i) s.x.push_back(static_cast<double>(i)), s.y.push_back(m[i]);
+    pc.series.push_back(s);
+  }
+  std::vector<PlotResult> out = {detail::maybe_line_plot(o, "E5_valid_bpc", vc), detail::maybe_line_plot(o, "E5_gate", gc)};
+  if (!pc.series.empty()) out.push_back(detail::maybe_line_plot(o, "E5_position_bpc", pc));
+  return out;
 }
 
 std::string markdown(const Result& res, const Derived& d, const std::vector<PlotResult>& plot_list) {
@@ -450,6 +561,11 @@ std::string markdown(const Result& res, const Derived& d, const std::vector<Plot
         "gate's memory share and |S ∪ E| per head are each layer's values at the last training "
         "record.\n\n"
      << d.conv_table.markdown() << "\n";
+  if (d.position_table.rows() > 0)
+    md << "## Test BPC by position within the chunk\n\nMean over seeds of the test BPC of the queries "
+          "at positions t mod chunk (groups of positions; the chunk-local softmax restarts at 0, "
+          "where a query sees only itself locally).\n\n"
+       << d.position_table.markdown() << "\n";
   md << "Run directories (checkpoints, metrics.jsonl with the gate's memory/local split per layer): `"
      << res.runs_dir << "`.\n\n";
   md << detail::plots_markdown(plot_list);
@@ -462,7 +578,7 @@ json Result::to_json() const {
   json pj = json::array();
   for (const auto& pr : pairs)
     pj.push_back({{"pair", pr.pair}, {"hybrid", runs_json(pr.hybrid)}, {"swa", runs_json(pr.swa)},
-                  {"reference", runs_json(pr.reference)}});
+                  {"reference", runs_json(pr.reference)}, {"ablation", runs_json(pr.ablation)}});
   return {{"preset", preset},     {"seed", seed},         {"settings", settings},
           {"seeds", seeds},       {"data", corpus_label}, {"runs_dir", runs_dir},
           {"pairs", pj},          {"machine", machine},   {"created", created},
@@ -483,6 +599,7 @@ Result Result::from_json(const json& j) {
     pr.hybrid = runs_from_json(x, "hybrid");
     pr.swa = runs_from_json(x, "swa");
     pr.reference = runs_from_json(x, "reference");
+    if (x.contains("ablation")) pr.ablation = runs_from_json(x, "ablation");
     if (pr.hybrid.empty() || pr.swa.size() != pr.hybrid.size())
       throw FormatError("E5 result: a pair needs one hybrid and one window run per seed");
     r.pairs.push_back(std::move(pr));
@@ -511,10 +628,11 @@ void e5_relations(const std::string& id, const json& s) {
     const bool ok = q.is_object() && q.contains("hybrid") && known(q["hybrid"]) &&
                     q.contains("swa") && known(q["swa"]) && q.contains("reference") &&
                     (q["reference"] == "" || known(q["reference"])) && q.contains("gate") &&
-                    (q["gate"] == "chunk" || q["gate"] == "token");
+                    (q["gate"] == "chunk" || q["gate"] == "token") &&
+                    (!q.contains("ablation") || q["ablation"] == "" || known(q["ablation"]));
     if (!ok)
-      bad(field, "{\"hybrid\", \"swa\", \"reference\" (\"\" = none): LM presets, \"gate\": "
-                 "chunk | token}",
+      bad(field, "{\"hybrid\", \"swa\", \"reference\" (\"\" = none), \"ablation\" (optional, "
+                 "\"\" = none): LM presets, \"gate\": chunk | token}",
           q);
   }
   check_lm_run(id, s);
@@ -527,6 +645,7 @@ RangeTable ranges() {
   t.keys = {{"corpus", 0, 0, false, 0, 0, {"enwik8", "shakespeare"}},
             {"pairs", 0, 0, false, 1, 8},
             {"seeds", 1, 100},
+            {"seeds_every_pair"},
             {"steps", 1, 10000000},
             {"batch", 1, static_cast<double>(lm::TrainHyper::kMaxBatch)},
             {"seq", 2, static_cast<double>(lm::TrainHyper::kMaxSeq)},
@@ -535,6 +654,7 @@ RangeTable ranges() {
             {"eval_windows", 0, 10000000},
             {"test_windows", 0, 10000000},
             {"chunk", 0, static_cast<double>(lm::TrainHyper::kMaxSeq)},
+            {"local_window", 0, static_cast<double>(lm::TrainHyper::kMaxSeq)},
             {"note"},
             {"device"},
             {"max_seconds", 0, 1e7},
@@ -571,10 +691,11 @@ Result measure(const ExperimentOptions& o) {
   for (std::size_t pi = 0; pi < p.pairs.size(); ++pi) {
     PairResult& pr = res.pairs[pi];
     pr.pair = p.pairs[pi];
-    const std::size_t n_seeds = pi == 0 ? res.seeds.size() : 1;
+    const std::size_t n_seeds = pi == 0 || p.seeds_every_pair ? res.seeds.size() : 1;
     pr.hybrid.resize(n_seeds);
     pr.swa.resize(n_seeds);
     if (!pr.pair.reference.empty()) pr.reference.resize(n_seeds);
+    if (!pr.pair.ablation.empty()) pr.ablation.resize(n_seeds);
     for (std::size_t si = 0; si < n_seeds; ++si) {
       jobs.emplace_back([&p, &o, &pr, &res, si] {
         const Pair& q = pr.pair;
@@ -582,6 +703,7 @@ Result measure(const ExperimentOptions& o) {
         pr.hybrid[si] = train_and_test(p, q.hybrid, q.gate, s, "", o);
         pr.swa[si] = train_and_test(p, q.swa, q.gate, s, pr.hybrid[si].dir, o);
         if (!q.reference.empty()) pr.reference[si] = train_and_test(p, q.reference, q.gate, s, "", o);
+        if (!q.ablation.empty()) pr.ablation[si] = train_and_test(p, q.ablation, q.gate, s, "", o);
       });
     }
   }
@@ -612,7 +734,8 @@ ExperimentResult render(const Result& res, const ExperimentOptions& o) {
                    {"eval_every", p.eval_every}, {"eval_windows", p.eval_windows},
                    {"test_windows", p.test_windows}, {"seeds", res.seeds}, {"note", p.note}};
   j["pairs"] = d.pairs;
-  j["tables"] = {{"test_bpc", d.main_table.json()}, {"convergence", d.conv_table.json()}};
+  j["tables"] = {{"test_bpc", d.main_table.json()}, {"convergence", d.conv_table.json()},
+                 {"position_bpc", d.position_table.json()}};
   j["summary"] = d.summary;
   j["train_seconds_total"] = d.train_seconds;
   j["plots"] = detail::plots_json(plot_list);

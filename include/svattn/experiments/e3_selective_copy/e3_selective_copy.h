@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/experiments/e3_selective_copy/diagnosis.h"
 #include "svattn/experiments/e3_selective_copy/task.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
@@ -24,6 +25,8 @@ struct Settings {
   std::int64_t n_heads = 2;  ///< hybrid, sliding window, softmax; linear / DeltaNet: recurrent_heads
   std::int64_t recurrent_heads = 0;  ///< 0: state-matched to the hybrid
   std::int64_t chunk = 16;
+  std::string local = "chunk";    ///< hybrid local path: "chunk" (the paper's) | "window" (sliding)
+  std::int64_t local_window = 1;  ///< window mode: W_loc, the fewest recent tokens seen locally
   double C = 1.0 / 8;
   int fista_iterations = 60;
   double mask_tol = 1e-3;
@@ -96,6 +99,8 @@ struct MethodResult {
   std::vector<std::vector<double>> sigma;  ///< hybrid: learned RBF bandwidth per layer and head
   double state_per_layer = 0;  ///< floats of state one layer carries at the longest length
   bool reused = false;         ///< loaded from a saved model instead of trained
+  /// hybrid with chunk 1: per output position at 1x, its predictions, support and gate.
+  std::vector<OutputDiagnosis> outputs;
 };
 
 /// Every method of one seed, with the state matching between them.

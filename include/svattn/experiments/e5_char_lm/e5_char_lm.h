@@ -15,22 +15,26 @@
 
 namespace svattn::experiments::e5_char_lm {
 
-/// A hybrid, the sliding window matched to it, and an optional full-softmax reference.
+/// A hybrid, the sliding window matched to it, an optional full-softmax reference and an optional
+/// ablation: the same hybrid with its SV memory switched off (what the memory adds).
 struct Pair {
   std::string hybrid;     ///< hybrid model preset
   std::string swa;        ///< the sliding-window preset matched to it
   std::string reference;  ///< full-softmax reference ("" = none)
   std::string gate;       ///< "chunk" | "token"
+  std::string ablation;   ///< the hybrid's memory-off preset ("" = none)
 };
 
 /// A preset's fields (the `--set` keys).
 struct Settings {
   std::string corpus;  ///< "enwik8" | "shakespeare"
   std::vector<Pair> pairs;
-  int seeds = 3;  ///< the first pair's seeds (later pairs run the first seed only)
+  int seeds = 3;  ///< the first pair's seeds (later pairs the first seed only, unless seeds_every_pair)
+  bool seeds_every_pair = false;  ///< every pair runs every seed
   std::int64_t steps = 0, batch = 0, seq = 0, warmup = 0, eval_every = 0, eval_windows = 0;
   std::int64_t test_windows = 0;  ///< 0 = the whole test split
   std::int64_t chunk = 0;         ///< > 0: hybrid chunk override (the window keeps chunk + support)
+  std::int64_t local_window = 0;  ///< > 0: W_loc of the sliding-local (window-mode) hybrid presets
   std::string note;
   std::string device = "cpu";  ///< "cuda" on a GPU (scripts/gpu-paper.sh)
   double max_seconds = 0;      ///< > 0: training-time budget per model (the run stops early)
@@ -57,6 +61,10 @@ struct Run {
   std::vector<std::pair<double, double>> gate_curve;     ///< (step, memory share), hybrid
   std::vector<std::pair<double, double>> support_curve;  ///< (step, mean |S ∪ E|), hybrid
   std::vector<double> layer_gate, layer_support;  ///< per layer, last training record (hybrid)
+  std::vector<double> layer_sigma;  ///< hybrid: learned SV bandwidth per layer (mean over heads)
+  /// Test BPC per query position t mod chunk within the window (the chunk-local softmax resets at
+  /// position 0); the same test windows as test_bpc. Empty in results written before it existed.
+  std::vector<double> position_bpc;
 
   /// (validation BPC at the first evaluation at or after 80 % of the steps − final) / the former;
   /// NaN without two such points.
@@ -66,7 +74,7 @@ struct Run {
 /// A pair's runs, one per seed (index = seed index).
 struct PairResult {
   Pair pair;
-  std::vector<Run> hybrid, swa, reference;
+  std::vector<Run> hybrid, swa, reference, ablation;
 };
 
 /// What a run measured: render()'s only input. E5.json holds it under `result`, so the report
