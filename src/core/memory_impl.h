@@ -226,6 +226,7 @@ struct Memory::Impl final : detail::KernelAccess {
   Clock::time_point begin_op();
   OpDiagnostics close_op(OpDiagnostics& dg, Clock::time_point t0);
   void evict_if_bounded(OpDiagnostics& dg, std::vector<TokenId>* out);
+  bool offset_follows_reserve() const;
   bool add_one(TokenId id, const double* k, const double* v, OpDiagnostics& dg);
   bool remove_one(int c, OpDiagnostics& dg);
   void finalize(bool changed, OpDiagnostics& dg);
