@@ -4,13 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "support/clock.h"
 
 namespace svattn::test {
 
@@ -19,7 +20,7 @@ class TempDir {
  public:
   explicit TempDir(const std::string& tag = "test") {
     static int counter = 0;
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    const auto stamp = support::monotonic_nanoseconds();
     path_ = std::filesystem::temp_directory_path() /
             ("svattn-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(stamp) +
              "-" + std::to_string(counter++));
