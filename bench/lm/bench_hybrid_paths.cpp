@@ -83,7 +83,8 @@ Tensor windows(const svattn::lm::Corpus& corpus, const std::vector<std::int64_t>
 }
 
 void print_ratio(const Model& a, const Model& b) {
-  svattn::bench::print_ratio_row(a.name + " / " + b.name, svattn::support::ratios(a.seconds, b.seconds));
+  svattn::bench::print_ratio_row(a.name + " / " + b.name,
+                                 svattn::support::ratios(a.seconds, b.seconds));
 }
 
 struct Options {

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "support/random.h"
 #include "store/crypto.h"
 #include "store/key_store.h"
+#include "support/random.h"
 
 using namespace svattn::store_detail;
 

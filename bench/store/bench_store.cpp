@@ -94,7 +94,8 @@ int main(int argc, char** argv) {
   std::vector<double> add_memory;
   const double t_add0 = now();
   for (int r = 0; r < records; ++r) {
-    const OpResult res = store.add_record("bench", r, support::gaussian_matrix_open(a.record, a.d, gen));
+    const OpResult res =
+        store.add_record("bench", r, support::gaussian_matrix_open(a.record, a.d, gen));
     add_total.push_back(res.total_seconds);
     add_memory.push_back(res.memory_seconds);
   }

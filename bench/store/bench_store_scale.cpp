@@ -306,7 +306,8 @@ int main(int argc, char** argv) {
   const ForgetResult fr = s.forget_record("m", reserve_only.at(0));
   const ForgetResult fs = s.forget_record("m", support.at(0));
   t0 = now();
-  const OpResult fa = s.add_record("m", 99999998, support::gaussian_matrix_open(a.record, a.d, gen));
+  const OpResult fa =
+      s.add_record("m", 99999998, support::gaussian_matrix_open(a.record, a.d, gen));
   const double add_s = now() - t0;
   const RowMatrix queries = support::gaussian_matrix_open(100, a.d, gen);
   t0 = now();

@@ -1,6 +1,7 @@
 // Baseline-ISA copy of the KKT check's kernel block and the run-time choice between the copies
 // (check_kernel.h).
 #include "check_kernel.h"
+
 #include "support/cpu_features.h"
 
 #define SVATTN_CHECK_KERNEL_NS check_kernel_baseline

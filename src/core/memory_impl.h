@@ -15,12 +15,12 @@
 #include "bordered_inverse.h"
 #include "canonical.h"
 #include "slack_index.h"
-#include "support_columns.h"
 #include "support/clock.h"
-#include "token_buckets.h"
+#include "support_columns.h"
 #include "svattn/kernel.h"
 #include "svattn/memory.h"
 #include "svattn/readout.h"
+#include "token_buckets.h"
 
 namespace svattn {
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/data_dir.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
 
@@ -28,14 +29,6 @@ std::uint64_t splitmix64(std::uint64_t x) {
 /// Uniform integer in [0, n) from a 64-bit hash, without modulo bias (Lemire's multiply-shift).
 std::uint64_t below(std::uint64_t h, std::uint64_t n) {
   return static_cast<std::uint64_t>((static_cast<unsigned __int128>(h) * n) >> 64);
-}
-
-std::vector<std::string> default_dirs() {
-  std::vector<std::string> dirs{"../shared/data"};
-#ifdef SVATTN_SOURCE_DATA_DIR
-  dirs.emplace_back(SVATTN_SOURCE_DATA_DIR);
-#endif
-  return dirs;
 }
 
 }  // namespace
@@ -68,18 +61,7 @@ const std::vector<KnownCorpus>& known_corpora() {
 }
 
 std::string resolve_data_dir(const std::string& explicit_dir) {
-  if (!explicit_dir.empty()) {
-    if (!fs::is_directory(explicit_dir))
-      throw IoError("--data-dir " + explicit_dir + ": no such directory");
-    return explicit_dir;
-  }
-  if (const char* env = std::getenv("SVATTN_DATA"); env != nullptr && *env != '\0') {
-    if (!fs::is_directory(env)) throw IoError(std::string("SVATTN_DATA=") + env + ": no such directory");
-    return env;
-  }
-  for (const auto& d : default_dirs())
-    if (fs::is_directory(d)) return d;
-  return "";
+  return support::find_data_dir(explicit_dir, SVATTN_SOURCE_DIR).path;
 }
 
 Corpus Corpus::load(const DataSpec& spec) {
@@ -96,12 +78,13 @@ Corpus Corpus::load(const DataSpec& spec) {
       if (k.name == spec.corpus) known = &k;
     if (known == nullptr)
       throw InvalidArgument("unknown corpus '" + spec.corpus + "' (enwik8|shakespeare, or --data PATH)");
-    const std::string dir = resolve_data_dir(spec.data_dir);
+    const support::DataDirChoice found = support::find_data_dir(spec.data_dir, SVATTN_SOURCE_DIR);
+    const std::string& dir = found.path;
     c.name_ = known->name;
     c.label_ = known->label;
     if (dir.empty()) {
       std::string tried;
-      for (const auto& d : default_dirs()) tried += (tried.empty() ? "" : ", ") + d;
+      for (const auto& d : found.tried) tried += (tried.empty() ? "" : ", ") + d;
       throw IoError("data file " + known->relative_path + " not found: no data directory (tried " +
                     tried + "; set --data-dir or SVATTN_DATA). Download: " + known->download);
     }

@@ -1,6 +1,7 @@
 // The one probe of the CPU's vector instruction sets, for the run-time choice between the ISA
-// copies of the core's kernels (docs/math.md "Determinism": the vector copies give the scalar bits
-// or carry no certificate). Header-only.
+// copies of the core's kernels: the AVX fixed four-lane sums, which give the scalar bits
+// (docs/math.md §3), and the AVX2/AVX-512 copies of the certificate check's kernel block
+// (docs/api.md "Certificates and the verifier"). Header-only.
 #pragma once
 
 namespace svattn::support {

@@ -40,11 +40,14 @@ inline DataDirChoice find_data_dir(const std::string& flag, const std::string& s
   }
   DataDirChoice c;
   const fs::path cwd_default = fs::path("..") / "shared" / "data";
-  if (fs::is_directory(cwd_default, ec)) return {cwd_default.string(), "../shared/data (current dir)", {}};
+  if (fs::is_directory(cwd_default, ec))
+    return {cwd_default.string(), "../shared/data (current dir)", {}};
   c.tried.push_back((fs::current_path(ec) / cwd_default).lexically_normal().string());
   if (!source_dir.empty()) {
-    const fs::path src_default = (fs::path(source_dir) / ".." / "shared" / "data").lexically_normal();
-    if (fs::is_directory(src_default, ec)) return {src_default.string(), "../shared/data (source dir)", {}};
+    const fs::path src_default =
+        (fs::path(source_dir) / ".." / "shared" / "data").lexically_normal();
+    if (fs::is_directory(src_default, ec))
+      return {src_default.string(), "../shared/data (source dir)", {}};
     c.tried.push_back(src_default.string());
   }
   return c;

@@ -104,7 +104,8 @@ void shuffle(RandomIt first, RandomIt last, Rng& rng) {
     return;
   }
   for (RandomIt i = first + 1; i != last; ++i) {
-    std::iter_swap(i, first + below_nearly_divisionless(rng, static_cast<std::uint64_t>(i - first) + 1));
+    std::iter_swap(
+        i, first + below_nearly_divisionless(rng, static_cast<std::uint64_t>(i - first) + 1));
   }
 }
 

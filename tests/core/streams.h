@@ -1,5 +1,6 @@
 // Synthetic key streams for the core tests (fixed seeds), drawn from the one generator with the
-// transforms they were first recorded with (support/random_libstdcxx.h), so their bits never change.
+// transforms they were first recorded with (support/random_libstdcxx.h), so their bits never
+// change.
 #pragma once
 #include <algorithm>
 #include <cmath>

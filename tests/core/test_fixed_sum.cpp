@@ -33,7 +33,9 @@ TEST(FixedSum, VectorLanesEqualScalarLanesBitForBit) {
   svattn::support::Rng rng(3);
   svattn::support::libstdcxx::Normal normal;
   auto N = [&normal](svattn::support::Rng& r) { return normal(r); };
-  auto E = [](svattn::support::Rng& r) { return static_cast<int>(svattn::support::libstdcxx::uniform_int(r, -30, 30)); };
+  auto E = [](svattn::support::Rng& r) {
+    return static_cast<int>(svattn::support::libstdcxx::uniform_int(r, -30, 30));
+  };
   int differ_from_naive = 0;
   for (std::size_t n = 0; n <= 300; ++n) {
     std::vector<double> a(n), b(n);
@@ -66,7 +68,9 @@ TEST(FixedSum, RowFormsEqualScalarLanesBitForBit) {
   svattn::support::Rng rng(5);
   svattn::support::libstdcxx::Normal normal;
   auto N = [&normal](svattn::support::Rng& r) { return normal(r); };
-  auto E = [](svattn::support::Rng& r) { return static_cast<int>(svattn::support::libstdcxx::uniform_int(r, -30, 30)); };
+  auto E = [](svattn::support::Rng& r) {
+    return static_cast<int>(svattn::support::libstdcxx::uniform_int(r, -30, 30));
+  };
   for (std::size_t n = 0; n <= 300; n += (n < 20 ? 1 : 7)) {
     std::vector<double> rows[detail::kRowBlock], b(n);
     std::vector<int> idx(n);

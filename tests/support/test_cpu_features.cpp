@@ -20,8 +20,7 @@ TEST(SupportCpuFeatures, ProbeIsCachedAndConsistent) {
   if (f.avx2) EXPECT_TRUE(f.avx);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   EXPECT_EQ(f.avx, static_cast<bool>(__builtin_cpu_supports("avx")));
-  EXPECT_EQ(f.avx2_fma(),
-            __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+  EXPECT_EQ(f.avx2_fma(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
 #else
   EXPECT_FALSE(f.avx);
 #endif

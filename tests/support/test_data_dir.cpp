@@ -65,7 +65,8 @@ TEST(SupportDataDir, FlagThenEnvironment) {
 
 TEST(SupportDataDir, FallbacksBesideTheWorkingAndSourceDirectories) {
   ScopedDataEnv env(nullptr);
-  const fs::path root = fs::temp_directory_path() / ("svattn-datadir-" + std::to_string(::getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("svattn-datadir-" + std::to_string(::getpid()));
   fs::create_directories(root / "work" / "run");
   fs::create_directories(root / "src" / "repo");
   const fs::path cwd = fs::current_path();
