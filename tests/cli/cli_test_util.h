@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "support/clock.h"
+#include "support/shell.h"
 
 namespace svattn::test {
 
@@ -53,17 +54,7 @@ inline std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-inline std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
+using support::shell_quote;
 
 struct RunResult {
   int code = -1;
