@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "support/data_dir.h"
+#include "support/random.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
 
@@ -17,19 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::int64_t kMinSplitBytes = 64;
-
-/// SplitMix64: a stateless, well-mixed 64-bit hash (Steele, Lea & Flood 2014).
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-/// Uniform integer in [0, n) from a 64-bit hash, without modulo bias (Lemire's multiply-shift).
-std::uint64_t below(std::uint64_t h, std::uint64_t n) {
-  return static_cast<std::uint64_t>((static_cast<unsigned __int128>(h) * n) >> 64);
-}
 
 }  // namespace
 
@@ -143,10 +131,13 @@ std::vector<std::int64_t> batch_offsets(const Corpus& corpus, Split split, std::
                           std::to_string(e - b) + " bytes, fewer than seq + 1 = " + std::to_string(seq + 1));
   const auto span = static_cast<std::uint64_t>(e - b - seq);  // starts in [b, e - seq - 1]
   std::vector<std::int64_t> out(static_cast<std::size_t>(batch));
+  // Each window is a hash of (seed, step, i), so a resumed run draws the same ones.
+  using support::hash_below;
+  using support::splitmix64;
   const std::uint64_t base = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(step)));
   for (std::int64_t i = 0; i < batch; ++i)
     out[static_cast<std::size_t>(i)] =
-        b + static_cast<std::int64_t>(below(splitmix64(base + static_cast<std::uint64_t>(i)), span));
+        b + static_cast<std::int64_t>(hash_below(splitmix64(base + static_cast<std::uint64_t>(i)), span));
   return out;
 }
 

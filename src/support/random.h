@@ -58,12 +58,24 @@ class Rng {
   std::mt19937_64 gen_;
 };
 
-/// A seed for sub-task `k` of a run seeded with `seed` (splitmix64 of both).
-inline std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t k) {
-  std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (k + 1);
+/// SplitMix64 as a stateless, well-mixed 64-bit hash (Steele, Lea & Flood 2014): one step of the
+/// generator from state `x`.
+inline std::uint64_t splitmix64(std::uint64_t x) {
+  std::uint64_t z = x + 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
+}
+
+/// A seed for sub-task `k` of a run seeded with `seed`: splitmix64 of seed + k * golden gamma.
+inline std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t k) {
+  return splitmix64(seed + 0x9e3779b97f4a7c15ULL * k);
+}
+
+/// A well-mixed 64-bit hash `h` mapped to [0, n) by Lemire's multiply-shift (no modulo; the bias
+/// is below n / 2^64).
+inline std::uint64_t hash_below(std::uint64_t h, std::uint64_t n) {
+  return static_cast<std::uint64_t>((static_cast<unsigned __int128>(h) * n) >> 64);
 }
 
 /// Fisher-Yates shuffle with Rng::below (the same order on every standard library).

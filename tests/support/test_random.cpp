@@ -64,6 +64,16 @@ TEST(SupportRandom, StoreBenchmarkTransformsKeepTheirRecordedBits) {
             0x8c7aea760bc1c50fULL);
 }
 
+TEST(SupportRandom, SplitmixAndHashBelow) {
+  // derive_seed is splitmix64 one golden gamma per sub-task further.
+  for (std::uint64_t k = 0; k < 5; ++k)
+    EXPECT_EQ(derive_seed(42, k), svattn::support::splitmix64(42 + 0x9e3779b97f4a7c15ULL * k));
+  EXPECT_EQ(svattn::support::splitmix64(0), 0xe220a8397b1dcdafULL);  // the reference first output
+  EXPECT_EQ(svattn::support::hash_below(0, 10), 0u);
+  EXPECT_EQ(svattn::support::hash_below(~std::uint64_t{0}, 10), 9u);
+  EXPECT_EQ(svattn::support::hash_below(std::uint64_t{1} << 63, 10), 5u);
+}
+
 TEST(SupportRandom, RangesHold) {
   Rng r(7);
   for (int i = 0; i < 10000; ++i) {
