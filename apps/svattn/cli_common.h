@@ -2,15 +2,14 @@
 // timing, deterministic random numbers and output helpers.
 #pragma once
 #include <CLI/CLI.hpp>
-#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
-
-#include "svattn/clock.h"
 #include <string>
 #include <vector>
 
-#include "rng.h"
+#include "support/clock.h"
+#include "support/random.h"
+#include "support/random_matrix.h"
 #include "svattn/types.h"
 
 namespace svattn::cli {
@@ -67,8 +66,10 @@ void write_json(const std::string& path, const nlohmann::json& j);
 /// Human-readable summary of a state (the non --json output of solve and replay).
 void print_state_summary(const State& s);
 
-/// Wall-clock stopwatch: the one in svattn/clock.h.
-using Stopwatch = svattn::Stopwatch;
+// The support layer's stopwatch, generator and random matrices (src/support).
+using support::gaussian_matrix;
+using support::Rng;
+using support::Stopwatch;
 
 /// `count` probe queries around the rows of `keys`: per dimension mean + std * z, z ~ N(0, 1).
 RowMatrix probes_around(const RowMatrix& keys, int count, std::uint64_t seed);

@@ -1,46 +1,19 @@
 // Shared pieces of the core benchmarks: problem generation, LIBSVM one-class runs (docs/math.md §9
-// mapping), timing helpers and command-line parsing of "--name value" pairs.
+// mapping) and command-line parsing of "--name value" pairs (timing: bench_util.h).
 #pragma once
 #include <malloc.h>
 #include <svm.h>
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "rng.h"
+#include "bench_util.h"
+#include "support/random_matrix.h"
 #include "svattn/types.h"
 
 namespace svattn::bench {
-
-inline double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-/// Wall time of f().
-inline double time_once(const std::function<void()>& f) {
-  const double t0 = now_seconds();
-  f();
-  return now_seconds() - t0;
-}
-
-inline double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-/// Median wall time of `reps` runs of f().
-inline double median_time(int reps, const std::function<void()>& f) {
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) t.push_back(time_once(f));
-  return median(t);
-}
 
 /// Heap bytes in use (glibc mallinfo2).
 inline std::size_t heap_in_use() { return mallinfo2().uordblks; }
@@ -62,8 +35,8 @@ struct BenchProblem {
 };
 
 inline RowMatrix bench_keys(int n, const BenchProblem& p) {
-  cli::Rng rng(p.seed);
-  return cli::gaussian_matrix(n, p.d, rng);
+  support::Rng rng(p.seed);
+  return support::gaussian_matrix(n, p.d, rng);
 }
 
 /// LIBSVM one-class on rows [0, n) of x, nu = 1/(n C), gamma = 1/sigma^2, shrinking on (its

@@ -15,7 +15,6 @@
 //     prints only the scaling tables (forget_scaling.h).
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <string>
 
 #include "bench_common.h"
@@ -24,6 +23,7 @@
 #include "core/fixed_sum.h"
 #include "core/memory_impl.h"  // detail::g_exact_offset_screening
 #include "forget_scaling.h"
+#include "support/random_libstdcxx.h"
 #include "svattn/batch_solver.h"
 #include "svattn/memory.h"
 
@@ -149,8 +149,8 @@ RemoveRow bench_remove(int n, const bench::BenchProblem& p, int max_tokens, int 
     std::vector<char> in_support(static_cast<std::size_t>(n), 0);
     for (TokenId id : state.partition.margin) in_support[id] = 1;
     for (TokenId id : state.partition.error) in_support[id] = 2;
-    std::mt19937_64 rng(p.seed + 7);
-    std::uniform_int_distribution<int> pick(0, n - 1);
+    support::Rng rng(p.seed + 7);
+    auto pick = [n](support::Rng& g) { return support::libstdcxx::uniform_int(g, 0, n - 1); };
     double sum = 0, sum_reserve = 0, sum_support = 0;
     for (int k = 0; k < random_tokens; ++k) {
       const TokenId id = static_cast<TokenId>(pick(rng));
@@ -204,16 +204,16 @@ StreamRow bench_stream(int n, const bench::BenchProblem& p, double budget_s) {
   MemorySettings ms;
   ms.problem = p.settings();
   Memory memory(ms, p.d, p.d);
-  const double t0 = bench::now_seconds();
+  const double t0 = bench::now();
   int i = 0;
   for (; i < n; ++i) {
     memory.add(i, keys.row(i).transpose(), keys.row(i).transpose());
-    if ((i & 63) == 63 && bench::now_seconds() - t0 > budget_s) {
+    if ((i & 63) == 63 && bench::now() - t0 > budget_s) {
       ++i;
       break;
     }
   }
-  row.ours_seconds = bench::now_seconds() - t0;
+  row.ours_seconds = bench::now() - t0;
   row.streamed = i;
   row.ours_rate = i / row.ours_seconds;
   const State s = memory.state();

@@ -9,11 +9,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "bench_common.h"
+#include "support/random_libstdcxx.h"
 #include "svattn/batch_solver.h"
 #include "svattn/memory.h"
 
@@ -62,13 +62,13 @@ std::vector<TokenId> range(int first, int count) {
 // Gaussian keys N(0, I_d) (bench_keys), or 5 clusters: centres 4 N(0, I_d), spread 0.3.
 RowMatrix make_keys(const Config& c) {
   if (c.stream == "gaussian") return bench::bench_keys(c.n, c.p);
-  std::mt19937_64 rng(c.p.seed);
-  std::normal_distribution<double> N(0.0, 1.0);
+  support::Rng rng(c.p.seed);
+  support::libstdcxx::Normal N;
   RowMatrix centre(5, c.p.d), x(c.n, c.p.d);
   for (int i = 0; i < 5; ++i)
     for (int j = 0; j < c.p.d; ++j) centre(i, j) = 4.0 * N(rng);
   for (int i = 0; i < c.n; ++i) {
-    const int which = static_cast<int>(rng() % 5);
+    const int which = static_cast<int>(rng.next() % 5);
     for (int j = 0; j < c.p.d; ++j) x(i, j) = centre(which, j) + 0.3 * N(rng);
   }
   return x;
@@ -99,13 +99,13 @@ Memory ingest(const RowMatrix& x, int chunk, const Config& c, const std::string&
   Memory m(ms, c.p.d, c.p.d);
   std::vector<double> per_add;
   OpDiagnostics tot;
-  const double t0 = bench::now_seconds(), c0 = cpu_seconds();
+  const double t0 = bench::now(), c0 = cpu_seconds();
   for (int r = 0; r < c.n; r += chunk) {
     const OpDiagnostics d = m.add_batch(rows(x, range(r, std::min(chunk, c.n - r))));
     per_add.push_back(d.seconds);
     tot += d;
   }
-  const double total = bench::now_seconds() - t0, cpu = cpu_seconds() - c0;
+  const double total = bench::now() - t0, cpu = cpu_seconds() - c0;
   std::sort(per_add.begin(), per_add.end());
   std::printf(
       "| %d | %d | %.3f | %.3f | %.0f | %.3f / %.3f | %ld | %ld | %ld | %s | %.3f | %.1fx |\n",

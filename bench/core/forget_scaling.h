@@ -7,11 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "bench_common.h"
+#include "support/random_libstdcxx.h"
 #include "svattn/batch_solver.h"
 #include "svattn/memory.h"
 
@@ -20,9 +20,9 @@ namespace svattn::bench {
 /// Gaussian keys N(0, I_d), or 5 clusters (centres 4 N(0, I_d), spread 0.3).
 inline RowMatrix scaling_keys(int n, const BenchProblem& p, bool clustered) {
   if (!clustered) return bench_keys(n, p);
-  cli::Rng rng(p.seed + 1000);
+  support::Rng rng(p.seed + 1000);
   const int k = 5;
-  RowMatrix centres = cli::gaussian_matrix(k, p.d, rng) * 4.0;
+  RowMatrix centres = support::gaussian_matrix(k, p.d, rng) * 4.0;
   RowMatrix x(n, p.d);
   for (int i = 0; i < n; ++i) {
     const int c = static_cast<int>(rng.uniform() * k) % k;
@@ -36,13 +36,6 @@ inline RowMatrix scaling_keys(int n, const BenchProblem& p, bool clustered) {
 inline std::size_t heap_with_mmap() {
   const struct mallinfo2 mi = mallinfo2();
   return mi.uordblks + mi.hblkhd;
-}
-
-inline double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
-  return v[std::min(k, v.size() - 1)];
 }
 
 struct ScalingRow {
@@ -114,8 +107,8 @@ inline ScalingRow scaling_row(const std::string& stream, int n, const BenchProbl
 
   // Records of 24 tokens: 3 margin tokens and 21 uniformly drawn others, removed in one
   // remove_batch (timed) and re-added.
-  std::mt19937_64 rng(p.seed + 11);
-  std::uniform_int_distribution<int> pick(0, n - 1);
+  support::Rng rng(p.seed + 11);
+  auto pick = [n](support::Rng& g) { return support::libstdcxx::uniform_int(g, 0, n - 1); };
   row.record_support = 24;
   for (int r = 0; r < records && margin.size() >= 3; ++r) {
     std::vector<TokenId> rec;

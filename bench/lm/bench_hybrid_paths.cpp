@@ -15,12 +15,12 @@
 // tokens/s, the exact path's SV memory forward and backward shares of the step, and the median,
 // min and max over rounds of the per-round ratios of the hybrid to every other model.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "blas_reexec.h"
 #include "svattn/errors.h"
 #include "svattn/lm/blas.h"
@@ -28,6 +28,8 @@
 #include "svattn/torch/exact.h"
 
 namespace {
+
+using svattn::bench::median;
 
 using svattn::layers::CharLm;
 using torch::Tensor;
@@ -52,7 +54,7 @@ Model make_model(std::string name, CharLm lm) {
 // layers' diagnostics, its backward not taken apart: 0).
 double step(Model& m, const Tensor& w, double* sv_fwd, double* sv_bwd) {
   const svattn::layers::ExactTimes e0 = svattn::layers::exact_times();
-  const auto t0 = std::chrono::steady_clock::now();
+  const svattn::support::Stopwatch watch;
   const auto T = w.size(1) - 1;
   Tensor logits = m.lm->forward(w.narrow(1, 0, T));
   Tensor loss = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
@@ -61,7 +63,7 @@ double step(Model& m, const Tensor& w, double* sv_fwd, double* sv_bwd) {
   loss.backward();
   torch::nn::utils::clip_grad_norm_(m.lm->parameters(), 1.0);
   m.opt->step();
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double dt = watch.seconds();
   const svattn::layers::ExactTimes e1 = svattn::layers::exact_times();
   *sv_fwd = e1.forward_seconds - e0.forward_seconds;
   *sv_bwd = e1.backward_seconds - e0.backward_seconds;
@@ -80,17 +82,9 @@ Tensor windows(const svattn::lm::Corpus& corpus, const std::vector<std::int64_t>
   return t;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 void print_ratio(const Model& a, const Model& b) {
-  std::vector<double> r;
-  for (std::size_t i = 0; i < a.seconds.size(); ++i) r.push_back(a.seconds[i] / b.seconds[i]);
-  std::printf("| %s / %s | %.2fx | %.2fx | %.2fx |\n", a.name.c_str(), b.name.c_str(), median(r),
-              *std::min_element(r.begin(), r.end()), *std::max_element(r.begin(), r.end()));
+  svattn::bench::print_ratio_row(a.name + " / " + b.name,
+                                 svattn::support::ratios(a.seconds, b.seconds));
 }
 
 struct Options {

@@ -8,31 +8,24 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "store/crypto.h"
 #include "store/key_store.h"
+#include "support/random.h"
 
 using namespace svattn::store_detail;
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
+using svattn::bench::median;
+using svattn::bench::now;
 
 // Keeps the compiler from removing a copy whose result is never read.
 void clobber(void* p) { asm volatile("" : : "g"(p) : "memory"); }
@@ -85,8 +78,8 @@ Record make_record(const Args& a) {
   Record r;
   r.field_bytes = static_cast<std::size_t>(a.d) * sizeof(double);
   std::vector<double> v(static_cast<std::size_t>(2 * a.record * a.d));
-  std::mt19937_64 gen(7);
-  for (double& x : v) x = static_cast<double>(gen() >> 11) * 0x1.0p-53;
+  svattn::support::Rng gen(7);
+  for (double& x : v) x = gen.uniform();
   r.bytes.resize(v.size() * sizeof(double));
   std::memcpy(r.bytes.data(), v.data(), r.bytes.size());
   return r;

@@ -8,45 +8,23 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
+#include "support/random_matrix.h"
 #include "svattn/store.h"
 
 using namespace svattn;
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-/// N(0, 1) keys by Box-Muller over mt19937_64 (written out: std distributions are
-/// implementation-defined).
-RowMatrix gaussian(int n, int d, std::mt19937_64& gen) {
-  RowMatrix m(n, d);
-  for (int i = 0; i < n; ++i) {
-    for (int k = 0; k < d; ++k) {
-      const double u1 = (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53;
-      const double u2 = static_cast<double>(gen() >> 11) * 0x1.0p-53;
-      m(i, k) = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-    }
-  }
-  return m;
-}
+using svattn::bench::median;
+using svattn::bench::now;
 
 struct Args {
   int n = 20000;
@@ -103,7 +81,7 @@ int main(int argc, char** argv) {
   ms.problem.kernel.bandwidth = std::sqrt(a.sigma2_per_dim * a.d);
   ms.problem.C = a.C;
   const int records = a.n / a.record;
-  std::mt19937_64 gen(a.seed);
+  support::Rng gen(a.seed);
 
   StoreOptions so;
   so.create = true;
@@ -116,7 +94,8 @@ int main(int argc, char** argv) {
   std::vector<double> add_memory;
   const double t_add0 = now();
   for (int r = 0; r < records; ++r) {
-    const OpResult res = store.add_record("bench", r, gaussian(a.record, a.d, gen));
+    const OpResult res =
+        store.add_record("bench", r, support::gaussian_matrix_open(a.record, a.d, gen));
     add_total.push_back(res.total_seconds);
     add_memory.push_back(res.memory_seconds);
   }

@@ -20,26 +20,25 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
+#include "support/random_matrix.h"
 #include "svattn/store.h"
 
 using namespace svattn;
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using svattn::bench::median;
+using svattn::bench::now;
 
 struct Args {
   std::string pg, pg_tcp, pg_plain;
@@ -98,17 +97,6 @@ Args parse(int argc, char** argv) {
     std::exit(2);
   }
   return a;
-}
-
-RowMatrix gaussian(int n, int d, std::mt19937_64& gen) {
-  RowMatrix m(n, d);
-  for (int i = 0; i < n; ++i)
-    for (int k = 0; k < d; ++k) {
-      const double u1 = (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53;
-      const double u2 = static_cast<double>(gen() >> 11) * 0x1.0p-53;
-      m(i, k) = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-    }
-  return m;
 }
 
 // One store's samples: an import per repeat, opens and forgets over all repeats.
@@ -172,12 +160,6 @@ void record_forget(const ForgetResult& f, std::vector<double>& total, std::vecto
   store.push_back(f.total_seconds - f.memory_seconds - f.certificate_seconds);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return NAN;
-  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,12 +173,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = buf.data();
-  std::mt19937_64 gen(a.seed);
-  const RowMatrix x = gaussian(a.n, a.d, gen);
+  support::Rng gen(a.seed);
+  const RowMatrix x = support::gaussian_matrix_open(a.n, a.d, gen);
   std::vector<std::int64_t> recs(a.n);
   for (int i = 0; i < a.n; ++i) recs[i] = i / a.record;
-  const RowMatrix one = gaussian(a.record, a.d, gen);
-  const RowMatrix q = gaussian(100, a.d, gen);
+  const RowMatrix one = support::gaussian_matrix_open(a.record, a.d, gen);
+  const RowMatrix q = support::gaussian_matrix_open(100, a.d, gen);
   // The stores of the run, in measuring order.
   struct Config {
     std::string name, at;

@@ -12,14 +12,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
+#include "support/random_matrix.h"
 #include "svattn/batch_solver.h"
 #include "svattn/io.h"
 #include "svattn/store.h"
@@ -28,9 +28,8 @@ using namespace svattn;
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using svattn::bench::median;
+using svattn::bench::now;
 
 struct Args {
   std::string svattn;
@@ -88,18 +87,6 @@ Args parse(int argc, char** argv) {
     std::exit(2);
   }
   return a;
-}
-
-/// N(0, 1) keys by Box-Muller over mt19937_64 (std distributions are implementation-defined).
-RowMatrix gaussian(int n, int d, std::mt19937_64& gen) {
-  RowMatrix m(n, d);
-  for (int i = 0; i < n; ++i)
-    for (int k = 0; k < d; ++k) {
-      const double u1 = (static_cast<double>(gen() >> 11) + 0.5) * 0x1.0p-53;
-      const double u2 = static_cast<double>(gen() >> 11) * 0x1.0p-53;
-      m(i, k) = std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-    }
-  return m;
 }
 
 struct Timed {
@@ -163,11 +150,6 @@ void row(const char* what, const Timed& t, double retrain) {
   std::printf("| %s | %.3f | %.1f | %s | %d |\n", what, t.seconds, t.max_rss_kb / 1024.0,
               retrain > 0 ? (std::to_string(retrain / t.seconds).substr(0, 6) + "x").c_str() : "",
               t.code);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // One forget kind of the open-Store series: `count` forgets, each row with its breakdown, then the
@@ -243,14 +225,14 @@ int main(int argc, char** argv) {
   if (::mkdtemp(buf.data()) == nullptr) return 2;
   const std::string dir = buf.data();
   const std::string db = dir + "/s.db", keys = dir + "/k.npy", recs = dir + "/r.npy";
-  std::mt19937_64 gen(a.seed);
-  const RowMatrix x = gaussian(a.n, a.d, gen);
+  support::Rng gen(a.seed);
+  const RowMatrix x = support::gaussian_matrix_open(a.n, a.d, gen);
   RowMatrix r(a.n, 1);
   for (int i = 0; i < a.n; ++i) r(i, 0) = i / a.record;
   write_npy(keys, x);
   write_npy(recs, r);
-  write_npy(dir + "/one.npy", gaussian(a.record, a.d, gen));
-  write_npy(dir + "/q.npy", gaussian(100, a.d, gen));
+  write_npy(dir + "/one.npy", support::gaussian_matrix_open(a.record, a.d, gen));
+  write_npy(dir + "/q.npy", support::gaussian_matrix_open(100, a.d, gen));
   const double sigma = std::sqrt(a.sigma2_per_dim * a.d);
   char prob[128];
   std::snprintf(prob, sizeof prob, " --bandwidth %.17g --C %.17g", sigma, a.C);
@@ -324,9 +306,10 @@ int main(int argc, char** argv) {
   const ForgetResult fr = s.forget_record("m", reserve_only.at(0));
   const ForgetResult fs = s.forget_record("m", support.at(0));
   t0 = now();
-  const OpResult fa = s.add_record("m", 99999998, gaussian(a.record, a.d, gen));
+  const OpResult fa =
+      s.add_record("m", 99999998, support::gaussian_matrix_open(a.record, a.d, gen));
   const double add_s = now() - t0;
-  const RowMatrix queries = gaussian(100, a.d, gen);
+  const RowMatrix queries = support::gaussian_matrix_open(100, a.d, gen);
   t0 = now();
   (void)s.query("m", queries);
   const double query_s = now() - t0;

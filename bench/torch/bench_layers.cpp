@@ -4,19 +4,21 @@
 //                [--iterations 200] [--reps 2] [--threads 2] [--seed 1] [--exact-seq 256]
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "svattn/torch/layers.h"
 
 using namespace svattn::layers;
 using torch::Tensor;
 
 namespace {
+
+using svattn::bench::now;
 
 struct Args {
   int64_t batch = 8, seq = 512, d_model = 256, heads = 4, chunk = 64, reps = 2, threads = 2, seed = 1;
@@ -53,10 +55,6 @@ Args parse(int argc, char** argv) {
     }
   }
   return a;
-}
-
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Row {

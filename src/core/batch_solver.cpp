@@ -3,22 +3,17 @@
 #include "svattn/batch_solver.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <numeric>
 
 #include "canonical.h"
 #include "row_cache.h"
+#include "support/clock.h"
 #include "support_columns.h"
 #include "svattn/errors.h"
 
 namespace svattn {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 class BatchAccess final : public detail::KernelAccess {
  public:
@@ -89,7 +84,7 @@ BatchResult solve_batch(const TokenSet& input, const BatchSettings& settings) {
   BatchAccess access(t, cache, diag, p.kernel);
 
   std::vector<double> alpha(n, 0.0);
-  const auto t0 = Clock::now();
+  support::Stopwatch watch;
   if (n > 0 && !detail::is_warmup(n, C)) {
     // Feasible start: the first floor(1/C) tokens at C, the next one takes the remainder.
     double left = 1.0;
@@ -161,11 +156,9 @@ BatchResult solve_batch(const TokenSet& input, const BatchSettings& settings) {
     out.diagnostics.smo_iterations = it;
     if (it >= cap) out.state.status = Status::kIterationLimit;
   }
-  out.diagnostics.smo_seconds = seconds_since(t0);
-
-  const auto t1 = Clock::now();
+  out.diagnostics.smo_seconds = watch.lap();
   detail::CanonicalResult res = detail::canonicalize(access, alpha, p, settings.tolerances, nullptr);
-  out.diagnostics.refine_seconds = seconds_since(t1);
+  out.diagnostics.refine_seconds = watch.seconds();
   out.diagnostics.refine_iterations = res.repairs;
   out.diagnostics.kernel_rows_computed = cache.rows_computed();
   Status st = res.status;

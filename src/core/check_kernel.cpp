@@ -2,22 +2,15 @@
 // (check_kernel.h).
 #include "check_kernel.h"
 
+#include "support/cpu_features.h"
+
 #define SVATTN_CHECK_KERNEL_NS check_kernel_baseline
 #include "check_kernel.inc"
 
 namespace svattn::detail {
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-bool check_kernel_avx512::cpu_has() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-}
-bool check_kernel_avx2::cpu_has() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-#else
-bool check_kernel_avx512::cpu_has() { return false; }
-bool check_kernel_avx2::cpu_has() { return false; }
-#endif
+bool check_kernel_avx512::cpu_has() { return support::cpu_features().avx512(); }
+bool check_kernel_avx2::cpu_has() { return support::cpu_features().avx2_fma(); }
 
 namespace {
 using Run = void (*)(const CheckKernelArgs&, double*, double*);

@@ -6,6 +6,8 @@
 // run up to eight such sums side by side, each with its own accumulator vector.
 #include "fixed_sum.h"
 
+#include "support/cpu_features.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define SVATTN_HAVE_AVX_CODE 1
@@ -17,7 +19,7 @@ namespace svattn::detail {
 
 bool vector_sums_available() {
 #if SVATTN_HAVE_AVX_CODE
-  return __builtin_cpu_supports("avx");
+  return support::cpu_features().avx;
 #else
   return false;
 #endif

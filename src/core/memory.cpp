@@ -19,22 +19,21 @@
 
 namespace svattn {
 
-using detail::seconds_since;
 using detail::Set;
 
 // ------------------------------------------------------------------ one operation
 
 // Starts a public operation: its clock and the diagnostics counters' marks.
-Memory::Impl::Clock::time_point Memory::Impl::begin_op() {
+support::Stopwatch Memory::Impl::begin_op() {
   kernel_evaluations_mark = kernel_evaluations;
-  return Clock::now();
+  return support::Stopwatch();
 }
 
 // Common end of add/add_batch/remove_batch: bounded-mode eviction, status, timing, totals.
-OpDiagnostics Memory::Impl::close_op(OpDiagnostics& dg, Clock::time_point t0) {
+OpDiagnostics Memory::Impl::close_op(OpDiagnostics& dg, const support::Stopwatch& watch) {
   evict_if_bounded(dg, nullptr);
   if (dg.status == Status::kOptimal) dg.status = status;
-  dg.seconds = seconds_since(t0);
+  dg.seconds = watch.seconds();
   dg.kernel_evaluations = kernel_evaluations - kernel_evaluations_mark;
   totals += dg;
   return dg;
@@ -211,11 +210,11 @@ OpDiagnostics Memory::add(TokenId id, const Eigen::Ref<const Eigen::VectorXd>& k
   check_vec(key, m.key_dim, "key", id);
   check_vec(value, m.value_dim, "value", id);
   m.settings.problem.check_key(key.data(), m.key_dim, id);
-  const auto t0 = m.begin_op();
+  const support::Stopwatch watch = m.begin_op();
   OpDiagnostics dg;
   const bool changed = m.add_one(id, key.data(), value.data(), dg);
   m.finalize(changed, dg);
-  return m.close_op(dg, t0);
+  return m.close_op(dg, watch);
 }
 
 OpDiagnostics Memory::add_batch(const TokenSet& tokens) {
@@ -231,7 +230,7 @@ OpDiagnostics Memory::add_batch(const TokenSet& tokens) {
   for (TokenId id : tokens.ids)
     if (contains(id))
       throw AlreadyExists("add_batch: token id " + std::to_string(id) + " already present");
-  const auto t0 = m.begin_op();
+  const support::Stopwatch watch = m.begin_op();
   OpDiagnostics dg;
   bool pending = false;
   for (int r = 0; r < tokens.size(); ++r) {
@@ -250,7 +249,7 @@ OpDiagnostics Memory::add_batch(const TokenSet& tokens) {
   }
   if (pending) m.finalize(true, dg);
   m.invalidate_views();
-  return m.close_op(dg, t0);
+  return m.close_op(dg, watch);
 }
 
 OpDiagnostics Memory::remove(TokenId id) { return remove_batch({id}); }
@@ -265,7 +264,7 @@ OpDiagnostics Memory::remove_batch(const std::vector<TokenId>& ids_in) {
     if (i > 0 && ids[i] == ids[i - 1])
       throw InvalidArgument("remove: token id " + std::to_string(ids[i]) + " listed twice");
   }
-  const auto t0 = m.begin_op();
+  const support::Stopwatch watch = m.begin_op();
   OpDiagnostics dg;
   bool changed = false;
   for (TokenId id : ids) {
@@ -277,7 +276,7 @@ OpDiagnostics Memory::remove_batch(const std::vector<TokenId>& ids_in) {
     }
   }
   m.finalize(changed, dg);
-  return m.close_op(dg, t0);
+  return m.close_op(dg, watch);
 }
 
 std::vector<TokenId> Memory::evict_reserve(OpDiagnostics* diag) {

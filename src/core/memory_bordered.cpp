@@ -8,8 +8,6 @@
 
 namespace svattn {
 
-using detail::seconds_since;
-
 // ---------------------------------------------------------------- bordered inverse
 void Memory::Impl::refactor() {
   const int m = static_cast<int>(margin.size());

@@ -13,16 +13,14 @@
 
 namespace svattn {
 
-using detail::seconds_since;
-
 // One canonical refinement, counted and timed into dg.
 detail::CanonicalResult Memory::Impl::timed_canonicalize(const std::vector<double>& guess,
                                                          const std::vector<char>* skip,
                                                          OpDiagnostics& dg) {
-  const auto t0 = Clock::now();
+  const support::Stopwatch watch;
   detail::CanonicalResult res =
       detail::canonicalize(*this, guess, settings.problem, settings.tolerances, &cholesky, skip);
-  dg.canonical_seconds += seconds_since(t0);
+  dg.canonical_seconds += watch.seconds();
   ++dg.canonical_solves;
   return res;
 }

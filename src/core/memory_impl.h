@@ -8,7 +8,6 @@
 //   memory_path.cpp       the Cauwenberghs–Poggio path, in named steps
 //   memory_canonical.cpp  the canonical refinement after a partition change and batch repairs
 #pragma once
-#include <chrono>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -16,20 +15,14 @@
 #include "bordered_inverse.h"
 #include "canonical.h"
 #include "slack_index.h"
+#include "support/clock.h"
 #include "support_columns.h"
-#include "token_buckets.h"
 #include "svattn/kernel.h"
 #include "svattn/memory.h"
 #include "svattn/readout.h"
+#include "token_buckets.h"
 
 namespace svattn {
-
-namespace detail {
-using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-}  // namespace detail
 
 namespace detail {
 /// Screening of reserve gradients: true (default) counts the offset b exactly (g_i moves by db);
@@ -54,7 +47,6 @@ extern long g_spread_cleared;
 
 struct Memory::Impl final : detail::KernelAccess {
   using Set = detail::Set;
-  using Clock = detail::Clock;
 
   MemorySettings settings;
   int key_dim = 0, value_dim = 0;
@@ -223,8 +215,8 @@ struct Memory::Impl final : detail::KernelAccess {
   }
 
   // ---------------------------------------------------------------- memory.cpp
-  Clock::time_point begin_op();
-  OpDiagnostics close_op(OpDiagnostics& dg, Clock::time_point t0);
+  support::Stopwatch begin_op();
+  OpDiagnostics close_op(OpDiagnostics& dg, const support::Stopwatch& watch);
   void evict_if_bounded(OpDiagnostics& dg, std::vector<TokenId>* out);
   bool offset_follows_reserve() const;
   bool add_one(TokenId id, const double* k, const double* v, OpDiagnostics& dg);

@@ -9,8 +9,6 @@
 
 namespace svattn {
 
-using detail::seconds_since;
-
 void Memory::Impl::grow(int need, bool exact) {
   if (need <= slot_capacity) return;
   int nc = std::max(16, slot_capacity);

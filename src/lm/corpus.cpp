@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/data_dir.h"
+#include "support/random.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
 
@@ -16,27 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::int64_t kMinSplitBytes = 64;
-
-/// SplitMix64: a stateless, well-mixed 64-bit hash (Steele, Lea & Flood 2014).
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-/// Uniform integer in [0, n) from a 64-bit hash, without modulo bias (Lemire's multiply-shift).
-std::uint64_t below(std::uint64_t h, std::uint64_t n) {
-  return static_cast<std::uint64_t>((static_cast<unsigned __int128>(h) * n) >> 64);
-}
-
-std::vector<std::string> default_dirs() {
-  std::vector<std::string> dirs{"../shared/data"};
-#ifdef SVATTN_SOURCE_DATA_DIR
-  dirs.emplace_back(SVATTN_SOURCE_DATA_DIR);
-#endif
-  return dirs;
-}
 
 }  // namespace
 
@@ -68,18 +49,7 @@ const std::vector<KnownCorpus>& known_corpora() {
 }
 
 std::string resolve_data_dir(const std::string& explicit_dir) {
-  if (!explicit_dir.empty()) {
-    if (!fs::is_directory(explicit_dir))
-      throw IoError("--data-dir " + explicit_dir + ": no such directory");
-    return explicit_dir;
-  }
-  if (const char* env = std::getenv("SVATTN_DATA"); env != nullptr && *env != '\0') {
-    if (!fs::is_directory(env)) throw IoError(std::string("SVATTN_DATA=") + env + ": no such directory");
-    return env;
-  }
-  for (const auto& d : default_dirs())
-    if (fs::is_directory(d)) return d;
-  return "";
+  return support::find_data_dir(explicit_dir, SVATTN_SOURCE_DIR).path;
 }
 
 Corpus Corpus::load(const DataSpec& spec) {
@@ -96,12 +66,13 @@ Corpus Corpus::load(const DataSpec& spec) {
       if (k.name == spec.corpus) known = &k;
     if (known == nullptr)
       throw InvalidArgument("unknown corpus '" + spec.corpus + "' (enwik8|shakespeare, or --data PATH)");
-    const std::string dir = resolve_data_dir(spec.data_dir);
+    const support::DataDirChoice found = support::find_data_dir(spec.data_dir, SVATTN_SOURCE_DIR);
+    const std::string& dir = found.path;
     c.name_ = known->name;
     c.label_ = known->label;
     if (dir.empty()) {
       std::string tried;
-      for (const auto& d : default_dirs()) tried += (tried.empty() ? "" : ", ") + d;
+      for (const auto& d : found.tried) tried += (tried.empty() ? "" : ", ") + d;
       throw IoError("data file " + known->relative_path + " not found: no data directory (tried " +
                     tried + "; set --data-dir or SVATTN_DATA). Download: " + known->download);
     }
@@ -160,10 +131,13 @@ std::vector<std::int64_t> batch_offsets(const Corpus& corpus, Split split, std::
                           std::to_string(e - b) + " bytes, fewer than seq + 1 = " + std::to_string(seq + 1));
   const auto span = static_cast<std::uint64_t>(e - b - seq);  // starts in [b, e - seq - 1]
   std::vector<std::int64_t> out(static_cast<std::size_t>(batch));
+  // Each window is a hash of (seed, step, i), so a resumed run draws the same ones.
+  using support::hash_below;
+  using support::splitmix64;
   const std::uint64_t base = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(step)));
   for (std::int64_t i = 0; i < batch; ++i)
     out[static_cast<std::size_t>(i)] =
-        b + static_cast<std::int64_t>(below(splitmix64(base + static_cast<std::uint64_t>(i)), span));
+        b + static_cast<std::int64_t>(hash_below(splitmix64(base + static_cast<std::uint64_t>(i)), span));
   return out;
 }
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "step.h"
-#include "svattn/clock.h"
+#include "support/clock.h"
 #include "svattn/errors.h"
 
 namespace svattn::lm {
@@ -51,7 +51,7 @@ std::vector<layers::AttentionDiagnostics> averaged(std::vector<layers::Attention
 EvalResult evaluate(layers::CharLm& model, const Corpus& corpus, const EvalOptions& options) {
   if (options.seq < 2) throw InvalidArgument("evaluate: seq must be >= 2, got " + std::to_string(options.seq));
   if (options.batch < 1) throw InvalidArgument("evaluate: batch must be >= 1");
-  const Stopwatch clock;
+  const support::Stopwatch clock;
   const auto offsets = eval_offsets(corpus, options.split, options.seq, options.windows);
   torch::NoGradGuard ng;
   const bool was_training = model->is_training();

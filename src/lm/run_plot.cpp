@@ -1,10 +1,11 @@
 // The curves of a run: train.dat / valid.dat from metrics.jsonl, rendered to curves.png by
-// gnuplot.
+// gnuplot (support/plot.h).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "support/plot.h"
 #include "svattn/errors.h"
 #include "svattn/lm/trainer.h"
 
@@ -47,22 +48,25 @@ CurveCounts write_curves(const fs::path& dir) {
 std::string plot_run(const std::string& run_dir) {
   const fs::path dir = run_dir;
   const CurveCounts n = write_curves(dir);
-  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+  const std::string term = support::gnuplot_terminal();
+  if (term.empty())
     return "gnuplot not found: skipped the PNG (data in " + (dir / "train.dat").string() + ", valid.dat)";
   if (n.train == 0) return "no train records: skipped the PNG";
   const fs::path gp = dir / "curves.gp";
   {
     std::ofstream g(gp);
-    g << "set terminal pngcairo size 900,540\n"
-      << "set output '" << (dir / "curves.png").string() << "'\n"
+    g << "set terminal " << term << " size 900,540\n"
+      << "set output " << support::gnuplot_string((dir / "curves.png").string()) << "\n"
       << "set xlabel 'step'\nset ylabel 'bits per byte'\nset grid\nset key top right\n"
-      << "plot '" << (dir / "train.dat").string() << "' using 1:2 with lines lw 1 title 'train (batch)'";
+      << "plot " << support::gnuplot_string((dir / "train.dat").string())
+      << " using 1:2 with lines lw 1 title 'train (batch)'";
     if (n.valid > 0)
-      g << ", '" << (dir / "valid.dat").string() << "' using 1:2 with linespoints lw 2 pt 7 title 'valid BPC'";
+      g << ", " << support::gnuplot_string((dir / "valid.dat").string())
+        << " using 1:2 with linespoints lw 2 pt 7 title 'valid BPC'";
     g << "\n";
   }
-  const std::string cmd = "gnuplot '" + gp.string() + "' >/dev/null 2>&1";
-  if (std::system(cmd.c_str()) != 0) return "gnuplot failed: no PNG (script " + gp.string() + ")";
+  if (support::run_gnuplot(gp.string(), "") != 0)
+    return "gnuplot failed: no PNG (script " + gp.string() + ")";
   return "wrote " + (dir / "curves.png").string();
 }
 

@@ -2,7 +2,7 @@
 #include "svattn/lm/throughput.h"
 
 #include "step.h"
-#include "svattn/clock.h"
+#include "support/clock.h"
 #include "svattn/errors.h"
 #include "svattn/lm/runtime.h"
 #include "svattn/lm/trainer.h"
@@ -27,7 +27,7 @@ Throughput measure_throughput(const Preset& preset, const Corpus& corpus, std::i
   for (std::int64_t i = 0; i < warmup + steps; ++i) {
     detail::set_lr(opt, h.lr * 0.1);
     const auto w = detail::window_tensor(corpus, batch_offsets(corpus, Split::kTrain, h.batch, h.seq, seed, i + 1), h.seq);
-    const Stopwatch clock;
+    const support::Stopwatch clock;
     detail::train_step(model, opt, w, h.clip);
     const double dt = clock.seconds();
     if (i < warmup) continue;

@@ -11,7 +11,7 @@
 
 #include "checkpoint_io.h"
 #include "step.h"
-#include "svattn/clock.h"
+#include "support/clock.h"
 #include "svattn/errors.h"
 
 namespace svattn::lm {
@@ -413,8 +413,8 @@ TrainResult Trainer::run(std::int64_t stop_after) {
   TrainResult r;
   r.start_step = s.at.step;
   r.parameters = s.config.parameters;
-  const Stopwatch run_clock;
-  Stopwatch progress_clock;
+  const support::Stopwatch run_clock;
+  support::Stopwatch progress_clock;
   bool progress_shown = false;
   double ema_step = 0;  // seconds per step, smoothed
   std::int64_t window_steps = 0;
@@ -423,7 +423,7 @@ TrainResult Trainer::run(std::int64_t stop_after) {
     const std::int64_t step = s.at.step + 1;
     const double lr = detail::schedule(h, step, o.steps);
     detail::set_lr(*s.optimizer, lr);
-    const Stopwatch step_clock;
+    const support::Stopwatch step_clock;
     const Tensor w = detail::window_tensor(
         s.corpus, batch_offsets(s.corpus, Split::kTrain, h.batch, h.seq, s.config.seed, step), h.seq);
     s.model->train();

@@ -2,13 +2,13 @@
 // CUDA.
 #include "svattn/torch/batched.h"
 
-#include <chrono>
 #include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "check_settings.h"
+#include "support/clock.h"
 #include "svattn/errors.h"
 
 namespace svattn::layers {
@@ -826,10 +826,6 @@ Prepared prepare(const Tensor& keys, const Tensor& values, const Tensor& queries
   return p;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // The Gram matrix in fp64 from the keys, for the partition decisions (no gradient).
 Tensor gram64(const Tensor& x, const Tensor& sigma, const Tensor& K) {
   torch::NoGradGuard ng;
@@ -858,7 +854,7 @@ void record(BatchedInfo* info, const SolvedSet& sol) {
 
 Tensor sv_batched_attention(const Tensor& keys, const Tensor& values, const Tensor& queries,
                             const Tensor& log_sigma, const BatchedSettings& s, BatchedInfo* info) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const support::Stopwatch watch;
   Prepared p = prepare(keys, values, queries, log_sigma, s, false);
   const auto G = p.B * p.H;
   Tensor K = rbf_kernel(p.x, p.x, p.sigma);
@@ -871,7 +867,7 @@ Tensor sv_batched_attention(const Tensor& keys, const Tensor& values, const Tens
     info->alpha = sol.alpha.detach().reshape({p.B, p.H, p.N});
     info->support = (sol.role > 0).sum(-1).reshape({p.B, p.H});
     record(info, sol);
-    info->seconds = seconds_since(t0);
+    info->seconds = watch.seconds();
   }
   return o.reshape({p.B, p.H, p.M, p.dv}).to(queries.scalar_type());
 }
@@ -883,7 +879,7 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
   if (chunk < 1)
     throw InvalidArgument("sv_batched_chunked_attention: chunk = " + std::to_string(chunk) +
                           ": must be >= 1");
-  const auto t0 = std::chrono::steady_clock::now();
+  const support::Stopwatch watch;
   Prepared p = prepare(keys, values, queries, log_sigma, s, true);
   const auto G = p.B * p.H, T = p.N, L = chunk;
   const std::int64_t n_chunks = (T + L - 1) / L;
@@ -982,7 +978,7 @@ Tensor sv_batched_chunked_attention(const Tensor& keys, const Tensor& values, co
     info->role = role_all.reshape({p.B, p.H, n_chunks, T});
     info->alpha = alpha_all.reshape({p.B, p.H, n_chunks, T});
     info->support = (info->role > 0).sum(-1);
-    info->seconds = seconds_since(t0);
+    info->seconds = watch.seconds();
   }
   if (want_lz)
     *log_normalizer =

@@ -6,7 +6,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -14,6 +13,7 @@
 
 #include "check_settings.h"
 #include "exact_unit.h"
+#include "support/clock.h"
 #include "svattn/errors.h"
 
 namespace svattn::layers {
@@ -42,8 +42,8 @@ struct SavedUnits : torch::CustomClassHolder {
 // Process-wide timers (exact_times()).
 std::mutex g_times_mutex;
 ExactTimes g_times;
-void add_time(double ExactTimes::*field, std::chrono::steady_clock::time_point t0) {
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+void add_time(double ExactTimes::*field, const support::Stopwatch& watch) {
+  const double dt = watch.seconds();
   std::lock_guard<std::mutex> lock(g_times_mutex);
   g_times.*field += dt;
 }
@@ -206,7 +206,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
                                                 const Tensor& queries, const Tensor& log_sigma,
                                                 std::int64_t chunk, const ExactSettings& settings,
                                                 ExactInfo* info) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const support::Stopwatch watch;
     settings.validate();
     const Shapes s = check_inputs(keys, values, queries, log_sigma, chunk > 0);
     if (chunk < 0) throw InvalidArgument("sv_exact_chunked_attention: chunk must be >= 1");
@@ -240,8 +240,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
       }
     });
     if (lean && chunk > 0) lean_counts_per_unit(units, n_chunks);
-    const double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double secs = watch.seconds();
     if (info != nullptr) fill_info(units, s, chunk, n_chunks, secs, info);
 
     ctx->save_for_backward({keys, values, queries, log_sigma});
@@ -250,13 +249,13 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
     ctx->saved_data["n_chunks"] = n_chunks;
     ctx->saved_data["bandwidth"] = settings.problem.kernel.bandwidth;
     auto outs = torch::autograd::variable_list{O.to(queries.options()), LZ.to(queries.options())};
-    add_time(&ExactTimes::forward_seconds, t0);
+    add_time(&ExactTimes::forward_seconds, watch);
     return outs;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const support::Stopwatch watch;
     const auto saved = ctx->get_saved_variables();
     const Tensor &keys = saved[0], &values = saved[1], &queries = saved[2], &log_sigma = saved[3];
     const auto holder = c10::static_intrusive_pointer_cast<SavedUnits>(
@@ -302,7 +301,7 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
                                           Tensor(),
                                           Tensor(),
                                           Tensor()};
-    add_time(&ExactTimes::backward_seconds, t0);
+    add_time(&ExactTimes::backward_seconds, watch);
     return out;
   }
 };

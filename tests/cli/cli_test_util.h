@@ -4,13 +4,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "support/clock.h"
+#include "support/shell.h"
 
 namespace svattn::test {
 
@@ -19,7 +21,7 @@ class TempDir {
  public:
   explicit TempDir(const std::string& tag = "test") {
     static int counter = 0;
-    const auto stamp = std::chrono::steady_clock::now().time_since_epoch().count();
+    const auto stamp = support::monotonic_nanoseconds();
     path_ = std::filesystem::temp_directory_path() /
             ("svattn-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(stamp) +
              "-" + std::to_string(counter++));
@@ -52,17 +54,7 @@ inline std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-inline std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
+using support::shell_quote;
 
 struct RunResult {
   int code = -1;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cli/cli_test_util.h"
-#include "rng.h"
+#include "support/random_matrix.h"
 #include "svattn/io.h"
 
 namespace svattn {
@@ -32,8 +32,8 @@ std::set<std::string> keys_of(const nlohmann::json& j) {
 /// Random Gaussian keys written as .npy; returns the path.
 std::string gaussian_keys(const TempDir& dir, const std::string& name, int n, int d,
                           std::uint64_t seed) {
-  cli::Rng rng(seed);
-  const RowMatrix m = cli::gaussian_matrix(n, d, rng);
+  support::Rng rng(seed);
+  const RowMatrix m = support::gaussian_matrix(n, d, rng);
   const std::string p = dir.file(name);
   if (name.size() > 4 && name.substr(name.size() - 4) == ".npy") {
     write_npy(p, m);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cli/cli_test_util.h"
-#include "rng.h"
+#include "support/random_matrix.h"
 #include "svattn/io.h"
 
 namespace svattn {
@@ -31,8 +31,8 @@ RunResult run(const std::vector<std::string>& args, const TempDir& dir) {
 
 std::string keys_file(const TempDir& dir, const std::string& name, int n, int d,
                       std::uint64_t seed) {
-  cli::Rng rng(seed);
-  const RowMatrix m = cli::gaussian_matrix(n, d, rng);
+  support::Rng rng(seed);
+  const RowMatrix m = support::gaussian_matrix(n, d, rng);
   const std::string p = dir.file(name);
   write_csv(p, m);
   return p;
@@ -189,8 +189,8 @@ TEST(CliHostile, OverflowingPolyKernelIsRefused) {
 // stderr, in solve and in replay whatever the order.
 TEST(CliHostile, RidgeZeroDuplicatesAreSingular) {
   TempDir dir("hostile");
-  cli::Rng rng(8);
-  RowMatrix m = cli::gaussian_matrix(10, 2, rng);
+  support::Rng rng(8);
+  RowMatrix m = support::gaussian_matrix(10, 2, rng);
   for (int i = 5; i < 10; ++i) m.row(i) = m.row(i - 5);
   const std::string k = dir.file("same10.csv");
   write_csv(k, m);

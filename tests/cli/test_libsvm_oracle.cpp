@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "rng.h"
+#include "support/random_matrix.h"
 #include "svattn/batch_solver.h"
 #include "svattn/readout.h"
 
@@ -77,10 +77,10 @@ LibsvmResult run_libsvm(const RowMatrix& x, double sigma, double C) {
 
 enum class Kind { kGaussian, kClusters, kHeavyTail };
 
-RowMatrix make_keys(Kind kind, int n, int d, cli::Rng& rng) {
-  RowMatrix x = cli::gaussian_matrix(n, d, rng);
+RowMatrix make_keys(Kind kind, int n, int d, support::Rng& rng) {
+  RowMatrix x = support::gaussian_matrix(n, d, rng);
   if (kind == Kind::kClusters) {
-    RowMatrix centers = cli::gaussian_matrix(3, d, rng) * 3.0;
+    RowMatrix centers = support::gaussian_matrix(3, d, rng) * 3.0;
     for (int i = 0; i < n; ++i) x.row(i) = 0.5 * x.row(i) + centers.row(i % 3);
   } else if (kind == Kind::kHeavyTail) {
     for (int i = 0; i < n; ++i) {
@@ -117,7 +117,7 @@ char set_of(double a, double C, double tol) {
 TEST(LibsvmOracle, RandomRbfProblemsAgree) {
   constexpr int kProblems = 60;
   const int dims[3] = {2, 5, 16};
-  cli::Rng rng(0x5eed0001);
+  support::Rng rng(0x5eed0001);
   int compared = 0;
   int partition_mismatches = 0;
   double worst_dalpha = 0;
@@ -214,13 +214,13 @@ TEST(LibsvmOracle, RandomRbfProblemsAgree) {
 /// order agree to ~1e-16 * cond = 1e-8 at worst (observed: ~1e-10). The tolerance is 1e-9.
 TEST(LibsvmOracle, DuplicatesWithRidgeGiveOneAnswer) {
   constexpr double kRoundingTol = 1e-9;
-  cli::Rng rng(0x5eed0002);
+  support::Rng rng(0x5eed0002);
   double worst_renumbered = 0;
   double worst_duplicate = 0;
   for (int rep = 0; rep < 6; ++rep) {
     const int base = 60;
     const int d = rep % 2 == 0 ? 2 : 8;
-    RowMatrix b = cli::gaussian_matrix(base, d, rng);
+    RowMatrix b = support::gaussian_matrix(base, d, rng);
     // Each base point appears with an exact duplicate and a near duplicate (1e-9 .. 1e-6 apart).
     RowMatrix x(3 * base, d);
     for (int i = 0; i < base; ++i) {
@@ -242,7 +242,7 @@ TEST(LibsvmOracle, DuplicatesWithRidgeGiveOneAnswer) {
     // 1. Same ids, rows shuffled.
     std::vector<int> perm(x.rows());
     for (int i = 0; i < static_cast<int>(perm.size()); ++i) perm[i] = i;
-    cli::shuffle(perm, rng);
+    support::shuffle_in_place(perm, rng);
     TokenSet shuffled;
     shuffled.keys.resize(x.rows(), d);
     shuffled.values.resize(x.rows(), d);

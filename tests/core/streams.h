@@ -1,9 +1,12 @@
-// Synthetic key streams for the core tests (fixed seeds).
+// Synthetic key streams for the core tests (fixed seeds), drawn from the one generator with the
+// transforms they were first recorded with (support/random_libstdcxx.h), so their bits never
+// change.
 #pragma once
+#include <algorithm>
 #include <cmath>
-#include <random>
 #include <string>
 
+#include "support/random_libstdcxx.h"
 #include "svattn/types.h"
 
 namespace svattn::testing {
@@ -22,9 +25,10 @@ inline const char* stream_name(Stream s) {
 }
 
 inline RowMatrix make_keys(Stream kind, int n, int d, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> N(0.0, 1.0);
-  std::uniform_real_distribution<double> U(0.0, 1.0);
+  support::Rng rng(seed);
+  support::libstdcxx::Normal normal;
+  auto N = [&normal](support::Rng& r) { return normal(r); };
+  auto U = [](support::Rng& r) { return support::libstdcxx::uniform(r); };
   RowMatrix x(n, d);
   switch (kind) {
     case Stream::kGaussian:
@@ -37,7 +41,7 @@ inline RowMatrix make_keys(Stream kind, int n, int d, std::uint64_t seed) {
       for (int i = 0; i < k; ++i)
         for (int j = 0; j < d; ++j) c(i, j) = 4.0 * N(rng);
       for (int i = 0; i < n; ++i) {
-        const int which = static_cast<int>(rng() % k);
+        const int which = static_cast<int>(rng.next() % k);
         for (int j = 0; j < d; ++j) x(i, j) = c(which, j) + 0.3 * N(rng);
       }
       break;
@@ -46,7 +50,7 @@ inline RowMatrix make_keys(Stream kind, int n, int d, std::uint64_t seed) {
       // Every other token is a twin of an earlier one, 1e-9 ... 1e-6 away.
       for (int i = 0; i < n; ++i) {
         if (i > 0 && i % 2 == 1) {
-          const int src = static_cast<int>(rng() % i);
+          const int src = static_cast<int>(rng.next() % i);
           const double eps = std::pow(10.0, -9.0 + 3.0 * U(rng));
           for (int j = 0; j < d; ++j) x(i, j) = x(src, j) + eps * N(rng);
         } else {
@@ -57,7 +61,7 @@ inline RowMatrix make_keys(Stream kind, int n, int d, std::uint64_t seed) {
     case Stream::kDuplicate:
       for (int i = 0; i < n; ++i) {
         if (i > 0 && i % 3 == 0) {
-          const int src = static_cast<int>(rng() % i);
+          const int src = static_cast<int>(rng.next() % i);
           x.row(i) = x.row(src);
         } else {
           for (int j = 0; j < d; ++j) x(i, j) = N(rng);
@@ -65,9 +69,9 @@ inline RowMatrix make_keys(Stream kind, int n, int d, std::uint64_t seed) {
       }
       break;
     case Stream::kHeavyTailed: {
-      std::cauchy_distribution<double> Cy(0.0, 1.0);
       for (int i = 0; i < n; ++i)
-        for (int j = 0; j < d; ++j) x(i, j) = std::max(-50.0, std::min(50.0, Cy(rng)));
+        for (int j = 0; j < d; ++j)
+          x(i, j) = std::max(-50.0, std::min(50.0, support::libstdcxx::cauchy(rng)));
       break;
     }
   }

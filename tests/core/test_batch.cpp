@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <numeric>
-#include <random>
 
 #include "streams.h"
+#include "support/random_libstdcxx.h"
 #include "svattn/batch_solver.h"
 #include "svattn/errors.h"
 
@@ -145,8 +145,8 @@ TEST(Batch, DeterministicAndRowOrderInvariant) {
   // Shuffle the rows but keep each key's id: the same state, bit for bit.
   std::vector<int> perm(300);
   std::iota(perm.begin(), perm.end(), 0);
-  std::mt19937_64 rng(4);
-  std::shuffle(perm.begin(), perm.end(), rng);
+  svattn::support::Rng rng(4);
+  svattn::support::libstdcxx::shuffle(perm.begin(), perm.end(), rng);
   TokenSet s;
   s.keys.resize(300, 6);
   s.values.resize(300, 6);

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
-#include <random>
 #include <vector>
 
 #include "core/check_kernel.h"
 #include "streams.h"
+#include "support/random.h"
 #include "svattn/batch_solver.h"
 #include "svattn/certificate.h"
 #include "svattn/kernel.h"
@@ -100,8 +100,8 @@ TEST(CheckKernel, VerifyOverSeveralBlocksOfShuffledRows) {
   TokenSet t = TokenSet::from_rows(make_keys(Stream::kGaussian, 8300, 3, 11));
   std::vector<int> perm(8300);
   std::iota(perm.begin(), perm.end(), 0);
-  std::mt19937 g(5);
-  std::shuffle(perm.begin(), perm.end(), g);
+  svattn::support::Rng rng(5);
+  svattn::support::shuffle_in_place(perm, rng);
   TokenSet shuffled;
   shuffled.ids.resize(8300);
   shuffled.keys.resize(8300, 3);

@@ -5,12 +5,12 @@
 
 #include <cstring>
 #include <iterator>
-#include <random>
 #include <set>
 
 #include "core/canonical.h"
 #include "core/fixed_sum.h"
 #include "streams.h"
+#include "support/random_libstdcxx.h"
 #include "svattn/batch_solver.h"
 #include "svattn/memory.h"
 
@@ -30,9 +30,12 @@ struct VectorSumsGuard {
 
 TEST(FixedSum, VectorLanesEqualScalarLanesBitForBit) {
   if (!detail::vector_sums_available()) GTEST_SKIP() << "no AVX on this CPU";
-  std::mt19937_64 rng(3);
-  std::normal_distribution<double> N(0.0, 1.0);
-  std::uniform_int_distribution<int> E(-30, 30);
+  svattn::support::Rng rng(3);
+  svattn::support::libstdcxx::Normal normal;
+  auto N = [&normal](svattn::support::Rng& r) { return normal(r); };
+  auto E = [](svattn::support::Rng& r) {
+    return static_cast<int>(svattn::support::libstdcxx::uniform_int(r, -30, 30));
+  };
   int differ_from_naive = 0;
   for (std::size_t n = 0; n <= 300; ++n) {
     std::vector<double> a(n), b(n);
@@ -62,9 +65,12 @@ TEST(FixedSum, VectorLanesEqualScalarLanesBitForBit) {
 // The row forms (up to kRowBlock sums side by side, AVX) give each sum the scalar lanes' bits.
 TEST(FixedSum, RowFormsEqualScalarLanesBitForBit) {
   if (!detail::vector_sums_available()) GTEST_SKIP() << "no AVX on this CPU";
-  std::mt19937_64 rng(5);
-  std::normal_distribution<double> N(0.0, 1.0);
-  std::uniform_int_distribution<int> E(-30, 30);
+  svattn::support::Rng rng(5);
+  svattn::support::libstdcxx::Normal normal;
+  auto N = [&normal](svattn::support::Rng& r) { return normal(r); };
+  auto E = [](svattn::support::Rng& r) {
+    return static_cast<int>(svattn::support::libstdcxx::uniform_int(r, -30, 30));
+  };
   for (std::size_t n = 0; n <= 300; n += (n < 20 ? 1 : 7)) {
     std::vector<double> rows[detail::kRowBlock], b(n);
     std::vector<int> idx(n);
@@ -135,17 +141,17 @@ TEST(FixedSum, MemoriesBuiltWithAndWithoutVectorSumsHashIdentically) {
   const Stream streams[] = {Stream::kGaussian, Stream::kClustered, Stream::kNearDuplicate,
                             Stream::kDuplicate, Stream::kHeavyTailed};
   constexpr int kNumModes = static_cast<int>(std::size(kModes));
-  std::mt19937_64 rng(17);
+  svattn::support::Rng rng(17);
   std::uint64_t reused_total = 0;
   for (int problem = 0; problem < 24; ++problem) {
     const Stream s = streams[problem % 5];
-    const int n = 80 + static_cast<int>(rng() % 150);
-    const int d = 3 + static_cast<int>(rng() % 40);  // tails of every length mod 4
-    const double C = (2.0 + static_cast<double>(rng() % 60) / 10.0) / n;
+    const int n = 80 + static_cast<int>(rng.next() % 150);
+    const int d = 3 + static_cast<int>(rng.next() % 40);  // tails of every length mod 4
+    const double C = (2.0 + static_cast<double>(rng.next() % 60) / 10.0) / n;
     const RowMatrix x = svattn::testing::make_keys(s, n, d, 1000 + problem);
     std::vector<TokenId> order(n);
     for (int i = 0; i < n; ++i) order[i] = i;
-    std::shuffle(order.begin(), order.end(), rng);
+    svattn::support::libstdcxx::shuffle(order.begin(), order.end(), rng);
     std::string hash[kNumModes], batch[kNumModes];
     for (int mode = 0; mode < kNumModes; ++mode) {
       const KernelMode& km = kModes[mode];

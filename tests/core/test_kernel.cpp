@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
+#include "support/random_libstdcxx.h"
 #include "svattn/errors.h"
 #include "svattn/kernel.h"
 
@@ -11,8 +11,9 @@ using namespace svattn;
 TEST(Kernel, RbfValueAndBitwiseSymmetry) {
   KernelSettings k;
   k.bandwidth = 2.0;
-  std::mt19937_64 rng(3);
-  std::normal_distribution<double> N;
+  svattn::support::Rng rng(3);
+  svattn::support::libstdcxx::Normal normal;
+  auto N = [&normal](svattn::support::Rng& r) { return normal(r); };
   for (int t = 0; t < 100; ++t) {
     Eigen::VectorXd a(7), b(7);
     for (int j = 0; j < 7; ++j) {
@@ -41,8 +42,9 @@ TEST(Kernel, LinearAndPoly) {
 }
 
 TEST(Kernel, GradientMatchesFiniteDifferences) {
-  std::mt19937_64 rng(5);
-  std::normal_distribution<double> N;
+  svattn::support::Rng rng(5);
+  svattn::support::libstdcxx::Normal normal;
+  auto N = [&normal](svattn::support::Rng& r) { return normal(r); };
   for (KernelType type : {KernelType::kRbf, KernelType::kLinear, KernelType::kPoly}) {
     KernelSettings k;
     k.type = type;

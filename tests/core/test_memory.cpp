@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <set>
 
 #include "core/memory_impl.h"  // detail:: screening switches and counters
 #include "streams.h"
+#include "support/random_libstdcxx.h"
 #include "svattn/batch_solver.h"
 #include "svattn/certificate.h"
 #include "svattn/errors.h"
@@ -71,19 +71,19 @@ void run_interleaved(const Case& c, int ops, std::uint64_t seed, int checkpoint_
   std::set<TokenId> present;
   std::vector<TokenId> absent;
   for (int i = c.n - 1; i >= 0; --i) absent.push_back(i);
-  std::mt19937_64 rng(seed + 1);
+  svattn::support::Rng rng(seed + 1);
   int checks = 0;
   for (int op = 0; op < ops; ++op) {
-    const bool add = present.empty() || (!absent.empty() && (rng() % 100) < 60);
+    const bool add = present.empty() || (!absent.empty() && (rng.next() % 100) < 60);
     if (add) {
-      const size_t k = rng() % absent.size();
+      const size_t k = rng.next() % absent.size();
       const TokenId id = absent[k];
       absent.erase(absent.begin() + k);
       m.add(id, x.row(id).transpose(), x.row(id).transpose());
       present.insert(id);
     } else {
       auto it = present.begin();
-      std::advance(it, rng() % present.size());
+      std::advance(it, rng.next() % present.size());
       const TokenId id = *it;
       m.remove(id);
       present.erase(it);
@@ -633,8 +633,8 @@ TEST(MemoryEmpty, RemoveEveryTokenThenReadd) {
       } else if (how == 1) {
         for (TokenId id : all) m.remove(id);  // ascending
       } else {
-        std::mt19937_64 rng(5);
-        std::shuffle(all.begin(), all.end(), rng);
+        svattn::support::Rng rng(5);
+        svattn::support::libstdcxx::shuffle(all.begin(), all.end(), rng);
         for (TokenId id : all) {
           m.remove(id);
           expect_kkt(m, where);
@@ -709,12 +709,12 @@ long screened_ops(Stream stream, int n, int d, int ops, std::uint64_t seed) {
   Memory m(msettings(4.0 / (n / 2.0), 3.0), d, d);
   std::vector<TokenId> present, absent;
   for (int i = n - 1; i >= 0; --i) absent.push_back(i);
-  std::mt19937_64 rng(seed + 3);
+  svattn::support::Rng rng(seed + 3);
   long tracked = 0;
   for (int op = 0; op < ops; ++op) {
-    const bool add = present.empty() || (!absent.empty() && (rng() % 100) < 55);
+    const bool add = present.empty() || (!absent.empty() && (rng.next() % 100) < 55);
     std::vector<TokenId>& from = add ? absent : present;
-    const size_t k = rng() % from.size();
+    const size_t k = rng.next() % from.size();
     const TokenId id = from[k];
     from.erase(from.begin() + k);
     const OpDiagnostics dg =
@@ -799,10 +799,10 @@ TEST(MemorySlow, ThousandRemovalsAtTwentyThousand) {
   Memory m = Memory::restore(ms, all, s0);
   ASSERT_EQ(m.state_sha256(), s0.state_sha256);
   std::vector<TokenId> victims(s0.partition.margin.begin(), s0.partition.margin.end());
-  std::mt19937_64 rng(61);
+  svattn::support::Rng rng(61);
   std::set<TokenId> chosen(victims.begin(), victims.end());
   while (victims.size() < 1000) {
-    const TokenId id = static_cast<TokenId>(rng() % n);
+    const TokenId id = static_cast<TokenId>(rng.next() % n);
     if (chosen.insert(id).second) victims.push_back(id);
   }
   std::set<TokenId> present;

@@ -5,7 +5,6 @@
 #include <openssl/evp.h>
 
 #include <cstring>
-#include <random>
 
 #include "streams.h"
 #include "svattn/batch_solver.h"
@@ -140,20 +139,20 @@ TEST(StateHash, IncrementalBucketDigestsEqualAFromScratchHash) {
   s.problem.kernel.bandwidth = 2.0;
   s.problem.C = 0.05;
   Memory m(s, 4, 4);
-  std::mt19937_64 rng(7);
+  svattn::support::Rng rng(7);
   std::vector<TokenId> present;
   std::vector<char> in(900, 0);
   for (int op = 0; op < 400; ++op) {
-    const bool add = present.size() < 40 || rng() % 3 != 0;
+    const bool add = present.size() < 40 || rng.next() % 3 != 0;
     if (add) {
-      const int r = static_cast<int>(rng() % 900);
+      const int r = static_cast<int>(rng.next() % 900);
       if (in[r]) continue;
       const TokenId id = static_cast<TokenId>(r) * 37;  // about 7 tokens per bucket
       m.add(id, keys.row(r).transpose(), keys.row(r).transpose());
       in[r] = 1;
       present.push_back(id);
     } else {
-      const std::size_t k = rng() % present.size();
+      const std::size_t k = rng.next() % present.size();
       m.remove(present[k]);
       in[present[k] / 37] = 0;
       present.erase(present.begin() + static_cast<std::ptrdiff_t>(k));

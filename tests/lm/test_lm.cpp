@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/cli_test_util.h"
+#include "support/clock.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
 #include "svattn/io.h"
@@ -417,9 +418,9 @@ TEST(LmTrainer, KillNineDuringTrainingThenResumeMatchesUninterruptedRun) {
   ASSERT_EQ(posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
   // Kill it once a checkpoint past step 20 exists (mid-run, possibly mid-write of the next one).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const svattn::support::Stopwatch waited;
   bool killed = false;
-  while (std::chrono::steady_clock::now() < deadline) {
+  while (waited.seconds() < 60) {
     const std::string latest = svattn::test::read_text(d.file("crash") + "/LATEST");
     if (latest.rfind("ckpt-", 0) == 0 && std::stoll(latest.substr(5)) >= 10) {
       std::this_thread::sleep_for(std::chrono::milliseconds(37));

@@ -14,12 +14,12 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "support/random_matrix.h"
 #include "svattn/hash.h"
 #include "svattn/store.h"
 
@@ -54,14 +54,8 @@ class TempDir {
 /// Uniform keys in [-1, 1) from a fixed seed, with all 52 mantissa bits random (so every
 /// coordinate's fp64 byte pattern is unique with overwhelming probability).
 inline RowMatrix random_keys(int n, int d, std::uint64_t seed) {
-  std::mt19937_64 gen(seed);
-  RowMatrix m(n, d);
-  for (int i = 0; i < n; ++i) {
-    for (int k = 0; k < d; ++k) {
-      m(i, k) = static_cast<double>(gen() >> 11) * 0x1.0p-52 - 1.0;
-    }
-  }
-  return m;
+  svattn::support::Rng gen(seed);
+  return svattn::support::uniform_signed_matrix(n, d, gen);
 }
 
 inline MemorySettings rbf_settings(double C, double bandwidth = 1.0) {

@@ -13,12 +13,13 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "backend_test_util.h"
+#include "support/clock.h"
+#include "support/random.h"
 
 namespace svattn {
 namespace {
@@ -49,7 +50,7 @@ class StoreBackendsCryptoSlow : public StoreOnBackends {};
 // (so it is in no memory), and after reopening a key is destroyed exactly when its record is gone.
 void kill_during_forgets(store_test::Stores& stores, int trials, std::uint64_t seed) {
   constexpr int kRecords = 10;
-  std::mt19937_64 gen(seed);
+  svattn::support::Rng gen(seed);
   std::vector<std::int64_t> ids;
   for (int r = 0; r < kRecords; ++r) ids.push_back(r);
   double full_ms = 0;
@@ -91,18 +92,17 @@ void kill_during_forgets(store_test::Stores& stores, int trials, std::uint64_t s
     char opened = 0;
     const bool child_opened = ::read(ready[0], &opened, 1) == 1;
     ::close(ready[0]);
-    const auto t0 = std::chrono::steady_clock::now();
+    const svattn::support::Stopwatch watch;
     int status = 0;
     if (trial >= 0 && child_opened) {
-      std::this_thread::sleep_for(std::chrono::microseconds(
-          static_cast<std::int64_t>(1000 * full_ms * static_cast<double>(gen() % 1000) / 1000.0)));
+      std::this_thread::sleep_for(std::chrono::microseconds(static_cast<std::int64_t>(
+          1000 * full_ms * static_cast<double>(gen.next() % 1000) / 1000.0)));
       ::kill(pid, SIGKILL);
     }
     ::waitpid(pid, &status, 0);
     ASSERT_TRUE(child_opened) << "trial " << trial << ": the child did not open the store";
     if (trial < 0) {
-      full_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      full_ms = watch.milliseconds();
       ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
       continue;
     }
@@ -205,8 +205,8 @@ TEST_P(StoreBackendsCrypto, TwoProcessesOneForgettingOneQueryingSeeConsistentSta
       try {
         Store s(at, StoreOptions{});
         std::set<int> seen;
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-        while (seen.count(kRecords) == 0 && std::chrono::steady_clock::now() < deadline) {
+        const svattn::support::Stopwatch waited;
+        while (seen.count(kRecords) == 0 && waited.seconds() < 120) {
           const MemoryInfo info = s.memory_info("m");
           const int k = kRecords - info.tokens / kPerRecord;
           if (k < 0 || k > kRecords || info.state_sha256 != ex.hash[k]) return 2;

@@ -16,6 +16,8 @@
 
 #include "store/key_store.h"
 #include "store_test_util.h"
+#include "support/clock.h"
+#include "support/random.h"
 #include "svattn/batch_solver.h"
 
 namespace svattn {
@@ -342,7 +344,7 @@ TEST(StoreEncrypt, KillNineDuringEncryptLeavesAPlaintextOrAnEncryptedStore) {
   for (int k = 0; k < 3; ++k) {
     write_bytes(timing, base_bytes);
     std::remove((timing + ".keys").c_str());
-    const auto t0 = std::chrono::steady_clock::now();
+    const svattn::support::Stopwatch watch;
     const pid_t timer = ::fork();
     if (timer == 0) {
       encrypt_store(timing);
@@ -351,10 +353,9 @@ TEST(StoreEncrypt, KillNineDuringEncryptLeavesAPlaintextOrAnEncryptedStore) {
     int timer_status = 0;
     ::waitpid(timer, &timer_status, 0);
     ASSERT_TRUE(WIFEXITED(timer_status) && WEXITSTATUS(timer_status) == 0);
-    full = std::max(full,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    full = std::max(full, watch.seconds());
   }
-  std::mt19937_64 gen(14);
+  svattn::support::Rng gen(14);
   int plain = 0, sealed = 0, scrub_pending = 0;
   for (int trial = 0; trial < 20; ++trial) {
     const std::string p = dir.file("t" + std::to_string(trial) + ".db");
@@ -370,8 +371,7 @@ TEST(StoreEncrypt, KillNineDuringEncryptLeavesAPlaintextOrAnEncryptedStore) {
         }
       }());
     }
-    std::this_thread::sleep_for(
-        std::chrono::duration<double>(1.2 * full * static_cast<double>(gen() >> 11) * 0x1.0p-53));
+    std::this_thread::sleep_for(std::chrono::duration<double>(1.2 * full * gen.uniform()));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "backend_test_util.h"
+#include "support/clock.h"
+#include "support/random.h"
 
 namespace svattn {
 namespace {
@@ -104,8 +106,8 @@ TEST(StoreFaults, FilesThatAreNotStores) {
   expect_open_fails<FormatError>(dir.file("text.db"), "not a svattn store");
   // Random bytes.
   std::vector<std::uint8_t> noise(8192);
-  std::mt19937_64 gen(7);
-  for (auto& b : noise) b = static_cast<std::uint8_t>(gen());
+  svattn::support::Rng gen(7);
+  for (auto& b : noise) b = static_cast<std::uint8_t>(gen.next());
   write_bytes(dir.file("noise.db"), noise);
   expect_open_fails<FormatError>(dir.file("noise.db"), "not a svattn store");
   // A tiny file.
@@ -265,15 +267,14 @@ TEST(StoreFaults, LockedStoreGivesStoreBusyAfterTheTimeout) {
   const std::string hash = store.memory("m").state_sha256();
   RawDb holder(path);
   ASSERT_EQ(holder.exec("BEGIN IMMEDIATE"), SQLITE_OK);
-  const auto t0 = std::chrono::steady_clock::now();
+  const svattn::support::Stopwatch watch;
   try {
     store.add_record("m", 5, random_keys(10, kDim, 5));
     ADD_FAILURE() << "add succeeded on a locked store";
   } catch (const StoreBusy& e) {
     EXPECT_NE(std::string(e.what()).find("locked"), std::string::npos);
   }
-  const double waited =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited = watch.seconds();
   EXPECT_GE(waited, 0.1);
   EXPECT_THROW(store.forget_record("m", 0), StoreBusy);
   // Readers are not blocked by a writer in WAL mode.
@@ -479,15 +480,15 @@ void crash_trials(store_test::Stores& st, int trials, int n_ops, int tokens_per_
   };
   // Time of an uninterrupted run, to draw kill delays over the whole script.
   const std::string timing = fresh("timing");
-  const auto t0 = std::chrono::steady_clock::now();
+  const svattn::support::Stopwatch watch;
   ASSERT_EQ(in_child([&] { return run_script(timing, script); }), 0);
-  const double full = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double full = watch.seconds();
   EXPECT_EQ(Store(timing).memory_info("m").state_sha256, script.hashes.back());
-  std::mt19937_64 gen(seed);
+  svattn::support::Rng gen(seed);
   std::set<std::size_t> outcomes;
   for (int t = 0; t < trials; ++t) {
     const std::string p = fresh("crash" + std::to_string(t));
-    const double delay = full * static_cast<double>(gen() >> 11) * 0x1.0p-53;
+    const double delay = full * gen.uniform();
     const pid_t pid = ::fork();
     if (pid == 0)
       ::_exit([&] {

@@ -11,11 +11,12 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
-#include <random>
 #include <sstream>
 #include <thread>
 
 #include "backend_test_util.h"
+#include "support/clock.h"
+#include "support/random.h"
 #include "svattn/io.h"
 
 namespace svattn {
@@ -211,14 +212,11 @@ void kill_and_resume(store_test::Stores& st, int trials, std::uint64_t seed) {
   ASSERT_EQ(cli(dir, "memory create " + dir.file("ref.db") + create).code, 0);
   // Kill points are drawn inside the span an uninterrupted import takes (process start included),
   // so trials interrupt it however fast the machine is.
-  const auto r0 = std::chrono::steady_clock::now();
+  const svattn::support::Stopwatch watch;
   ASSERT_EQ(cli(dir, "memory import " + dir.file("ref.db") + args).code, 0);
-  const auto span_ms = std::max<long long>(
-      2, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                r0)
-             .count());
+  const auto span_ms = std::max<long long>(2, static_cast<long long>(watch.milliseconds()));
   const std::string want = Store(dir.file("ref.db")).memory_info("m").state_sha256;
-  std::mt19937_64 gen(seed);
+  svattn::support::Rng gen(seed);
   int interrupted = 0;
   for (int t = 0; t < trials; ++t) {
     const std::string name = "t" + std::to_string(t);
@@ -231,8 +229,8 @@ void kill_and_resume(store_test::Stores& st, int trials, std::uint64_t seed) {
       ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(span_ms / 10 + static_cast<long long>(gen() % (span_ms * 8 / 10 + 1))));
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        span_ms / 10 + static_cast<long long>(gen.next() % (span_ms * 8 / 10 + 1))));
     ::kill(pid, SIGKILL);
     int status = 0;
     ::waitpid(pid, &status, 0);

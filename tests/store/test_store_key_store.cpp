@@ -12,6 +12,8 @@
 
 #include "store/key_store.h"
 #include "store_test_util.h"
+#include "support/clock.h"
+#include "support/random_libstdcxx.h"
 
 namespace svattn::store_detail {
 namespace {
@@ -282,7 +284,7 @@ void scan_after_destroy(const KeyStoreOptions& opts, int n, std::uint64_t seed) 
   TempDir dir;
   const std::string path = dir.file("s.keys");
   KeyStore ks(path, opts);
-  std::mt19937_64 gen(seed);
+  svattn::support::Rng gen(seed);
   std::vector<NewDataKey> keys;
   std::map<std::string, std::vector<std::uint8_t>> stored;
   std::vector<bool> destroyed;
@@ -294,9 +296,9 @@ void scan_after_destroy(const KeyStoreOptions& opts, int n, std::uint64_t seed) 
     for (const auto& [id, blob] : stored_blobs(path)) stored[id] = blob;
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < keys.size(); ++i) {
-      if (!destroyed[i] && gen() % 10 < 4) order.push_back(i);
+      if (!destroyed[i] && gen.next() % 10 < 4) order.push_back(i);
     }
-    std::shuffle(order.begin(), order.end(), gen);
+    svattn::support::libstdcxx::shuffle(order.begin(), order.end(), gen);
     for (std::size_t i : order) {
       ASSERT_TRUE(ks.destroy(keys[i].key_id).wal_truncated);
       destroyed[i] = true;
@@ -377,16 +379,16 @@ TEST(KeyStore, KillNineDuringDestroysLeavesEachKeyLiveOrShredded) {
   };
   // An uninterrupted run, to draw the kill times over the whole sequence of destroys.
   const std::vector<NewDataKey> timing_keys = fresh(dir.file("timing.keys"));
-  const auto t0 = std::chrono::steady_clock::now();
+  const svattn::support::Stopwatch watch;
   ASSERT_EQ(destroy_in_child(dir.file("timing.keys"), timing_keys, -1), 0);
-  const double full = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::mt19937_64 gen(4242);
+  const double full = watch.seconds();
+  svattn::support::Rng gen(4242);
   std::set<std::size_t> outcomes;
   for (int t = 0; t < 20; ++t) {
     const std::string path = dir.file("crash" + std::to_string(t) + ".keys");
     const std::vector<NewDataKey> keys = fresh(path);
     const auto stored = stored_blobs(path);
-    destroy_in_child(path, keys, full * static_cast<double>(gen() >> 11) * 0x1.0p-53);
+    destroy_in_child(path, keys, full * gen.uniform());
     KeyStore ks(path, KeyStoreOptions{});  // opening completes an interrupted WAL truncation
     EXPECT_EQ(read_bytes(path + "-wal").size(), 0u) << "trial " << t;
     std::size_t shredded = 0;

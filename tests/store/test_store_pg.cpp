@@ -5,15 +5,14 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
 #include <thread>
 
 #include "backend_test_util.h"
 #include "store/db/postgres.h"
+#include "support/clock.h"
 
 namespace svattn {
 namespace {
@@ -303,9 +302,9 @@ TEST_P(StoreBackends, LockedStoreGivesStoreBusyAfterTheTimeout) {
     lite = std::make_unique<RawDb>(at);
     ASSERT_EQ(lite->exec("BEGIN IMMEDIATE"), SQLITE_OK);
   }
-  const auto t0 = std::chrono::steady_clock::now();
+  const svattn::support::Stopwatch watch;
   EXPECT_THROW(add_records(s, "m", {1}, kPerRecord, kDim), StoreBusy);
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150));
+  EXPECT_GE(watch.milliseconds(), 150.0);
   EXPECT_EQ(s.memory_info("m").records, 0);  // readers are not blocked
   if (pg()) pgc->exec("ROLLBACK");
   if (!pg()) lite->exec("ROLLBACK");

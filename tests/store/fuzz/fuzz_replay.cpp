@@ -7,27 +7,27 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <random>
 #include <string>
 
 #include "fuzz_targets.h"
+#include "support/random.h"
 
 namespace fs = std::filesystem;
 using svattn::fuzz::Target;
 
 namespace {
 
-std::vector<std::uint8_t> mutate(std::vector<std::uint8_t> b, std::mt19937_64& gen) {
-  const int kind = static_cast<int>(gen() % 4);
+std::vector<std::uint8_t> mutate(std::vector<std::uint8_t> b, svattn::support::Rng& gen) {
+  const int kind = static_cast<int>(gen.next() % 4);
   if (b.empty() || kind == 3) {
-    b.insert(b.begin() + static_cast<long>(b.empty() ? 0 : gen() % b.size()),
-             static_cast<std::uint8_t>(gen()));
+    b.insert(b.begin() + static_cast<long>(b.empty() ? 0 : gen.next() % b.size()),
+             static_cast<std::uint8_t>(gen.next()));
   } else if (kind == 0) {
-    b[gen() % b.size()] ^= static_cast<std::uint8_t>(1u << (gen() % 8));
+    b[gen.next() % b.size()] ^= static_cast<std::uint8_t>(1u << (gen.next() % 8));
   } else if (kind == 1) {
-    b.resize(gen() % b.size());
+    b.resize(gen.next() % b.size());
   } else {
-    b[gen() % b.size()] = static_cast<std::uint8_t>(gen());
+    b[gen.next() % b.size()] = static_cast<std::uint8_t>(gen.next());
   }
   return b;
 }
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
       run_file(t, a);
     }
   }
-  std::mt19937_64 gen(20260101);
+  svattn::support::Rng gen(20260101);
   long runs = 0;
   for (const auto& s : seeds) {
     t(s.data(), s.size());
