@@ -208,77 +208,51 @@ std::vector<std::int64_t> Store::Impl::group_members(std::int64_t memory_id, std
 
 // ------------------------------------------------------------------------------------- keys
 
-void Store::Impl::drop_cached_group_keys(const std::vector<std::string>& key_ids) noexcept {
-  for (auto& [memory, groups] : group_key_cache) {
-    for (auto it = groups.begin(); it != groups.end();) {
-      const bool gone =
-          std::find(key_ids.begin(), key_ids.end(), it->second.key_id) != key_ids.end();
-      it = gone ? groups.erase(it) : std::next(it);
-    }
-  }
-}
-
 std::map<std::int64_t, SecretKey> Store::Impl::group_keys(std::int64_t memory_id,
                                                           const std::vector<std::int64_t>& groups) {
   std::map<std::int64_t, SecretKey> out;
-  if (key_store == nullptr || groups.empty()) return out;
-  std::vector<std::int64_t> named, need;
-  std::vector<std::string> ids;
-  std::map<std::int64_t, CachedGroupKey>& cached = group_key_cache[memory_id];
+  if (!vault.enabled() || groups.empty()) return out;
+  std::vector<std::string> ids;  // the key id each group's row names (empty: none)
   {
     Statement q(db.handle(),
                 "SELECT key_id FROM bounds_groups WHERE memory_id = ?1 AND group_id = ?2");
     for (std::int64_t g : groups) {
       q.bind(1, memory_id).bind(2, g);
-      const bool has_key = q.step() && !q.is_null(0);
-      const std::string id = has_key ? q.text(0) : std::string();
+      ids.push_back(q.step() && !q.is_null(0) ? q.text(0) : std::string());
       q.reset();
-      const auto hit = cached.find(g);
-      if (has_key && hit != cached.end() && hit->second.key_id == id) {
-        out.emplace(g, hit->second.key.clone());  // the key store's lookup skipped
-        continue;
-      }
-      if (hit != cached.end()) cached.erase(hit);  // replaced since: dropped (and zeroed)
-      if (has_key) {
-        named.push_back(g);
-        ids.push_back(id);
-      } else {
-        need.push_back(g);
-      }
     }
   }
-  std::vector<KeyLookup> got;
-  try {
-    got = key_store->get_many(ids);
-  } catch (const NotFound&) {  // an id the key store never had (a damaged row): one at a time
-    for (const std::string& id : ids) {
-      try {
-        got.push_back(key_store->get(id));
-      } catch (const NotFound&) {
-        got.emplace_back().state = KeyState::kShredded;
-      }
-    }
-  }
-  for (std::size_t i = 0; i < named.size(); ++i) {
-    const KeyOwner own = KeyOwner::bounds_group(memory_id, named[i]);
-    if (got[i].shredded() || got[i].owner.memory_id != own.memory_id ||
-        got[i].owner.record_id != own.record_id) {
-      need.push_back(named[i]);  // destroyed (a restored copy) or not the group's: a fresh key
-    } else {
-      cached[named[i]] = CachedGroupKey{ids[i], got[i].key.clone()};
-      out.emplace(named[i], std::move(got[i].key));
-    }
-  }
+  std::vector<std::int64_t> need;
+  vault.group_keys(memory_id, groups, ids, out, need);
   if (need.empty()) return out;
   std::vector<KeyOwner> owners;
   for (std::int64_t g : need) owners.push_back(KeyOwner::bounds_group(memory_id, g));
-  std::vector<NewDataKey> made = key_store->create_keys(owners);
+  std::vector<NewDataKey> made = vault.create_keys(owners);
   for (std::size_t i = 0; i < need.size(); ++i) {
-    new_key_ids.push_back(made[i].key_id);
     set_group_key(memory_id, need[i], made[i].key_id);
     out.emplace(need[i], std::move(made[i].key));
   }
   return out;
+}
+
+std::vector<KeyOwner> Store::Impl::groups_without_spare() {
+  std::vector<KeyOwner> out;
+  Statement q(db.handle(),
+              "SELECT memory_id, group_id FROM bounds_groups WHERE key_id IS NOT NULL AND "
+              "next_key_id IS NULL ORDER BY memory_id, group_id");
+  while (q.step()) out.push_back(KeyOwner::bounds_group(q.int64(0), q.int64(1)));
+  return out;
+}
+
+void Store::Impl::set_spare_keys(const std::vector<KeyOwner>& groups,
+                                 const std::vector<NewDataKey>& made) {
+  Statement spare(db.handle(),
+                  "UPDATE bounds_groups SET next_key_id = ?3 WHERE memory_id = ?1 AND group_id = "
+                  "?2 AND next_key_id IS NULL AND key_id IS NOT NULL");
+  for (std::size_t i = 0; i < made.size(); ++i) {
+    spare.bind(1, groups[i].memory_id).bind(2, groups[i].group()).bind(3, made[i].key_id).defer();
+    spare.reset();
+  }
 }
 
 void Store::Impl::leave_bounds_group(const MemoryRow& row, std::int64_t record, std::int64_t group,
@@ -301,10 +275,10 @@ void Store::Impl::leave_bounds_group(const MemoryRow& row, std::int64_t record, 
   if (members <= 0) {  // the group goes, with both its keys
     Statement del(db.handle(), "DELETE FROM bounds_groups WHERE memory_id = ?1 AND group_id = ?2");
     del.bind(1, row.id).bind(2, group).run();
-    if (!spare.empty()) schedule_key_destruction(row, record, spare, nullptr);
+    if (!spare.empty()) vault.schedule_group_key(row.name, record, spare, nullptr);
   } else {
     std::string key_id;
-    if (key_store != nullptr) key_id = replacement_group_key(row.id, group, spare);
+    if (vault.enabled()) key_id = vault.replacement_group_key(row.id, group, spare);
     Statement up(db.handle(),
                  "UPDATE bounds_groups SET member_records = ?3, member_tokens = ?4, bounds = NULL, "
                  "key_id = NULLIF(?5, ''), next_key_id = NULL WHERE memory_id = ?1 AND "
@@ -312,45 +286,9 @@ void Store::Impl::leave_bounds_group(const MemoryRow& row, std::int64_t record, 
     up.bind(1, row.id).bind(2, group).bind(3, members).bind(4, member_tokens).bind(5, key_id);
     up.run();
   }
-  if (old_key.empty() || key_store == nullptr) return;
+  if (old_key.empty() || !vault.enabled()) return;
   if (se != nullptr) se->bounds_key_id = old_key;
-  schedule_key_destruction(row, record, old_key, se);
-}
-
-// The group's spare key when it is live and the group's (made in the key-store transaction of an
-// earlier destruction: no key-store write in the forget), else a fresh key.
-std::string Store::Impl::replacement_group_key(std::int64_t memory_id, std::int64_t group,
-                                               const std::string& spare) {
-  const KeyOwner own = KeyOwner::bounds_group(memory_id, group);
-  if (!spare.empty()) {
-    try {
-      const KeyLookup k = key_store->get(spare);
-      if (!k.shredded() && k.owner.memory_id == own.memory_id && k.owner.record_id == own.record_id)
-        return spare;
-    } catch (const NotFound&) {  // a damaged row: a fresh key below
-    }
-  }
-  NewDataKey k = key_store->create_key(own);
-  new_key_ids.push_back(k.key_id);
-  return k.key_id;
-}
-
-void Store::Impl::schedule_key_destruction(const MemoryRow& row, std::int64_t record,
-                                           const std::string& key_id, StoreErasure* se) {
-  KeyLookup k;
-  try {
-    k = key_store->get(key_id);
-  } catch (const NotFound&) {  // named by a damaged row: nothing to destroy
-    return;
-  }
-  if (se != nullptr) se->bounds_key_sha256 = k.wrapped_sha256;
-  if (k.shredded()) {  // a restored copy's group: its key died with an earlier erasure
-    if (se != nullptr) se->bounds_key_destroyed = true;
-    return;
-  }
-  Statement ins(db.handle(),
-                "INSERT INTO pending_shreds(key_id, memory, record) VALUES (?1, ?2, ?3)");
-  ins.bind(1, key_id).bind(2, row.name).bind(3, record).run();
+  vault.schedule_group_key(row.name, record, old_key, se);
 }
 
 // ------------------------------------------------------------------------------------- blobs
@@ -369,14 +307,14 @@ std::string Store::Impl::read_group_blob(std::int64_t memory_id, std::int64_t gr
   const auto* blob = static_cast<const std::uint8_t*>(q.blob_data(1));
   const auto n = static_cast<std::size_t>(q.bytes(1));
   if (q.is_null(0)) return decode_group_bounds(memory_id, group, blob, n, out);
-  if (key_store == nullptr) return who + " is sealed, but the store has no key store";
+  if (!vault.enabled()) return who + " is sealed, but the store has no key store";
   const std::vector<std::uint8_t> sealed(blob, blob + n);
   const std::string key_id = q.text(0);
   q.reset();
   const RecordAad aad{memory_id, group, -1, RecordField::kBoundsGroup};
   std::vector<std::uint8_t> plain;
   try {
-    const KeyLookup k = key_store->get(key_id);
+    const KeyLookup k = vault.keys().get(key_id);
     const KeyOwner own = KeyOwner::bounds_group(memory_id, group);
     if (k.shredded()) return who + ": its key " + key_id + " was destroyed at " + k.destroyed_utc;
     if (k.owner.memory_id != own.memory_id || k.owner.record_id != own.record_id)

@@ -198,8 +198,8 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
   ko.create = true;
   ko.busy_timeout_ms = im.options.busy_timeout_ms;
   ko.master = master_key_source(im.options);
-  im.key_store =
-      std::make_unique<KeyStore>(im.db.postgres() ? im.keys_path : KeyStore::path_for(im.path), ko);
+  im.vault.attach(
+      std::make_unique<KeyStore>(im.db.postgres() ? im.keys_path : KeyStore::path_for(im.path), ko));
   Transaction t(im.db, true, im.path, im.options.busy_timeout_ms);
   try {
     const std::vector<PlainRecord> recs = plaintext_records(im.db);  // under the write lock
@@ -207,8 +207,7 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
     std::vector<KeyOwner> owners;
     for (const PlainRecord& r : recs) owners.push_back({r.memory_id, r.record});
     owners.insert(owners.end(), groups.begin(), groups.end());
-    const std::vector<NewDataKey> keys = im.key_store->create_keys(owners);
-    for (const NewDataKey& k : keys) im.new_key_ids.push_back(k.key_id);
+    const std::vector<NewDataKey> keys = im.vault.create_keys(owners);
     for (std::size_t i = 0; i < recs.size(); ++i)
       res.tokens += seal_record(im.db, im.path, recs[i], keys[i]);
     for (std::size_t i = 0; i < groups.size(); ++i)
@@ -222,7 +221,7 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
     e.token_count = res.tokens;
     e.certificate = nlohmann::json{{"operation", "encrypt"},
                                    {"encryption", "aes-256-gcm"},
-                                   {"key_wrapping", im.key_store->wrapping()},
+                                   {"key_wrapping", im.vault.keys().wrapping()},
                                    {"records", res.records},
                                    {"tokens", res.tokens},
                                    {"state_sha256", memory_hashes(im.db)}}
@@ -231,10 +230,10 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
     t.commit();
   } catch (...) {
     t.rollback();
-    im.discard_new_keys();
+    im.vault.discard_new_keys();
     throw;
   }
-  im.new_key_ids.clear();
+  im.vault.keys_referenced();
   im.encryption = "aes-256-gcm";
   res.converted = true;
 }
@@ -266,7 +265,7 @@ StoreEncryptionResult encrypt_store(const std::string& path, const StoreOptions&
   } else {
     res.already_encrypted = true;
   }
-  res.wrapping = im->key_store->wrapping();
+  res.wrapping = im->vault.keys().wrapping();
   res.key_store = im->key_store_path();
   if (res.converted || im->scrub_pending()) {
     res.scrubbed = true;

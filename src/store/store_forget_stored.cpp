@@ -38,7 +38,7 @@ std::string Store::Impl::read_record_blobs(const MemoryRow& row, RecordField fie
   q.bind(1, row.id);
   PayloadReader own = payload_reader(row.id);
   PayloadReader& pr = reader != nullptr ? *reader : own;
-  const KeyStore::ReadScope keys_read(key_store.get());
+  const KeyStore::ReadScope keys_read(vault.key_store());
   pr.prefetch_keys();  // every record's key in one scan
   std::vector<std::uint8_t> plain;
   while (q.step()) {
@@ -220,7 +220,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   Statement del(db.handle(),
                 "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
   del.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record)).run();
-  if (key_store != nullptr) schedule_shred(row.name, record, f.key_id, se);
+  if (vault.enabled()) vault.schedule_record_key(row.name, record, f.key_id, se);
   Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   delr.bind(1, row.id).bind(2, record).run();
   const auto s1 = OpClock::now();

@@ -35,6 +35,7 @@
 #include "crypto.h"
 #include "db/database.h"
 #include "key_store.h"
+#include "key_vault.h"
 #include "payload_reader.h"
 #include "store_rows.h"
 #include "svattn/hash.h"
@@ -89,17 +90,9 @@ struct Store::Impl {
   std::int64_t schema_version = 0;                    // of the open file (1: no screening table)
   std::string encryption = "none";                    // meta 'encryption' (v3; "none" before)
   bool has_key_id_column = false;                     // records.key_id exists (v3)
-  std::unique_ptr<store_detail::KeyStore> key_store;  // open iff encryption != "none"
-  std::vector<std::string> new_key_ids;  // keys created in the open transaction (see run_op)
-  /// The live group keys this Store has read, per memory and group: (key id, key). A hit needs
-  /// the group's row to name the same key id; a group's replaced key is dropped at its next
-  /// lookup, a key this Store destroys at once (docs/store.md "Bounds groups", Cost).
-  struct CachedGroupKey {
-    std::string key_id;
-    store_detail::SecretKey key;
-  };
-  std::map<std::int64_t, std::map<std::int64_t, CachedGroupKey>> group_key_cache;
-  void drop_cached_group_keys(const std::vector<std::string>& key_ids) noexcept;
+  /// The key store, the keys of the open transaction and the shred log (key_vault.h); a key
+  /// store is attached iff encryption != "none".
+  store_detail::KeyVault vault{db};
   bool converting = false;  // encrypt_store: a master key is accepted for a plaintext store
   // Shredded records still in the file (memory id -> record -> index into shredded_found).
   std::map<std::int64_t, std::map<std::int64_t, std::size_t>> shredded;
@@ -156,19 +149,11 @@ struct Store::Impl {
   /// The records' key id column in a query that joins `records r` ("NULL" before schema v3).
   std::string key_id_column() const;
   store_detail::PayloadReader payload_reader(std::int64_t memory_id) {
-    return store_detail::PayloadReader(key_store.get(), path, memory_id);
+    return store_detail::PayloadReader(vault.key_store(), path, memory_id);
   }
-  /// Forget of an encrypted record, inside its transaction: fills the erasure's data-key fields
-  /// and records the key in pending_shreds (destroyed after the commit, never before).
-  /// `key_id` is the record's (its records row, read in the same transaction; empty: plaintext).
-  void schedule_shred(const std::string& memory, std::int64_t record, const std::string& key_id,
-                      StoreErasure& se);
-  void delete_pending_shreds(const std::vector<std::int64_t>& rowids);
   /// Destroys every key in pending_shreds, logging each destruction as an audit entry "shred" and
   /// removing its row in one transaction; `done` (optional) receives the destructions.
   void complete_shreds(std::vector<store_detail::KeyDestruction>* done);
-  /// Destroys the keys created by an operation that rolled back (they encrypt nothing).
-  void discard_new_keys() noexcept;
 
   // ------------------------------------------------------------------ store_shredded.cpp
   /// Records whose key_id names a key the key store has destroyed (its tombstones), with their
@@ -322,18 +307,15 @@ struct Store::Impl {
   /// Sets the key id of a group, and its spare when given (made by the caller's create_keys).
   void set_group_key(std::int64_t memory_id, std::int64_t group, const std::string& key_id,
                      const std::string& spare_id = {});
-  /// The key that replaces a group's key at an erasure: its `spare` when live, else a fresh key.
-  std::string replacement_group_key(std::int64_t memory_id, std::int64_t group,
-                                    const std::string& spare);
-  /// A group key into pending_shreds (destroyed with the record's data key after the commit),
-  /// unless already destroyed; fills se's bounds_key_sha256 (and bounds_key_destroyed when it was)
-  /// when given.
-  void schedule_key_destruction(const MemoryRow& row, std::int64_t record,
-                                const std::string& key_id, StoreErasure* se);
   /// The keys that seal `groups` (encrypted store): each group's live key; a group without one
   /// (NULL, or destroyed: a restored copy) gets a fresh key, made in one key-store transaction.
   std::map<std::int64_t, store_detail::SecretKey> group_keys(
       std::int64_t memory_id, const std::vector<std::int64_t>& groups);
+  /// The groups (all memories, ascending) whose key has no spare: complete_shreds makes theirs.
+  std::vector<store_detail::KeyOwner> groups_without_spare();
+  /// bounds_groups.next_key_id of `groups[i]` set to `made[i]` where the group still has none.
+  void set_spare_keys(const std::vector<store_detail::KeyOwner>& groups,
+                      const std::vector<store_detail::NewDataKey>& made);
   /// A forget (or purge) of `record`, `tokens` token rows, from its `group`, inside the operation's
   /// transaction: the group's counts; its blob cleared (it held the record's bounds; the
   /// operation's screening writes it again without them); in an encrypted store its key replaced

@@ -66,7 +66,7 @@ void Store::Impl::commit_op(std::int64_t memory_id, Transaction& t, OpResult& ou
   const auto k0 = OpClock::now();
   t.commit();
   out.commit_seconds = seconds_since(k0);
-  new_key_ids.clear();  // the keys made in the transaction are referenced now
+  vault.keys_referenced();  // the keys made in the transaction are referenced now
 }
 
 template <class Op>
@@ -112,7 +112,7 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       // Neither the file nor the object changes: the memory is restored from the file on next use.
       t.rollback();
       cache.erase(name);
-      discard_new_keys();
+      vault.discard_new_keys();
       throw;
     }
   }();
@@ -292,7 +292,7 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   Store::Impl::Statement del(
       im.db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
   del.bind(1, row.id).bind(2, record_lo(audit_record)).bind(3, record_hi(audit_record)).run();
-  if (im.key_store != nullptr) im.schedule_shred(name, audit_record, rr.key_id, se);
+  if (im.vault.enabled()) im.vault.schedule_record_key(name, audit_record, rr.key_id, se);
   // The record's bounds leave its group: the blob is written again without them (write_screening
   // after this step), under a fresh group key in an encrypted store.
   im.leave_bounds_group(row, audit_record, rr.bounds_group, rec.size(), &se);
@@ -311,8 +311,8 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
   // The record's data key and its bounds group's key die after the commit: a key store that
   // cannot destroy them must stop the erasure before it starts (docs/store.md "Erasure by key
   // destruction").
-  if (impl_->key_store != nullptr) {
-    impl_->key_store->require_writable("the keys of record " + std::to_string(record) +
+  if (impl_->vault.enabled()) {
+    impl_->vault.keys().require_writable("the keys of record " + std::to_string(record) +
                                        " of memory '" + name + "'");
   }
   Impl::ForgetOp op(name, record);

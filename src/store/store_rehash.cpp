@@ -114,7 +114,7 @@ void Store::Impl::fill_record_buckets(const MemoryRow& row) {
   for (const auto& [record, key_id] : recs) {
     std::unique_ptr<Sealer> sealer;
     if (!key_id.empty()) {
-      KeyLookup k = key_store->get(key_id);
+      KeyLookup k = vault.keys().get(key_id);
       if (k.shredded()) continue;  // its rows cannot be read; it never enters a memory
       sealer = std::make_unique<Sealer>(k.key);
     }

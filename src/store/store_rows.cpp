@@ -118,7 +118,7 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row, PayloadReader* re
   q.bind(1, row.id).stream();  // rows are read (and queued for opening) as the server sends them
   PayloadReader own = payload_reader(row.id);
   PayloadReader& pr = reader != nullptr ? *reader : own;
-  const KeyStore::ReadScope keys_read(key_store.get());
+  const KeyStore::ReadScope keys_read(vault.key_store());
   pr.prefetch_keys();  // every record's key in one scan
   Eigen::Index i = 0;
   std::int64_t last_record = -1;
@@ -215,7 +215,7 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
   std::string expected;
   {
     // One key-store read and one opener per record for both passes (tokens, then bounds).
-    const KeyStore::ReadScope keys_read(key_store.get());
+    const KeyStore::ReadScope keys_read(vault.key_store());
     PayloadReader reader = payload_reader(row.id);
     const TokenSet tokens = load_active_tokens(row, &reader);
     State state = load_state(row, tokens.ids);

@@ -267,7 +267,7 @@ std::string Store::Impl::read_group_screening(const MemoryRow& row,
     wanted.emplace(it->second, rg.record);
   }
   std::vector<char> done(ranges.size(), 0);
-  const KeyStore::ReadScope keys_read(key_store.get());
+  const KeyStore::ReadScope keys_read(vault.key_store());
   pr.prefetch_keys();  // every key of the memory in one scan (a restore has it already)
   Statement q(db.handle(),
               "SELECT group_id, key_id, bounds FROM bounds_groups WHERE memory_id = ?1 ORDER BY "

@@ -57,9 +57,9 @@ std::string shredded_lookup_sql(std::size_t pairs) {
 void Store::Impl::find_shredded() {
   shredded.clear();
   shredded_found.clear();
-  if (key_store == nullptr || !has_key_id_column) return;
+  if (!vault.enabled() || !has_key_id_column) return;
   std::vector<KeyLookup> tombs;
-  for (KeyLookup& k : key_store->tombstones()) {
+  for (KeyLookup& k : vault.keys().tombstones()) {
     if (!k.owner.is_bounds_group()) tombs.push_back(std::move(k));  // a group seals no rows
   }
   // The tombstones' records, up to kShredQueryChunk per query by their primary key (one round
@@ -200,10 +200,10 @@ bool Store::Impl::purge_memory(std::int64_t memory_id,
                                const std::vector<const ShreddedRecord*>& found) {
   try {
     const bool purged = purge_memory_in_transaction(memory_id, found);
-    new_key_ids.clear();  // the bounds groups' fresh keys are referenced now
+    vault.keys_referenced();  // the bounds groups' fresh keys are referenced now
     return purged;
   } catch (...) {
-    discard_new_keys();
+    vault.discard_new_keys();
     throw;
   }
 }

@@ -262,7 +262,7 @@ void Store::Impl::check_chain_records(const MemoryRow& row, const std::vector<Au
 // of the same record id that did not commit).
 void Store::Impl::check_live_keys(const MemoryRow& row, const ChainRecords& chain,
                                   std::vector<std::string>& problems) {
-  if (key_store == nullptr) return;
+  if (!vault.enabled()) return;
   std::map<std::string, std::int64_t> named;  // key id -> record
   {
     Statement q(db.handle(),
@@ -271,12 +271,9 @@ void Store::Impl::check_live_keys(const MemoryRow& row, const ChainRecords& chai
     q.bind(1, row.id);
     while (q.step()) named[q.text(1)] = q.int64(0);
   }
-  {  // a pending destruction is reported by check_pending_shreds
-    Statement q(db.handle(), "SELECT key_id, record FROM pending_shreds WHERE memory = ?1");
-    q.bind(1, row.name);
-    while (q.step()) named[q.text(0)] = q.int64(1);
-  }
-  for (const KeyLookup& k : key_store->live_keys_of(row.id)) {
+  // a pending destruction is reported by check_pending_shreds
+  for (const KeyVault::PendingShred& p : vault.pending_shreds(row.name)) named[p.key_id] = p.record;
+  for (const KeyLookup& k : vault.keys().live_keys_of(row.id)) {
     if (k.owner.is_bounds_group() || named.count(k.key_id) != 0) continue;
     const std::int64_t r = k.owner.record_id;
     const auto it = chain.records.find(r);
@@ -294,11 +291,9 @@ void Store::Impl::check_live_keys(const MemoryRow& row, const ChainRecords& chai
 // every copy until the next writable open destroys it.
 void Store::Impl::check_pending_shreds(std::vector<std::string>& problems) {
   if (schema_version < 3) return;
-  Statement q(db.handle(), "SELECT key_id, memory, record FROM pending_shreds ORDER BY rowid");
-  while (q.step()) {
-    const std::int64_t r = q.int64(2);
-    problems.push_back("memory '" + q.text(1) + "': the destruction of key " + q.text(0) +
-                       " (erasure of record " + std::to_string(r) +
+  for (const KeyVault::PendingShred& p : vault.pending_shreds()) {
+    problems.push_back("memory '" + p.memory + "': the destruction of key " + p.key_id +
+                       " (erasure of record " + std::to_string(p.record) +
                        ") is pending: the erasure is incomplete until a writable open of the "
                        "store completes it");
   }
