@@ -292,12 +292,7 @@ const StoredSupport& Store::Impl::stored_support(const std::string& name) {
     out.support = support_of(m.state(), m.tokens());
     return supports[name] = std::move(out);
   }
-  if (schema_version >= 2) {
-    Statement q(db.handle(),
-                "SELECT support_sha256 FROM screening WHERE memory_id = ?1 AND state_sha256 = ?2");
-    q.bind(1, row.id).bind(2, row.state_sha256);
-    if (q.step()) digest = q.text(0);
-  }
+  if (schema_version >= 2) digest = screening_bounds.support_digest_of(row.id, row.state_sha256);
   if (!digest.empty()) {
     ok = support_digest(row.id, row.dim, row.value_dim, row.state_sha256, row.b, &out.support) ==
          digest;

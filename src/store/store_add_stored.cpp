@@ -81,9 +81,9 @@ void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, co
     GroupBounds group;
     group.epoch = epoch;
     bool absent = false;
-    const bool read = read_group_blob(row.id, g, &group, &absent).empty();
+    const bool read = screening_bounds.read_blob(row.id, g, &group, &absent).empty();
     if ((read && group.epoch == epoch) || absent)
-      rewrite_group_entry(row, g, std::move(group), record, a.new_bounds);
+      screening_bounds.rewrite_entry(row.id, g, std::move(group), record, a.new_bounds);
   }  // else a damaged or stale blob is left: the next restore and verify say so
   res.screening_seconds = seconds_since(s0);
   res.diagnostics.ops = ts.size();

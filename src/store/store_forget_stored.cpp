@@ -207,7 +207,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
                                       ForgetResult& fr) {
   const auto s0 = OpClock::now();
   GroupBounds group;  // the group's blob, read under its key before leave_bounds_group replaces it
-  const bool carried = f.group >= 0 && read_group_blob(row.id, f.group, &group).empty();
+  const bool carried = f.group >= 0 && screening_bounds.read_blob(row.id, f.group, &group).empty();
   double screening = seconds_since(s0);
   StoreErasure se;
   se.path = path;
@@ -224,7 +224,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   delr.bind(1, row.id).bind(2, record).run();
   const auto s1 = OpClock::now();
-  leave_bounds_group(row, record, f.group, static_cast<std::int64_t>(f.ids.size()), &se);
+  screening_bounds.leave(row.id, row.name, record, f.group, static_cast<std::int64_t>(f.ids.size()), &se);
   fr.certificate.store = se;
   // The other records' bounds hold as they are (no coefficient and not b moved): the group's blob
   // is written again without the record's, and the head is re-bound to the state after.
@@ -232,7 +232,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
       update_screening_head(row, f.after_sha256, static_cast<std::int64_t>(f.removal.before.n),
                             static_cast<std::int64_t>(f.removal.after.n));
   if (epoch >= 0 && carried && group.epoch == epoch)
-    rewrite_group_entry(row, f.group, std::move(group), record, {});
+    screening_bounds.rewrite_entry(row.id, f.group, std::move(group), record, {});
   fr.screening_seconds = screening + seconds_since(s1);
   AuditEntry& e = fr.entry;
   e.operation = "forget";

@@ -295,7 +295,7 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   if (im.vault.enabled()) im.vault.schedule_record_key(name, audit_record, rr.key_id, se);
   // The record's bounds leave its group: the blob is written again without them (write_screening
   // after this step), under a fresh group key in an encrypted store.
-  im.leave_bounds_group(row, audit_record, rr.bounds_group, rec.size(), &se);
+  im.screening_bounds.leave(row.id, row.name, audit_record, rr.bounds_group, rec.size(), &se);
   if (rr.bounds_group >= 0) bounds_groups = {rr.bounds_group};
   fr.certificate.store = se;
   Store::Impl::Statement delr(im.db.handle(),

@@ -138,7 +138,7 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
       sealers[owners[k].record_id] = std::make_unique<Sealer>(keys[k].key);
     }
     for (std::size_t k = rows_of.size(); k + 1 < keys.size(); k += 2)
-      set_group_key(memory_id, owners[k].group(), keys[k].key_id, keys[k + 1].key_id);
+      screening_bounds.set_key(memory_id, owners[k].group(), keys[k].key_id, keys[k + 1].key_id);
   }
   std::vector<std::uint8_t> kbuf, vbuf;
   for (int i = 0; i < ts.size(); ++i) {
@@ -222,7 +222,7 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
   // nothing to the key store before its commit (docs/store.md "Bounds groups").
   const std::vector<KeyVault::PendingShred> pending = vault.pending_shreds();
   if (pending.empty()) return;  // rolled back: nothing was written
-  const std::vector<KeyOwner> spares = groups_without_spare();
+  const std::vector<KeyOwner> spares = screening_bounds.groups_without_spare();
   const AuditLog::Head head = audit.head();
   std::vector<NewDataKey> made;
   const std::vector<KeyDestruction> destroyed = vault.destroy_pending(pending, spares, &made);
@@ -233,7 +233,7 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
   std::vector<AuditEntry*> log;
   for (AuditEntry& e : entries) log.push_back(&e);
   audit.append(log, &head);
-  set_spare_keys(spares, made);
+  screening_bounds.set_spare_keys(spares, made);
   t.commit();
   if (done != nullptr) done->insert(done->end(), destroyed.begin(), destroyed.end());
 }

@@ -221,7 +221,7 @@ bool Store::Impl::purge_memory_in_transaction(std::int64_t memory_id,
     list.push_back(r);
     rows += r->tokens;
     removed += r->suspended ? 0 : r->tokens;
-    leave_bounds_group(row, r->record, group, r->tokens, nullptr);  // its bounds' group too
+    screening_bounds.leave(row.id, row.name, r->record, group, r->tokens, nullptr);  // its bounds' group too
   }
   shredded.erase(memory_id);  // the rows are gone: load the remaining tokens as they are
   std::unique_ptr<Memory> mem = solve_from(row, load_active_tokens(row));

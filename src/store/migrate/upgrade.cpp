@@ -148,7 +148,7 @@ void Store::Impl::log_upgrade(const Upgrade& u) {
       {"screening_rows", u.screening_rows},
       {"rehashed_memories", u.rehashed},
       {"unverified_memories", u.unverified},
-      {"bounds_groups", db.query_int("SELECT count(*) FROM bounds_groups")},
+      {"bounds_groups", screening_bounds.group_count()},
       {"encryption",
        encryption}}.dump();
   audit.append(e);
