@@ -1,12 +1,13 @@
 // The screening-bounds codecs (bounds_codec.h; docs/store.md "Persisted screening", "Bounds
 // groups"): the group blob's bytes and checksum, the head row's checksum, the records' token
 // ranges.
+#include "bounds_codec.h"
+
 #include <openssl/evp.h>
 
 #include <array>
 #include <cstring>
 
-#include "bounds_codec.h"
 #include "svattn/hash.h"
 #include "svattn/store.h"
 #include "svattn/store_errors.h"

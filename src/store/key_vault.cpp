@@ -50,8 +50,7 @@ void KeyVault::drop_cached_keys(const std::vector<std::string>& key_ids) noexcep
 
 void KeyVault::group_keys(std::int64_t memory_id, const std::vector<std::int64_t>& groups,
                           const std::vector<std::string>& ids,
-                          std::map<std::int64_t, SecretKey>& out,
-                          std::vector<std::int64_t>& need) {
+                          std::map<std::int64_t, SecretKey>& out, std::vector<std::int64_t>& need) {
   std::map<std::int64_t, CachedGroupKey>& cached = group_key_cache_[memory_id];
   std::vector<std::int64_t> named;
   std::vector<std::string> named_ids;

@@ -79,8 +79,8 @@ class KeyVault {
   /// A bounds group's key into the shred log, unless destroyed already (a restored copy's group)
   /// or unknown (a damaged row); fills se's bounds_key_sha256 (and bounds_key_destroyed) when
   /// given.
-  void schedule_group_key(const std::string& memory, std::int64_t record,
-                          const std::string& key_id, StoreErasure* se);
+  void schedule_group_key(const std::string& memory, std::int64_t record, const std::string& key_id,
+                          StoreErasure* se);
   /// Whether the shred log holds a row (one cheap read; no write lock needed).
   bool shreds_pending();
   /// The shred log, in the order the erasures wrote it; only `memory`'s rows when not empty.

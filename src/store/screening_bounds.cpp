@@ -97,8 +97,9 @@ ScreeningBounds::LegacyHead ScreeningBounds::read_legacy_head(std::int64_t memor
 void ScreeningBounds::rebind_legacy_head(std::int64_t memory_id, const std::string& from,
                                          const std::string& to,
                                          const std::function<std::string()>& support) {
-  Statement q(db_.handle(), "SELECT tokens, bounds FROM screening WHERE memory_id = ?1 AND "
-                            "state_sha256 = ?2");
+  Statement q(db_.handle(),
+              "SELECT tokens, bounds FROM screening WHERE memory_id = ?1 AND "
+              "state_sha256 = ?2");
   q.bind(1, memory_id).bind(2, from);
   if (!q.step()) return;
   const auto n = static_cast<std::size_t>(q.int64(0));
@@ -197,8 +198,7 @@ void ScreeningBounds::leave(std::int64_t memory_id, const std::string& memory, s
     member_tokens = std::max<std::int64_t>(0, q.int64(3) - tokens);
   }
   if (members <= 0) {  // the group goes, with both its keys
-    Statement del(db_.handle(),
-                  "DELETE FROM bounds_groups WHERE memory_id = ?1 AND group_id = ?2");
+    Statement del(db_.handle(), "DELETE FROM bounds_groups WHERE memory_id = ?1 AND group_id = ?2");
     del.bind(1, memory_id).bind(2, group).run();
     if (!spare.empty()) vault_.schedule_group_key(memory, record, spare, nullptr);
   } else {
@@ -218,8 +218,8 @@ void ScreeningBounds::leave(std::int64_t memory_id, const std::string& memory, s
 
 // ---------------------------------------------------------------------------------------- keys
 
-void ScreeningBounds::set_key(std::int64_t memory_id, std::int64_t group,
-                              const std::string& key_id, const std::string& spare_id) {
+void ScreeningBounds::set_key(std::int64_t memory_id, std::int64_t group, const std::string& key_id,
+                              const std::string& spare_id) {
   Statement up(db_.handle(),
                spare_id.empty()
                    ? "UPDATE bounds_groups SET key_id = ?3 WHERE memory_id = ?1 AND group_id = ?2"

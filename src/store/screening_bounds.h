@@ -104,8 +104,8 @@ class ScreeningBounds {
                         bool* absent = nullptr);
   /// `g` (the group's blob as read) with `record`'s entry removed, then set to `bounds` unless
   /// they are empty, written back under the group's current key (NULL when no entry is left).
-  void rewrite_entry(std::int64_t memory_id, std::int64_t group, GroupBounds g,
-                     std::int64_t record, const std::vector<double>& bounds);
+  void rewrite_entry(std::int64_t memory_id, std::int64_t group, GroupBounds g, std::int64_t record,
+                     const std::vector<double>& bounds);
   /// The bounds of `count` tokens of the memory's active ids from index `first`, appended to
   /// `out`.
   using BoundsSource =

@@ -112,12 +112,11 @@ void ScreeningBounds::write_groups(std::int64_t memory_id, const std::vector<Tok
       writer.clear(g);
       continue;
     }
-    SVATTN_ASSERT(gb.bounds.size() == static_cast<std::size_t>(std::accumulate(
-                                          gb.entries.begin(), gb.entries.end(), std::int64_t{0},
-                                          [](std::int64_t a, const GroupEntry& e) {
-                                            return a + e.count;
-                                          })),
-                  "one screening bound per token of a group");
+    SVATTN_ASSERT(
+        gb.bounds.size() == static_cast<std::size_t>(std::accumulate(
+                                gb.entries.begin(), gb.entries.end(), std::int64_t{0},
+                                [](std::int64_t a, const GroupEntry& e) { return a + e.count; })),
+        "one screening bound per token of a group");
     const auto key = keys.find(g);
     writer.write(g, gb, key == keys.end() ? nullptr : &key->second);
   }
@@ -169,14 +168,14 @@ std::string ScreeningBounds::read_bounds(
     std::string why = decode_group_bounds(memory_id, g, blob, n, &gb);
     if (!why.empty()) return why;
     if (gb.epoch != epoch) {
-      return who + ": its bounds are of epoch " + std::to_string(gb.epoch) +
-             ", not the memory's " + std::to_string(epoch);
+      return who + ": its bounds are of epoch " + std::to_string(gb.epoch) + ", not the memory's " +
+             std::to_string(epoch);
     }
     std::size_t at = 0;
     for (const GroupEntry& e : gb.entries) {
-      const auto it = std::lower_bound(
-          ranges.begin(), ranges.end(), e.record,
-          [](const RecordRange& rg, std::int64_t r) { return rg.record < r; });
+      const auto it =
+          std::lower_bound(ranges.begin(), ranges.end(), e.record,
+                           [](const RecordRange& rg, std::int64_t r) { return rg.record < r; });
       const auto k = static_cast<std::size_t>(it - ranges.begin());
       const std::string rec = "record " + std::to_string(e.record);
       if (it == ranges.end() || it->record != e.record || group_of.at(e.record) != g)
@@ -219,7 +218,7 @@ ScreeningBounds::GroupWriter::~GroupWriter() noexcept(false) {
 }
 
 void ScreeningBounds::GroupWriter::write(std::int64_t group, const GroupBounds& g,
-                                     const SecretKey* key) {
+                                         const SecretKey* key) {
   const std::vector<std::uint8_t> plain = encode_group_bounds(memory_id_, group, g);
   if (key == nullptr) return put(group, plain);
   if (sealer_ == nullptr)

@@ -66,10 +66,7 @@ std::optional<Store::Impl::StoredAdd> Store::Impl::plan_stored_add(const MemoryR
 
 void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, const TokenSet& ts,
                                    StoredAdd& a, OpResult& res) {
-  Statement rec(
-      db.handle(),
-      "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, ?3)");
-  rec.bind(1, row.id).bind(2, record).bind(3, now_utc()).run();
+  record_rows.insert(row.id, {record}, now_utc());
   insert_tokens(
       row.id, ts, [](TokenId) { return true; }, true);
   // The other records' bounds hold as they are; the new record's are its own lower bounds.

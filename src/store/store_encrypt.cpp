@@ -165,8 +165,8 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
   ko.create = true;
   ko.busy_timeout_ms = im.options.busy_timeout_ms;
   ko.master = master_key_source(im.options);
-  im.vault.attach(
-      std::make_unique<KeyStore>(im.db.postgres() ? im.keys_path : KeyStore::path_for(im.path), ko));
+  im.vault.attach(std::make_unique<KeyStore>(
+      im.db.postgres() ? im.keys_path : KeyStore::path_for(im.path), ko));
   Transaction t(im.db, true, im.path, im.options.busy_timeout_ms);
   try {
     const std::vector<PlainRecord> recs = plaintext_records(im.db);  // under the write lock

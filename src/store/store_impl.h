@@ -1,7 +1,8 @@
 // Store::Impl, the state of an open store, shared by the files that implement it (internal). Its
 // components with one owner each (docs/store.md "Components"): the connection (db/), the audit
 // log (audit_log.h), the key vault (key_vault.h, over key_store.h), the screening bounds
-// (screening_bounds.h, codecs in bounds_codec.h), the payload codec (payload_reader.h,
+// (screening_bounds.h, codecs in bounds_codec.h), the record rows (record_rows.h), the payload
+// codec (payload_reader.h,
 // pipelined_open.h) and the tables' DDL (schema_ddl.h); the operations over them:
 //   store.cpp          Store: construction, read-only views (info, records, query, audit)
 //   store_schema.cpp   opening, the schema of a new store, validation (docs/store.md "Schema")
@@ -38,6 +39,7 @@
 #include "key_store.h"
 #include "key_vault.h"
 #include "payload_reader.h"
+#include "record_rows.h"
 #include "screening_bounds.h"
 #include "store_rows.h"
 #include "svattn/hash.h"
@@ -88,15 +90,17 @@ struct Store::Impl {
   store_detail::AuditLog audit{db};  // the audit table and its head anchor (audit_log.h)
   std::map<std::string, Cached> cache;
   std::map<std::string, StoredSupport> supports;
-  std::map<std::string, RestoreReport> restores;      // the last restore of each memory
-  std::int64_t schema_version = 0;                    // of the open file (1: no screening table)
-  std::string encryption = "none";                    // meta 'encryption' (v3; "none" before)
-  bool has_key_id_column = false;                     // records.key_id exists (v3)
+  std::map<std::string, RestoreReport> restores;  // the last restore of each memory
+  std::int64_t schema_version = 0;                // of the open file (1: no screening table)
+  std::string encryption = "none";                // meta 'encryption' (v3; "none" before)
+  bool has_key_id_column = false;                 // records.key_id exists (v3)
   /// The key store, the keys of the open transaction and the shred log (key_vault.h); a key
   /// store is attached iff encryption != "none".
   store_detail::KeyVault vault{db};
   /// The screening heads and the bounds groups (screening_bounds.h).
   store_detail::ScreeningBounds screening_bounds{db, vault};
+  /// The records table and the token rows by record (record_rows.h).
+  store_detail::RecordRows record_rows{db};
   bool converting = false;  // encrypt_store: a master key is accepted for a plaintext store
   // Shredded records still in the file (memory id -> record -> index into shredded_found).
   std::map<std::int64_t, std::map<std::int64_t, std::size_t>> shredded;
@@ -279,7 +283,8 @@ struct Store::Impl {
 
   /// Places `records` (ascending; with their token rows) of memory `memory_id` into its bounds
   /// groups (docs/store.md "Bounds groups"; ScreeningBounds::join) and writes records.bounds_group;
-  /// a new group's row has no key yet. Returns the records' groups (aligned) and appends the new groups to `created`.
+  /// a new group's row has no key yet. Returns the records' groups (aligned) and appends the new
+  /// groups to `created`.
   std::vector<std::int64_t> join_bounds_groups(
       std::int64_t memory_id, const std::vector<std::pair<std::int64_t, std::int64_t>>& records,
       std::vector<std::int64_t>* created);

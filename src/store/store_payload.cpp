@@ -130,13 +130,14 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
       owners.push_back(KeyOwner::bounds_group(memory_id, g));
     }
     std::vector<NewDataKey> keys = vault.create_keys(owners);
-    Statement up(db.handle(),
-                 "UPDATE records SET key_id = ?3 WHERE memory_id = ?1 AND record = ?2");
+    std::vector<std::int64_t> records;
+    std::vector<std::string> key_ids;
     for (std::size_t k = 0; k < rows_of.size(); ++k) {
-      up.bind(1, memory_id).bind(2, owners[k].record_id).bind(3, keys[k].key_id).run();
-      up.reset();
+      records.push_back(owners[k].record_id);
+      key_ids.push_back(keys[k].key_id);
       sealers[owners[k].record_id] = std::make_unique<Sealer>(keys[k].key);
     }
+    record_rows.set_keys(memory_id, records, key_ids);
     for (std::size_t k = rows_of.size(); k + 1 < keys.size(); k += 2)
       screening_bounds.set_key(memory_id, owners[k].group(), keys[k].key_id, keys[k + 1].key_id);
   }

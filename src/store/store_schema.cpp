@@ -222,12 +222,12 @@ void Store::Impl::describe_erasure(StoreErasure& se) const {
       encryption == "none"
           ? "none: a plaintext PostgreSQL store; the deleted rows stay in the server's files until "
             "VACUUM, which does not zero freed space"
-          : vault.enabled() && vault.keys().postgres()
-              ? "key destruction: the record's data key is destroyed in the key database; the "
-                "ciphertext, and the key's old tuple in the key database, may stay in the "
-                "servers' files and WAL until VACUUM, which does not zero freed space"
-              : "key destruction: the record's data key is destroyed; its ciphertext may stay in "
-                "the server's files until VACUUM, which does not zero freed space";
+      : vault.enabled() && vault.keys().postgres()
+          ? "key destruction: the record's data key is destroyed in the key database; the "
+            "ciphertext, and the key's old tuple in the key database, may stay in the "
+            "servers' files and WAL until VACUUM, which does not zero freed space"
+          : "key destruction: the record's data key is destroyed; its ciphertext may stay in "
+            "the server's files until VACUUM, which does not zero freed space";
 }
 
 void Store::Impl::checkpoint(bool* truncated) {

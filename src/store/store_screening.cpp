@@ -28,7 +28,8 @@ std::int64_t Store::Impl::update_screening_head(const MemoryRow& row,
                                                 std::int64_t tokens_before,
                                                 std::int64_t tokens_after) {
   const ScreeningHead h = screening_bounds.read_head(row.id);
-  const bool keep = ScreeningBounds::head_intact(row.id, row.state_sha256, h) && h.tokens > 0 && h.tokens == tokens_before;
+  const bool keep = ScreeningBounds::head_intact(row.id, row.state_sha256, h) && h.tokens > 0 &&
+                    h.tokens == tokens_before;
   const std::int64_t epoch = h.present ? h.epoch + (keep ? 0 : 1) : 1;
   const std::string support =
       support_digest(row.id, row.dim, row.value_dim, state_sha256, row.b, nullptr);
@@ -42,62 +43,28 @@ std::vector<std::int64_t> Store::Impl::join_bounds_groups(
     std::int64_t memory_id, const std::vector<std::pair<std::int64_t, std::int64_t>>& records,
     std::vector<std::int64_t>* created) {
   const std::vector<std::int64_t> groups = screening_bounds.join(memory_id, records, created);
-  Statement place(db.handle(),
-                  "UPDATE records SET bounds_group = ?3 WHERE memory_id = ?1 AND record = ?2");
-  for (std::size_t i = 0; i < groups.size(); ++i) {
-    place.bind(1, memory_id).bind(2, records[i].first).bind(3, groups[i]).run();
-    place.reset();
-  }
+  std::vector<std::int64_t> ids;
+  for (const auto& [record, rows] : records) ids.push_back(record);
+  record_rows.set_groups(memory_id, ids, groups);
   return groups;
 }
 
 void Store::Impl::place_unplaced_records(std::int64_t memory_id) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> recs;  // (record, token rows)
-  {
-    Statement q(db.handle(),
-                "SELECT record FROM records WHERE memory_id = ?1 AND bounds_group IS NULL ORDER BY "
-                "record");
-    q.bind(1, memory_id);
-    while (q.step()) recs.emplace_back(q.int64(0), 0);
-  }
-  if (recs.empty()) return;
-  Statement c(db.handle(),
-              "SELECT count(*) FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
-  for (auto& [record, tokens] : recs) {
-    c.bind(1, memory_id).bind(2, record_lo(record)).bind(3, record_hi(record));
-    c.step();
-    tokens = c.int64(0);
-    c.reset();
-  }
-  join_bounds_groups(memory_id, recs, nullptr);
+  const std::vector<std::pair<std::int64_t, std::int64_t>> recs = record_rows.unplaced(memory_id);
+  if (!recs.empty()) join_bounds_groups(memory_id, recs, nullptr);
 }
 
 std::vector<std::int64_t> Store::Impl::group_members(std::int64_t memory_id, std::int64_t group) {
-  std::vector<std::int64_t> out;
-  Statement q(db.handle(),
-              "SELECT record FROM records WHERE memory_id = ?1 AND bounds_group = ?2 AND "
-              "suspended = 0 ORDER BY record");
-  q.bind(1, memory_id).bind(2, group);
-  while (q.step()) out.push_back(q.int64(0));
-  return out;
+  return record_rows.group_members(memory_id, group);
 }
-
-// ------------------------------------------------------------------------------------ writing
 
 std::map<std::int64_t, std::vector<std::int64_t>> Store::Impl::all_group_members(
     std::int64_t memory_id) {
   place_unplaced_records(memory_id);
   std::map<std::int64_t, std::vector<std::int64_t>> out;
-  {
-    Statement q(db.handle(), "SELECT group_id FROM bounds_groups WHERE memory_id = ?1");
-    q.bind(1, memory_id);
-    while (q.step()) out[q.int64(0)];
-  }
-  Statement q(db.handle(),
-              "SELECT record, bounds_group FROM records WHERE memory_id = ?1 AND suspended = 0 "
-              "ORDER BY record");
-  q.bind(1, memory_id);
-  while (q.step()) out[q.int64(1)].push_back(q.int64(0));
+  for (std::int64_t g : screening_bounds.group_ids(memory_id)) out[g];
+  for (const auto& [record, group] : record_rows.active_groups(memory_id))
+    out[group].push_back(record);
   return out;
 }
 
@@ -110,7 +77,8 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
   const ScreeningHead h = screening_bounds.read_head(row.id);
   // Memory::gradient_lower_bounds() is empty exactly then.
   const bool optimal = n > 0 && st.status == Status::kOptimal && !st.warmup;
-  const bool same_epoch = !moved && optimal && ScreeningBounds::head_intact(row.id, row.state_sha256, h) && h.tokens > 0;
+  const bool same_epoch = !moved && optimal &&
+                          ScreeningBounds::head_intact(row.id, row.state_sha256, h) && h.tokens > 0;
   const bool has_bounds = optimal && (same_epoch || !defer);
   const std::int64_t epoch = h.present ? h.epoch + (same_epoch ? 0 : 1) : 1;
   screening_bounds.write_head(row.id, st.state_sha256, has_bounds ? n : 0, epoch, support);
@@ -118,11 +86,12 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
   if (!same_epoch) {        // every group, from every token's bound (O(n))
     const std::vector<double> bounds = mem.gradient_lower_bounds();
     SVATTN_ASSERT(bounds.size() == st.ids.size(), "one screening bound per token");
-    screening_bounds.write_groups(row.id, st.ids, epoch, all_group_members(row.id),
-                 [&](std::size_t first, std::size_t count, std::vector<double>& out) {
-                   out.insert(out.end(), bounds.begin() + static_cast<std::ptrdiff_t>(first),
-                              bounds.begin() + static_cast<std::ptrdiff_t>(first + count));
-                 });
+    screening_bounds.write_groups(
+        row.id, st.ids, epoch, all_group_members(row.id),
+        [&](std::size_t first, std::size_t count, std::vector<double>& out) {
+          out.insert(out.end(), bounds.begin() + static_cast<std::ptrdiff_t>(first),
+                     bounds.begin() + static_cast<std::ptrdiff_t>(first + count));
+        });
     return;
   }
   // Same epoch: the groups of the touched records and the given ones, each from its own tokens'
@@ -134,14 +103,15 @@ void Store::Impl::write_screening(const MemoryRow& row, const Memory& mem, bool 
   }
   std::map<std::int64_t, std::vector<std::int64_t>> members;
   for (std::int64_t g : groups) members[g] = group_members(row.id, g);
-  screening_bounds.write_groups(row.id, st.ids, epoch, members,
-               [&](std::size_t first, std::size_t count, std::vector<double>& out) {
-                 const std::vector<TokenId> part(
-                     st.ids.begin() + static_cast<std::ptrdiff_t>(first),
-                     st.ids.begin() + static_cast<std::ptrdiff_t>(first + count));
-                 const std::vector<double> b = mem.gradient_lower_bounds(part);
-                 out.insert(out.end(), b.begin(), b.end());
-               });
+  screening_bounds.write_groups(
+      row.id, st.ids, epoch, members,
+      [&](std::size_t first, std::size_t count, std::vector<double>& out) {
+        const std::vector<TokenId> part(
+            st.ids.begin() + static_cast<std::ptrdiff_t>(first),
+            st.ids.begin() + static_cast<std::ptrdiff_t>(first + count));
+        const std::vector<double> b = mem.gradient_lower_bounds(part);
+        out.insert(out.end(), b.begin(), b.end());
+      });
 }
 
 // ---------------------------------------------------------------------------------- reading
@@ -167,13 +137,8 @@ std::vector<double> Store::Impl::read_screening(const MemoryRow& row,
 std::string Store::Impl::read_group_screening(const MemoryRow& row,
                                               const std::vector<TokenId>& ids, std::int64_t epoch,
                                               PayloadReader& pr, std::vector<double>& bounds) {
-  std::unordered_map<std::int64_t, std::int64_t> group_of;  // active record -> group (-1: none)
-  {
-    Statement q(db.handle(),
-                "SELECT record, bounds_group FROM records WHERE memory_id = ?1 AND suspended = 0");
-    q.bind(1, row.id);
-    while (q.step()) group_of[q.int64(0)] = q.is_null(1) ? -1 : q.int64(1);
-  }
+  const std::unordered_map<std::int64_t, std::int64_t> group_of =
+      record_rows.group_of_active(row.id);  // active record -> group (-1: none)
   return screening_bounds.read_bounds(row.id, ids, epoch, group_of, pr, bounds);
 }
 

@@ -163,13 +163,15 @@ void Store::Impl::regroup_screening(const MemoryRow& row, std::int64_t from) {
   const std::int64_t epoch =
       from < kFirstSchemaWithRecordBounds ? 1 : h.epoch + (bounds.empty() ? 1 : 0);
   screening_bounds.write_head(row.id, row.state_sha256,
-                       bounds.empty() ? 0 : static_cast<std::int64_t>(ids.size()), epoch, support);
+                              bounds.empty() ? 0 : static_cast<std::int64_t>(ids.size()), epoch,
+                              support);
   if (bounds.empty()) return;
-  screening_bounds.write_groups(row.id, ids, epoch, all_group_members(row.id),
-               [&](std::size_t first, std::size_t count, std::vector<double>& out) {
-                 out.insert(out.end(), bounds.begin() + static_cast<std::ptrdiff_t>(first),
-                            bounds.begin() + static_cast<std::ptrdiff_t>(first + count));
-               });
+  screening_bounds.write_groups(
+      row.id, ids, epoch, all_group_members(row.id),
+      [&](std::size_t first, std::size_t count, std::vector<double>& out) {
+        out.insert(out.end(), bounds.begin() + static_cast<std::ptrdiff_t>(first),
+                   bounds.begin() + static_cast<std::ptrdiff_t>(first + count));
+      });
 }
 
 }  // namespace svattn

@@ -174,24 +174,14 @@ static std::vector<TokenId> stored_active_ids(Database& db, std::int64_t memory_
 // Deletes the rows of the shredded records still in the file (another process may have purged
 // them since they were found); returns the records deleted, with their bounds groups.
 static std::vector<std::pair<const ShreddedRecord*, std::int64_t>> delete_shredded_rows(
-    Database& db, std::int64_t memory_id, const std::vector<const ShreddedRecord*>& found) {
+    RecordRows& rows, std::int64_t memory_id, const std::vector<const ShreddedRecord*>& found) {
   std::vector<std::pair<const ShreddedRecord*, std::int64_t>> done;
-  Statement key(db.handle(),
-                "SELECT key_id, bounds_group FROM records WHERE memory_id = ?1 AND record = ?2");
-  Statement del(db.handle(),
-                "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
-  Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   for (const ShreddedRecord* r : found) {
-    key.bind(1, memory_id).bind(2, r->record);
-    const bool present = key.step() && !key.is_null(0) && key.text(0) == r->key_id;
-    const std::int64_t group = present && !key.is_null(1) ? key.int64(1) : -1;
-    key.reset();
-    if (!present) continue;
-    del.bind(1, memory_id).bind(2, record_lo(r->record)).bind(3, record_hi(r->record)).run();
-    del.reset();
-    delr.bind(1, memory_id).bind(2, r->record).run();
-    delr.reset();
-    done.emplace_back(r, group);
+    const RecordRow rr = rows.read(memory_id, r->record, {});
+    if (!rr.exists || rr.key_id != r->key_id) continue;
+    rows.delete_tokens(memory_id, r->record);
+    rows.delete_row(memory_id, r->record);
+    done.emplace_back(r, rr.bounds_group);
   }
   return done;
 }
@@ -213,7 +203,7 @@ bool Store::Impl::purge_memory_in_transaction(std::int64_t memory_id,
   Transaction t(db, true, path, options.busy_timeout_ms);
   const MemoryRow row = read_memory_row(found.front()->memory);
   const State before = load_state(row, stored_active_ids(db, memory_id));
-  const auto deleted = delete_shredded_rows(db, memory_id, found);
+  const auto deleted = delete_shredded_rows(record_rows, memory_id, found);
   if (deleted.empty()) return false;  // rolled back: nothing left to purge
   std::vector<const ShreddedRecord*> list;
   std::int64_t rows = 0, removed = 0;
@@ -221,7 +211,8 @@ bool Store::Impl::purge_memory_in_transaction(std::int64_t memory_id,
     list.push_back(r);
     rows += r->tokens;
     removed += r->suspended ? 0 : r->tokens;
-    screening_bounds.leave(row.id, row.name, r->record, group, r->tokens, nullptr);  // its bounds' group too
+    screening_bounds.leave(row.id, row.name, r->record, group, r->tokens,
+                           nullptr);  // its bounds' group too
   }
   shredded.erase(memory_id);  // the rows are gone: load the remaining tokens as they are
   std::unique_ptr<Memory> mem = solve_from(row, load_active_tokens(row));

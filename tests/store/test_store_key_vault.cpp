@@ -110,8 +110,8 @@ TEST_P(KeyVaultBackends, ScheduledKeysAreLoggedThenDestroyedWithTheSparesMade) {
 
 TEST_P(KeyVaultBackends, GroupKeysAreReadOnceAndCachedUntilDropped) {
   open("groups");
-  const std::vector<NewDataKey> k = vault().create_keys(
-      {KeyOwner::bounds_group(1, 0), {1, 3}, KeyOwner::bounds_group(1, 4)});
+  const std::vector<NewDataKey> k =
+      vault().create_keys({KeyOwner::bounds_group(1, 0), {1, 3}, KeyOwner::bounds_group(1, 4)});
   vault().keys_referenced();
   const std::string unknown(32, 'e');
   std::map<std::int64_t, SecretKey> out;

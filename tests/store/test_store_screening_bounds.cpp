@@ -66,7 +66,7 @@ class ScreeningBoundsBackends : public store_test::StoreOnBackends {
  private:
   std::string name_;
   std::unique_ptr<Database> db_;
-  std::unique_ptr<KeyVault> vault_;         // after db_: destroyed before the connection
+  std::unique_ptr<KeyVault> vault_;  // after db_: destroyed before the connection
   std::unique_ptr<ScreeningBounds> bounds_;
 };
 
