@@ -137,6 +137,14 @@ void KeyVault::schedule_group_key(const std::string& memory, std::int64_t record
   ins.bind(1, key_id).bind(2, memory).bind(3, record).run();
 }
 
+std::string KeyVault::pending_shreds_part(int tag) {
+  return "SELECT " + std::to_string(tag) + ", rowid, key_id, memory, record FROM pending_shreds";
+}
+
+KeyVault::PendingShred KeyVault::pending_from_row(Statement& q) {
+  return {q.int64(1), q.text(2), q.text(3), q.int64(4)};
+}
+
 bool KeyVault::shreds_pending() {
   return db_.query_int("SELECT count(*) FROM (SELECT 1 FROM pending_shreds LIMIT 1) p") != 0;
 }

@@ -81,6 +81,11 @@ class KeyVault {
   /// given.
   void schedule_group_key(const std::string& memory, std::int64_t record, const std::string& key_id,
                           StoreErasure* se);
+  /// The shred log as one part of a read that spans components: `SELECT tag, rowid, key_id,
+  /// memory, record`, ascending rowid when ordered by (1, 2); pending_from_row decodes one of its
+  /// rows (docs/store.md "Round trips and plans").
+  static std::string pending_shreds_part(int tag);
+  static PendingShred pending_from_row(Statement& q);
   /// Whether the shred log holds a row (one cheap read; no write lock needed).
   bool shreds_pending();
   /// The shred log, in the order the erasures wrote it; only `memory`'s rows when not empty.

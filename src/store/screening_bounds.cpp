@@ -266,6 +266,16 @@ std::vector<KeyOwner> ScreeningBounds::groups_without_spare() {
   return out;
 }
 
+std::string ScreeningBounds::groups_without_spare_part(int tag) {
+  return "SELECT " + std::to_string(tag) +
+         ", memory_id, NULL, NULL, group_id FROM bounds_groups WHERE key_id IS NOT NULL AND "
+         "next_key_id IS NULL";
+}
+
+KeyOwner ScreeningBounds::group_from_row(Statement& q) {
+  return KeyOwner::bounds_group(q.int64(1), q.int64(4));
+}
+
 void ScreeningBounds::set_spare_keys(const std::vector<KeyOwner>& groups,
                                      const std::vector<NewDataKey>& made) {
   Statement spare(db_.handle(),

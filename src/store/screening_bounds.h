@@ -90,6 +90,10 @@ class ScreeningBounds {
                                              const std::vector<std::int64_t>& groups);
   /// The groups (every memory, ascending) whose key has no spare.
   std::vector<KeyOwner> groups_without_spare();
+  /// The same as one part of a read that spans components: `SELECT tag, memory_id, NULL, NULL,
+  /// group_id`; group_from_row decodes one of its rows.
+  static std::string groups_without_spare_part(int tag);
+  static KeyOwner group_from_row(Statement& q);
   /// next_key_id of `groups[i]` set to `made[i]` where the group still has none (deferred).
   void set_spare_keys(const std::vector<KeyOwner>& groups, const std::vector<NewDataKey>& made);
   /// The groups of a plaintext store (every memory, ascending), for its encryption.
