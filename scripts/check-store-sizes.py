@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Size limits of the store's sources (docs/store.md "Code map"): every file under src/store below
+"""Size limits of the store's sources (docs/store.md "Components"): every file under src/store below
 600 lines, every function (from its signature's first line to its closing brace) at most 80
 lines, and only the SQLite backend includes sqlite3.h.
 

@@ -269,7 +269,7 @@ State Store::stored_state(const std::string& name) const {
   });
 }
 
-// Queries read the stored support instead of restoring the memory (docs/store.md "Cost"). The
+// Queries read the stored support instead of restoring the memory (docs/store.md "Operations"). The
 // readout depends only on the support (alpha > 0) and b, so the support rows are read with their
 // token rows (O(|S u E| d)) and checked against the support digest persisted with the state hash
 // the audit chain holds. Without a digest (a version-1 store read-only) the active tokens are read

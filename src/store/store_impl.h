@@ -13,7 +13,7 @@
 //   store_screening_legacy.cpp  the screening layouts of schema 2-5: read-only opens, the upgrade
 //   store_ops.cpp      the one skeleton of every mutating operation, and create/add/forget/
 //                      suspend/resume/import chunks on it
-//   store_import.cpp   bulk import planning and resume (docs/store.md "Bulk import")
+//   store_import.cpp   bulk import planning and resume (docs/store.md "Operations")
 //   store_verify.cpp   Store::verify (docs/store.md "Verification")
 //   store_rehash.cpp   the state-hash format of older files: upgrade and read-only checks
 //   store_forget_stored.cpp  forgetting a reserve-only record without restoring the memory
@@ -245,7 +245,8 @@ struct Store::Impl {
   /// and the head is intact only the groups of the `touched` records and the `touched_groups` are
   /// rewritten (same epoch); otherwise a new epoch and every group. With `defer` (an import chunk
   /// that is not the last) a new epoch writes the head without bounds and no blob: the last chunk
-  /// writes them once, instead of every chunk rewriting every group (docs/store.md "Import").
+  /// writes them once, instead of every chunk rewriting every group
+  /// (docs/store.md "Persisted screening").
   /// `row` is the memories row before.
   void write_screening(const MemoryRow& row, const Memory& mem, bool moved,
                        const std::vector<std::int64_t>& touched, bool defer = false,

@@ -400,7 +400,7 @@ void Store::Impl::refresh_planner_statistics(std::int64_t memory_id, std::int64_
 }
 
 // The support rows' diff: one statement per row on SQLite (local calls), two statements in all on
-// PostgreSQL (= ANY and unnest over array parameters; docs/performance.md "Session 14"), where
+// PostgreSQL (= ANY and unnest over array parameters; docs/store.md "Round trips and plans"), where
 // each statement is a round trip to the server and a support forget at 20k changes hundreds of
 // rows.
 void Store::Impl::write_support_diff(std::int64_t memory_id, const std::vector<std::int64_t>& gone,

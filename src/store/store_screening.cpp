@@ -1,10 +1,9 @@
-// The persisted screening bounds (docs/store.md "Persisted screening"): one head row per memory
-// (the state it belongs to, how many tokens, the epoch, a checksum, the support digest) and, from
-// schema 6, the bounds of each bounds group's active records in the group's blob (sealed under the
-// group's key in an encrypted store; store_bounds_groups.cpp). An operation that moves no
-// coefficient and not b rewrites only the groups it touched and the head; one that does starts a
-// new epoch and rewrites every group. The layouts of schema 2-5 are read by
-// store_screening_legacy.cpp.
+// The persisted screening bounds as the operations use them (docs/store.md "Persisted
+// screening"): which records are in which bounds group (the records table), what the head row and
+// the group blobs get after an operation, and reading them at a restore. The rows themselves are
+// the screening bounds component's (screening_bounds.h). An operation that moves no coefficient
+// and not b rewrites only the groups it touched and the head; one that does starts a new epoch and
+// rewrites every group. The layouts of schema 2-5 are read by store_screening_legacy.cpp.
 #include <openssl/evp.h>
 
 #include <algorithm>

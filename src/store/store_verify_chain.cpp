@@ -1,4 +1,4 @@
-// What the audit chain says must exist, against the rows (docs/store.md "What verify checks"):
+// What the audit chain says must exist, against the rows (docs/store.md "Verification"):
 // each memory's records as its entries leave them (added, imported, suspended, resumed, forgotten,
 // purged) and its settings at create; every suspended record's tokens against its persisted bucket
 // digests and the digest its suspend entry recorded; every live data key against a record; and
