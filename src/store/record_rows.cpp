@@ -74,6 +74,49 @@ void RecordRows::set_buckets(std::int64_t memory_id, std::int64_t record,
   up.bind(1, memory_id).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
 }
 
+std::pair<std::string, std::int64_t> RecordRows::first_keyed_record() {
+  Statement q(db_.handle(), "SELECT key_id, record FROM records WHERE key_id IS NOT NULL LIMIT 1");
+  if (!q.step()) return {std::string(), -1};
+  return {q.text(0), q.int64(1)};
+}
+
+std::vector<RecordRows::Summary> RecordRows::summaries(std::int64_t memory_id) {
+  std::vector<Summary> out;
+  Statement q(db_.handle(),
+              "SELECT r.record, r.suspended, (SELECT count(*) FROM tokens t WHERE t.memory_id = "
+              "r.memory_id AND t.token_id BETWEEN (r.record << 23) AND ((r.record << 23) | "
+              "8388607)) FROM records r WHERE r.memory_id = ?1 ORDER BY r.record");
+  q.bind(1, memory_id);
+  while (q.step()) out.push_back({q.int64(0), q.int64(1) != 0, q.int64(2)});
+  return out;
+}
+
+std::map<std::int64_t, bool> RecordRows::suspension(std::int64_t memory_id) {
+  std::map<std::int64_t, bool> rows;
+  Statement q(db_.handle(), "SELECT record, suspended FROM records WHERE memory_id = ?1");
+  q.bind(1, memory_id);
+  while (q.step()) rows[q.int64(0)] = q.int64(1) != 0;
+  return rows;
+}
+
+std::pair<std::int64_t, std::int64_t> RecordRows::record_counts(std::int64_t memory_id) {
+  Statement r(db_.handle(),
+              "SELECT count(*), coalesce(sum(suspended), 0) FROM records WHERE memory_id = ?1");
+  r.bind(1, memory_id);
+  r.step();
+  return {r.int64(0), r.int64(1)};
+}
+
+std::vector<std::pair<std::string, std::int64_t>> RecordRows::keyed_records(
+    std::int64_t memory_id) {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  Statement q(db_.handle(),
+              "SELECT record, key_id FROM records WHERE memory_id = ?1 AND key_id IS NOT NULL");
+  q.bind(1, memory_id);
+  while (q.step()) out.emplace_back(q.text(1), q.int64(0));
+  return out;
+}
+
 void RecordRows::delete_row(std::int64_t memory_id, std::int64_t record) {
   Statement delr(db_.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   delr.bind(1, memory_id).bind(2, record).run();
@@ -142,6 +185,32 @@ std::vector<TokenId> RecordRows::token_ids(std::int64_t memory_id, std::int64_t 
   q.bind(1, memory_id).bind(2, record_lo(record)).bind(3, record_hi(record));
   while (q.step()) ids.push_back(q.int64(0));
   return ids;
+}
+
+std::vector<TokenId> RecordRows::active_token_ids(std::int64_t memory_id) {
+  std::vector<TokenId> ids;
+  Statement q(db_.handle(),
+              "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
+              "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 ORDER BY t.token_id");
+  q.bind(1, memory_id);
+  while (q.step()) ids.push_back(q.int64(0));
+  return ids;
+}
+
+// Index-only counts (no join over the token rows): all rows, and the suspended records' rows
+// found by token_id range.
+std::pair<std::int64_t, std::int64_t> RecordRows::token_row_counts(std::int64_t memory_id) {
+  Statement q(db_.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
+  q.bind(1, memory_id);
+  q.step();
+  const std::int64_t all = q.int64(0);
+  Statement sq(db_.handle(),
+               "SELECT coalesce(sum((SELECT count(*) FROM tokens t WHERE t.memory_id = "
+               "r.memory_id AND t.token_id BETWEEN (r.record << 23) AND ((r.record << 23) | "
+               "8388607))), 0) FROM records r WHERE r.memory_id = ?1 AND r.suspended = 1");
+  sq.bind(1, memory_id);
+  sq.step();
+  return {all, sq.int64(0)};
 }
 
 std::int64_t RecordRows::token_rows(std::int64_t memory_id, std::int64_t record) {

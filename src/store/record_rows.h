@@ -5,6 +5,7 @@
 // (store_rows.cpp); this component says which rows exist and moves them. Private to the store.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -46,6 +47,21 @@ class RecordRows {
   /// records.buckets of `record` (the bucket digests' blob, sealed or not).
   void set_buckets(std::int64_t memory_id, std::int64_t record,
                    const std::vector<std::uint8_t>& blob);
+  /// The first record row that names a data key, as (key id, record); empty key id when none.
+  std::pair<std::string, std::int64_t> first_keyed_record();
+  /// Each record of the memory (ascending) with its suspension and token rows.
+  struct Summary {
+    std::int64_t record = 0;
+    bool suspended = false;
+    std::int64_t token_rows = 0;
+  };
+  std::vector<Summary> summaries(std::int64_t memory_id);
+  /// Each record of the memory with its suspension flag (record -> suspended).
+  std::map<std::int64_t, bool> suspension(std::int64_t memory_id);
+  /// How many records and suspended records the memory has.
+  std::pair<std::int64_t, std::int64_t> record_counts(std::int64_t memory_id);
+  /// The key id each of the memory's records names (key id -> record), records without one left.
+  std::vector<std::pair<std::string, std::int64_t>> keyed_records(std::int64_t memory_id);
   /// Deletes the record's row (its token rows are delete_tokens').
   void delete_row(std::int64_t memory_id, std::int64_t record);
 
@@ -62,6 +78,10 @@ class RecordRows {
   // ------------------------------------------------------------------------------- tokens
   /// Token ids of a record (ascending), no key/value bytes read.
   std::vector<TokenId> token_ids(std::int64_t memory_id, std::int64_t record);
+  /// The token ids of the memory's active (not suspended) records, ascending.
+  std::vector<TokenId> active_token_ids(std::int64_t memory_id);
+  /// How many token rows the memory has, and how many of them are suspended records'.
+  std::pair<std::int64_t, std::int64_t> token_row_counts(std::int64_t memory_id);
   /// How many token rows the record has.
   std::int64_t token_rows(std::int64_t memory_id, std::int64_t record);
   /// Deletes every token row of the record.

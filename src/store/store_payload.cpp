@@ -37,10 +37,7 @@ void Store::Impl::open_key_store(bool fresh) {
   // question stops at the first sealed record.
   bool sealed_any = false;
   if (!fresh && !options.read_only) {
-    sealed_any =
-        has_key_id_column && db.query_int(
-                                 "SELECT count(*) FROM (SELECT 1 FROM records WHERE key_id IS NOT "
-                                 "NULL LIMIT 1) r") > 0;
+    sealed_any = has_key_id_column && !record_rows.first_keyed_record().first.empty();
   }
   ko.create = !sealed_any && !options.read_only;
   ko.read_only = options.read_only;
@@ -60,10 +57,10 @@ void Store::Impl::check_key_store_is_ours() {
   foreign_key_store.clear();
   std::string key_id, owner;
   if (has_key_id_column) {
-    Statement q(db.handle(), "SELECT key_id, record FROM records WHERE key_id IS NOT NULL LIMIT 1");
-    if (q.step()) {
-      key_id = q.text(0);
-      owner = "data key of record " + std::to_string(q.int64(1));
+    const auto [first, record] = record_rows.first_keyed_record();
+    if (!first.empty()) {
+      key_id = first;
+      owner = "data key of record " + std::to_string(record);
     }
   }
   if (key_id.empty() && schema_version >= kFirstSchemaWithBoundsGroups) {

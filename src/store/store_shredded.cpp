@@ -160,17 +160,6 @@ std::string purge_certificate(const std::vector<const ShreddedRecord*>& recs, st
 
 }  // namespace
 
-// Active token ids of the memory including its shredded records: the ids of the stored state.
-static std::vector<TokenId> stored_active_ids(Database& db, std::int64_t memory_id) {
-  std::vector<TokenId> ids;
-  Statement q(db.handle(),
-              "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
-              "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 ORDER BY t.token_id");
-  q.bind(1, memory_id);
-  while (q.step()) ids.push_back(q.int64(0));
-  return ids;
-}
-
 // Deletes the rows of the shredded records still in the file (another process may have purged
 // them since they were found); returns the records deleted, with their bounds groups.
 static std::vector<std::pair<const ShreddedRecord*, std::int64_t>> delete_shredded_rows(
@@ -202,7 +191,8 @@ bool Store::Impl::purge_memory_in_transaction(std::int64_t memory_id,
                                               const std::vector<const ShreddedRecord*>& found) {
   Transaction t(db, true, path, options.busy_timeout_ms);
   const MemoryRow row = read_memory_row(found.front()->memory);
-  const State before = load_state(row, stored_active_ids(db, memory_id));
+  // The active token ids including the shredded records': the ids of the stored state.
+  const State before = load_state(row, record_rows.active_token_ids(memory_id));
   const auto deleted = delete_shredded_rows(record_rows, memory_id, found);
   if (deleted.empty()) return false;  // rolled back: nothing left to purge
   std::vector<const ShreddedRecord*> list;

@@ -216,12 +216,7 @@ void Store::Impl::check_chain_records(const MemoryRow& row, const std::vector<Au
     break;
   }
   const ChainRecords chain = derive_records(entries, row.name);
-  std::map<std::int64_t, bool> rows;  // record -> suspended
-  {
-    Statement q(db.handle(), "SELECT record, suspended FROM records WHERE memory_id = ?1");
-    q.bind(1, row.id);
-    while (q.step()) rows[q.int64(0)] = q.int64(1) != 0;
-  }
+  const std::map<std::int64_t, bool> rows = record_rows.suspension(row.id);  // record -> suspended
   for (const auto& [r, suspended] : rows) {
     const std::string who = "record " + std::to_string(r);
     const auto it = chain.records.find(r);
@@ -264,13 +259,7 @@ void Store::Impl::check_live_keys(const MemoryRow& row, const ChainRecords& chai
                                   std::vector<std::string>& problems) {
   if (!vault.enabled()) return;
   std::map<std::string, std::int64_t> named;  // key id -> record
-  {
-    Statement q(db.handle(),
-                "SELECT record, key_id FROM records WHERE memory_id = ?1 AND key_id "
-                "IS NOT NULL");
-    q.bind(1, row.id);
-    while (q.step()) named[q.text(1)] = q.int64(0);
-  }
+  for (const auto& [key_id, record] : record_rows.keyed_records(row.id)) named[key_id] = record;
   // a pending destruction is reported by check_pending_shreds
   for (const KeyVault::PendingShred& p : vault.pending_shreds(row.name)) named[p.key_id] = p.record;
   for (const KeyLookup& k : vault.keys().live_keys_of(row.id)) {

@@ -1,6 +1,7 @@
 // The record rows as a component (src/store/record_rows.h) on a real connection: an SQLite file
 // (unit) or a PostgreSQL schema (label postgres). Rows are inserted, read, suspended, keyed,
 // placed into groups and deleted; token rows are listed, counted and deleted by record.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,13 @@ TEST_P(RecordRowsBackends, RowsAreInsertedReadChangedAndDeleted) {
   const RecordRow old = rows.read(1, 5, {false, false});  // a file without those columns
   EXPECT_EQ(old.key_id, "");
   EXPECT_EQ(old.bounds_group, -1);
+  const auto [first_key, first_record] = rows.first_keyed_record();  // either keyed record
+  EXPECT_EQ(first_key, std::string(32, first_record == 5 ? 'a' : 'b'));
+  EXPECT_TRUE(first_record == 5 || first_record == 9);
+  const auto keyed = rows.keyed_records(1);
+  ASSERT_EQ(keyed.size(), 2u);
+  EXPECT_EQ(rows.record_counts(1), (std::pair<std::int64_t, std::int64_t>{3, 1}));
+  EXPECT_EQ(rows.suspension(1), (std::map<std::int64_t, bool>{{3, false}, {5, true}, {9, false}}));
   rows.set_buckets(1, 3, {1, 2, 3});
   EXPECT_EQ(db.query_int("SELECT length(buckets) FROM records WHERE record = 3"), 3);
   rows.delete_row(1, 9);
@@ -106,6 +114,14 @@ TEST_P(RecordRowsBackends, TokenRowsAreListedCountedAndDeletedByRecord) {
   const std::vector<TokenId> ids = rows.token_ids(1, 7);
   ASSERT_EQ(ids.size(), 4u);
   EXPECT_EQ(ids.front(), record_lo(7));
+  rows.set_suspended(1, 8, true);
+  EXPECT_EQ(rows.token_row_counts(1), (std::pair<std::int64_t, std::int64_t>{6, 2}));
+  EXPECT_EQ(rows.active_token_ids(1), ids);
+  const auto summaries = rows.summaries(1);
+  ASSERT_EQ(summaries.size(), 2u);
+  EXPECT_EQ(summaries[1].record, 8);
+  EXPECT_TRUE(summaries[1].suspended);
+  EXPECT_EQ(summaries[1].token_rows, 2);
   EXPECT_EQ(rows.delete_tokens_unless(1, ids, [&](TokenId id) { return id != ids[1]; }), 1);
   EXPECT_EQ(rows.token_rows(1, 7), 3);
   rows.delete_tokens(1, 7);
