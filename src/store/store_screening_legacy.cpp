@@ -38,19 +38,6 @@ std::array<std::uint8_t, kDigestBytes> record_digest(std::int64_t memory_id, std
   return out;
 }
 
-// The active token ids of a memory including its shredded records, ascending (the ids of the
-// stored state), read without their payloads.
-std::vector<TokenId> stored_ids(Database& db, std::int64_t memory_id) {
-  std::vector<TokenId> ids;
-  Statement q(db.handle(),
-              "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
-              "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 ORDER BY "
-              "t.token_id");
-  q.bind(1, memory_id);
-  while (q.step()) ids.push_back(q.int64(0));
-  return ids;
-}
-
 }  // namespace
 
 std::string store_detail::screening_checksum(std::int64_t memory_id,
@@ -152,7 +139,8 @@ std::vector<double> Store::Impl::read_screening_v1(const MemoryRow& row, std::si
 // intact bounds of the old layout into the groups' blobs, the epoch kept (schema 5) or 1 (2-4,
 // whose head row had none); otherwise the memory keeps none and the next restore re-derives.
 void Store::Impl::regroup_screening(const MemoryRow& row, std::int64_t from) {
-  const std::vector<TokenId> ids = stored_ids(db, row.id);
+  // The active token ids including shredded records' (the ids of the stored state).
+  const std::vector<TokenId> ids = record_rows.active_token_ids(row.id);
   std::string problem;
   const ScreeningHead h = screening_bounds.read_head(row.id);
   if (!h.present) return;  // no row: the next restore re-derives, the next operation writes one
