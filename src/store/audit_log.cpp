@@ -15,6 +15,14 @@ AuditLog::Head AuditLog::head() {
   return {0, kZeroHash};
 }
 
+std::string AuditLog::head_part(int tag) {
+  return "SELECT " + std::to_string(tag) +
+         ", seq, NULL, entry_hash, NULL FROM (SELECT seq, entry_hash FROM audit ORDER BY seq DESC "
+         "LIMIT 1) h";
+}
+
+AuditLog::Head AuditLog::head_from_row(Statement& q) { return {q.int64(1), q.text(3)}; }
+
 void AuditLog::append(AuditEntry& e) { append({&e}); }
 
 // One read of the chain's head for all the entries, one INSERT per few entries, one update of the

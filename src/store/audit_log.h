@@ -28,6 +28,11 @@ class AuditLog {
   AuditLog& operator=(const AuditLog&) = delete;
 
   Head head();
+  /// The head as one part of a read that spans components (docs/store.md "Round trips and plans"):
+  /// `SELECT tag, seq, NULL, entry_hash, NULL` of the last entry (no row: the log is empty);
+  /// head_from_row decodes its row.
+  static std::string head_part(int tag);
+  static Head head_from_row(Statement& q);
   /// Fills seq, time, prev_hash and entry_hash, inserts the row, moves the head anchor.
   void append(AuditEntry& e);
   /// The same for several entries in order, chained to each other (one read of the head).

@@ -1,7 +1,7 @@
 // The screening-bounds codecs (docs/store.md "Persisted screening", "Bounds groups"): the bounds
 // group blob, the screening head's checksum, the layouts of schema 2-5 (read by the upgrade and
-// read-only opens), and the token ranges of records. Implemented in store_bounds_groups.cpp,
-// store_screening.cpp and store_screening_legacy.cpp. Private to the store.
+// read-only opens), and the token ranges of records. Implemented in bounds_codec.cpp and
+// store_screening_legacy.cpp. Private to the store.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -115,7 +115,7 @@ class KeyStore {
   std::vector<KeyLookup> get_many(const std::vector<std::string>& key_ids);
   /// Every live key of `memory_id` (unwrapped), in one scan of the key table: a restore reads all
   /// of a memory's keys, and one scan costs far less than a point lookup per record
-  /// (docs/performance.md "Session 9: the encryption cost"). Shredded keys are not listed (get()
+  /// (docs/store.md "Encryption at rest"). Shredded keys are not listed (get()
   /// answers them).
   std::vector<KeyLookup> live_keys_of(std::int64_t memory_id);
   /// Many get()s in one read transaction of the key store (a restore or a forget without a

@@ -188,19 +188,11 @@ MemoryInfo Store::memory_info(const std::string& name) const {
     info.b = row.b;
     info.status = row.status;
     info.warmup = row.warmup;
-    // Index-only counts (no join over the token rows): all rows, minus the suspended records'
-    // rows found by token_id range, plus the support table's margin/error counts.
-    Statement q(im.db.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
-    q.bind(1, row.id);
-    q.step();
-    info.stored_tokens = static_cast<int>(q.int64(0));
-    Statement sq(im.db.handle(),
-                 "SELECT coalesce(sum((SELECT count(*) FROM tokens t WHERE t.memory_id = "
-                 "r.memory_id AND t.token_id BETWEEN (r.record << 23) AND ((r.record << 23) | "
-                 "8388607))), 0) FROM records r WHERE r.memory_id = ?1 AND r.suspended = 1");
-    sq.bind(1, row.id);
-    sq.step();
-    info.tokens = info.stored_tokens - static_cast<int>(sq.int64(0));
+    // Index-only counts: all token rows minus the suspended records', and the support table's
+    // margin/error counts.
+    const auto [all_rows, suspended_rows] = im.record_rows.token_row_counts(row.id);
+    info.stored_tokens = static_cast<int>(all_rows);
+    info.tokens = info.stored_tokens - static_cast<int>(suspended_rows);
     Statement pq(im.db.handle(),
                  "SELECT coalesce(sum(CASE WHEN part = 1 THEN 1 ELSE 0 END), 0), "
                  "coalesce(sum(CASE WHEN part = 2 THEN 1 ELSE 0 END), 0) FROM support "
@@ -209,12 +201,9 @@ MemoryInfo Store::memory_info(const std::string& name) const {
     pq.step();
     info.margin = static_cast<int>(pq.int64(0));
     info.error = static_cast<int>(pq.int64(1));
-    Statement r(im.db.handle(),
-                "SELECT count(*), coalesce(sum(suspended), 0) FROM records WHERE memory_id = ?1");
-    r.bind(1, row.id);
-    r.step();
-    info.records = static_cast<int>(r.int64(0));
-    info.suspended_records = static_cast<int>(r.int64(1));
+    const auto [records, suspended] = im.record_rows.record_counts(row.id);
+    info.records = static_cast<int>(records);
+    info.suspended_records = static_cast<int>(suspended);
     info.file_state_sha256 = row.state_sha256;
     if (im.has_shredded(row.id)) im.describe_without_shredded(row, info);
     return info;
@@ -226,16 +215,11 @@ std::vector<RecordInfo> Store::records(const std::string& name) const {
   return im.read([&] {
     const MemoryRow row = im.read_memory_row(name);
     std::vector<RecordInfo> out;
-    Statement q(im.db.handle(),
-                "SELECT r.record, r.suspended, (SELECT count(*) FROM tokens t WHERE t.memory_id = "
-                "r.memory_id AND t.token_id BETWEEN (r.record << 23) AND ((r.record << 23) | "
-                "8388607)) FROM records r WHERE r.memory_id = ?1 ORDER BY r.record");
-    q.bind(1, row.id);
-    while (q.step()) {
+    for (const store_detail::RecordRows::Summary& s : im.record_rows.summaries(row.id)) {
       RecordInfo ri;
-      ri.record = q.int64(0);
-      ri.suspended = q.int64(1) != 0;
-      ri.tokens = static_cast<int>(q.int64(2));
+      ri.record = s.record;
+      ri.suspended = s.suspended;
+      ri.tokens = static_cast<int>(s.token_rows);
       ri.shredded = im.is_shredded(row.id, ri.record);
       out.push_back(ri);
     }
@@ -258,18 +242,11 @@ State Store::stored_state(const std::string& name) const {
   return im.read([&] {
     const MemoryRow row = im.read_memory_row(name);
     if (im.has_shredded(row.id)) return im.ensure_loaded(row).memory->state();
-    std::vector<TokenId> ids;
-    Statement q(im.db.handle(),
-                "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
-                "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 ORDER BY "
-                "t.token_id");
-    q.bind(1, row.id);
-    while (q.step()) ids.push_back(q.int64(0));
-    return im.load_state(row, ids);
+    return im.load_state(row, im.record_rows.active_token_ids(row.id));
   });
 }
 
-// Queries read the stored support instead of restoring the memory (docs/store.md "Cost"). The
+// Queries read the stored support instead of restoring the memory (docs/store.md "Operations"). The
 // readout depends only on the support (alpha > 0) and b, so the support rows are read with their
 // token rows (O(|S u E| d)) and checked against the support digest persisted with the state hash
 // the audit chain holds. Without a digest (a version-1 store read-only) the active tokens are read
@@ -292,12 +269,7 @@ const StoredSupport& Store::Impl::stored_support(const std::string& name) {
     out.support = support_of(m.state(), m.tokens());
     return supports[name] = std::move(out);
   }
-  if (schema_version >= 2) {
-    Statement q(db.handle(),
-                "SELECT support_sha256 FROM screening WHERE memory_id = ?1 AND state_sha256 = ?2");
-    q.bind(1, row.id).bind(2, row.state_sha256);
-    if (q.step()) digest = q.text(0);
-  }
+  if (schema_version >= 2) digest = screening_bounds.support_digest_of(row.id, row.state_sha256);
   if (!digest.empty()) {
     ok = support_digest(row.id, row.dim, row.value_dim, row.state_sha256, row.b, &out.support) ==
          digest;

@@ -66,10 +66,7 @@ std::optional<Store::Impl::StoredAdd> Store::Impl::plan_stored_add(const MemoryR
 
 void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, const TokenSet& ts,
                                    StoredAdd& a, OpResult& res) {
-  Statement rec(
-      db.handle(),
-      "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, ?3)");
-  rec.bind(1, row.id).bind(2, record).bind(3, now_utc()).run();
+  record_rows.insert(row.id, {record}, now_utc());
   insert_tokens(
       row.id, ts, [](TokenId) { return true; }, true);
   // The other records' bounds hold as they are; the new record's are its own lower bounds.
@@ -81,9 +78,9 @@ void Store::Impl::write_stored_add(const MemoryRow& row, std::int64_t record, co
     GroupBounds group;
     group.epoch = epoch;
     bool absent = false;
-    const bool read = read_group_blob(row.id, g, &group, &absent).empty();
+    const bool read = screening_bounds.read_blob(row.id, g, &group, &absent).empty();
     if ((read && group.epoch == epoch) || absent)
-      rewrite_group_entry(row, g, std::move(group), record, a.new_bounds);
+      screening_bounds.rewrite_entry(row.id, g, std::move(group), record, a.new_bounds);
   }  // else a damaged or stale blob is left: the next restore and verify say so
   res.screening_seconds = seconds_since(s0);
   res.diagnostics.ops = ts.size();

@@ -148,39 +148,6 @@ std::int64_t seal_record(Database& db, const std::string& path, const PlainRecor
   return static_cast<std::int64_t>(rows.size());
 }
 
-// The bounds groups without a key (all of a plaintext store's; docs/store.md "Bounds groups").
-std::vector<KeyOwner> plaintext_groups(Database& db) {
-  std::vector<KeyOwner> out;
-  Statement q(db.handle(),
-              "SELECT memory_id, group_id FROM bounds_groups WHERE key_id IS NULL ORDER BY "
-              "memory_id, group_id");
-  while (q.step()) out.push_back(KeyOwner::bounds_group(q.int64(0), q.int64(1)));
-  return out;
-}
-
-// A group's blob (if any) sealed under its new key, and the key's id set.
-void seal_group(Database& db, const KeyOwner& g, const NewDataKey& k) {
-  Statement q(db.handle(),
-              "SELECT bounds FROM bounds_groups WHERE memory_id = ?1 AND group_id = ?2");
-  q.bind(1, g.memory_id).bind(2, g.group());
-  std::vector<std::uint8_t> sealed;
-  const bool has_blob = q.step() && !q.is_null(0);
-  if (has_blob) {
-    const std::vector<std::uint8_t> plain = q.blob(0);
-    seal_into(k.key, {g.memory_id, g.group(), -1, RecordField::kBoundsGroup}, plain.data(),
-              plain.size(), sealed);
-  }
-  q.reset();
-  Statement up(db.handle(),
-               has_blob ? "UPDATE bounds_groups SET key_id = ?3, bounds = ?4 WHERE memory_id = ?1 "
-                          "AND group_id = ?2"
-                        : "UPDATE bounds_groups SET key_id = ?3 WHERE memory_id = ?1 AND "
-                          "group_id = ?2");
-  up.bind(1, g.memory_id).bind(2, g.group()).bind(3, k.key_id);
-  if (has_blob) up.bind_blob(4, sealed.data(), sealed.size());
-  up.run();
-}
-
 nlohmann::json memory_hashes(Database& db) {
   nlohmann::json j = nlohmann::json::object();
   Statement q(db.handle(), "SELECT name, state_sha256 FROM memories ORDER BY name");
@@ -198,21 +165,20 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
   ko.create = true;
   ko.busy_timeout_ms = im.options.busy_timeout_ms;
   ko.master = master_key_source(im.options);
-  im.key_store =
-      std::make_unique<KeyStore>(im.db.postgres() ? im.keys_path : KeyStore::path_for(im.path), ko);
+  im.vault.attach(std::make_unique<KeyStore>(
+      im.db.postgres() ? im.keys_path : KeyStore::path_for(im.path), ko));
   Transaction t(im.db, true, im.path, im.options.busy_timeout_ms);
   try {
     const std::vector<PlainRecord> recs = plaintext_records(im.db);  // under the write lock
-    const std::vector<KeyOwner> groups = plaintext_groups(im.db);
+    const std::vector<KeyOwner> groups = im.screening_bounds.unsealed_groups();
     std::vector<KeyOwner> owners;
     for (const PlainRecord& r : recs) owners.push_back({r.memory_id, r.record});
     owners.insert(owners.end(), groups.begin(), groups.end());
-    const std::vector<NewDataKey> keys = im.key_store->create_keys(owners);
-    for (const NewDataKey& k : keys) im.new_key_ids.push_back(k.key_id);
+    const std::vector<NewDataKey> keys = im.vault.create_keys(owners);
     for (std::size_t i = 0; i < recs.size(); ++i)
       res.tokens += seal_record(im.db, im.path, recs[i], keys[i]);
     for (std::size_t i = 0; i < groups.size(); ++i)
-      seal_group(im.db, groups[i], keys[recs.size() + i]);
+      im.screening_bounds.seal_group(groups[i], keys[recs.size() + i]);
     res.records = static_cast<std::int64_t>(recs.size());
     im.db.exec("UPDATE meta SET value = 'aes-256-gcm' WHERE key = 'encryption'");
     im.db.exec("INSERT INTO meta(key, value) VALUES ('encrypt_scrub_pending', '1')");
@@ -222,7 +188,7 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
     e.token_count = res.tokens;
     e.certificate = nlohmann::json{{"operation", "encrypt"},
                                    {"encryption", "aes-256-gcm"},
-                                   {"key_wrapping", im.key_store->wrapping()},
+                                   {"key_wrapping", im.vault.keys().wrapping()},
                                    {"records", res.records},
                                    {"tokens", res.tokens},
                                    {"state_sha256", memory_hashes(im.db)}}
@@ -231,10 +197,10 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
     t.commit();
   } catch (...) {
     t.rollback();
-    im.discard_new_keys();
+    im.vault.discard_new_keys();
     throw;
   }
-  im.new_key_ids.clear();
+  im.vault.keys_referenced();
   im.encryption = "aes-256-gcm";
   res.converted = true;
 }
@@ -266,7 +232,7 @@ StoreEncryptionResult encrypt_store(const std::string& path, const StoreOptions&
   } else {
     res.already_encrypted = true;
   }
-  res.wrapping = im->key_store->wrapping();
+  res.wrapping = im->vault.keys().wrapping();
   res.key_store = im->key_store_path();
   if (res.converted || im->scrub_pending()) {
     res.scrubbed = true;

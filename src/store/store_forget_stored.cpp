@@ -24,8 +24,7 @@ void Store::Impl::write_record_buckets(std::int64_t memory_id, std::int64_t reco
                       sealed);
   }
   const std::vector<std::uint8_t>& blob = sealer != nullptr ? sealed : plain;
-  Statement up(db.handle(), "UPDATE records SET buckets = ?3 WHERE memory_id = ?1 AND record = ?2");
-  up.bind(1, memory_id).bind(2, record).bind_blob(3, blob.data(), blob.size()).run();
+  record_rows.set_buckets(memory_id, record, blob);
 }
 
 std::string Store::Impl::read_record_blobs(const MemoryRow& row, RecordField field,
@@ -38,7 +37,7 @@ std::string Store::Impl::read_record_blobs(const MemoryRow& row, RecordField fie
   q.bind(1, row.id);
   PayloadReader own = payload_reader(row.id);
   PayloadReader& pr = reader != nullptr ? *reader : own;
-  const KeyStore::ReadScope keys_read(key_store.get());
+  const KeyStore::ReadScope keys_read(vault.key_store());
   pr.prefetch_keys();  // every record's key in one scan
   std::vector<std::uint8_t> plain;
   while (q.step()) {
@@ -207,7 +206,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
                                       ForgetResult& fr) {
   const auto s0 = OpClock::now();
   GroupBounds group;  // the group's blob, read under its key before leave_bounds_group replaces it
-  const bool carried = f.group >= 0 && read_group_blob(row.id, f.group, &group).empty();
+  const bool carried = f.group >= 0 && screening_bounds.read_blob(row.id, f.group, &group).empty();
   double screening = seconds_since(s0);
   StoreErasure se;
   se.path = path;
@@ -217,14 +216,12 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
   se.tokens_removed_from_memory = static_cast<std::int64_t>(f.ids.size());
   se.encryption = encryption;
   describe_erasure(se);  // PostgreSQL: what the erasure rests on, as on the ordinary path
-  Statement del(db.handle(),
-                "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
-  del.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record)).run();
-  if (key_store != nullptr) schedule_shred(row.name, record, f.key_id, se);
-  Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
-  delr.bind(1, row.id).bind(2, record).run();
+  record_rows.delete_tokens(row.id, record);
+  if (vault.enabled()) vault.schedule_record_key(row.name, record, f.key_id, se);
+  record_rows.delete_row(row.id, record);
   const auto s1 = OpClock::now();
-  leave_bounds_group(row, record, f.group, static_cast<std::int64_t>(f.ids.size()), &se);
+  screening_bounds.leave(row.id, row.name, record, f.group, static_cast<std::int64_t>(f.ids.size()),
+                         &se);
   fr.certificate.store = se;
   // The other records' bounds hold as they are (no coefficient and not b moved): the group's blob
   // is written again without the record's, and the head is re-bound to the state after.
@@ -232,7 +229,7 @@ void Store::Impl::write_stored_forget(const MemoryRow& row, std::int64_t record,
       update_screening_head(row, f.after_sha256, static_cast<std::int64_t>(f.removal.before.n),
                             static_cast<std::int64_t>(f.removal.after.n));
   if (epoch >= 0 && carried && group.epoch == epoch)
-    rewrite_group_entry(row, f.group, std::move(group), record, {});
+    screening_bounds.rewrite_entry(row.id, f.group, std::move(group), record, {});
   fr.screening_seconds = screening + seconds_since(s1);
   AuditEntry& e = fr.entry;
   e.operation = "forget";

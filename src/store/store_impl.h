@@ -1,17 +1,19 @@
 // Store::Impl, the state of an open store, shared by the files that implement it (internal). Its
-// parts with one owner each: the connection (db/), the audit log (audit_log.h), the key store
-// (key_store.h), the payload codec (payload_reader.h, pipelined_open.h), the bounds codecs
-// (bounds_codec.h) and the tables' DDL (schema_ddl.h); the operations over them:
+// components with one owner each (docs/store.md "Components"): the connection (db/), the audit
+// log (audit_log.h), the key vault (key_vault.h, over key_store.h), the screening bounds
+// (screening_bounds.h, codecs in bounds_codec.h), the record rows (record_rows.h), the payload
+// codec (payload_reader.h,
+// pipelined_open.h) and the tables' DDL (schema_ddl.h); the operations over them:
 //   store.cpp          Store: construction, read-only views (info, records, query, audit)
 //   store_schema.cpp   opening, the schema of a new store, validation (docs/store.md "Schema")
 //   migrate/upgrade.cpp  upgrades of older schema versions, one function per version step
 //   store_rows.cpp     row I/O: memories, tokens, records, support, restore (rows: store_rows.h)
-//   store_screening.cpp  the persisted screening bounds: the head row, writing and reading them
+//   store_screening.cpp  the persisted screening bounds after an operation and at a restore:
+//                      which records are in which group, what the head and blobs get
 //   store_screening_legacy.cpp  the screening layouts of schema 2-5: read-only opens, the upgrade
-//   store_bounds_groups.cpp  the bounds groups: membership, blobs, keys, rotation on erasure
 //   store_ops.cpp      the one skeleton of every mutating operation, and create/add/forget/
 //                      suspend/resume/import chunks on it
-//   store_import.cpp   bulk import planning and resume (docs/store.md "Bulk import")
+//   store_import.cpp   bulk import planning and resume (docs/store.md "Operations")
 //   store_verify.cpp   Store::verify (docs/store.md "Verification")
 //   store_rehash.cpp   the state-hash format of older files: upgrade and read-only checks
 //   store_forget_stored.cpp  forgetting a reserve-only record without restoring the memory
@@ -35,7 +37,10 @@
 #include "crypto.h"
 #include "db/database.h"
 #include "key_store.h"
+#include "key_vault.h"
 #include "payload_reader.h"
+#include "record_rows.h"
+#include "screening_bounds.h"
 #include "store_rows.h"
 #include "svattn/hash.h"
 #include "svattn/readout.h"
@@ -85,21 +90,17 @@ struct Store::Impl {
   store_detail::AuditLog audit{db};  // the audit table and its head anchor (audit_log.h)
   std::map<std::string, Cached> cache;
   std::map<std::string, StoredSupport> supports;
-  std::map<std::string, RestoreReport> restores;      // the last restore of each memory
-  std::int64_t schema_version = 0;                    // of the open file (1: no screening table)
-  std::string encryption = "none";                    // meta 'encryption' (v3; "none" before)
-  bool has_key_id_column = false;                     // records.key_id exists (v3)
-  std::unique_ptr<store_detail::KeyStore> key_store;  // open iff encryption != "none"
-  std::vector<std::string> new_key_ids;  // keys created in the open transaction (see run_op)
-  /// The live group keys this Store has read, per memory and group: (key id, key). A hit needs
-  /// the group's row to name the same key id; a group's replaced key is dropped at its next
-  /// lookup, a key this Store destroys at once (docs/store.md "Bounds groups", Cost).
-  struct CachedGroupKey {
-    std::string key_id;
-    store_detail::SecretKey key;
-  };
-  std::map<std::int64_t, std::map<std::int64_t, CachedGroupKey>> group_key_cache;
-  void drop_cached_group_keys(const std::vector<std::string>& key_ids) noexcept;
+  std::map<std::string, RestoreReport> restores;  // the last restore of each memory
+  std::int64_t schema_version = 0;                // of the open file (1: no screening table)
+  std::string encryption = "none";                // meta 'encryption' (v3; "none" before)
+  bool has_key_id_column = false;                 // records.key_id exists (v3)
+  /// The key store, the keys of the open transaction and the shred log (key_vault.h); a key
+  /// store is attached iff encryption != "none".
+  store_detail::KeyVault vault{db};
+  /// The screening heads and the bounds groups (screening_bounds.h).
+  store_detail::ScreeningBounds screening_bounds{db, vault};
+  /// The records table and the token rows by record (record_rows.h).
+  store_detail::RecordRows record_rows{db};
   bool converting = false;  // encrypt_store: a master key is accepted for a plaintext store
   // Shredded records still in the file (memory id -> record -> index into shredded_found).
   std::map<std::int64_t, std::map<std::int64_t, std::size_t>> shredded;
@@ -156,19 +157,11 @@ struct Store::Impl {
   /// The records' key id column in a query that joins `records r` ("NULL" before schema v3).
   std::string key_id_column() const;
   store_detail::PayloadReader payload_reader(std::int64_t memory_id) {
-    return store_detail::PayloadReader(key_store.get(), path, memory_id);
+    return store_detail::PayloadReader(vault.key_store(), path, memory_id);
   }
-  /// Forget of an encrypted record, inside its transaction: fills the erasure's data-key fields
-  /// and records the key in pending_shreds (destroyed after the commit, never before).
-  /// `key_id` is the record's (its records row, read in the same transaction; empty: plaintext).
-  void schedule_shred(const std::string& memory, std::int64_t record, const std::string& key_id,
-                      StoreErasure& se);
-  void delete_pending_shreds(const std::vector<std::int64_t>& rowids);
   /// Destroys every key in pending_shreds, logging each destruction as an audit entry "shred" and
   /// removing its row in one transaction; `done` (optional) receives the destructions.
   void complete_shreds(std::vector<store_detail::KeyDestruction>* done);
-  /// Destroys the keys created by an operation that rolled back (they encrypt nothing).
-  void discard_new_keys() noexcept;
 
   // ------------------------------------------------------------------ store_shredded.cpp
   /// Records whose key_id names a key the key store has destroyed (its tombstones), with their
@@ -252,40 +245,21 @@ struct Store::Impl {
   /// and the head is intact only the groups of the `touched` records and the `touched_groups` are
   /// rewritten (same epoch); otherwise a new epoch and every group. With `defer` (an import chunk
   /// that is not the last) a new epoch writes the head without bounds and no blob: the last chunk
-  /// writes them once, instead of every chunk rewriting every group (docs/store.md "Import").
+  /// writes them once, instead of every chunk rewriting every group
+  /// (docs/store.md "Persisted screening").
   /// `row` is the memories row before.
   void write_screening(const MemoryRow& row, const Memory& mem, bool moved,
                        const std::vector<std::int64_t>& touched, bool defer = false,
                        const std::vector<std::int64_t>& touched_groups = {});
-  store_detail::ScreeningHead read_screening_head(std::int64_t memory_id);
-  bool head_intact(const MemoryRow& row, const store_detail::ScreeningHead& h) const;
-  void write_screening_head(std::int64_t memory_id, const std::string& state_sha256,
-                            std::int64_t tokens, std::int64_t epoch,
-                            const std::string& support_sha256);
   /// The head after an operation that moved nothing, from the stored rows: bound to
   /// `state_sha256` with `tokens_after` tokens when it was intact for row's state with
   /// `tokens_before`; otherwise it holds none (new epoch). Returns the epoch kept, or -1.
   std::int64_t update_screening_head(const MemoryRow& row, const std::string& state_sha256,
                                      std::int64_t tokens_before, std::int64_t tokens_after);
-  /// The bounds of `count` tokens of the memory's active ids from index `first`, appended to
-  /// `out` (write_groups' source: a memory's bounds, or bounds read back from an older layout).
-  using BoundsSource =
-      std::function<void(std::size_t first, std::size_t count, std::vector<double>& out)>;
-  /// Writes the blobs of the groups in `members` (group -> its active records, ascending) from
-  /// `bounds_of` over the active token ids `ids` (ascending): each member with tokens among `ids`
-  /// is an entry; a group without one gets no blob (NULL).
-  void write_groups(const MemoryRow& row, const std::vector<TokenId>& ids, std::int64_t epoch,
-                    const std::map<std::int64_t, std::vector<std::int64_t>>& members,
-                    const BoundsSource& bounds_of);
   /// Every group of the memory with its active records (ascending); groups without one map to an
   /// empty list. Records without a group are placed into groups first, so that every active
   /// record is covered.
   std::map<std::int64_t, std::vector<std::int64_t>> all_group_members(std::int64_t memory_id);
-  /// The head of `row`'s screening when its bounds may be read for `n` active tokens (bound to the
-  /// stored state, checksum intact, tokens > 0 and = n); otherwise false, with `problem` saying
-  /// why when the head exists but fails a check.
-  bool usable_screening_head(const MemoryRow& row, std::size_t n, store_detail::ScreeningHead* h,
-                             std::string* problem);
   /// The persisted bounds of `row` for `ids` when present and intact; otherwise empty, with
   /// `problem` saying why when a row exists but fails its check.
   std::vector<double> read_screening(const MemoryRow& row, const std::vector<TokenId>& ids,
@@ -308,83 +282,18 @@ struct Store::Impl {
   /// that fail their check leave the memory without bounds (the next restore re-derives them).
   void regroup_screening(const MemoryRow& row, std::int64_t from);
 
-  // ------------------------------------------------------------------ store_bounds_groups.cpp
   /// Places `records` (ascending; with their token rows) of memory `memory_id` into its bounds
-  /// groups (docs/store.md "Bounds groups"): each joins the newest group while it has room, else
-  /// starts a new one. Writes records.bounds_group and the groups' counts; a new group's row has
-  /// no key yet. Returns the records' groups (aligned) and appends the new groups to `created`.
+  /// groups (docs/store.md "Bounds groups"; ScreeningBounds::join) and writes records.bounds_group;
+  /// a new group's row has no key yet. Returns the records' groups (aligned) and appends the new
+  /// groups to `created`.
   std::vector<std::int64_t> join_bounds_groups(
       std::int64_t memory_id, const std::vector<std::pair<std::int64_t, std::int64_t>>& records,
       std::vector<std::int64_t>* created);
   /// Places the memory's records that have no bounds group (an upgraded file, a damaged row) into
   /// groups, ascending, with their token rows counted.
   void place_unplaced_records(std::int64_t memory_id);
-  /// Sets the key id of a group, and its spare when given (made by the caller's create_keys).
-  void set_group_key(std::int64_t memory_id, std::int64_t group, const std::string& key_id,
-                     const std::string& spare_id = {});
-  /// The key that replaces a group's key at an erasure: its `spare` when live, else a fresh key.
-  std::string replacement_group_key(std::int64_t memory_id, std::int64_t group,
-                                    const std::string& spare);
-  /// A group key into pending_shreds (destroyed with the record's data key after the commit),
-  /// unless already destroyed; fills se's bounds_key_sha256 (and bounds_key_destroyed when it was)
-  /// when given.
-  void schedule_key_destruction(const MemoryRow& row, std::int64_t record,
-                                const std::string& key_id, StoreErasure* se);
-  /// The keys that seal `groups` (encrypted store): each group's live key; a group without one
-  /// (NULL, or destroyed: a restored copy) gets a fresh key, made in one key-store transaction.
-  std::map<std::int64_t, store_detail::SecretKey> group_keys(
-      std::int64_t memory_id, const std::vector<std::int64_t>& groups);
-  /// A forget (or purge) of `record`, `tokens` token rows, from its `group`, inside the operation's
-  /// transaction: the group's counts; its blob cleared (it held the record's bounds; the
-  /// operation's screening writes it again without them); in an encrypted store its key replaced
-  /// by its spare and the old key scheduled for destruction with the record's data key
-  /// (pending_shreds), so that every blob that ever held the record's bounds, in any copy, was
-  /// sealed under a destroyed key. A group left without records is deleted, both its keys
-  /// scheduled. Fills `se`'s bounds fields when given.
-  void leave_bounds_group(const MemoryRow& row, std::int64_t record, std::int64_t group,
-                          std::int64_t tokens, StoreErasure* se);
-  /// An operation without the memory in RAM (store_forget_stored.cpp, store_add_stored.cpp), same
-  /// epoch: `g` (the group's blob as read) with `record`'s entry removed, then set to `bounds`
-  /// unless they are empty, written back under the group's current key (NULL when no entry is
-  /// left).
-  void rewrite_group_entry(const MemoryRow& row, std::int64_t group, store_detail::GroupBounds g,
-                           std::int64_t record, const std::vector<double>& bounds);
   /// The active records of `group` (ascending).
   std::vector<std::int64_t> group_members(std::int64_t memory_id, std::int64_t group);
-  /// The group's blob opened and decoded into `out`; empty, or what is wrong ("… has no bounds"
-  /// when the blob is NULL, and then `absent`, when given, is set).
-  std::string read_group_blob(std::int64_t memory_id, std::int64_t group,
-                              store_detail::GroupBounds* out, bool* absent = nullptr);
-  /// Writes group blobs, each sealed under its group's key (plaintext when none is given); on
-  /// PostgreSQL collected and sent by flush() in one UPDATE … FROM unnest(…) per kBatch groups
-  /// (docs/performance.md "Session 14"). Call flush() before anything reads the blobs back or the
-  /// transaction commits; the destructor asserts that nothing is left unless an exception unwinds.
-  class GroupWriter {
-   public:
-    GroupWriter(Impl& impl, std::int64_t memory_id);
-    ~GroupWriter() noexcept(false);
-    GroupWriter(const GroupWriter&) = delete;
-    GroupWriter& operator=(const GroupWriter&) = delete;
-    /// The blob of `group`: `g` encoded, sealed under `key` unless null.
-    void write(std::int64_t group, const store_detail::GroupBounds& g,
-               const store_detail::SecretKey* key);
-    /// The blob of `group` set to NULL (no bounds).
-    void clear(std::int64_t group);
-    /// Sends the collected blobs (PostgreSQL; nothing is collected on SQLite).
-    void flush();
-    static constexpr std::size_t kBatch = 32;  // groups per batched UPDATE (at most ~1 MB)
-
-   private:
-    void put(std::int64_t group, const std::vector<std::uint8_t>& blob);
-    Impl& impl_;
-    std::int64_t memory_id_;
-    bool batched_;                                  // PostgreSQL: collect, then flush()
-    store_detail::Statement update_;                // the per-group or the batched UPDATE
-    std::unique_ptr<store_detail::Sealer> sealer_;  // made at the first sealed group
-    std::vector<std::uint8_t> sealed_;
-    std::vector<std::int64_t> groups_, offsets_, lengths_;  // the batch (offsets 1-based)
-    std::vector<std::uint8_t> blobs_;                       // every blob of it, back to back
-  };
   /// The stored support of memory `memory_id` (support rows joined with their token rows, alpha > 0
   /// in `out`) and its digest bound to `state_sha256` and `b` (docs/store.md "Persisted
   /// screening"). O(|S u E| d).

@@ -1,4 +1,4 @@
-// Bulk import (docs/store.md "Bulk import"): the input is planned (records in ascending id, each
+// Bulk import (docs/store.md "Operations"): the input is planned (records in ascending id, each
 // record's rows in input order), records already in the memory are checked to hold the same tokens
 // and skipped (resume after a crash), and the rest are committed in chunks, one import_chunk
 // operation (store_ops.cpp) each.

@@ -59,14 +59,11 @@ static void check_mode_change(bool suspend, bool currently_suspended, const std:
 }
 
 void Store::Impl::commit_op(std::int64_t memory_id, Transaction& t, OpResult& out) {
-  Statement q(db.handle(), "SELECT count(*) FROM records WHERE memory_id = ?1");
-  q.bind(1, memory_id);
-  q.step();
-  out.memory_records = q.int64(0);
+  out.memory_records = record_rows.count(memory_id);
   const auto k0 = OpClock::now();
   t.commit();
   out.commit_seconds = seconds_since(k0);
-  new_key_ids.clear();  // the keys made in the transaction are referenced now
+  vault.keys_referenced();  // the keys made in the transaction are referenced now
 }
 
 template <class Op>
@@ -112,7 +109,7 @@ auto Store::Impl::run_op(const std::string& name, Op& op) -> decltype(op.make_re
       // Neither the file nor the object changes: the memory is restored from the file on next use.
       t.rollback();
       cache.erase(name);
-      discard_new_keys();
+      vault.discard_new_keys();
       throw;
     }
   }();
@@ -184,10 +181,7 @@ void Store::Impl::AddOp::prepare(Store::Impl&, Store::Impl::OpContext& ctx) {
 std::string Store::Impl::AddOp::write(Store::Impl& im, Store::Impl::OpContext& ctx,
                                       const State& after, OpResult& res) {
   const MemoryRow& row = ctx.row;
-  Store::Impl::Statement rec(
-      im.db.handle(),
-      "INSERT INTO records(memory_id, record, suspended, added_utc) VALUES (?1, ?2, 0, ?3)");
-  rec.bind(1, row.id).bind(2, audit_record).bind(3, now_utc()).run();
+  im.record_rows.insert(row.id, {audit_record}, now_utc());
   im.insert_tokens(row.id, ts, ctx.mem);
   const std::int64_t evicted = im.delete_evicted(row.id, ctx.before, ctx.mem, {});
   std::int64_t evicted_new = 0;
@@ -289,18 +283,14 @@ std::string Store::Impl::ForgetOp::write(Store::Impl& im, Store::Impl::OpContext
   se.encryption = im.encryption;
   im.describe_erasure(se);
   fr.certificate.store = se;
-  Store::Impl::Statement del(
-      im.db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
-  del.bind(1, row.id).bind(2, record_lo(audit_record)).bind(3, record_hi(audit_record)).run();
-  if (im.key_store != nullptr) im.schedule_shred(name, audit_record, rr.key_id, se);
+  im.record_rows.delete_tokens(row.id, audit_record);
+  if (im.vault.enabled()) im.vault.schedule_record_key(name, audit_record, rr.key_id, se);
   // The record's bounds leave its group: the blob is written again without them (write_screening
   // after this step), under a fresh group key in an encrypted store.
-  im.leave_bounds_group(row, audit_record, rr.bounds_group, rec.size(), &se);
+  im.screening_bounds.leave(row.id, row.name, audit_record, rr.bounds_group, rec.size(), &se);
   if (rr.bounds_group >= 0) bounds_groups = {rr.bounds_group};
   fr.certificate.store = se;
-  Store::Impl::Statement delr(im.db.handle(),
-                              "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
-  delr.bind(1, row.id).bind(2, audit_record).run();
+  im.record_rows.delete_row(row.id, audit_record);
   im.delete_evicted(row.id, ctx.before, ctx.mem, in_memory);
   return fr.certificate.to_json().dump();
 }
@@ -311,9 +301,9 @@ ForgetResult Store::forget_record(const std::string& name, std::int64_t record) 
   // The record's data key and its bounds group's key die after the commit: a key store that
   // cannot destroy them must stop the erasure before it starts (docs/store.md "Erasure by key
   // destruction").
-  if (impl_->key_store != nullptr) {
-    impl_->key_store->require_writable("the keys of record " + std::to_string(record) +
-                                       " of memory '" + name + "'");
+  if (impl_->vault.enabled()) {
+    impl_->vault.keys().require_writable("the keys of record " + std::to_string(record) +
+                                         " of memory '" + name + "'");
   }
   Impl::ForgetOp op(name, record);
   return impl_->run_op(name, op);
@@ -347,9 +337,7 @@ struct Store::Impl::SuspendOp : Store::Impl::OpSteps<OpResult> {
   OpDiagnostics apply(Store::Impl::OpContext& ctx) { return ctx.mem.remove_batch(ids); }
   std::string write(Store::Impl& im, Store::Impl::OpContext& ctx, const State& after,
                     OpResult& res) {
-    Store::Impl::Statement up(
-        im.db.handle(), "UPDATE records SET suspended = 1 WHERE memory_id = ?1 AND record = ?2");
-    up.bind(1, ctx.row.id).bind(2, audit_record).run();
+    im.record_rows.set_suspended(ctx.row.id, audit_record, true);
     im.delete_evicted(ctx.row.id, ctx.before, ctx.mem, ids);
     nlohmann::json cert{{"operation", "suspend"},
                         {"record", audit_record},
@@ -383,19 +371,11 @@ struct Store::Impl::ResumeOp : Store::Impl::OpSteps<OpResult> {
   std::string write(Store::Impl& im, Store::Impl::OpContext& ctx, const State& after,
                     OpResult& res) {
     const MemoryRow& row = ctx.row;
-    Store::Impl::Statement up(
-        im.db.handle(), "UPDATE records SET suspended = 0 WHERE memory_id = ?1 AND record = ?2");
-    up.bind(1, row.id).bind(2, audit_record).run();
+    im.record_rows.set_suspended(row.id, audit_record, false);
     // Bounded mode: resumed tokens evicted on arrival and older evicted tokens leave the file.
     std::int64_t evicted = im.delete_evicted(row.id, ctx.before, ctx.mem, {});
-    Store::Impl::Statement del(im.db.handle(),
-                               "DELETE FROM tokens WHERE memory_id = ?1 AND token_id = ?2");
-    for (TokenId id : ts.ids) {
-      if (ctx.mem.contains(id)) continue;
-      del.bind(1, row.id).bind(2, static_cast<std::int64_t>(id)).run();
-      del.reset();
-      ++evicted;
-    }
+    evicted += im.record_rows.delete_tokens_unless(
+        row.id, ts.ids, [&](TokenId id) { return ctx.mem.contains(id); });
     nlohmann::json cert{
         {"operation", "resume"},
         {"record", audit_record},
@@ -473,14 +453,7 @@ struct Store::Impl::ImportChunkOp : Store::Impl::OpSteps<OpResult> {
   OpDiagnostics apply(Store::Impl::OpContext& ctx) { return ctx.mem.add_batch(ts); }
   std::string write(Store::Impl& im, Store::Impl::OpContext& ctx, const State& after,
                     OpResult& res) {
-    Store::Impl::Statement rec(im.db.handle(),
-                               "INSERT INTO records(memory_id, record, suspended, added_utc) "
-                               "VALUES (?1, ?2, 0, ?3)");
-    const std::string now = now_utc();
-    for (std::int64_t r : records) {
-      rec.bind(1, ctx.row.id).bind(2, r).bind(3, now).run();
-      rec.reset();
-    }
+    im.record_rows.insert(ctx.row.id, records, now_utc());
     im.insert_tokens(ctx.row.id, ts, ctx.mem);
     im.delete_evicted(ctx.row.id, ctx.before, ctx.mem, {});
     nlohmann::json cert{{"operation", "import"},         {"records", records.size()},

@@ -37,15 +37,12 @@ void Store::Impl::open_key_store(bool fresh) {
   // question stops at the first sealed record.
   bool sealed_any = false;
   if (!fresh && !options.read_only) {
-    sealed_any =
-        has_key_id_column && db.query_int(
-                                 "SELECT count(*) FROM (SELECT 1 FROM records WHERE key_id IS NOT "
-                                 "NULL LIMIT 1) r") > 0;
+    sealed_any = has_key_id_column && !record_rows.first_keyed_record().first.empty();
   }
   ko.create = !sealed_any && !options.read_only;
   ko.read_only = options.read_only;
   try {
-    key_store = std::make_unique<KeyStore>(db.postgres() ? keys_path : key_store_path(), ko);
+    vault.attach(std::make_unique<KeyStore>(db.postgres() ? keys_path : key_store_path(), ko));
   } catch (const NotFound& e) {
     throw FormatError("store '" + path + "' is encrypted but its key store '" + key_store_path() +
                       "' is missing: " + e.what());
@@ -60,10 +57,10 @@ void Store::Impl::check_key_store_is_ours() {
   foreign_key_store.clear();
   std::string key_id, owner;
   if (has_key_id_column) {
-    Statement q(db.handle(), "SELECT key_id, record FROM records WHERE key_id IS NOT NULL LIMIT 1");
-    if (q.step()) {
-      key_id = q.text(0);
-      owner = "data key of record " + std::to_string(q.int64(1));
+    const auto [first, record] = record_rows.first_keyed_record();
+    if (!first.empty()) {
+      key_id = first;
+      owner = "data key of record " + std::to_string(record);
     }
   }
   if (key_id.empty() && schema_version >= kFirstSchemaWithBoundsGroups) {
@@ -76,7 +73,7 @@ void Store::Impl::check_key_store_is_ours() {
   }
   if (key_id.empty()) return;
   try {
-    key_store->get(key_id);
+    vault.keys().get(key_id);
   } catch (const NotFound&) {
     foreign_key_store = "key store '" + key_store_path() + "' is not the key store of store '" +
                         path + "': it does not hold key " + key_id + " (" + owner +
@@ -85,7 +82,7 @@ void Store::Impl::check_key_store_is_ours() {
 }
 
 std::string Store::key_wrapping() const {
-  return impl_->key_store == nullptr ? std::string() : impl_->key_store->wrapping();
+  return impl_->vault.enabled() ? impl_->vault.keys().wrapping() : std::string();
 }
 
 std::string Store::Impl::key_store_path() const {
@@ -99,17 +96,6 @@ std::string Store::Impl::key_store_path() const {
 }
 
 std::string Store::Impl::key_id_column() const { return has_key_id_column ? "r.key_id" : "NULL"; }
-
-void Store::Impl::discard_new_keys() noexcept {
-  drop_cached_group_keys(new_key_ids);
-  for (const std::string& id : new_key_ids) {
-    try {
-      key_store->destroy(id);
-    } catch (...) {  // an orphan key (no row references it) encrypts nothing
-    }
-  }
-  new_key_ids.clear();
-}
 
 void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, const Memory& mem) {
   insert_tokens(
@@ -133,24 +119,24 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
   join_bounds_groups(
       memory_id, std::vector<std::pair<std::int64_t, std::int64_t>>(rows_of.begin(), rows_of.end()),
       &created);
-  if (key_store != nullptr) {
+  if (vault.enabled()) {
     std::vector<KeyOwner> owners;
     for (const auto& [r, n] : rows_of) owners.push_back({memory_id, r});
     for (std::int64_t g : created) {  // a new group's key and its spare (docs/store.md)
       owners.push_back(KeyOwner::bounds_group(memory_id, g));
       owners.push_back(KeyOwner::bounds_group(memory_id, g));
     }
-    std::vector<NewDataKey> keys = key_store->create_keys(owners);
-    for (const NewDataKey& k : keys) new_key_ids.push_back(k.key_id);
-    Statement up(db.handle(),
-                 "UPDATE records SET key_id = ?3 WHERE memory_id = ?1 AND record = ?2");
+    std::vector<NewDataKey> keys = vault.create_keys(owners);
+    std::vector<std::int64_t> records;
+    std::vector<std::string> key_ids;
     for (std::size_t k = 0; k < rows_of.size(); ++k) {
-      up.bind(1, memory_id).bind(2, owners[k].record_id).bind(3, keys[k].key_id).run();
-      up.reset();
+      records.push_back(owners[k].record_id);
+      key_ids.push_back(keys[k].key_id);
       sealers[owners[k].record_id] = std::make_unique<Sealer>(keys[k].key);
     }
+    record_rows.set_keys(memory_id, records, key_ids);
     for (std::size_t k = rows_of.size(); k + 1 < keys.size(); k += 2)
-      set_group_key(memory_id, owners[k].group(), keys[k].key_id, keys[k + 1].key_id);
+      screening_bounds.set_key(memory_id, owners[k].group(), keys[k].key_id, keys[k + 1].key_id);
   }
   std::vector<std::uint8_t> kbuf, vbuf;
   for (int i = 0; i < ts.size(); ++i) {
@@ -197,29 +183,6 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
   }
 }
 
-void Store::Impl::schedule_shred(const std::string& memory, std::int64_t record,
-                                 const std::string& key_id, StoreErasure& se) {
-  if (key_id.empty()) return;  // a plaintext record: nothing to destroy
-  se.data_key_id = key_id;
-  se.data_key_sha256 = key_store->get(key_id).wrapped_sha256;
-  Statement ins(db.handle(),
-                "INSERT INTO pending_shreds(key_id, memory, record) VALUES (?1, ?2, ?3)");
-  ins.bind(1, key_id).bind(2, memory).bind(3, record).defer();
-}
-
-// Deletes these pending_shreds rows, a few per statement, deferred (Statement::defer).
-void Store::Impl::delete_pending_shreds(const std::vector<std::int64_t>& rowids) {
-  constexpr std::size_t kPerStatement = 16;
-  for (std::size_t at = 0; at < rowids.size(); at += kPerStatement) {
-    const std::size_t n = std::min(kPerStatement, rowids.size() - at);
-    std::string sql = "DELETE FROM pending_shreds WHERE rowid IN (";
-    for (std::size_t k = 0; k < n; ++k) sql += (k == 0 ? "?" : ", ?") + std::to_string(k + 1);
-    Statement del(db.handle(), sql + ")");
-    for (std::size_t k = 0; k < n; ++k) del.bind(static_cast<int>(k + 1), rowids[at + k]);
-    del.defer();
-  }
-}
-
 namespace {
 
 AuditEntry shred_entry(const KeyDestruction& d, const std::string& memory, std::int64_t record) {
@@ -239,16 +202,9 @@ AuditEntry shred_entry(const KeyDestruction& d, const std::string& memory, std::
 }  // namespace
 
 void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
-  if (key_store == nullptr || options.read_only) return;
+  if (!vault.enabled() || options.read_only) return;
   // At open (no `done`), usually nothing is pending: one read without the write lock says so.
-  if (done == nullptr &&
-      db.query_int("SELECT count(*) FROM (SELECT 1 FROM pending_shreds LIMIT 1) p") == 0)
-    return;
-  struct Pending {
-    std::int64_t rowid;
-    std::string key_id, memory;
-    std::int64_t record;
-  };
+  if (done == nullptr && !vault.shreds_pending()) return;
   // The log of the destructions need not wait for the disk: if a crash of the machine loses it,
   // the pending rows are still there and the next open repeats it (destroy is idempotent). It is
   // synced with the next synchronous commit or checkpoint; not even the header of a WAL that the
@@ -261,40 +217,28 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
   // pending key (a forget's data key and its bounds group's old key) dies in one key-store
   // transaction and one WAL truncation. The same transaction makes the spare key of every group
   // that has none (the one whose spare the forget used): the next erasure in the group then writes
-  // nothing to the key store before its commit. Both lists and the audit chain's head in one
-  // query (one round trip on PostgreSQL): pending rows first.
-  std::vector<Pending> pending;
+  // nothing to the key store before its commit (docs/store.md "Bounds groups"). The three lists
+  // in one read (one round trip on PostgreSQL), each part written by its table's owner.
+  std::vector<KeyVault::PendingShred> pending;
   std::vector<KeyOwner> spares;
   AuditLog::Head head{0, kZeroHash};
   {
-    Statement q(db.handle(),
-                "SELECT 0, rowid, key_id, memory, record FROM pending_shreds UNION ALL SELECT 1, "
-                "memory_id, NULL, NULL, group_id FROM bounds_groups WHERE key_id IS NOT NULL AND "
-                "next_key_id IS NULL UNION ALL SELECT 2, seq, NULL, entry_hash, NULL FROM (SELECT "
-                "seq, entry_hash FROM audit ORDER BY seq DESC LIMIT 1) h ORDER BY 1, 2, 5");
+    Statement q(db.handle(), KeyVault::pending_shreds_part(0) + " UNION ALL " +
+                                 ScreeningBounds::groups_without_spare_part(1) + " UNION ALL " +
+                                 AuditLog::head_part(2) + " ORDER BY 1, 2, 5");
     while (q.step()) {
       if (q.int64(0) == 0) {
-        pending.push_back({q.int64(1), q.text(2), q.text(3), q.int64(4)});
+        pending.push_back(KeyVault::pending_from_row(q));
       } else if (q.int64(0) == 1) {
-        spares.push_back(KeyOwner::bounds_group(q.int64(1), q.int64(4)));
+        spares.push_back(ScreeningBounds::group_from_row(q));
       } else {
-        head = {q.int64(1), q.text(3)};
+        head = AuditLog::head_from_row(q);
       }
     }
   }
   if (pending.empty()) return;  // rolled back: nothing was written
-  key_store->require_writable(std::to_string(pending.size()) +
-                              " key(s) of erased records whose destruction is pending");
-  std::vector<std::string> ids;
-  std::vector<std::int64_t> rowids;
-  for (const Pending& p : pending) {
-    ids.push_back(p.key_id);
-    rowids.push_back(p.rowid);
-  }
   std::vector<NewDataKey> made;
-  drop_cached_group_keys(ids);
-  const std::vector<KeyDestruction> destroyed = key_store->destroy_and_create(ids, spares, &made);
-  delete_pending_shreds(rowids);
+  const std::vector<KeyDestruction> destroyed = vault.destroy_pending(pending, spares, &made);
   std::vector<AuditEntry> entries;
   entries.reserve(pending.size());
   for (std::size_t i = 0; i < pending.size(); ++i)
@@ -302,13 +246,7 @@ void Store::Impl::complete_shreds(std::vector<KeyDestruction>* done) {
   std::vector<AuditEntry*> log;
   for (AuditEntry& e : entries) log.push_back(&e);
   audit.append(log, &head);
-  Statement spare(db.handle(),
-                  "UPDATE bounds_groups SET next_key_id = ?3 WHERE memory_id = ?1 AND group_id = "
-                  "?2 AND next_key_id IS NULL AND key_id IS NOT NULL");
-  for (std::size_t i = 0; i < made.size(); ++i) {
-    spare.bind(1, spares[i].memory_id).bind(2, spares[i].group()).bind(3, made[i].key_id).defer();
-    spare.reset();
-  }
+  screening_bounds.set_spare_keys(spares, made);
   t.commit();
   if (done != nullptr) done->insert(done->end(), destroyed.begin(), destroyed.end());
 }

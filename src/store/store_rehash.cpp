@@ -81,24 +81,9 @@ bool Store::Impl::rehash_memory(const MemoryRow& row, std::int64_t old_schema) {
 // The screening row of `row` re-bound to the memory's new hash: same bounds, checksum and support
 // digest recomputed over the new hash (a row of another state is left; it fails its check).
 void Store::Impl::rebind_screening(const MemoryRow& row, const std::string& now) {
-  Statement q(db.handle(), "SELECT tokens, bounds FROM screening WHERE memory_id = ?1 AND "
-                           "state_sha256 = ?2");
-  q.bind(1, row.id).bind(2, row.state_sha256);
-  if (!q.step()) return;
-  const auto n = static_cast<std::size_t>(q.int64(0));
-  std::vector<double> bounds(n);
-  if (n > 0 && static_cast<std::size_t>(q.bytes(1)) == n * sizeof(double))
-    std::memcpy(bounds.data(), q.blob_data(1), n * sizeof(double));
-  q.reset();
-  const std::string support = support_digest(row.id, row.dim, row.value_dim, now, row.b, nullptr);
-  Statement up(db.handle(),
-               "UPDATE screening SET state_sha256 = ?2, checksum = ?3, support_sha256 = ?4 WHERE "
-               "memory_id = ?1");
-  up.bind(1, row.id)
-      .bind(2, now)
-      .bind(3, screening_checksum(row.id, now, bounds.data(), n))
-      .bind(4, support)
-      .run();
+  screening_bounds.rebind_legacy_head(row.id, row.state_sha256, now, [&] {
+    return support_digest(row.id, row.dim, row.value_dim, now, row.b, nullptr);
+  });
 }
 
 // records.buckets of every record of an audit-mode memory (a bounded memory evicts tokens from
@@ -114,7 +99,7 @@ void Store::Impl::fill_record_buckets(const MemoryRow& row) {
   for (const auto& [record, key_id] : recs) {
     std::unique_ptr<Sealer> sealer;
     if (!key_id.empty()) {
-      KeyLookup k = key_store->get(key_id);
+      KeyLookup k = vault.keys().get(key_id);
       if (k.shredded()) continue;  // its rows cannot be read; it never enters a memory
       sealer = std::make_unique<Sealer>(k.key);
     }

@@ -118,7 +118,7 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row, PayloadReader* re
   q.bind(1, row.id).stream();  // rows are read (and queued for opening) as the server sends them
   PayloadReader own = payload_reader(row.id);
   PayloadReader& pr = reader != nullptr ? *reader : own;
-  const KeyStore::ReadScope keys_read(key_store.get());
+  const KeyStore::ReadScope keys_read(vault.key_store());
   pr.prefetch_keys();  // every record's key in one scan
   Eigen::Index i = 0;
   std::int64_t last_record = -1;
@@ -215,7 +215,7 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
   std::string expected;
   {
     // One key-store read and one opener per record for both passes (tokens, then bounds).
-    const KeyStore::ReadScope keys_read(key_store.get());
+    const KeyStore::ReadScope keys_read(vault.key_store());
     PayloadReader reader = payload_reader(row.id);
     const TokenSet tokens = load_active_tokens(row, &reader);
     State state = load_state(row, tokens.ids);
@@ -400,7 +400,7 @@ void Store::Impl::refresh_planner_statistics(std::int64_t memory_id, std::int64_
 }
 
 // The support rows' diff: one statement per row on SQLite (local calls), two statements in all on
-// PostgreSQL (= ANY and unnest over array parameters; docs/performance.md "Session 14"), where
+// PostgreSQL (= ANY and unnest over array parameters; docs/store.md "Round trips and plans"), where
 // each statement is a round trip to the server and a support forget at 20k changes hundreds of
 // rows.
 void Store::Impl::write_support_diff(std::int64_t memory_id, const std::vector<std::int64_t>& gone,
@@ -445,35 +445,17 @@ void Store::Impl::write_support_diff(std::int64_t memory_id, const std::vector<s
 std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& before,
                                          const Memory& mem,
                                          const std::vector<TokenId>& removed_on_purpose) {
-  std::int64_t n = 0;
   // Only a bounded memory evicts; an audit-mode memory retains every token it was given.
   if (mem.settings().mode == MemoryMode::kAudit && mem.evictions() == 0) return 0;
-  Statement del(db.handle(), "DELETE FROM tokens WHERE memory_id = ?1 AND token_id = ?2");
-  for (TokenId id : before.ids) {
-    if (mem.contains(id)) continue;
-    if (std::binary_search(removed_on_purpose.begin(), removed_on_purpose.end(), id)) continue;
-    del.bind(1, memory_id).bind(2, static_cast<std::int64_t>(id)).run();
-    del.reset();
-    ++n;
-  }
-  return n;
+  return record_rows.delete_tokens_unless(memory_id, before.ids, [&](TokenId id) {
+    return mem.contains(id) ||
+           std::binary_search(removed_on_purpose.begin(), removed_on_purpose.end(), id);
+  });
 }
 
 RecordRow Store::Impl::read_record(std::int64_t memory_id, std::int64_t record) {
-  const std::string sql =
-      "SELECT suspended, " + std::string(has_key_id_column ? "key_id" : "NULL") + ", " +
-      (schema_version >= kFirstSchemaWithBoundsGroups ? "bounds_group" : "NULL") +
-      " FROM records WHERE memory_id = ?1 AND record = ?2";
-  Statement q(db.handle(), sql.c_str());
-  q.bind(1, memory_id).bind(2, record);
-  RecordRow r;
-  if (q.step()) {
-    r.exists = true;
-    r.suspended = q.int64(0) != 0;
-    if (!q.is_null(1)) r.key_id = q.text(1);
-    if (!q.is_null(2)) r.bounds_group = q.int64(2);
-  }
-  return r;
+  return record_rows.read(memory_id, record,
+                          {has_key_id_column, schema_version >= kFirstSchemaWithBoundsGroups});
 }
 
 TokenSet Store::Impl::record_tokens(const MemoryRow& row, std::int64_t record) {
@@ -504,13 +486,7 @@ TokenSet Store::Impl::record_tokens(const MemoryRow& row, std::int64_t record) {
 }
 
 std::vector<TokenId> Store::Impl::record_token_ids(const MemoryRow& row, std::int64_t record) {
-  std::vector<TokenId> ids;
-  Statement q(db.handle(),
-              "SELECT token_id FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3 "
-              "ORDER BY token_id");
-  q.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record));
-  while (q.step()) ids.push_back(q.int64(0));
-  return ids;
+  return record_rows.token_ids(row.id, record);
 }
 
 }  // namespace svattn

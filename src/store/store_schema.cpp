@@ -87,7 +87,7 @@ void Store::Impl::open() {
   if (fresh) initialise_schema();
   validate_existing();
   if (options.read_only) {  // connection settings below only matter to writers
-    if (key_store == nullptr) open_key_store(false);
+    if (!vault.enabled()) open_key_store(false);
     find_shredded();  // excluded from every view (store_shredded.cpp)
     return;
   }
@@ -97,7 +97,7 @@ void Store::Impl::open() {
   if (mode != "wal")
     throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
   if (schema_version < kStoreSchemaVersion) upgrade_schema();
-  if (key_store == nullptr) open_key_store(fresh);
+  if (!vault.enabled()) open_key_store(fresh);
   if (!foreign_key_store.empty()) return;  // every write refuses it (require_writable)
   complete_shreds(nullptr);  // a forget interrupted between its commit and the key's destruction
   find_shredded();           // records of a restored copy whose keys are destroyed: purged
@@ -222,12 +222,12 @@ void Store::Impl::describe_erasure(StoreErasure& se) const {
       encryption == "none"
           ? "none: a plaintext PostgreSQL store; the deleted rows stay in the server's files until "
             "VACUUM, which does not zero freed space"
-          : key_store != nullptr && key_store->postgres()
-              ? "key destruction: the record's data key is destroyed in the key database; the "
-                "ciphertext, and the key's old tuple in the key database, may stay in the "
-                "servers' files and WAL until VACUUM, which does not zero freed space"
-              : "key destruction: the record's data key is destroyed; its ciphertext may stay in "
-                "the server's files until VACUUM, which does not zero freed space";
+      : vault.enabled() && vault.keys().postgres()
+          ? "key destruction: the record's data key is destroyed in the key database; the "
+            "ciphertext, and the key's old tuple in the key database, may stay in the "
+            "servers' files and WAL until VACUUM, which does not zero freed space"
+          : "key destruction: the record's data key is destroyed; its ciphertext may stay in "
+            "the server's files until VACUUM, which does not zero freed space";
 }
 
 void Store::Impl::checkpoint(bool* truncated) {

@@ -38,19 +38,6 @@ std::array<std::uint8_t, kDigestBytes> record_digest(std::int64_t memory_id, std
   return out;
 }
 
-// The active token ids of a memory including its shredded records, ascending (the ids of the
-// stored state), read without their payloads.
-std::vector<TokenId> stored_ids(Database& db, std::int64_t memory_id) {
-  std::vector<TokenId> ids;
-  Statement q(db.handle(),
-              "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
-              "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 ORDER BY "
-              "t.token_id");
-  q.bind(1, memory_id);
-  while (q.step()) ids.push_back(q.int64(0));
-  return ids;
-}
-
 }  // namespace
 
 std::string store_detail::screening_checksum(std::int64_t memory_id,
@@ -91,7 +78,7 @@ std::vector<double> Store::Impl::read_screening_v5(const MemoryRow& row,
                                                    const std::vector<TokenId>& ids,
                                                    std::string* problem, PayloadReader* reader) {
   ScreeningHead h;
-  if (!usable_screening_head(row, ids.size(), &h, problem)) return {};
+  if (!screening_bounds.usable_head(row.id, row.state_sha256, ids.size(), &h, problem)) return {};
   const std::vector<RecordRange> ranges = record_ranges(ids);
   std::vector<double> bounds(ids.size());
   std::size_t at = 0;         // the next range; records without tokens in the memory are skipped
@@ -121,17 +108,15 @@ std::vector<double> Store::Impl::read_screening_v5(const MemoryRow& row,
 // Schema 2-4: every bound in the head row, bound to the state hash and the token count.
 std::vector<double> Store::Impl::read_screening_v1(const MemoryRow& row, std::size_t n,
                                                    std::string* problem) {
-  Statement q(db.handle(),
-              "SELECT state_sha256, tokens, bounds, checksum FROM screening WHERE memory_id = ?1");
-  q.bind(1, row.id);
-  if (!q.step()) return {};
-  const std::string sha = q.text(0);
-  const std::int64_t count = q.int64(1);
-  if (count == 0 && q.bytes(2) == 0 && sha == row.state_sha256 &&
-      screening_checksum(row.id, sha, nullptr, 0) == q.text(3)) {
+  const ScreeningBounds::LegacyHead head = screening_bounds.read_legacy_head(row.id);
+  if (!head.present) return {};
+  const std::string& sha = head.state_sha256;
+  const std::int64_t count = head.tokens;
+  if (count == 0 && head.bounds.empty() && sha == row.state_sha256 &&
+      screening_checksum(row.id, sha, nullptr, 0) == head.checksum) {
     return {};  // the memory had no bounds (empty or in warm-up)
   }
-  const std::size_t bytes = static_cast<std::size_t>(q.bytes(2));
+  const std::size_t bytes = head.bounds.size();
   if (sha != row.state_sha256) {
     *problem = "they belong to state " + sha.substr(0, 16) + "…, not the stored state";
     return {};
@@ -142,8 +127,8 @@ std::vector<double> Store::Impl::read_screening_v1(const MemoryRow& row, std::si
     return {};
   }
   std::vector<double> bounds(n);
-  if (n > 0) std::memcpy(bounds.data(), q.blob_data(2), bytes);
-  if (screening_checksum(row.id, sha, bounds.data(), n) != q.text(3)) {
+  if (n > 0) std::memcpy(bounds.data(), head.bounds.data(), bytes);
+  if (screening_checksum(row.id, sha, bounds.data(), n) != head.checksum) {
     *problem = "checksum mismatch";
     return {};
   }
@@ -154,28 +139,27 @@ std::vector<double> Store::Impl::read_screening_v1(const MemoryRow& row, std::si
 // intact bounds of the old layout into the groups' blobs, the epoch kept (schema 5) or 1 (2-4,
 // whose head row had none); otherwise the memory keeps none and the next restore re-derives.
 void Store::Impl::regroup_screening(const MemoryRow& row, std::int64_t from) {
-  const std::vector<TokenId> ids = stored_ids(db, row.id);
+  // The active token ids including shredded records' (the ids of the stored state).
+  const std::vector<TokenId> ids = record_rows.active_token_ids(row.id);
   std::string problem;
-  const ScreeningHead h = read_screening_head(row.id);
+  const ScreeningHead h = screening_bounds.read_head(row.id);
   if (!h.present) return;  // no row: the next restore re-derives, the next operation writes one
   const std::vector<double> bounds = from < kFirstSchemaWithRecordBounds
                                          ? read_screening_v1(row, ids.size(), &problem)
                                          : read_screening_v5(row, ids, &problem, nullptr);
-  Statement s(db.handle(), "SELECT support_sha256 FROM screening WHERE memory_id = ?1");
-  s.bind(1, row.id);
-  s.step();
-  const std::string support = s.text(0);
-  s.reset();
+  const std::string support = screening_bounds.read_legacy_head(row.id).support_sha256;
   const std::int64_t epoch =
       from < kFirstSchemaWithRecordBounds ? 1 : h.epoch + (bounds.empty() ? 1 : 0);
-  write_screening_head(row.id, row.state_sha256,
-                       bounds.empty() ? 0 : static_cast<std::int64_t>(ids.size()), epoch, support);
+  screening_bounds.write_head(row.id, row.state_sha256,
+                              bounds.empty() ? 0 : static_cast<std::int64_t>(ids.size()), epoch,
+                              support);
   if (bounds.empty()) return;
-  write_groups(row, ids, epoch, all_group_members(row.id),
-               [&](std::size_t first, std::size_t count, std::vector<double>& out) {
-                 out.insert(out.end(), bounds.begin() + static_cast<std::ptrdiff_t>(first),
-                            bounds.begin() + static_cast<std::ptrdiff_t>(first + count));
-               });
+  screening_bounds.write_groups(
+      row.id, ids, epoch, all_group_members(row.id),
+      [&](std::size_t first, std::size_t count, std::vector<double>& out) {
+        out.insert(out.end(), bounds.begin() + static_cast<std::ptrdiff_t>(first),
+                   bounds.begin() + static_cast<std::ptrdiff_t>(first + count));
+      });
 }
 
 }  // namespace svattn

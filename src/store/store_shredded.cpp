@@ -57,9 +57,9 @@ std::string shredded_lookup_sql(std::size_t pairs) {
 void Store::Impl::find_shredded() {
   shredded.clear();
   shredded_found.clear();
-  if (key_store == nullptr || !has_key_id_column) return;
+  if (!vault.enabled() || !has_key_id_column) return;
   std::vector<KeyLookup> tombs;
-  for (KeyLookup& k : key_store->tombstones()) {
+  for (KeyLookup& k : vault.keys().tombstones()) {
     if (!k.owner.is_bounds_group()) tombs.push_back(std::move(k));  // a group seals no rows
   }
   // The tombstones' records, up to kShredQueryChunk per query by their primary key (one round
@@ -160,38 +160,17 @@ std::string purge_certificate(const std::vector<const ShreddedRecord*>& recs, st
 
 }  // namespace
 
-// Active token ids of the memory including its shredded records: the ids of the stored state.
-static std::vector<TokenId> stored_active_ids(Database& db, std::int64_t memory_id) {
-  std::vector<TokenId> ids;
-  Statement q(db.handle(),
-              "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
-              "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 ORDER BY t.token_id");
-  q.bind(1, memory_id);
-  while (q.step()) ids.push_back(q.int64(0));
-  return ids;
-}
-
 // Deletes the rows of the shredded records still in the file (another process may have purged
 // them since they were found); returns the records deleted, with their bounds groups.
 static std::vector<std::pair<const ShreddedRecord*, std::int64_t>> delete_shredded_rows(
-    Database& db, std::int64_t memory_id, const std::vector<const ShreddedRecord*>& found) {
+    RecordRows& rows, std::int64_t memory_id, const std::vector<const ShreddedRecord*>& found) {
   std::vector<std::pair<const ShreddedRecord*, std::int64_t>> done;
-  Statement key(db.handle(),
-                "SELECT key_id, bounds_group FROM records WHERE memory_id = ?1 AND record = ?2");
-  Statement del(db.handle(),
-                "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
-  Statement delr(db.handle(), "DELETE FROM records WHERE memory_id = ?1 AND record = ?2");
   for (const ShreddedRecord* r : found) {
-    key.bind(1, memory_id).bind(2, r->record);
-    const bool present = key.step() && !key.is_null(0) && key.text(0) == r->key_id;
-    const std::int64_t group = present && !key.is_null(1) ? key.int64(1) : -1;
-    key.reset();
-    if (!present) continue;
-    del.bind(1, memory_id).bind(2, record_lo(r->record)).bind(3, record_hi(r->record)).run();
-    del.reset();
-    delr.bind(1, memory_id).bind(2, r->record).run();
-    delr.reset();
-    done.emplace_back(r, group);
+    const RecordRow rr = rows.read(memory_id, r->record, {});
+    if (!rr.exists || rr.key_id != r->key_id) continue;
+    rows.delete_tokens(memory_id, r->record);
+    rows.delete_row(memory_id, r->record);
+    done.emplace_back(r, rr.bounds_group);
   }
   return done;
 }
@@ -200,10 +179,10 @@ bool Store::Impl::purge_memory(std::int64_t memory_id,
                                const std::vector<const ShreddedRecord*>& found) {
   try {
     const bool purged = purge_memory_in_transaction(memory_id, found);
-    new_key_ids.clear();  // the bounds groups' fresh keys are referenced now
+    vault.keys_referenced();  // the bounds groups' fresh keys are referenced now
     return purged;
   } catch (...) {
-    discard_new_keys();
+    vault.discard_new_keys();
     throw;
   }
 }
@@ -212,8 +191,9 @@ bool Store::Impl::purge_memory_in_transaction(std::int64_t memory_id,
                                               const std::vector<const ShreddedRecord*>& found) {
   Transaction t(db, true, path, options.busy_timeout_ms);
   const MemoryRow row = read_memory_row(found.front()->memory);
-  const State before = load_state(row, stored_active_ids(db, memory_id));
-  const auto deleted = delete_shredded_rows(db, memory_id, found);
+  // The active token ids including the shredded records': the ids of the stored state.
+  const State before = load_state(row, record_rows.active_token_ids(memory_id));
+  const auto deleted = delete_shredded_rows(record_rows, memory_id, found);
   if (deleted.empty()) return false;  // rolled back: nothing left to purge
   std::vector<const ShreddedRecord*> list;
   std::int64_t rows = 0, removed = 0;
@@ -221,7 +201,8 @@ bool Store::Impl::purge_memory_in_transaction(std::int64_t memory_id,
     list.push_back(r);
     rows += r->tokens;
     removed += r->suspended ? 0 : r->tokens;
-    leave_bounds_group(row, r->record, group, r->tokens, nullptr);  // its bounds' group too
+    screening_bounds.leave(row.id, row.name, r->record, group, r->tokens,
+                           nullptr);  // its bounds' group too
   }
   shredded.erase(memory_id);  // the rows are gone: load the remaining tokens as they are
   std::unique_ptr<Memory> mem = solve_from(row, load_active_tokens(row));

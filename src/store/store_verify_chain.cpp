@@ -1,4 +1,4 @@
-// What the audit chain says must exist, against the rows (docs/store.md "What verify checks"):
+// What the audit chain says must exist, against the rows (docs/store.md "Verification"):
 // each memory's records as its entries leave them (added, imported, suspended, resumed, forgotten,
 // purged) and its settings at create; every suspended record's tokens against its persisted bucket
 // digests and the digest its suspend entry recorded; every live data key against a record; and
@@ -216,12 +216,7 @@ void Store::Impl::check_chain_records(const MemoryRow& row, const std::vector<Au
     break;
   }
   const ChainRecords chain = derive_records(entries, row.name);
-  std::map<std::int64_t, bool> rows;  // record -> suspended
-  {
-    Statement q(db.handle(), "SELECT record, suspended FROM records WHERE memory_id = ?1");
-    q.bind(1, row.id);
-    while (q.step()) rows[q.int64(0)] = q.int64(1) != 0;
-  }
+  const std::map<std::int64_t, bool> rows = record_rows.suspension(row.id);  // record -> suspended
   for (const auto& [r, suspended] : rows) {
     const std::string who = "record " + std::to_string(r);
     const auto it = chain.records.find(r);
@@ -262,21 +257,12 @@ void Store::Impl::check_chain_records(const MemoryRow& row, const std::vector<Au
 // of the same record id that did not commit).
 void Store::Impl::check_live_keys(const MemoryRow& row, const ChainRecords& chain,
                                   std::vector<std::string>& problems) {
-  if (key_store == nullptr) return;
+  if (!vault.enabled()) return;
   std::map<std::string, std::int64_t> named;  // key id -> record
-  {
-    Statement q(db.handle(),
-                "SELECT record, key_id FROM records WHERE memory_id = ?1 AND key_id "
-                "IS NOT NULL");
-    q.bind(1, row.id);
-    while (q.step()) named[q.text(1)] = q.int64(0);
-  }
-  {  // a pending destruction is reported by check_pending_shreds
-    Statement q(db.handle(), "SELECT key_id, record FROM pending_shreds WHERE memory = ?1");
-    q.bind(1, row.name);
-    while (q.step()) named[q.text(0)] = q.int64(1);
-  }
-  for (const KeyLookup& k : key_store->live_keys_of(row.id)) {
+  for (const auto& [key_id, record] : record_rows.keyed_records(row.id)) named[key_id] = record;
+  // a pending destruction is reported by check_pending_shreds
+  for (const KeyVault::PendingShred& p : vault.pending_shreds(row.name)) named[p.key_id] = p.record;
+  for (const KeyLookup& k : vault.keys().live_keys_of(row.id)) {
     if (k.owner.is_bounds_group() || named.count(k.key_id) != 0) continue;
     const std::int64_t r = k.owner.record_id;
     const auto it = chain.records.find(r);
@@ -294,11 +280,9 @@ void Store::Impl::check_live_keys(const MemoryRow& row, const ChainRecords& chai
 // every copy until the next writable open destroys it.
 void Store::Impl::check_pending_shreds(std::vector<std::string>& problems) {
   if (schema_version < 3) return;
-  Statement q(db.handle(), "SELECT key_id, memory, record FROM pending_shreds ORDER BY rowid");
-  while (q.step()) {
-    const std::int64_t r = q.int64(2);
-    problems.push_back("memory '" + q.text(1) + "': the destruction of key " + q.text(0) +
-                       " (erasure of record " + std::to_string(r) +
+  for (const KeyVault::PendingShred& p : vault.pending_shreds()) {
+    problems.push_back("memory '" + p.memory + "': the destruction of key " + p.key_id +
+                       " (erasure of record " + std::to_string(p.record) +
                        ") is pending: the erasure is incomplete until a writable open of the "
                        "store completes it");
   }

@@ -30,8 +30,9 @@ std::vector<std::string> sqlite_to_postgres(const std::string& sql, const Primar
 
 /// PostgreSQL array literals, bound as text parameters and cast in the statement (?2::bigint[],
 /// ?3::float8[]): the batched statements that replace one round trip per row (unnest(…), = ANY(…);
-/// docs/performance.md "Session 14"). Doubles are written with 17 significant digits, which the
-/// server's strtod reads back to the same bits; NaN and infinities are refused (InvalidArgument).
+/// docs/store.md "Round trips and plans"). Doubles are written with 17 significant digits, which
+/// the server's strtod reads back to the same bits; NaN and infinities are refused
+/// (InvalidArgument).
 std::string pg_array(const std::vector<std::int64_t>& v);
 std::string pg_array(const std::vector<double>& v);
 /// Text elements, each quoted (so that commas, braces and quotes in them are data).

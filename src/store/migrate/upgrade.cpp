@@ -38,10 +38,10 @@ void Store::Impl::upgrade_schema() {
   try {
     upgrade_schema_in_transaction();
   } catch (...) {
-    discard_new_keys();
+    vault.discard_new_keys();
     throw;
   }
-  new_key_ids.clear();
+  vault.keys_referenced();
 }
 
 void Store::Impl::upgrade_schema_in_transaction() {
@@ -63,7 +63,7 @@ void Store::Impl::upgrade_schema_in_transaction() {
   // keep their two messages and are read as such; rows written from now on hold one.
   encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
   has_key_id_column = true;
-  if (key_store == nullptr) open_key_store(false);
+  if (!vault.enabled()) open_key_store(false);
   db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
   Statement meta(db.handle(), "UPDATE meta SET value = ?1 WHERE key = 'schema_version'");
   meta.bind(1, std::to_string(kStoreSchemaVersion)).run();
@@ -148,7 +148,7 @@ void Store::Impl::log_upgrade(const Upgrade& u) {
       {"screening_rows", u.screening_rows},
       {"rehashed_memories", u.rehashed},
       {"unverified_memories", u.unverified},
-      {"bounds_groups", db.query_int("SELECT count(*) FROM bounds_groups")},
+      {"bounds_groups", screening_bounds.group_count()},
       {"encryption",
        encryption}}.dump();
   audit.append(e);
