@@ -459,7 +459,7 @@ Tensor HybridSvAttentionImpl::local_path(const Tensor& q, const Tensor& k, const
 // Global path: query t reads the SV memory of the tokens s < b(t). The chunked solvers give query
 // position u the memory of chunks 0..floor(u/L)-1, so query t is read at u = t - (W - 1) (W = 1
 // in chunk mode: no shift); tokens from T - (W - 1) on are in no memory that is read, so the
-// solvers see the first T - (W - 1) keys. Fills the support diagnostics.
+// solvers see the first T - (W - 1) keys. Keeps the support summary when recording diagnostics.
 Tensor HybridSvAttentionImpl::global_path(const Tensor& q, const Tensor& k, const Tensor& v,
                                           Tensor* lz) {
   const auto& h = config_.hybrid;
