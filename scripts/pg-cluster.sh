@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Starts and stops a throw-away PostgreSQL cluster for the store's PostgreSQL tests (issue 14;
-# docs/store.md "PostgreSQL test cluster"). The server listens on a Unix socket under a temporary
+# Starts and stops a throw-away PostgreSQL cluster for the store's PostgreSQL tests
+# (docs/store.md "PostgreSQL test cluster"). The server listens on a Unix socket under a temporary
 # directory (and, with SVATTN_PG_TCP=1, also on 127.0.0.1), trusts local connections, and runs as
 # a non-root user.
 #

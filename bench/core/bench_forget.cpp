@@ -366,7 +366,7 @@ int main(int argc, char** argv) {
   // slack index (same bound, same tokens rechecked): A/B of the bookkeeping in the same run.
   const std::vector<int> scan_rows = args.ints("scan-n", "");
   // Extra rows at these n where each operation adds its path length to the screening drift (the
-  // bound of the earlier sessions) instead of its net displacement: A/B of the rechecks.
+  // looser bound) instead of its net displacement: A/B of the rechecks.
   const std::vector<int> path_length_rows = args.ints("path-length-n", "");
   // Extra rows at these n with the drift bound alone (no spread bound): A/B of the rechecks.
   const std::vector<int> drift_only_rows = args.ints("drift-only-n", "");

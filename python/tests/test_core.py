@@ -1,4 +1,4 @@
-"""svattn core module: the issue's snippet, equality with the CLI, exactness, round trips."""
+"""svattn core module: the docs' snippet, equality with the CLI, exactness, round trips."""
 import copy
 import pickle
 

@@ -1,7 +1,9 @@
-// TORCH_LIBRARY_FRAGMENT(svattn, ...): op layer_forward, the C++ attention layers of
-// include/svattn/torch/attention.h built from a config and run on given weights (docs/python.md
-// "Parity with the C++ layers"). svattn.torch.reference checks the Python modules against it and
-// runs Python-trained weights through the C++ layer. InvalidArgument surfaces as ValueError.
+// TORCH_LIBRARY_FRAGMENT(svattn, ...): ops layer_forward and layer_certify, the C++ attention
+// layers of include/svattn/torch/attention.h built from a config and run on given weights
+// (docs/python.md "Parity with the C++ layers", "Certified inference"). svattn.torch.reference
+// checks the Python modules against layer_forward and runs Python-trained weights through the C++
+// layer; svattn.torch.certify_inference reports a hybrid layer's certificates through
+// layer_certify. InvalidArgument surfaces as ValueError.
 #include <torch/library.h>
 #include <torch/torch.h>
 
@@ -114,6 +116,43 @@ Tensor layer_forward(const std::string& type, const Numbers& numbers, const Text
   }
 }
 
+// A hybrid layer run on the exact path with every memory's state checked by the independent
+// verifier (HybridSettings::certify), and, with `agreement`, also solved on the batched path
+// (check_agreement): its diagnostics, as `svattn-torch eval --global-path exact --certify`
+// reports them per layer.
+c10::Dict<std::string, double> layer_certify(const Numbers& numbers, const Texts& texts,
+                                             const c10::Dict<std::string, Tensor>& state,
+                                             const Tensor& x, bool agreement) {
+  try {
+    layers::AttentionConfig c = read_config("hybrid", numbers, texts);
+    c.hybrid.path = layers::GlobalPath::kExact;
+    c.hybrid.certify = true;
+    c.hybrid.check_agreement = agreement;
+    auto layer = layers::make_attention(c);
+    layer->to(x.scalar_type());
+    load_state(*layer, state);
+    layer->set_record_diagnostics(true);  // the support summaries below
+    torch::NoGradGuard no_grad;
+    layer->forward(x);
+    const layers::AttentionDiagnostics& d = layer->diagnostics();
+    c10::Dict<std::string, double> out;
+    out.insert("support_mean", d.support_mean);
+    for (std::size_t h = 0; h < d.support_per_head.size(); ++h)
+      out.insert("support_head_" + std::to_string(h), d.support_per_head[h]);
+    out.insert("gate_mean", d.gate_mean);
+    out.insert("certified_units", static_cast<double>(d.certified_units));
+    out.insert("verified_units", static_cast<double>(d.verified_units));
+    if (agreement) {
+      out.insert("partition_agreement", d.partition_agreement);
+      out.insert("agreement_units", static_cast<double>(d.agreement_units));
+      out.insert("coefficient_error", d.coefficient_error);
+    }
+    return out;
+  } catch (const InvalidArgument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
+}
+
 }  // namespace
 
 }  // namespace svattn::python
@@ -123,4 +162,8 @@ TORCH_LIBRARY_FRAGMENT(svattn, m) {
       "layer_forward(str type, Dict(str, float) numbers, Dict(str, str) texts, "
       "Dict(str, Tensor) state, Tensor x) -> Tensor",
       &svattn::python::layer_forward);
+  m.def(
+      "layer_certify(Dict(str, float) numbers, Dict(str, str) texts, Dict(str, Tensor) state, "
+      "Tensor x, bool agreement) -> Dict(str, float)",
+      &svattn::python::layer_certify);
 }

@@ -46,15 +46,26 @@ void Memory::Impl::evict_if_bounded(OpDiagnostics& dg, std::vector<TokenId>* out
   for (int i = 0; i < slots_used; ++i)
     if (live[i] && set_of[i] == Set::kReserve && !warmup) r.push_back(i);
   std::sort(r.begin(), r.end(), [&](int x, int y) { return ids[x] < ids[y]; });
+  bool erased = false;
   for (int s : r) {
     if (settings.token_budget > 0 && static_cast<std::size_t>(num_tokens) <= settings.token_budget)
       break;
     if (out) out->push_back(ids[s]);
     erase_token(s);
+    erased = true;
     ++evicted;
     ++dg.ops;
   }
+  if (erased && offset_follows_reserve()) finalize(true, dg);
   invalidate_views();
+}
+
+// With the margin set empty only b is free, inside an interval whose lower end the reserve token
+// nearest the boundary sets; the canonical state takes its midpoint (docs/math.md §3, "Canonical
+// state"). Adding or removing a reserve token can move that end, so the canonical finish must
+// re-derive b; with a margin set, b is fixed by the margin tokens and a reserve token moves nothing.
+bool Memory::Impl::offset_follows_reserve() const {
+  return margin.empty() && !warmup && status != Status::kEmpty && num_tokens > 0;
 }
 
 // Adds without the canonical finish (batched callers finish once).
@@ -68,10 +79,10 @@ bool Memory::Impl::add_one(TokenId id_, const double* k, const double* v, OpDiag
   if (was_warm) return true;  // boundary: finish re-solves
   const double gc = gradient_of_new(c);
   grad[c] = gc;
-  if (gc >= 0) {  // inside the description: a reserve token, nothing else moves
+  if (gc >= 0) {  // inside the description: a reserve token, no coefficient moves
     set_of[c] = Set::kReserve;
     mark_refreshed(c, b);  // its gradient is exact at the current (a, b)
-    return false;
+    return offset_follows_reserve();
   }
   if (!path(c, +1, dg)) {
     dg.status = Status::kIterationLimit;
@@ -87,8 +98,8 @@ bool Memory::Impl::remove_one(int c, OpDiagnostics& dg) {
   const bool warm_after =
       num_tokens - 1 == 0 || detail::is_warmup(num_tokens - 1, settings.problem.C);
   if (set_of[c] == Set::kReserve && !warmup && !warm_after) {
-    erase_token(c);  // a reserve token carries no weight: nothing else moves
-    return false;
+    erase_token(c);  // a reserve token carries no weight: no coefficient moves
+    return offset_follows_reserve();
   }
   if (warmup || warm_after || needs_batch) {
     if (set_of[c] == Set::kMargin) contract_slot(c);

@@ -33,10 +33,10 @@ inline double seconds_since(Clock::time_point t0) {
 
 namespace detail {
 /// Screening of reserve gradients: true (default) counts the offset b exactly (g_i moves by db);
-/// false is the earlier bound that added |db| to the drift. Bench A/B and tests only.
+/// false is the looser bound that adds |db| to the drift (docs/math.md §4). Bench A/B and tests only.
 extern bool g_exact_offset_screening;
 /// Screening candidates from the slack index (true, default) or from a scan of every slot (false,
-/// the bookkeeping of the earlier sessions; the same bound, bench A/B only). Both flags are read
+/// a simpler bookkeeping with the same bound, bench A/B only). Both flags are read
 /// when a memory is constructed and fixed for its life.
 extern bool g_slack_index;
 /// true (default): an operation's path length in `drift` is replaced by its net displacement at
@@ -226,6 +226,7 @@ struct Memory::Impl final : detail::KernelAccess {
   Clock::time_point begin_op();
   OpDiagnostics close_op(OpDiagnostics& dg, Clock::time_point t0);
   void evict_if_bounded(OpDiagnostics& dg, std::vector<TokenId>* out);
+  bool offset_follows_reserve() const;
   bool add_one(TokenId id, const double* k, const double* v, OpDiagnostics& dg);
   bool remove_one(int c, OpDiagnostics& dg);
   void finalize(bool changed, OpDiagnostics& dg);

@@ -237,7 +237,7 @@ struct Memory::Impl::PathWalk {
     for (int k = 0; k < ms; ++k) bsq += beta(k + 1) * beta(k + 1);
     const double w2 = std::max(0.0, gam[c] - m.settings.problem.ridge * (1 + bsq));
     // The offset moves every gradient by exactly db: it is not drift (reserve_safe adds it), except
-    // under the path-length bound of the earlier sessions (offset_drift).
+    // under the bound that counts |db| as drift, kept for A/B runs (offset_drift).
     drift_rate =
         std::sqrt(m.kmax * (w2 + 1e-12 * (1 + std::abs(gam[c])))) + m.offset_drift(beta(0));
     // c moves by 1 per unit step, margin token k by beta_k; 1' beta_S = -1 up to round-off, and the

@@ -70,84 +70,78 @@ std::vector<std::string> preset_names() {
   return out;
 }
 
-Preset make_preset(const std::string& name, double matched_support) {
-  const double support = matched_support < 0 ? kDefaultMatchedSupport : matched_support;
+namespace {
+
+[[noreturn]] void throw_unknown_preset(const std::string& name) {
+  std::string names;
+  for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
+  throw InvalidArgument("unknown preset '" + name + "' (" + names + ")");
+}
+
+// The test models: "tiny" (hybrid on the batched path, so the trainer's tests cover that solver
+// too; the exact path's training is tested with --global-path exact) and its state-matched window.
+Preset tiny_preset(const std::string& name, double matched_support) {
   Preset p;
   p.name = name;
-  if (name == "tiny" || name == "tiny-swa") {
-    p.model = base_model(32, 2, 2);
-    p.model.attention.hybrid.chunk = 32;
-    // The test model trains on the batched path, so the trainer's tests cover that solver too
-    // (the exact path's training is tested with --global-path exact).
-    p.model.attention.hybrid.path = layers::GlobalPath::kBatched;
-    p.model.attention.hybrid.batched.iterations = 30;
-    p.model.attention.scan_chunk = 32;
-    p.train.batch = 8;
-    p.train.seq = 64;
-    p.train.lr = 1e-2;
-    p.train.warmup = 10;
-    p.train.eval_every = 50;
-    p.train.eval_windows = 8;
-    p.train.checkpoint_every = 50;
-    p.train.log_every = 1;
-    if (name == "tiny") {
-      p.model.attention.type = AttentionType::kHybrid;
-      p.description = "test model: d 32, 2 layers, 2 heads, hybrid SV attention (chunk 32, 30 FISTA iterations)";
-    } else {
-      // State-matched like swa-*: the tiny hybrid's chunk plus its average support (measured, or
-      // given by --matched-support / --match-run).
-      const double tiny_support = matched_support < 0 ? kDefaultTinyMatchedSupport : matched_support;
-      p.model.attention.type = AttentionType::kSlidingWindow;
-      p.model.attention.window = layers::state_matched_window(32, tiny_support);
-      std::ostringstream os;
-      os << "test model: d 32, 2 layers, 2 heads, state-matched sliding window " << p.model.attention.window
-         << " = chunk 32 + average support " << tiny_support;
-      p.description = os.str();
-    }
+  p.model = base_model(32, 2, 2);
+  p.model.attention.hybrid.chunk = 32;
+  p.model.attention.hybrid.path = layers::GlobalPath::kBatched;
+  p.model.attention.hybrid.batched.iterations = 30;
+  p.model.attention.scan_chunk = 32;
+  p.train.batch = 8;
+  p.train.seq = 64;
+  p.train.lr = 1e-2;
+  p.train.warmup = 10;
+  p.train.eval_every = 50;
+  p.train.eval_windows = 8;
+  p.train.checkpoint_every = 50;
+  p.train.log_every = 1;
+  if (name == "tiny") {
+    p.model.attention.type = AttentionType::kHybrid;
+    p.description = "test model: d 32, 2 layers, 2 heads, hybrid SV attention (chunk 32, 30 FISTA iterations)";
     return p;
   }
-  const auto dash = name.rfind('-');
-  const std::string kind = dash == std::string::npos ? name : name.substr(0, dash);
-  const std::string size = dash == std::string::npos ? "" : name.substr(dash + 1);
-  if (size == "400k") {
-    // E5's fair-geometry presets (docs/experiments.md "E5"): two layers, so that a state-matched
-    // window sees at most 2 (W - 1) bytes back and cannot cover a 256-byte sequence.
-    p.model = base_model(128, 2, 4);
-  } else if (size == "800k") {
-    // E5's cpu preset (docs/experiments.md "E5"): three seeds of the trio train in under an hour
-    // on this 2-core machine (not to convergence); the E5 preset sets chunk, batch and length.
-    p.model = base_model(128, 4, 4);
-  } else if (size == "3m") {
-    p.model = base_model(256, 4, 4);
-  } else if (size == "10m") {
-    p.model = base_model(320, 8, 4);
-  } else {
-    std::string names;
-    for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
-    throw InvalidArgument("unknown preset '" + name + "' (" + names + ")");
-  }
-  p.train = base_train();
+  // State-matched like swa-*: the tiny hybrid's chunk plus its average support (measured, or
+  // given by --matched-support / --match-run).
+  const double tiny_support = matched_support < 0 ? kDefaultTinyMatchedSupport : matched_support;
+  p.model.attention.type = AttentionType::kSlidingWindow;
+  p.model.attention.window = layers::state_matched_window(32, tiny_support);
+  std::ostringstream os;
+  os << "test model: d 32, 2 layers, 2 heads, state-matched sliding window " << p.model.attention.window
+     << " = chunk 32 + average support " << tiny_support;
+  p.description = os.str();
+  return p;
+}
+
+// The model of a size suffix (400k, 800k, 3m, 10m).
+LmConfig sized_model(const std::string& size, const std::string& name) {
+  // E5's fair-geometry presets (docs/experiments.md "E5"): two layers, so that a state-matched
+  // window sees at most 2 (W - 1) bytes back and cannot cover a 256-byte sequence.
+  if (size == "400k") return base_model(128, 2, 4);
+  if (size == "800k") return base_model(128, 4, 4);
+  if (size == "3m") return base_model(256, 4, 4);
+  if (size == "10m") return base_model(320, 8, 4);
+  throw_unknown_preset(name);
+}
+
+// The hybrid kinds: chunk- or window-local, memory on or off, gate per head or per token.
+void make_hybrid(const std::string& kind, const std::string& dims, Preset& p) {
   auto& a = p.model.attention;
-  const std::string dims = "d " + std::to_string(a.d_model) + ", " + std::to_string(p.model.n_layers) +
-                           " layers, " + std::to_string(a.n_heads) + " heads";
-  // Window-mode kinds (docs/layers.md §3): the local path sees every token newer than the memory,
-  // at least the last kWindowPresetLocal; swa-window is state-matched to them.
-  if (kind == "hybrid-window" || kind == "hybrid-window-local" || kind == "swa-window") {
-    a.hybrid.local = layers::LocalPath::kWindow;
-    a.hybrid.local_window = kWindowPresetLocal;
-  }
-  if (kind == "hybrid" || kind == "hybrid-token" || kind == "hybrid-local" || kind == "hybrid-window" ||
-      kind == "hybrid-window-local") {
-    a.type = AttentionType::kHybrid;
-    if (kind == "hybrid-token") a.hybrid.gate = layers::GateType::kPerToken;
-    a.hybrid.memory = kind != "hybrid-local" && kind != "hybrid-window-local";
-    std::string local = "chunk-local";
-    if (a.hybrid.local == layers::LocalPath::kWindow)
-      local = "sliding local >= " + std::to_string(a.hybrid.local_window) + " tokens";
-    p.description = dims + ", hybrid SV attention (chunk " + std::to_string(a.hybrid.chunk) + ", " + local +
-                    (a.hybrid.memory ? ", C 1/16, " + layers::to_string(a.hybrid.gate) + " gate)"
-                                     : ", memory off: local path alone)");
-  } else if (kind == "swa" || kind == "swa-window") {
+  a.type = AttentionType::kHybrid;
+  if (kind == "hybrid-token") a.hybrid.gate = layers::GateType::kPerToken;
+  a.hybrid.memory = kind != "hybrid-local" && kind != "hybrid-window-local";
+  std::string local = "chunk-local";
+  if (a.hybrid.local == layers::LocalPath::kWindow)
+    local = "sliding local >= " + std::to_string(a.hybrid.local_window) + " tokens";
+  p.description = dims + ", hybrid SV attention (chunk " + std::to_string(a.hybrid.chunk) + ", " + local +
+                  (a.hybrid.memory ? ", C 1/16, " + layers::to_string(a.hybrid.gate) + " gate)"
+                                   : ", memory off: local path alone)");
+}
+
+// The baselines: the state-matched window, full softmax, linear attention, DeltaNet.
+void make_baseline(const std::string& kind, const std::string& dims, double support, Preset& p) {
+  auto& a = p.model.attention;
+  if (kind == "swa" || kind == "swa-window") {
     a.type = AttentionType::kSlidingWindow;
     a.window = layers::state_matched_window(a.hybrid.local_width(), support);
     std::ostringstream os;
@@ -164,10 +158,36 @@ Preset make_preset(const std::string& name, double matched_support) {
     a.type = AttentionType::kDeltaNet;
     p.description = dims + ", DeltaNet (delta rule)";
   } else {
-    std::string names;
-    for (const auto& n : preset_names()) names += (names.empty() ? "" : ", ") + n;
-    throw InvalidArgument("unknown preset '" + name + "' (" + names + ")");
+    throw_unknown_preset(p.name);
   }
+}
+
+}  // namespace
+
+Preset make_preset(const std::string& name, double matched_support) {
+  if (name == "tiny" || name == "tiny-swa") return tiny_preset(name, matched_support);
+  const double support = matched_support < 0 ? kDefaultMatchedSupport : matched_support;
+  Preset p;
+  p.name = name;
+  const auto dash = name.rfind('-');
+  const std::string kind = dash == std::string::npos ? name : name.substr(0, dash);
+  const std::string size = dash == std::string::npos ? "" : name.substr(dash + 1);
+  p.model = sized_model(size, name);
+  p.train = base_train();
+  auto& a = p.model.attention;
+  const std::string dims = "d " + std::to_string(a.d_model) + ", " + std::to_string(p.model.n_layers) +
+                           " layers, " + std::to_string(a.n_heads) + " heads";
+  // Window-mode kinds (docs/layers.md §3): the local path sees every token newer than the memory,
+  // at least the last kWindowPresetLocal; swa-window is state-matched to them.
+  if (kind == "hybrid-window" || kind == "hybrid-window-local" || kind == "swa-window") {
+    a.hybrid.local = layers::LocalPath::kWindow;
+    a.hybrid.local_window = kWindowPresetLocal;
+  }
+  if (kind == "hybrid" || kind == "hybrid-token" || kind == "hybrid-local" || kind == "hybrid-window" ||
+      kind == "hybrid-window-local")
+    make_hybrid(kind, dims, p);
+  else
+    make_baseline(kind, dims, support, p);
   return p;
 }
 

@@ -5,6 +5,7 @@
 
 #include "svattn/hash.h"
 #include "svattn/kernel.h"
+#include "svattn/settings_fields.h"
 #include "svattn/store.h"
 
 namespace svattn {
@@ -16,30 +17,6 @@ void append_field(std::vector<std::uint8_t>& out, const char* name, const std::s
   out.insert(out.end(), head.begin(), head.end());
   out.insert(out.end(), value.begin(), value.end());
   out.push_back('\n');
-}
-
-double get_double(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key) || !j.at(key).is_number()) {
-    throw FormatError(std::string("stored memory settings: missing or non-numeric field '") + key +
-                      "'");
-  }
-  return j.at(key).get<double>();
-}
-
-long long get_int(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key) || !j.at(key).is_number_integer()) {
-    throw FormatError(std::string("stored memory settings: missing or non-integer field '") + key +
-                      "'");
-  }
-  return j.at(key).get<long long>();
-}
-
-std::string get_string(const nlohmann::json& j, const char* key) {
-  if (!j.contains(key) || !j.at(key).is_string()) {
-    throw FormatError(std::string("stored memory settings: missing or non-string field '") + key +
-                      "'");
-  }
-  return j.at(key).get<std::string>();
 }
 
 }  // namespace
@@ -78,22 +55,20 @@ nlohmann::json audit_entry_to_json(const AuditEntry& e) {
   return j;
 }
 
+// The stored settings JSON (part of the audited entries, so its keys never change): one key per
+// row of the core's field table (include/svattn/settings_fields.h), named by the row's last
+// component ("problem.kernel.bandwidth" -> "bandwidth"), except the kernel type, stored as "kernel".
+namespace {
+std::string stored_key(const std::string& field) {
+  if (field == "problem.kernel.type") return "kernel";
+  const auto dot = field.rfind('.');
+  return dot == std::string::npos ? field : field.substr(dot + 1);
+}
+}  // namespace
+
 nlohmann::json memory_settings_to_json(const MemorySettings& s) {
-  nlohmann::json j;
-  j["kernel"] = to_string(s.problem.kernel.type);
-  j["bandwidth"] = s.problem.kernel.bandwidth;
-  j["degree"] = s.problem.kernel.degree;
-  j["coef0"] = s.problem.kernel.coef0;
-  j["C"] = s.problem.C;
-  j["ridge"] = s.problem.ridge;
-  j["mode"] = to_string(s.mode);
-  j["token_budget"] = s.token_budget;
-  j["alpha_tol"] = s.tolerances.alpha_tol;
-  j["kkt_tol"] = s.tolerances.kkt_tol;
-  j["max_refine_iterations"] = s.tolerances.max_refine_iterations;
-  j["refactor_period"] = s.refactor_period;
-  j["max_steps_per_op"] = s.max_steps_per_op;
-  j["schur_tol"] = s.schur_tol;
+  nlohmann::json j = nlohmann::json::object();
+  for (const Field<MemorySettings>& f : memory_settings_fields()) j[stored_key(f.name)] = to_json(f.get(s));
   return j;
 }
 
@@ -101,28 +76,13 @@ MemorySettings memory_settings_from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw FormatError("stored memory settings: not a JSON object");
   MemorySettings s;
   try {
-    s.problem.kernel.type = kernel_type_from_string(get_string(j, "kernel"));
-    s.mode = memory_mode_from_string(get_string(j, "mode"));
-  } catch (const InvalidArgument& e) {
-    throw FormatError(std::string("stored memory settings: ") + e.what());
-  }
-  s.problem.kernel.bandwidth = get_double(j, "bandwidth");
-  s.problem.kernel.degree = static_cast<int>(get_int(j, "degree"));
-  s.problem.kernel.coef0 = get_double(j, "coef0");
-  s.problem.C = get_double(j, "C");
-  s.problem.ridge = get_double(j, "ridge");
-  const long long budget = get_int(j, "token_budget");
-  if (budget < 0) throw FormatError("stored memory settings: negative token_budget");
-  s.token_budget = static_cast<std::size_t>(budget);
-  s.tolerances.alpha_tol = get_double(j, "alpha_tol");
-  s.tolerances.kkt_tol = get_double(j, "kkt_tol");
-  s.tolerances.max_refine_iterations = static_cast<int>(get_int(j, "max_refine_iterations"));
-  s.refactor_period = static_cast<int>(get_int(j, "refactor_period"));
-  s.max_steps_per_op = static_cast<int>(get_int(j, "max_steps_per_op"));
-  s.schur_tol = get_double(j, "schur_tol");
-  try {
+    for (const Field<MemorySettings>& f : memory_settings_fields()) {
+      const std::string key = stored_key(f.name);
+      if (!j.contains(key)) throw FormatError("missing field '" + key + "'");
+      f.set(s, value_from_json(f, j.at(key)));
+    }
     s.validate();
-  } catch (const InvalidArgument& e) {
+  } catch (const Error& e) {
     throw FormatError(std::string("stored memory settings: ") + e.what());
   }
   return s;

@@ -775,7 +775,7 @@ TEST(MemorySlow, ScreeningBoundNeverSkipsAChangedSign) {
                    Stream::kDuplicate, Stream::kHeavyTailed})
     tracked += screened_ops(s, 400, 8, ops, seed++);
   EXPECT_GT(tracked, 0) << "the path never relied on the bound";
-  // The same workload under the earlier bound (|db| counted as drift) and under the drift bound
+  // The same workload under the looser bound (|db| counted as drift) and under the drift bound
   // alone (no spread bound) holds too.
   svattn::detail::g_exact_offset_screening = false;
   for (Stream s : {Stream::kGaussian, Stream::kClustered}) screened_ops(s, 400, 8, 600, seed++);

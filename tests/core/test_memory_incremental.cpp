@@ -127,5 +127,33 @@ TEST(MemoryIncremental, FilteredDuplicateCheckMatchesTheFullCheck) {
   EXPECT_GT(singular, 0);  // the check was exercised
 }
 
+// Every support token at C (C = 1/16, a ring of 16 keys around reserve keys): the margin set is
+// empty, so b is free inside an interval whose lower end a reserve token sets, and the canonical
+// state takes its midpoint (docs/math.md §3). A reserve token added or removed moves that end: the
+// incremental memory must end where a memory that never saw it (the batch solve) ends.
+TEST(MemoryIncremental, EmptyMarginSetFollowsTheReserveTokensThatBoundTheOffset) {
+  const MemorySettings s = settings(1.0 / 16, 1.0, 1e-6);
+  const double pi = std::acos(-1.0);
+  RowMatrix x(28, 2);
+  for (int k = 0; k < 16; ++k) x.row(k) << std::cos(2 * pi * k / 16), std::sin(2 * pi * k / 16);
+  for (int k = 0; k < 12; ++k) {  // reserve keys at radii 0.05 .. 0.6, the innermost added first
+    const double r = 0.05 + 0.05 * k, t = 0.7 * k;
+    x.row(16 + k) << r * std::cos(t), r * std::sin(t);
+  }
+  Memory m(s, 2, 2);
+  m.add_batch(rows(x, 0, 17, 0));
+  ASSERT_TRUE(m.state().partition.margin.empty());
+  for (int k = 17; k < 28; ++k) {
+    m.add(k, x.row(k), x.row(k));
+    ASSERT_TRUE(m.state().partition.margin.empty()) << "after adding " << k;
+    EXPECT_EQ(m.state_sha256(), batch_hash(m.tokens(), s.problem)) << "after adding " << k;
+  }
+  for (TokenId id : {27, 26, 16}) {  // the outermost reserve key sets the interval's end
+    m.remove(id);
+    EXPECT_EQ(m.state_sha256(), batch_hash(m.tokens(), s.problem)) << "after removing " << id;
+  }
+  m.check_invariants();
+}
+
 }  // namespace
 }  // namespace svattn

@@ -138,7 +138,7 @@ void kill_during_forgets(store_test::Stores& stores, int trials, std::uint64_t s
   EXPECT_GE(partial, trials / 6);
 }
 
-// The 20 trials per backend run in the fast labels (10-20 s each on the 2-core VM);
+// 20 trials per backend run in the fast labels (10-20 s each on the 2-core VM);
 // the slow label runs 60 more.
 TEST_P(StoreBackendsCrypto, KillNineDuringForgetsNeverLeavesAShreddedRecordInAMemory) {
   kill_during_forgets(stores(), 20, 2026);

@@ -20,7 +20,7 @@ constexpr int kPerRecord = 5;
 
 class StoreTamper : public StoreOnBackends {
  protected:
-  // The store: 6 records of 5 tokens, dim 3, RBF sigma 2, C 0.1.
+  // A small store: 6 records of 5 tokens, dim 3, RBF sigma 2, C 0.1.
   std::string make(const std::string& name, bool encrypt) {
     const std::string at = stores().at(name);
     StoreOptions o;

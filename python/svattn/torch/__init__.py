@@ -4,8 +4,9 @@
 ``SVAttention``, ``HybridAttention`` and the baselines ``SoftmaxAttention``,
 ``SlidingWindowAttention``, ``LinearAttention``, ``DeltaNet`` share one interface
 (hidden_states [B, T, hidden_size] -> [B, T, hidden_size], causal); ``SVCache`` carries the exact
-memories across calls; ``certify`` forgets a span of context with a certificate per memory. Loads
-the op library built from src/torch.
+memories across calls; ``certify`` forgets a span of context with a certificate per memory;
+``certify_inference`` checks every memory of a model's hybrid layers on the exact path. Loads the
+op library built from src/torch.
 """
 from ._ops import ops  # noqa: F401  (loads the op library)
 from .functional import (apply_rope, causal_softmax_attention, chunk_local_attention, delta_rule,
@@ -15,12 +16,13 @@ from .cache import SVCache, SVLayerState, bind_cache
 from .modules import (DeltaNet, HybridAttention, LinearAttention, SlidingWindowAttention,
                       SoftmaxAttention, SVAttention, param_groups, record_diagnostics)
 from . import certify, reference  # noqa: E402
+from .inference import InferenceCertificate, LayerCertificate, certify_inference
 from .settings import BatchedSettings, ExactSettings, HybridSettings
 
 __all__ = [
-    "BatchedSettings", "DeltaNet", "SVCache", "SVLayerState", "bind_cache", "certify", "reference",
+    "BatchedSettings", "DeltaNet", "InferenceCertificate", "LayerCertificate", "SVCache", "SVLayerState", "bind_cache", "certify", "reference",
     "record_diagnostics", "ExactSettings", "HybridAttention", "HybridSettings",
     "LinearAttention", "SVAttention", "SlidingWindowAttention", "SoftmaxAttention", "apply_rope",
-    "causal_softmax_attention", "chunk_local_attention", "delta_rule", "linear_attention", "param_groups",
+    "causal_softmax_attention", "certify_inference", "chunk_local_attention", "delta_rule", "linear_attention", "param_groups",
     "memory_local_attention", "sliding_window_attention", "sv_attention",
 ]
