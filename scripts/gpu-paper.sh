@@ -68,6 +68,18 @@ e6_seconds=$((budget / 5))
 per_model=$(((budget - e6_seconds) * 3 / 4 / kE5Models))
 stop_after=$((budget + 60))
 
+# A .deb without dpkg: its data.tar.* member, by ar and tar (xz, gzip, zstd or none).
+unpack_deb() {
+  local member flag=""
+  member=$(ar t "$1" | grep '^data\.tar') || usage_error "--kit '$kit': $1 has no data.tar member"
+  case "$member" in
+    *.xz) flag=-J ;;
+    *.gz) flag=-z ;;
+    *.zst) flag=--zstd ;;
+  esac
+  ar p "$1" "$member" | tar -x $flag -C "$2" || usage_error "--kit '$kit': cannot unpack $1 ($member)"
+}
+
 # Unpacks every package of the manifest (sha256 checked) into $1 with dpkg -x (ar + tar where
 # dpkg is missing), never over /; absolute symlinks are re-pointed into the prefix.
 unpack_kit() {
@@ -81,10 +93,7 @@ unpack_kit() {
     if command -v dpkg > /dev/null; then
       dpkg -x "$kit/$file" "$prefix"
     else
-      local member
-      member=$(ar t "$kit/$file" | grep '^data\.tar')
-      ar p "$kit/$file" "$member" | tar -x -a -f - -C "$prefix" 2> /dev/null ||
-        ar p "$kit/$file" "$member" | tar -xJ -C "$prefix"
+      unpack_deb "$kit/$file" "$prefix"
     fi
   done < "$kit/MANIFEST.tsv"
   local link target

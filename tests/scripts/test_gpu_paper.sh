@@ -44,6 +44,19 @@ for want in "reproduce --preset paper --only E5\\,E6" "E5.max_seconds=27 " "E5.d
 done
 [[ ! -e "$tmp/b/build.ninja" ]] || fail "the dry run configured a build"
 
+# Without dpkg (a non-Debian GPU image): the same unpacking by ar and tar.
+shim=$tmp/shim
+mkdir -p "$shim"
+for tool in bash dirname mkdir nproc sha256sum cut ar grep tar xz gzip rm find readlink ln wc cat; do
+  ln -s "$(command -v "$tool")" "$shim/$tool" || fail "no $tool for the dpkg-less run"
+done
+out=$(PATH=$shim PYTHON=/nonexistent/python3 "$script" --dry-run --kit "$kit" --build "$tmp/b4" 2>&1)
+rc=$?
+[[ $rc -eq 0 ]] || fail "dry run without dpkg: exit $rc (want 0): $out"
+[[ -f "$tmp/b4/kit-prefix/usr/include/kitprobe/probe.h" ]] || fail "ar/tar fallback did not unpack: $out"
+[[ "$(readlink "$tmp/b4/kit-prefix/usr/lib/x86_64-linux-gnu/libprobe.so")" == "$tmp/b4/kit-prefix/lib/x86_64-linux-gnu/libprobe.so.1" ]] ||
+  fail "ar/tar fallback: absolute symlink not re-pointed"
+
 # Default budget 480: 22 s per model.
 out=$(PYTHON=/nonexistent/python3 "$script" --dry-run --kit "$kit" --build "$tmp/b2" 2>&1)
 grep -qF "E5.max_seconds=22 " <<< "$out" || fail "default budget: want E5.max_seconds=22: $out"
