@@ -7,7 +7,7 @@
 # writing the same report (REPORT.md / REPORT.json, E5.*, E6.*) as the CPU presets.
 #
 # Usage: scripts/gpu-paper.sh [--budget SECONDS] [--dry-run] [--kit DIR] [--build DIR] [--jobs N]
-#                             [OUT_DIR]
+#                             [--build-only | --skip-build] [OUT_DIR]
 #   OUT_DIR           report directory (default out/gpu-paper)
 #   --budget SECONDS  wall time of the E5 + E6 runs, build excluded (default 480, 120..86400):
 #                     a fifth is left to E6 and, of the rest, three quarters train E5's models
@@ -19,6 +19,9 @@
 #                     build uses the system's packages)
 #   --build DIR       build directory (default build-gpu); the kit is unpacked in DIR/kit-prefix
 #   --jobs N          build jobs (default: the number of cores)
+#   --build-only      unpack, configure and build; run nothing (a first call on a machine that
+#                     limits one command's time; the torch checks still apply)
+#   --skip-build      run with the binaries an earlier --build-only left in the build directory
 #   PYTHON=...        interpreter whose torch is used (default python3)
 #   SVATTN_DATA=DIR   data directory (enwik8 prefix), as for every experiment
 # Exit status: 0 ok, 1 the build or an experiment failed (or the run passed its stop time),
@@ -40,7 +43,7 @@ no_cuda() {
 }
 is_count() { [[ "$1" =~ ^[1-9][0-9]{0,5}$ ]]; }
 
-budget=480 dry=0 kit="" build=build-gpu jobs="" out=""
+budget=480 dry=0 kit="" build=build-gpu jobs="" out="" stage=all
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --budget) [[ $# -ge 2 ]] || usage_error "--budget needs a value"; budget=$2; shift 2 ;;
@@ -48,6 +51,9 @@ while [[ $# -gt 0 ]]; do
     --build) [[ $# -ge 2 ]] || usage_error "--build needs a value"; build=$2; shift 2 ;;
     --jobs) [[ $# -ge 2 ]] || usage_error "--jobs needs a value"; jobs=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
+    --build-only | --skip-build)
+      [[ $stage == all ]] || usage_error "'$1' after '--$stage' (one of --build-only, --skip-build)"
+      stage=${1#--}; shift ;;
     -*) usage_error "unknown option '$1'" ;;
     *) [[ -z "$out" ]] || usage_error "a second OUT_DIR '$1' (after '$out')"; out=$1; shift ;;
   esac
@@ -143,6 +149,11 @@ fi
 
 prefix_path=$torch_prefix
 kit_args=()
+if [[ $stage == skip-build ]]; then
+  [[ $dry -eq 1 || -x "$build/apps/svattn/svattn" ]] ||
+    usage_error "--skip-build: no $build/apps/svattn/svattn (run --build-only first)"
+  kit=""  # built already; the binaries' RUNPATH names the unpacked kit
+fi
 if [[ -n "$kit" ]]; then
   kit_prefix=$(mkdir -p "$build" && cd "$build" && pwd)/kit-prefix
   unpack_kit "$kit_prefix"
@@ -157,9 +168,12 @@ compile=(cmake --build "$build" -j"$jobs" --target svattn)
 run=(timeout --signal=INT "$stop_after" "$build/apps/svattn/svattn" reproduce --preset paper --only E5,E6
   --out "$out" --set E5.device=cuda --set "E5.max_seconds=$per_model" --set E6.device=cuda)
 echo "gpu-paper: budget ${budget}s: E5 ${per_model}s of training per model (x$kE5Models), E6 ~${e6_seconds}s; stop at ${stop_after}s"
+steps=(configure compile run)
+[[ $stage == build-only ]] && steps=(configure compile)
+[[ $stage == skip-build ]] && steps=(run)
 if [[ $dry -eq 1 ]]; then
   echo "gpu-paper: dry run; would run:"
-  for cmd in configure compile run; do
+  for cmd in "${steps[@]}"; do
     declare -n c=$cmd
     printf ' %q' "${c[@]}"
     echo
@@ -167,8 +181,11 @@ if [[ $dry -eq 1 ]]; then
   exit 0
 fi
 
-"${configure[@]}" || exit 1
-"${compile[@]}" || exit 1
+if [[ $stage != skip-build ]]; then
+  "${configure[@]}" || exit 1
+  "${compile[@]}" || exit 1
+fi
+[[ $stage != build-only ]] || exit 0
 rc=0
 "${run[@]}" || rc=$?
 if [[ $rc -eq 124 ]]; then

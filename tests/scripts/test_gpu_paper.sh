@@ -61,6 +61,14 @@ rc=$?
 out=$(PYTHON=/nonexistent/python3 "$script" --dry-run --kit "$kit" --build "$tmp/b2" 2>&1)
 grep -qF "E5.max_seconds=22 " <<< "$out" || fail "default budget: want E5.max_seconds=22: $out"
 
+# Two calls: --build-only prints the build and no run, --skip-build the run and no build.
+out=$(PYTHON=/nonexistent/python3 "$script" --dry-run --kit "$kit" --build "$tmp/b5" --build-only 2>&1)
+grep -qF "cmake --build $tmp/b5" <<< "$out" || fail "--build-only: no build command: $out"
+! grep -qF "reproduce" <<< "$out" || fail "--build-only: a run command: $out"
+out=$(PYTHON=/nonexistent/python3 "$script" --dry-run --build "$tmp/b5" --skip-build 2>&1)
+grep -qF "$tmp/b5/apps/svattn/svattn reproduce" <<< "$out" || fail "--skip-build: no run command: $out"
+! grep -qF "cmake" <<< "$out" || fail "--skip-build: a build command: $out"
+
 # Bad arguments: exit 2, one line on stderr naming the value.
 check_bad() {
   local want=$1
@@ -77,6 +85,7 @@ check_bad "'60'" --dry-run --budget 60
 check_bad "'-5'" --dry-run --budget -5
 check_bad "'0'" --dry-run --jobs 0
 check_bad "'--frob'" --dry-run --frob
+check_bad "'--skip-build'" --dry-run --build-only --skip-build
 check_bad "$tmp/none" --dry-run --kit "$tmp/none"
 echo tampered >> "$kit/debs/kitprobe_1.0-1_all.deb"
 check_bad "kitprobe_1.0-1_all.deb" --dry-run --kit "$kit" --build "$tmp/b3"
