@@ -8,7 +8,8 @@
 #
 # Usage: scripts/gpu-paper.sh [--budget SECONDS] [--dry-run] [--kit DIR] [--build DIR] [--jobs N]
 #                             [--build-only | --skip-build] [OUT_DIR]
-#   OUT_DIR           report directory (default out/gpu-paper)
+#   OUT_DIR           report directory (default out/gpu-paper; relative paths here and in
+#                     --kit/--build are taken from the repository root)
 #   --budget SECONDS  wall time of the E5 + E6 runs, build excluded (default 480, 120..86400):
 #                     a fifth is left to E6 and, of the rest, three quarters train E5's models
 #                     (each model's max_seconds is that over the paper preset's 13 models); the
