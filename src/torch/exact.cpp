@@ -273,7 +273,8 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
         {keys, values, queries, log_sigma, grads[0], has_gz ? grads[1] : Tensor()});
     const Tensor &X = host[0], &V = host[1], &Q = host[2], &GZ = host[5];
     const std::vector<double> sig = head_sigmas(host[3], s.H, bandwidth);
-    const Tensor G = host[4].defined() ? host[4] : torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
+    const Tensor G =
+        host[4].defined() ? host[4] : torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
     const torch::Device dev = queries.device();
     Tensor Xg = detail::host_result(X.sizes(), keys.device());
     Tensor Vg = detail::host_result(V.sizes(), values.device());

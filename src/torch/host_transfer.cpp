@@ -10,9 +10,7 @@ using torch::Tensor;
 
 namespace {
 
-Tensor host64(const Tensor& t) {
-  return t.detach().to(torch::kCPU, torch::kFloat64).contiguous();
-}
+Tensor host64(const Tensor& t) { return t.detach().to(torch::kCPU, torch::kFloat64).contiguous(); }
 
 // The entries `idx` of `tensors` (all on `device`) as fp64 views of one host buffer.
 void gather_device(const std::vector<Tensor>& tensors, const std::vector<std::size_t>& idx,
@@ -21,9 +19,9 @@ void gather_device(const std::vector<Tensor>& tensors, const std::vector<std::si
   flat.reserve(idx.size());
   for (std::size_t i : idx) flat.push_back(tensors[i].detach().to(torch::kFloat64).reshape({-1}));
   const Tensor joined = torch::cat(flat);
-  Tensor host = torch::empty(
-      {joined.numel()},
-      torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(device.is_cuda()));
+  Tensor host =
+      torch::empty({joined.numel()},
+                   torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(device.is_cuda()));
   host.copy_(joined);  // blocking: the solver reads the keys next
   std::int64_t at = 0;
   for (std::size_t k = 0; k < idx.size(); ++k) {
