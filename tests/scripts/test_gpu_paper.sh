@@ -36,8 +36,9 @@ prefix=$tmp/b/kit-prefix
 [[ -f "$prefix/usr/include/kitprobe/probe.h" ]] || fail "kit header not unpacked into $prefix"
 [[ "$(readlink "$prefix/usr/lib/x86_64-linux-gnu/libprobe.so")" == "$prefix/lib/x86_64-linux-gnu/libprobe.so.1" ]] ||
   fail "absolute symlink not re-pointed into the prefix: $(readlink "$prefix/usr/lib/x86_64-linux-gnu/libprobe.so")"
-# 600 s: E6 gets 120 s; (600 - 120) * 3/4 / 13 = 27 s per E5 model; stop at 660 s.
-for want in "reproduce --preset paper --only E5\\,E6" "E5.max_seconds=27 " "E5.device=cuda" "E6.device=cuda" \
+# 600 s: E6 gets 120 s; (600 - 120) * 3/4 / 13 = 27 s per E5 model, 150 test windows; stop at 660 s.
+for want in "reproduce --preset paper --only E5\\,E6" "E5.max_seconds=27 " "E5.test_windows=150 " \
+  "E5.device=cuda" "E6.device=cuda" \
   "timeout --signal=INT 660" "-DSVATTN_BUILD_STORE=OFF" "-DCMAKE_PREFIX_PATH=" "$prefix/usr" \
   "cmake --build $tmp/b" "--target svattn" "--out $tmp/report"; do
   grep -qF -- "$want" <<< "$out" || fail "dry-run output lacks '$want': $out"
