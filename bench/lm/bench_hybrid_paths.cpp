@@ -200,7 +200,9 @@ int run(int argc, char** argv) {
   double support = 0;
   {
     torch::NoGradGuard ng;
+    ex.model->set_record_diagnostics(true);  // the measured support sizes the state-matched window
     ex.model->forward(w0.narrow(1, 0, seq));
+    ex.model->set_record_diagnostics(false);  // the timed steps record nothing, as training does
     int n = 0;
     for (const auto& d : ex.model->diagnostics())
       if (std::isfinite(d.support_mean)) support += d.support_mean, ++n;

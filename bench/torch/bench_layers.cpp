@@ -77,6 +77,7 @@ Tensor make_input(const Args& a, bool clustered) {
 Row run(const std::string& name, const AttentionConfig& cfg, const Args& a, bool clustered = false) {
   torch::manual_seed(a.seed);
   auto m = make_attention(cfg);
+  m->set_record_diagnostics(true);  // the support column
   Tensor x = make_input(a, clustered);
   auto step = [&] {
     m->zero_grad();

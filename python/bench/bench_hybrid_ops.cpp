@@ -36,6 +36,7 @@ class HybridStep : public torch::CustomClassHolder {
     c.hybrid.path = svattn::layers::global_path_from_string(path);
     torch::manual_seed(static_cast<uint64_t>(seed));
     layer_ = svattn::layers::make_attention(c);
+    layer_->set_record_diagnostics(true);  // support_mean() reads the last step's
   }
 
   /// (wall, CPU) seconds of layer(x).sum().backward() (x's gradient accumulates, as on the Python

@@ -131,6 +131,7 @@ c10::Dict<std::string, double> layer_certify(const Numbers& numbers, const Texts
     auto layer = layers::make_attention(c);
     layer->to(x.scalar_type());
     load_state(*layer, state);
+    layer->set_record_diagnostics(true);  // the support summaries below
     torch::NoGradGuard no_grad;
     layer->forward(x);
     const layers::AttentionDiagnostics& d = layer->diagnostics();

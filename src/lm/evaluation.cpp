@@ -55,7 +55,9 @@ EvalResult evaluate(layers::CharLm& model, const Corpus& corpus, const EvalOptio
   const auto offsets = eval_offsets(corpus, options.split, options.seq, options.windows);
   torch::NoGradGuard ng;
   const bool was_training = model->is_training();
+  const bool was_recording = model->record_diagnostics();
   model->eval();
+  model->set_record_diagnostics(true);  // the result reports every layer's diagnostics
   EvalResult r;
   r.seq = options.seq;
   r.windows = static_cast<std::int64_t>(offsets.size());
@@ -82,6 +84,7 @@ EvalResult evaluate(layers::CharLm& model, const Corpus& corpus, const EvalOptio
   }
   r.diagnostics = averaged(std::move(acc), std::max(forwards, 1));
   if (was_training) model->train();
+  model->set_record_diagnostics(was_recording);
   r.nll = nll_sum / static_cast<double>(r.targets);
   r.bpc = r.nll / detail::kLn2;
   r.seconds = clock.seconds();

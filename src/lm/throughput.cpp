@@ -18,6 +18,7 @@ Throughput measure_throughput(const Preset& preset, const Corpus& corpus, std::i
   model->to(dev);
   torch::optim::AdamW opt(param_groups(*model, preset.train), torch::optim::AdamWOptions(preset.train.lr));
   model->train();
+  model->set_record_diagnostics(true);  // support and solver time per step (read after the clock)
   Throughput t;
   t.preset = preset.name;
   t.parameters = layers::count_parameters(*model);

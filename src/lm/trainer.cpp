@@ -427,6 +427,8 @@ TrainResult Trainer::run(std::int64_t stop_after) {
     const Tensor w = detail::window_tensor(
         s.corpus, batch_offsets(s.corpus, Split::kTrain, h.batch, h.seq, s.config.seed, step), h.seq);
     s.model->train();
+    const bool logged = step % h.log_every == 0 || step == o.steps;
+    s.model->set_record_diagnostics(logged);  // log_step reports this step's diagnostics
     const detail::StepOut so = detail::train_step(s.model, *s.optimizer, w, h.clip);
     const double dt = step_clock.seconds();
     s.at.step = step;
@@ -439,7 +441,7 @@ TrainResult Trainer::run(std::int64_t stop_after) {
       throw Error("training diverged at step " + std::to_string(step) + " (loss " + std::to_string(so.loss) +
                   "); lower --lr or check the data");
     r.steps.push_back({step, so.loss, lr, so.grad_norm});
-    if (step % h.log_every == 0 || step == o.steps) {
+    if (logged) {
       s.log_step(r.steps.back(), window_steps, window_seconds);
       window_steps = 0;
       window_seconds = 0;

@@ -357,6 +357,11 @@ AttentionImpl::AttentionImpl(const AttentionConfig& config) : config_(config) {
   o_proj_ = lin("o_proj");
 }
 
+const AttentionDiagnostics& AttentionImpl::diagnostics() const {
+  resolve_diagnostics();
+  return diag_;
+}
+
 std::vector<Tensor> AttentionImpl::project_qkv(const Tensor& x) {
   if (x.dim() != 3 || x.size(2) != config_.d_model)
     throw InvalidArgument("attention: input must be [B, T, d_model]");
@@ -454,7 +459,7 @@ Tensor HybridSvAttentionImpl::local_path(const Tensor& q, const Tensor& k, const
 // Global path: query t reads the SV memory of the tokens s < b(t). The chunked solvers give query
 // position u the memory of chunks 0..floor(u/L)-1, so query t is read at u = t - (W - 1) (W = 1
 // in chunk mode: no shift); tokens from T - (W - 1) on are in no memory that is read, so the
-// solvers see the first T - (W - 1) keys. Fills the support diagnostics.
+// solvers see the first T - (W - 1) keys. Keeps the support summary when recording diagnostics.
 Tensor HybridSvAttentionImpl::global_path(const Tensor& q, const Tensor& k, const Tensor& v,
                                           Tensor* lz) {
   const auto& h = config_.hybrid;
@@ -466,11 +471,15 @@ Tensor HybridSvAttentionImpl::global_path(const Tensor& q, const Tensor& k, cons
     ks = F::normalize(ks, F::NormalizeFuncOptions().dim(-1).eps(1e-6));
   }
   Tensor lsig = h.learn_bandwidth ? log_sigma_ : Tensor();
+  // The solvers' per-unit results are gathered only for a diagnostic that reads them.
+  const bool want_info = record_diagnostics_ || h.certify || h.check_agreement ||
+                         h.count_distinct_support;
   const auto t0 = std::chrono::steady_clock::now();
   Tensor o_glob, support, role, alpha;
   if (h.path == GlobalPath::kExact) {
     ExactInfo info;
-    o_glob = sv_exact_chunked_attention(ks, vm, qs, lsig, L, h.exact_settings(), &info, lz);
+    o_glob = sv_exact_chunked_attention(ks, vm, qs, lsig, L, h.exact_settings(),
+                                        want_info ? &info : nullptr, lz);
     support = info.support;
     role = info.role;
     alpha = info.alpha;
@@ -489,12 +498,15 @@ Tensor HybridSvAttentionImpl::global_path(const Tensor& q, const Tensor& k, cons
     }
   } else {
     BatchedInfo info;
-    o_glob = sv_batched_chunked_attention(ks, vm, qs, lsig, L, h.batched_settings(), &info, lz);
+    o_glob = sv_batched_chunked_attention(ks, vm, qs, lsig, L, h.batched_settings(),
+                                          want_info ? &info : nullptr, lz);
     support = info.support;
     role = info.role;
     alpha = info.alpha;
-    diag_.fista_residual = info.residual;
-    diag_.negative_coefficients = info.negative_coefficients;
+    if (record_diagnostics_) {
+      diag_.fista_residual = info.residual;
+      diag_.negative_coefficients = info.negative_coefficients;
+    }
     if (h.check_agreement) {
       torch::NoGradGuard ng;
       ExactInfo ex;
@@ -505,12 +517,10 @@ Tensor HybridSvAttentionImpl::global_path(const Tensor& q, const Tensor& k, cons
   }
   diag_.solver_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  Tensor sup = support.narrow(2, 1, nc - 1)
-                   .to(torch::kFloat64)
-                   .mean(std::vector<std::int64_t>{0, 2})
-                   .cpu();  // [H]
-  diag_.support_per_head.assign(sup.data_ptr<double>(), sup.data_ptr<double>() + sup.size(0));
-  diag_.support_mean = sup.mean().item<double>();
+  if (record_diagnostics_)  // [H], where the solver left it (host: exact; device: batched)
+    pending_support_ = support.narrow(2, 1, nc - 1)
+                           .to(torch::kFloat64)
+                           .mean(std::vector<std::int64_t>{0, 2});
   if (h.count_distinct_support) {
     const DistinctSupport ds = distinct_support(ks, role, alpha, L);
     diag_.distinct_support_per_head = ds.distinct_per_head;
@@ -558,9 +568,10 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   const Tensor &q = qkv[0], &k = qkv[1], &v = qkv[2];
   const auto B = x.size(0), T = x.size(1), H = config_.n_heads;
   diag_ = AttentionDiagnostics{};
+  pending_support_ = pending_gate_ = Tensor();
   if (T == 0) {  // the empty output [B, 0, d_model]; no memory, no gate
     last_gate_ = torch::zeros({B, H, 0}, x.options());
-    diag_.support_per_head.assign(static_cast<std::size_t>(H), 0.0);
+    if (record_diagnostics_) diag_.support_per_head.assign(static_cast<std::size_t>(H), 0.0);
     return merge(v);
   }
   const bool joint = hs.gate == GateType::kJoint && !hs.gate_override;
@@ -569,7 +580,8 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   const std::int64_t first_mem = hs.chunk + hs.min_local() - 1;  // first t with b(t) > 0
   if (!hs.memory || first_mem >= T) {
     last_gate_ = torch::zeros({B, H, T}, x.options());
-    if (hs.memory) diag_.support_per_head.assign(static_cast<std::size_t>(H), 0.0);
+    if (hs.memory && record_diagnostics_)
+      diag_.support_per_head.assign(static_cast<std::size_t>(H), 0.0);
     return merge(o_loc);
   }
   Tensor o_glob = global_path(q, k, v, joint ? &lz_mem : nullptr);
@@ -578,9 +590,24 @@ Tensor HybridSvAttentionImpl::forward(const Tensor& x) {
   if (joint) mass = (lz_mem - lz_loc).masked_fill(~mem_at, 0.0);  // -inf before the first memory
   Tensor g = gate(x, mass) * mem_at.to(x.scalar_type());          // [B, H, T]
   last_gate_ = g.detach();
-  diag_.gate_mean = g.detach().narrow(2, first_mem, T - first_mem).mean().item<double>();
+  if (record_diagnostics_)  // 0-dim on the input's device: read by diagnostics()
+    pending_gate_ = g.detach().narrow(2, first_mem, T - first_mem).mean();
   Tensor gu = g.unsqueeze(-1);
   return merge(gu * o_glob + (1 - gu) * o_loc);
+}
+
+// The summaries a recorded forward left as tensors (possibly on the device): one host read each.
+void HybridSvAttentionImpl::resolve_diagnostics() const {
+  if (pending_support_.defined()) {
+    const Tensor sup = pending_support_.to(torch::kCPU).contiguous();
+    diag_.support_per_head.assign(sup.data_ptr<double>(), sup.data_ptr<double>() + sup.size(0));
+    diag_.support_mean = sup.mean().item<double>();
+    pending_support_ = Tensor();
+  }
+  if (pending_gate_.defined()) {
+    diag_.gate_mean = pending_gate_.item<double>();
+    pending_gate_ = Tensor();
+  }
 }
 
 std::shared_ptr<AttentionImpl> make_attention(const AttentionConfig& config) {

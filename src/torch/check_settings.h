@@ -51,11 +51,13 @@ inline void check_sv_data(const torch::Tensor& keys, const torch::Tensor& values
 }
 
 /// With ridge 0 the optimum over equal keys is not unique and the exact path's key gradient is
-/// undefined (NaN): when a gradient to the keys will be taken, refuses equal keys among the first
-/// `n_mem` of a memory (those any memory holds) by name. O(n_mem^2 d) per (b, h), on the CPU.
+/// undefined (NaN): when a gradient to the keys will be taken (`key_gradient`), refuses equal keys
+/// among the first `n_mem` of a memory (those any memory holds) by name. O(n_mem^2 d) per (b, h),
+/// on the CPU (pass the host copy of the keys).
 inline void check_distinct_keys_for_gradient(const torch::Tensor& keys, std::int64_t n_mem,
-                                             double ridge, const std::string& who) {
-  if (ridge != 0 || n_mem < 2 || !keys.requires_grad() || !torch::GradMode::is_enabled()) return;
+                                             double ridge, bool key_gradient,
+                                             const std::string& who) {
+  if (ridge != 0 || n_mem < 2 || !key_gradient) return;
   torch::NoGradGuard ng;
   const torch::Tensor k = keys.detach().narrow(2, 0, n_mem).to(torch::kCPU, torch::kFloat64);
   for (std::int64_t b = 0; b < k.size(0); ++b) {

@@ -13,6 +13,7 @@
 
 #include "check_settings.h"
 #include "exact_unit.h"
+#include "host_transfer.h"
 #include "support/clock.h"
 #include "svattn/errors.h"
 
@@ -70,10 +71,10 @@ Shapes check_inputs(const Tensor& keys, const Tensor& values, const Tensor& quer
   return s;
 }
 
-std::vector<double> head_sigmas(const Tensor& log_sigma, std::int64_t H, double bandwidth) {
+// ls: the host fp64 copy of log_sigma (undefined: `bandwidth` for every head).
+std::vector<double> head_sigmas(const Tensor& ls, std::int64_t H, double bandwidth) {
   std::vector<double> out(static_cast<std::size_t>(H), bandwidth);
-  if (log_sigma.defined()) {
-    Tensor ls = log_sigma.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+  if (ls.defined()) {
     for (std::int64_t h = 0; h < H; ++h)
       out[static_cast<std::size_t>(h)] = std::exp(ls.data_ptr<double>()[h]);
   }
@@ -82,8 +83,6 @@ std::vector<double> head_sigmas(const Tensor& log_sigma, std::int64_t H, double 
       throw InvalidArgument("sv_exact_attention: bandwidth exp(log_sigma) must be finite and > 0");
   return out;
 }
-
-Tensor cpu64(const Tensor& t) { return t.detach().to(torch::kCPU, torch::kFloat64).contiguous(); }
 
 // The units of one (b, h): units_per of them, chunk c's at units[c] (chunk 0 of a chunked memory
 // has none). chunk == 0: one memory of all N keys read by all M queries.
@@ -205,16 +204,18 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
                                                 const Tensor& keys, const Tensor& values,
                                                 const Tensor& queries, const Tensor& log_sigma,
                                                 std::int64_t chunk, const ExactSettings& settings,
-                                                ExactInfo* info) {
+                                                ExactInfo* info, const std::vector<Tensor>* host) {
     const support::Stopwatch watch;
     settings.validate();
     const Shapes s = check_inputs(keys, values, queries, log_sigma, chunk > 0);
     if (chunk < 0) throw InvalidArgument("sv_exact_chunked_attention: chunk must be >= 1");
-    const std::vector<double> sig = head_sigmas(log_sigma, s.H, settings.problem.kernel.bandwidth);
-    const Tensor X = cpu64(keys), V = cpu64(values), Q = cpu64(queries);
-    Tensor O = torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
-    Tensor LZ =
-        torch::full({s.B, s.H, s.M}, -std::numeric_limits<double>::infinity(), torch::kFloat64);
+    // host: the fp64 host copies {keys, values, queries, log_sigma} the caller checked.
+    const Tensor &X = (*host)[0], &V = (*host)[1], &Q = (*host)[2];
+    const std::vector<double> sig =
+        head_sigmas((*host)[3], s.H, settings.problem.kernel.bandwidth);
+    const torch::Device dev = queries.device();
+    Tensor O = detail::host_result({s.B, s.H, s.M, s.dv}, dev);
+    Tensor LZ = detail::host_result({s.B, s.H, s.M}, dev, -std::numeric_limits<double>::infinity());
     const std::int64_t n_chunks = chunk > 0 ? (s.N + chunk - 1) / chunk : 1;
     auto saved = c10::make_intrusive<SavedUnits>();
     std::vector<ExactUnit>& units = saved->units;
@@ -248,7 +249,8 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
     ctx->saved_data["chunk"] = chunk;
     ctx->saved_data["n_chunks"] = n_chunks;
     ctx->saved_data["bandwidth"] = settings.problem.kernel.bandwidth;
-    auto outs = torch::autograd::variable_list{O.to(queries.options()), LZ.to(queries.options())};
+    auto outs = torch::autograd::variable_list{detail::to_device(O, queries.options()),
+                                               detail::to_device(LZ, queries.options())};
     add_time(&ExactTimes::forward_seconds, watch);
     return outs;
   }
@@ -265,13 +267,17 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
     const std::int64_t units_per = ctx->saved_data["n_chunks"].toInt();
     const double bandwidth = ctx->saved_data["bandwidth"].toDouble();
     const Shapes s = check_inputs(keys, values, queries, log_sigma, chunk > 0);
-    const std::vector<double> sig = head_sigmas(log_sigma, s.H, bandwidth);
-    const Tensor X = cpu64(keys), V = cpu64(values), Q = cpu64(queries);
-    Tensor G =
-        grads[0].defined() ? cpu64(grads[0]) : torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
     const bool has_gz = grads.size() > 1 && grads[1].defined();
-    Tensor GZ = has_gz ? cpu64(grads[1]) : Tensor();
-    Tensor Xg = torch::zeros_like(X), Vg = torch::zeros_like(V), Qg = torch::zeros_like(Q);
+    const std::vector<Tensor> host = detail::to_host64(
+        {keys, values, queries, log_sigma, grads[0], has_gz ? grads[1] : Tensor()});
+    const Tensor &X = host[0], &V = host[1], &Q = host[2], &GZ = host[5];
+    const std::vector<double> sig = head_sigmas(host[3], s.H, bandwidth);
+    const Tensor G =
+        host[4].defined() ? host[4] : torch::zeros({s.B, s.H, s.M, s.dv}, torch::kFloat64);
+    const torch::Device dev = queries.device();
+    Tensor Xg = detail::host_result(X.sizes(), keys.device());
+    Tensor Vg = detail::host_result(V.sizes(), values.device());
+    Tensor Qg = detail::host_result(Q.sizes(), dev);
     Tensor Sg = torch::zeros({s.B, s.H}, torch::kFloat64);
     at::parallel_for(0, s.B * s.H, 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t bh = begin; bh < end; ++bh) {
@@ -291,13 +297,14 @@ class ExactFunction : public torch::autograd::Function<ExactFunction> {
     Tensor lsg;
     if (log_sigma.defined()) {
       // d loss / d log sigma = sigma * d loss / d sigma.
-      Tensor sig_t = torch::exp(cpu64(log_sigma));
-      lsg = (Sg.sum(0) * sig_t).to(log_sigma.options());
+      Tensor sig_t = torch::exp(host[3]);
+      lsg = detail::to_device(Sg.sum(0) * sig_t, log_sigma.options());
     }
-    torch::autograd::variable_list out = {Xg.to(keys.options()),
-                                          Vg.to(values.options()),
-                                          Qg.to(queries.options()),
+    torch::autograd::variable_list out = {detail::to_device(Xg, keys.options()),
+                                          detail::to_device(Vg, values.options()),
+                                          detail::to_device(Qg, queries.options()),
                                           lsg,
+                                          Tensor(),
                                           Tensor(),
                                           Tensor(),
                                           Tensor()};
@@ -313,6 +320,20 @@ Tensor defined_log_sigma(const Tensor& keys, const Tensor& log_sigma,
   return torch::full({keys.size(1)}, std::log(settings.problem.kernel.bandwidth), torch::kFloat64);
 }
 
+// The inputs' fp64 host copies {keys, values, queries, log_sigma} (one transfer from a device)
+// after the data checks of docs/layers.md "Inputs", run on the copies: no other host sync.
+// n_mem: the keys any memory holds (the equal-key check with ridge 0).
+std::vector<Tensor> checked_host_inputs(const Tensor& keys, const Tensor& values,
+                                        const Tensor& queries, const Tensor& log_sigma,
+                                        std::int64_t n_mem, const ExactSettings& settings,
+                                        const std::string& who) {
+  std::vector<Tensor> host = detail::to_host64({keys, values, queries, log_sigma});
+  check_sv_data(host[0], host[1], host[2], who);
+  const bool key_gradient = keys.requires_grad() && torch::GradMode::is_enabled();
+  check_distinct_keys_for_gradient(host[0], n_mem, settings.problem.ridge, key_gradient, who);
+  return host;
+}
+
 }  // namespace
 
 ExactTimes exact_times() {
@@ -324,11 +345,11 @@ Tensor sv_exact_attention(const Tensor& keys, const Tensor& values, const Tensor
                           const Tensor& log_sigma, const ExactSettings& settings, ExactInfo* info) {
   settings.validate();
   check_inputs(keys, values, queries, log_sigma, false);
-  check_sv_data(keys, values, queries, "sv_exact_attention");
-  check_distinct_keys_for_gradient(keys, keys.size(2), settings.problem.ridge,
-                                   "sv_exact_attention");
-  return ExactFunction::apply(keys, values, queries, defined_log_sigma(keys, log_sigma, settings),
-                              std::int64_t{0}, settings, info)[0];
+  const Tensor ls = defined_log_sigma(keys, log_sigma, settings);
+  const std::vector<Tensor> host =
+      checked_host_inputs(keys, values, queries, ls, keys.size(2), settings, "sv_exact_attention");
+  return ExactFunction::apply(keys, values, queries, ls, std::int64_t{0}, settings, info,
+                              &host)[0];
 }
 
 Tensor sv_exact_chunked_attention(const Tensor& keys, const Tensor& values, const Tensor& queries,
@@ -338,12 +359,12 @@ Tensor sv_exact_chunked_attention(const Tensor& keys, const Tensor& values, cons
   if (chunk < 1) throw InvalidArgument("sv_exact_chunked_attention: chunk must be >= 1");
   settings.validate();
   check_inputs(keys, values, queries, log_sigma, true);
-  check_sv_data(keys, values, queries, "sv_exact_chunked_attention");
+  const Tensor ls = defined_log_sigma(keys, log_sigma, settings);
   const std::int64_t N = keys.size(2);
-  check_distinct_keys_for_gradient(keys, ((N + chunk - 1) / chunk - 1) * chunk,
-                                   settings.problem.ridge, "sv_exact_chunked_attention");
-  auto outs = ExactFunction::apply(
-      keys, values, queries, defined_log_sigma(keys, log_sigma, settings), chunk, settings, info);
+  const std::vector<Tensor> host =
+      checked_host_inputs(keys, values, queries, ls, ((N + chunk - 1) / chunk - 1) * chunk,
+                          settings, "sv_exact_chunked_attention");
+  auto outs = ExactFunction::apply(keys, values, queries, ls, chunk, settings, info, &host);
   if (log_normalizer != nullptr) *log_normalizer = outs[1];
   return outs[0];
 }

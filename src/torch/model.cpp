@@ -72,6 +72,16 @@ std::vector<AttentionDiagnostics> CharLmImpl::diagnostics() const {
   return out;
 }
 
+void CharLmImpl::set_record_diagnostics(bool on) {
+  for (auto& b : blocks_) b->attention().set_record_diagnostics(on);
+}
+
+bool CharLmImpl::record_diagnostics() const {
+  for (const auto& b : blocks_)
+    if (!b->attention().record_diagnostics()) return false;
+  return true;
+}
+
 std::int64_t count_parameters(const torch::nn::Module& module, bool trainable_only) {
   std::unordered_set<const void*> seen;
   std::int64_t n = 0;

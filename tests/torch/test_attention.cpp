@@ -212,6 +212,7 @@ TEST(AttentionModules, HybridWithGateZeroIsLocalAttention) {
     c.hybrid.gate_override = 0.0;
     auto m = make_attention(c);
     m->to(torch::kFloat64);
+    m->set_record_diagnostics(true);
     Tensor x = torch::randn({2, 27, 32}, f64());
     Tensor y = m->forward(x);
     auto params = m->named_parameters();
@@ -235,6 +236,7 @@ TEST(AttentionModules, HybridDiagnosticsAndGradients) {
   c.hybrid.batched.mask_tol = 1e-4;
   auto m = make_attention(c);
   m->to(torch::kFloat64);
+  m->set_record_diagnostics(true);
   Tensor x = torch::randn({2, 40, 32}, f64());
   Tensor y = m->forward(x);
   const auto& d = m->diagnostics();
@@ -278,6 +280,42 @@ TEST(AttentionModules, HybridDiagnosticsAndGradients) {
   std::printf("[hybrid exact] agreement with batched %.3f (%ld), coef err %.2e, verified %ld of %ld\n",
               de.partition_agreement, de.agreement_units, de.coefficient_error,
               ce->diagnostics().verified_units, ce->diagnostics().certified_units);
+}
+
+// Diagnostics are opt-in (docs/layers.md "GPU"): a forward with recording off leaves the support
+// and gate summaries unset on both paths, one with it on fills them, and a later forward with it
+// off clears them again; the output does not depend on the setting.
+TEST(AttentionModules, HybridDiagnosticsAreOptIn) {
+  testing::set_threads();
+  torch::manual_seed(36);
+  for (auto path : {GlobalPath::kExact, GlobalPath::kBatched}) {
+    AttentionConfig c = small_config(AttentionType::kHybrid);
+    c.hybrid.path = path;
+    auto m = make_attention(c);
+    m->to(torch::kFloat64);
+    EXPECT_FALSE(m->record_diagnostics());
+    torch::NoGradGuard ng;
+    Tensor x = torch::randn({2, 27, 32}, f64());
+    Tensor off = m->forward(x);
+    EXPECT_TRUE(m->diagnostics().support_per_head.empty()) << to_string(path);
+    EXPECT_TRUE(std::isnan(m->diagnostics().support_mean)) << to_string(path);
+    EXPECT_TRUE(std::isnan(m->diagnostics().gate_mean)) << to_string(path);
+    EXPECT_TRUE(std::isnan(m->diagnostics().fista_residual)) << to_string(path);
+    m->set_record_diagnostics(true);
+    Tensor on = m->forward(x);
+    EXPECT_TRUE(torch::equal(off, on)) << to_string(path);
+    const auto& d = m->diagnostics();
+    ASSERT_EQ(d.support_per_head.size(), 4u) << to_string(path);
+    EXPECT_GE(d.support_mean, 1.0 / c.hybrid.problem.C - 1e-9) << to_string(path);
+    EXPECT_NEAR(d.gate_mean, 0.5, 1e-12) << to_string(path);  // gate starts at sigmoid(0)
+    EXPECT_EQ(std::isnan(d.fista_residual), path == GlobalPath::kExact) << to_string(path);
+    // A second read returns the same values (read once from the forward's tensors).
+    EXPECT_EQ(m->diagnostics().support_mean, d.support_mean);
+    m->set_record_diagnostics(false);
+    m->forward(x);
+    EXPECT_TRUE(m->diagnostics().support_per_head.empty()) << to_string(path);
+    EXPECT_TRUE(std::isnan(m->diagnostics().gate_mean)) << to_string(path);
+  }
 }
 
 // The problem lives once in HybridSettings; a nested batched.problem that

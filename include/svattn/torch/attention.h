@@ -154,7 +154,9 @@ struct AttentionConfig {
   void validate() const;
 };
 
-/// Per-forward diagnostics (NaN where not applicable).
+/// Per-forward diagnostics (NaN where not applicable). The hybrid layer fills the support, gate
+/// and FISTA fields only while AttentionImpl::record_diagnostics() is on (docs/layers.md "GPU");
+/// check_agreement, certify and count_distinct_support are diagnostics switches of their own.
 struct AttentionDiagnostics {
   std::vector<double>
       support_per_head;  ///< hybrid: mean |S ∪ E| per head over batch and chunks >= 1
@@ -183,16 +185,26 @@ class AttentionImpl : public torch::nn::Module {
   /// x [B, T, D] -> [B, T, D].
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
   const AttentionConfig& config() const { return config_; }
-  const AttentionDiagnostics& diagnostics() const { return diag_; }
+  /// Diagnostics of the last forward. The values a forward left on the device are read here, on
+  /// the first call after that forward (a host sync), not in the forward.
+  const AttentionDiagnostics& diagnostics() const;
+  /// Opt-in per-forward diagnostics (default off): while off, a forward computes no support or
+  /// gate summaries and leaves those fields of diagnostics() unset (empty, NaN); while on, it
+  /// keeps them as tensors and diagnostics() reads them. Neither setting syncs in the forward.
+  void set_record_diagnostics(bool on) { record_diagnostics_ = on; }
+  bool record_diagnostics() const { return record_diagnostics_; }
 
  protected:
+  /// Moves the device values of the last forward into diag_ (the hybrid layer's; no-op here).
+  virtual void resolve_diagnostics() const {}
   /// [B, T, D] -> [B, H, T, dh] for each of q, k, v.
   std::vector<torch::Tensor> project_qkv(const torch::Tensor& x);
   /// [B, H, T, dh] -> out projection of the merged heads, [B, T, D].
   torch::Tensor merge(const torch::Tensor& o);
 
   AttentionConfig config_;
-  AttentionDiagnostics diag_;
+  mutable AttentionDiagnostics diag_;
+  bool record_diagnostics_ = false;
   torch::nn::Linear q_proj_{nullptr}, k_proj_{nullptr}, v_proj_{nullptr}, o_proj_{nullptr};
 };
 
@@ -235,6 +247,10 @@ class HybridSvAttentionImpl : public AttentionImpl {
   torch::nn::Linear gate_proj_{nullptr};  // D -> H
   torch::Tensor gate_position_;           // [H, chunk], GateType::kPosition
   torch::Tensor last_gate_;
+  // record_diagnostics(): the last forward's unread summaries, kept where they were computed
+  // (support per head [H] fp64, gate mean 0-dim); undefined once read into diag_.
+  mutable torch::Tensor pending_support_, pending_gate_;
+  void resolve_diagnostics() const override;
   // lz (may be null): the path's log-normaliser [B, H, T] for the joint gate.
   torch::Tensor local_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                            torch::Tensor* lz) const;

@@ -10,7 +10,9 @@
 // see docs/layers.md for the derivation in the core's scaling; blocked matrix products over each
 // memory's support. Gradients flow to keys, values,
 // queries and (optionally) the per-head log bandwidth. Inputs of any floating dtype and device;
-// computation is fp64 on the CPU, results are returned in the input dtype/device. The (batch, head)
+// computation is fp64 on the CPU, results are returned in the input dtype/device: a call moves its
+// inputs to the host in one transfer (pinned memory on CUDA) and its results back without
+// blocking (docs/gpu.md). The (batch, head)
 // units run in parallel with at::parallel_for (at::get_num_threads() threads); each is solved by
 // one thread in a fixed order, so results do not depend on the thread count.
 #pragma once

@@ -50,8 +50,13 @@ class CharLmImpl : public torch::nn::Module {
   AttentionImpl& attention(std::int64_t layer) {
     return blocks_.at(static_cast<std::size_t>(layer))->attention();
   }
-  /// Diagnostics of every layer's attention from the last forward.
+  /// Diagnostics of every layer's attention from the last forward (the support and gate fields
+  /// only while recording: set_record_diagnostics).
   std::vector<AttentionDiagnostics> diagnostics() const;
+  /// AttentionImpl::set_record_diagnostics on every layer (default off).
+  void set_record_diagnostics(bool on);
+  /// Whether every layer records its diagnostics.
+  bool record_diagnostics() const;
 
  private:
   LmConfig config_;

@@ -37,6 +37,7 @@ namespace {
 // Sum over the memories of a forward of `x` of each layer's mean support (mean over heads): the
 // diagnostics average over the chunks >= 1 of the shifted sequence, so times their count.
 std::vector<double> support_sums(layers::CharLm& model, const Tensor& x, std::int64_t shift) {
+  model->set_record_diagnostics(true);
   model->forward(x);
   const auto diags = model->diagnostics();
   const double memories = static_cast<double>(std::max<std::int64_t>(0, x.size(1) - shift - 1));

@@ -312,6 +312,7 @@ EvalPoint evaluate_recall(layers::CharLm& model, const Settings& p, int factor, 
   int diag_count = 0;
   torch::NoGradGuard ng;
   model->eval();
+  model->set_record_diagnostics(true);  // the point reports support and gate per layer
   for (int done = 0; done < sequences; done += per) {
     const int b = std::min(per, sequences - done);
     const auto batch = make_selective_copy_batch(t, b, rng);
