@@ -17,6 +17,7 @@
 #include "db/sqlite.h"
 #include "svattn/errors.h"
 #include "svattn/store.h"
+#include "support/clock.h"
 
 namespace svattn::store_detail {
 namespace {
@@ -125,7 +126,7 @@ nlohmann::json BackupResult::to_json() const {
 BackupResult backup_database(const std::string& source, const std::string& destination,
                              const BackupSettings& settings) {
   settings.validate();
-  const auto t0 = std::chrono::steady_clock::now();
+  const support::Stopwatch watch;
   if (!path_exists(source)) throw NotFound("backup: source '" + source + "' does not exist");
   if (path_exists(destination)) {
     throw AlreadyExists("backup: destination '" + destination +
@@ -162,7 +163,7 @@ BackupResult backup_database(const std::string& source, const std::string& desti
   r.keys_note = "data keys are not included: they stay in the key store beside the source (" +
                 source + ".keys); records in this copy are readable only with that key store, " +
                 "and a record whose key is destroyed later stays unreadable in the copy";
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.seconds = watch.seconds();
   return r;
 }
 

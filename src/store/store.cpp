@@ -15,6 +15,7 @@
 #include "svattn/hash.h"
 #include "svattn/kernel.h"
 #include "svattn/readout.h"
+#include "support/clock.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the store writes fp64 blobs in native order and documents them as little-endian");
@@ -26,19 +27,7 @@ namespace store_detail {
 const char* const kMagic = "svattn-store";
 const std::string kZeroHash(64, '0');
 
-std::string now_utc() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(ms.count()));
-  return buf;
-}
+std::string now_utc() { return support::utc_now_ms(); }
 
 nlohmann::json diagnostics_to_json(const OpDiagnostics& d) {
   return {{"ops", d.ops},

@@ -10,6 +10,7 @@
 #include "db/pg_uri.h"
 #include "db/sqlite.h"
 #include "store_impl.h"
+#include "support/clock.h"
 
 namespace svattn {
 
@@ -206,7 +207,7 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
 }
 
 StoreEncryptionResult encrypt_store(const std::string& path, const StoreOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const support::Stopwatch watch;
   if (options.read_only || options.create) {
     throw InvalidArgument("encrypt_store: StoreOptions.read_only and .create must be false");
   }
@@ -245,7 +246,7 @@ StoreEncryptionResult encrypt_store(const std::string& path, const StoreOptions&
   }
   res.state_sha256 = memory_hashes(im->db);
   im->db.close();
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.seconds = watch.seconds();
   return res;
 }
 

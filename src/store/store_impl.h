@@ -46,6 +46,7 @@
 #include "svattn/readout.h"
 #include "svattn/store.h"
 #include "utc_clock.h"
+#include "support/clock.h"
 
 namespace svattn {
 
@@ -54,7 +55,7 @@ namespace store_detail {
 extern const char* const kMagic;
 
 /// The operations' timer (steady clock).
-using OpClock = std::chrono::steady_clock;
+using OpClock = support::MonotonicClock;
 inline double seconds_since(OpClock::time_point t0) {
   return std::chrono::duration<double>(OpClock::now() - t0).count();
 }

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "store_impl.h"
+#include "support/clock.h"
 
 namespace svattn {
 
@@ -71,7 +72,7 @@ ImportResult Store::import_records(const std::string& name,
   }
   Impl& im = *impl_;
   im.require_writable();
-  const auto t0 = std::chrono::steady_clock::now();
+  const support::Stopwatch watch;
   const RowMatrix& vals = values != nullptr ? *values : keys;
   const MemoryRow row0 = im.read([&] { return im.read_memory_row(name); });
   const ImportPlan plan = plan_import(record_of_row, keys, vals, row0.dim, row0.value_dim);
@@ -108,7 +109,7 @@ ImportResult Store::import_records(const std::string& name,
     res.entries.push_back(im.import_chunk(name, plan, chunk, keys, vals, res.totals, last));
     ++res.chunks;
     res.totals.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        watch.seconds();
     if (options.progress) options.progress(res.totals);
   }
   res.state_sha256 = im.read([&] { return im.read_memory_row(name).state_sha256; });

@@ -10,6 +10,7 @@
 #include "db/dialect.h"
 #include "store_impl.h"
 #include "svattn/hash.h"
+#include "support/clock.h"
 
 namespace svattn {
 
@@ -208,7 +209,7 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
   }
   if (has_shredded(row.id)) return load_without_shredded(row);  // read-only open of a restored copy
   cache.erase(row.name);
-  const auto t0 = std::chrono::steady_clock::now();
+  const support::Stopwatch watch;
   RestoreReport rep;
   rep.restored = true;
   std::unique_ptr<Memory> mem;
@@ -253,7 +254,7 @@ Cached& Store::Impl::ensure_loaded(const MemoryRow& row) {
                       row.state_sha256.substr(0, 16) + "…, tokens give " + restored.substr(0, 16) +
                       "…); the store is corrupted, run `svattn memory verify`");
   }
-  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rep.seconds = watch.seconds();
   restores[row.name] = rep;
   Cached c;
   c.id = row.id;

@@ -10,6 +10,7 @@
 #include "check_settings.h"
 #include "svattn/errors.h"
 #include "svattn/torch/support_stats.h"
+#include "support/clock.h"
 
 namespace svattn::layers {
 
@@ -474,7 +475,7 @@ Tensor HybridSvAttentionImpl::global_path(const Tensor& q, const Tensor& k, cons
   // The solvers' per-unit results are gathered only for a diagnostic that reads them.
   const bool want_info = record_diagnostics_ || h.certify || h.check_agreement ||
                          h.count_distinct_support;
-  const auto t0 = std::chrono::steady_clock::now();
+  const support::Stopwatch watch;
   Tensor o_glob, support, role, alpha;
   if (h.path == GlobalPath::kExact) {
     ExactInfo info;
@@ -515,8 +516,7 @@ Tensor HybridSvAttentionImpl::global_path(const Tensor& q, const Tensor& k, cons
       record_agreement(info.role, info.alpha, ex.role, ex.alpha);
     }
   }
-  diag_.solver_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  diag_.solver_seconds = watch.seconds();
   if (record_diagnostics_)  // [H], where the solver left it (host: exact; device: batched)
     pending_support_ = support.narrow(2, 1, nc - 1)
                            .to(torch::kFloat64)

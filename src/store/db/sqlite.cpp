@@ -2,6 +2,7 @@
 // connection and pooled, every result code mapped to a typed exception, and the calls that exist
 // only on SQLite (open flags, busy timeout, WAL checkpoint, online backup, read-only reader).
 #include "sqlite.h"
+#include "support/clock.h"
 
 #include <sqlite3.h>
 
@@ -277,8 +278,7 @@ int sqlite_backup(Database& src_db, Database& dst_db, int pages_per_step, int bu
   sqlite3* dst = native(dst_db);
   sqlite3_backup* b = sqlite3_backup_init(dst, "main", src, "main");
   if (b == nullptr) throw_sqlite(dst, sqlite3_errcode(dst), "backup of '" + source + "'");
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+  const support::Stopwatch waited;
   int steps = 0;
   int rc = SQLITE_OK;
   while (true) {
@@ -286,7 +286,7 @@ int sqlite_backup(Database& src_db, Database& dst_db, int pages_per_step, int bu
     if (rc == SQLITE_OK || rc == SQLITE_DONE) ++steps;
     if (rc == SQLITE_DONE) break;
     if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
-      if (std::chrono::steady_clock::now() > deadline) break;
+      if (waited.milliseconds() > busy_timeout_ms) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       continue;
     }
