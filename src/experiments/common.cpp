@@ -37,36 +37,6 @@ void run_jobs(const std::vector<std::function<void()>>& jobs, int workers) {
     if (e) std::rethrow_exception(e);
 }
 
-nlohmann::json machine_info() {
-  nlohmann::json m;
-  std::string cpu = "unknown";
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto pos = line.find(':');
-      if (pos != std::string::npos) cpu = line.substr(pos + 2);
-      break;
-    }
-  }
-  m["cpu"] = cpu;
-  m["hardware_threads"] = std::thread::hardware_concurrency();
-#if defined(__clang__)
-  m["compiler"] = std::string("clang ") + __clang_version__;
-#elif defined(__GNUC__)
-  m["compiler"] = std::string("gcc ") + __VERSION__;
-#else
-  m["compiler"] = "unknown";
-#endif
-#ifdef NDEBUG
-  m["build"] = "release (NDEBUG)";
-#else
-  m["build"] = "debug (assertions on)";
-#endif
-  m["threads_used"] = 1;
-  return m;
-}
-
 void write_outputs(const ExperimentOptions& o, const std::string& id, nlohmann::json& j,
                    const std::string& markdown) {
   ensure_dir(o.out_dir);

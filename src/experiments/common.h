@@ -9,6 +9,7 @@
 
 #include "svattn/clock.h"
 #include "svattn/errors.h"
+#include "svattn/experiments/framework/run_header.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/registry.h"
 #include "svattn/experiments/report.h"
@@ -69,8 +70,7 @@ Renderer file_renderer(const char* key,
   };
 }
 
-/// Machine description for the report header: CPU model, core count, compiler, build type.
-nlohmann::json machine_info();
+using svattn::experiments::machine_info;  // framework/run_header.h
 
 /// Writes E?.md and E?.json into options.out_dir (adds markdown_file/json_file to `j`).
 void write_outputs(const ExperimentOptions& o, const std::string& id, nlohmann::json& j,

@@ -821,7 +821,7 @@ nlohmann::json report_json(const Result& res, const std::vector<Comparison>& all
   if (!res.data_dir.empty()) data = {{"data_dir", res.data_dir}, {"data_dir_source", res.data_dir_source}};
   nlohmann::json j = {
       {"experiment", "E1"},
-      {"title", find_experiment("E1").title},
+      {"title", kInfo.title},
       {"preset", res.preset},
       {"seed", res.seed},
       {"created", res.created},
@@ -902,7 +902,7 @@ std::string honest_md(const Result& res) {
 std::string markdown(const Result& res, const std::vector<Comparison>& all, const Table& streams,
                      const Table& kinds, const Table& head, const std::vector<PlotResult>& plots) {
   std::ostringstream md;
-  md << "# E1 — " << find_experiment("E1").title << "\n\n";
+  md << "# E1 — " << kInfo.title << "\n\n";
   md << "Preset `" << res.preset << "`, seed " << res.seed << ", " << res.trials
      << " trials per stream, n = " << res.settings.n
      << " tokens per trial (ICU: whole stays up to n hours). Run time "

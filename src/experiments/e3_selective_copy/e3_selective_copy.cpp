@@ -17,7 +17,7 @@
 #include "svattn/errors.h"
 #include "svattn/experiments/e3_selective_copy/task.h"
 #include "svattn/experiments/registry.h"
-#include "svattn/experiments/statistics.h"
+#include "svattn/experiments/framework/statistics.h"
 #include "svattn/lm/trainer.h"
 #include "svattn/torch/model.h"
 
@@ -1382,7 +1382,7 @@ ExperimentResult render(const Result& res, const ExperimentOptions& o) {
   const SeedRuns& runs = res.runs.front();
   json j;
   j["experiment"] = "E3";
-  j["title"] = "Selective copy with growing padding (trained models)";
+  j["title"] = kInfo.title;
   j["preset"] = res.preset;
   j["seed"] = runs.seed;
   j["seeds"] = json::array();

@@ -576,7 +576,7 @@ ExperimentResult render(const Result& res, const ExperimentOptions& o) {
   for (const auto& pl : plots) plots_json.push_back(pl.json());
   nlohmann::json j = {
       {"experiment", "E4"},
-      {"title", find_experiment("E4").title},
+      {"title", kInfo.title},
       {"preset", res.preset},
       {"seed", res.seed},
       {"created", res.created},
@@ -616,7 +616,7 @@ ExperimentResult render(const Result& res, const ExperimentOptions& o) {
   };
 
   std::ostringstream md;
-  md << "# E4 — " << find_experiment("E4").title << "\n\n";
+  md << "# E4 — " << kInfo.title << "\n\n";
   md << "Preset `" << res.preset << "`, seed " << res.seed << ". Run time " << fmt_fixed(runtime, 1) << " s on "
      << j["machine"]["cpu"].get<std::string>() << " (1 thread). Data: `" << res.data_dir << "` (" << res.data_dir_source
      << ").\n\n";

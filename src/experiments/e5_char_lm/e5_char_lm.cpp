@@ -15,7 +15,7 @@
 #include "common.h"
 #include "lm_run_checks.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/statistics.h"
+#include "svattn/experiments/framework/statistics.h"
 #include "svattn/lm/position_eval.h"
 #include "svattn/lm/trainer.h"
 
@@ -723,7 +723,7 @@ ExperimentResult render(const Result& res, const ExperimentOptions& o) {
   const Settings& p = res.settings;
   json j;
   j["experiment"] = "E5";
-  j["title"] = "Character LM: hybrid vs state-matched sliding-window transformer";
+  j["title"] = kInfo.title;
   j["preset"] = res.preset;
   j["seed"] = res.seed;
   j["machine"] = res.machine;

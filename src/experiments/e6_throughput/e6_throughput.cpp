@@ -178,7 +178,7 @@ ExperimentResult render(const Result& r, const ExperimentOptions& o) {
     j["rows"][i]["slowdown_vs_reference"] = ratio;
   }
   j["experiment"] = "E6";
-  j["title"] = "Training throughput";
+  j["title"] = kInfo.title;
   const std::string scale = scale_text(r);
   j["scale"] = scale;
   j["reference"] = r.rows.front().preset;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/experiments/e1_forgetting/info.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/experiments/e4_icu/info.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 #include "svattn/experiments/selection.h"

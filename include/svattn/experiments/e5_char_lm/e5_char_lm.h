@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/experiments/e5_char_lm/info.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 

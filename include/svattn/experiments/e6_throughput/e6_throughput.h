@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/experiments/e6_throughput/info.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "svattn/experiments/e7_applications/tools.h"
+#include "svattn/experiments/e7_applications/info.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 #include "svattn/types.h"
