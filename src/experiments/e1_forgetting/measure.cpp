@@ -78,11 +78,8 @@ std::optional<DataDir> icu_data_dir(const std::vector<std::string>& names, const
 }  // namespace
 
 Result measure(const ExperimentOptions& options) {
-  options.validate();
-  const Stopwatch total;
   Result res;
-  res.preset = options.preset;
-  res.seed = options.seed;
+  res.begin(options);
   res.settings = detail::with_overrides(preset_for(options.preset), kInfo.id, options);
   res.selected_streams = options.streams.empty() ? res.settings.streams : options.streams;
   ExperimentOptions o = options;
@@ -97,13 +94,11 @@ Result measure(const ExperimentOptions& options) {
     res.data_dir = data_dir->path;
     res.data_dir_source = data_dir->source;
   }
-  res.machine = detail::machine_info();
-  res.created = utc_now();
   for (const auto& nm : res.selected_streams) {
     res.streams.push_back(run_stream(stream_def(nm), o, res.settings.n, data_dir ? &*data_dir : nullptr,
                                      res.trials, keys_error));
   }
-  res.measure_seconds = total.seconds();
+  res.end();
   return res;
 }
 

@@ -20,6 +20,7 @@
 #include "svattn/memory.h"
 #include "svattn/readout.h"
 #include "internal.h"
+#include "svattn/experiments/framework/report_builder.h"
 
 namespace svattn::experiments::e1_forgetting {
 namespace {
@@ -195,7 +196,13 @@ TableJson per_kind(const std::vector<Comparison>& all) {
 }
 
 /// Paper vs ours; the json is E1.json's `summary`.
-TableJson headline(const Result& res, const std::vector<Comparison>& all) {
+/// The headline table and E1.json's `summary` rows.
+struct Headline {
+  Table table;
+  std::vector<SummaryRow> summary;
+};
+
+Headline headline(const Result& res, const std::vector<Comparison>& all) {
   auto of_streams = [&](auto pred) {
     std::vector<Comparison> cs;
     for (const auto& c : all)
@@ -211,10 +218,10 @@ TableJson headline(const Result& res, const std::vector<Comparison>& all) {
   const auto dm_all = collect(all, &Comparison::mult_ddecision, true);
   const auto& names = res.selected_streams;
   const bool learned_selected = std::find(names.begin(), names.end(), "learned") != names.end();
-  TableJson t{Table({"metric", "paper", "ours"}), nlohmann::json::array()};
+  Headline t{Table({"metric", "paper", "ours"}), {}};
   auto add = [&](const std::string& metric, const std::string& paper, const std::string& ours) {
     t.table.add_row({metric, paper, ours});
-    t.json.push_back({{"metric", metric}, {"paper", paper}, {"ours", ours}});
+    t.summary.push_back({metric, paper, ours});
   };
   add("partition match (all streams)", "98–100 %",
       all.empty() ? "n/a" : fmt_pct(rate(all, &Comparison::partition_equal)));
@@ -279,35 +286,21 @@ std::string scale_line(const Result& res, std::size_t deletions) {
          " deletions; streams: " + list;
 }
 
-/// E1.json: the tables and summaries derived from the result, and the result under `result`.
-nlohmann::json report_json(const Result& res, const std::vector<Comparison>& all, const TableJson& streams,
-                           const TableJson& kinds, const TableJson& head,
-                           const std::vector<PlotResult>& plots) {
+/// E1.json's descriptive keys: data, scale, settings, per-stream and per-deletion numbers, every
+/// comparison, and the typed result the report was rendered from.
+void describe(const Result& res, const std::vector<Comparison>& all, const TableJson& streams,
+              const TableJson& kinds, ReportBuilder& report) {
   nlohmann::json comps = nlohmann::json::array();
   for (const auto& c : all) comps.push_back(c.to_json());
   nlohmann::json data = nlohmann::json::object();
   if (!res.data_dir.empty()) data = {{"data_dir", res.data_dir}, {"data_dir_source", res.data_dir_source}};
-  nlohmann::json j = {
-      {"experiment", "E1"},
-      {"title", kInfo.title},
-      {"preset", res.preset},
-      {"seed", res.seed},
-      {"created", res.created},
-      {"machine", res.machine},
-      {"data", data},
-      {"settings", settings_json(res)},
-      {"streams", streams.json},
-      {"by_deletion", kinds.json},
-      {"summary", head.json},
-      {"tables", {{"per_stream", streams.table.json()}, {"by_deletion", kinds.table.json()},
-                  {"headline", head.table.json()}}},
-      {"comparisons", comps},
-      {"runtime_seconds", res.measure_seconds},
-      {"plots", detail::plots_json(plots)},
-      {"scale", scale_line(res, all.size())},
-  };
-  j["result"] = res.to_json();  // render(Result::from_json(E1.json["result"])) writes this report
-  return j;
+  report.set_data(data);
+  report.set_scale(scale_line(res, all.size()));
+  report.json("settings") = settings_json(res);
+  report.json("streams") = streams.json;
+  report.json("by_deletion") = kinds.json;
+  report.json("comparisons") = comps;
+  report.json("result") = res.to_json();  // render(Result::from_json(E1.json["result"])) writes this report
 }
 
 std::string what_was_run_md() {
@@ -393,15 +386,20 @@ std::string markdown(const Result& res, const std::vector<Comparison>& all, cons
 }  // namespace
 
 ExperimentResult render(const Result& res, const ExperimentOptions& o) {
-  ensure_dir(o.out_dir);
+  ReportBuilder report(kInfo, res, o);
   const std::vector<Comparison> all = all_comparisons(res);
   const TableJson streams = per_stream(res);
   const TableJson kinds = per_kind(all);
-  const TableJson head = headline(res, all);
+  const Headline head = headline(res, all);
   const std::vector<PlotResult> plots = deviation_plots(all, o);
-  nlohmann::json j = report_json(res, all, streams, kinds, head, plots);
-  detail::write_outputs(o, "E1", j, markdown(res, all, streams.table, kinds.table, head.table, plots));
-  return ExperimentResult::from_json(j);
+  for (const auto& p : plots) report.add_plot(p);
+  for (const auto& row : head.summary) report.add_summary(row.metric, row.paper, row.ours);
+  describe(res, all, streams, kinds, report);
+  report.add_table("per_stream", streams.table);
+  report.add_table("by_deletion", kinds.table);
+  report.add_table("headline", head.table);
+  report.md() << markdown(res, all, streams.table, kinds.table, head.table, plots);
+  return report.write(nlohmann::json::object());
 }
 
 }  // namespace svattn::experiments::e1_forgetting

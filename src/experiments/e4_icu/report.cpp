@@ -318,10 +318,6 @@ void describe(const Result& res, ReportBuilder& report) {
       {"C_rule", "C = 1/B"},
       {"ridge", ProblemSettings{}.ridge},
       {"queries", "each hour's own standardised vector, causal softmax(q.k/sqrt(7))"}};
-  report.json("created") = res.created;
-  report.json("machine") = res.machine;
-  report.json("seed") = res.seed;
-  report.json("preset") = res.preset;
   report.json("result") = res.to_json();  // render(Result::from_json(E4.json["result"]))
 }
 

@@ -5,21 +5,16 @@
 namespace svattn::experiments::e7_applications {
 
 Result measure(const ExperimentOptions& o) {
-  o.validate();
-  const Stopwatch total;
   Result res;
-  res.preset = o.preset;
-  res.seed = o.seed;
+  res.begin(o);
   res.settings = detail::with_overrides(preset_settings(o.preset), kInfo.id, o);
   ensure_dir(o.out_dir);
   const DataDir dir = resolve_data_dir(o.data_dir);
   res.data_dir = dir.path;
   res.data_dir_source = dir.source;
-  res.machine = detail::machine_info();
-  res.created = utc_now();
   run_facts(res.settings, o, res);
   run_patients(res.settings, o, dir, res.erasure);
-  res.measure_seconds = total.seconds();
+  res.end();
   return res;
 }
 

@@ -22,6 +22,7 @@
 #include "svattn/readout.h"
 #include "svattn/store.h"
 #include "internal.h"
+#include "svattn/experiments/framework/report_builder.h"
 
 namespace svattn::experiments::e7_applications {
 namespace {
@@ -260,14 +261,14 @@ std::vector<PlotResult> e7_plots(const ExperimentOptions& o, const ErasureResult
 /// The headline: one row per claim, the paper's statement beside ours.
 struct Headline {
   Table table{{"claim", "paper", "ours"}};
-  json summary = json::array();
+  std::vector<SummaryRow> summary;
 };
 
 Headline headline_of(const FactTally& ft, const ErasureResult& pat) {
   Headline h;
   auto add = [&](const std::string& metric, const std::string& paper, const std::string& ours) {
     h.table.add_row({metric, paper, ours});
-    h.summary.push_back({{"metric", metric}, {"paper", paper}, {"ours", ours}});
+    h.summary.push_back({metric, paper, ours});
   };
   const RemovalMethod* exact = find_method(pat, "exact");
   const RemovalMethod* decay = find_method(pat, "decay");
@@ -401,31 +402,16 @@ json patients_json(const ErasureResult& pat) {
           {"never_seen_store_seconds", pat.never_store_seconds}, {"seconds", pat.seconds}};
 }
 
-/// E7.json: settings, every per-forget / per-edit / per-method number, tables, summary, plots, and
-/// the typed result under `result`.
-json report_json(const Result& r, const FactTally& ft, const E7Tables& tables, const Headline& h,
-                 const std::vector<PlotResult>& plots, const std::string& scale) {
-  return {
-      {"experiment", "E7"},
-      {"title", kInfo.title},
-      {"preset", r.preset},
-      {"seed", r.seed},
-      {"created", r.created},
-      {"machine", r.machine},
-      {"scale", scale},
-      {"data", {{"data_dir", r.data_dir}, {"data_dir_source", r.data_dir_source}, {"icu_source", r.erasure.source},
-                {"facts", "synthetic (src/experiments/e7_applications.cpp)"}}},
-      {"settings", settings_json(r)},
-      {"facts", facts_json(r, ft)},
-      {"patients", patients_json(r.erasure)},
-      {"summary", h.summary},
-      {"tables", {{"headline", h.table.json()}, {"fact_forgetting", tables.forget.json()},
-                  {"knowledge_editing", tables.edit.json()}, {"patient_erasure", tables.erase.json()},
-                  {"membership_inference", tables.mia.json()}}},
-      {"plots", detail::plots_json(plots)},
-      {"runtime_seconds", r.measure_seconds},
-      {"result", r.to_json()},  // render(Result::from_json(E7.json["result"])) writes this report
-  };
+/// E7.json's descriptive keys: settings, every per-forget / per-edit / per-method number, and the
+/// typed result the report was rendered from.
+void describe(const Result& r, const FactTally& ft, const std::string& scale, ReportBuilder& report) {
+  report.set_scale(scale);
+  report.set_data({{"data_dir", r.data_dir}, {"data_dir_source", r.data_dir_source}, {"icu_source", r.erasure.source},
+                   {"facts", "synthetic (src/experiments/e7_applications.cpp)"}});
+  report.json("settings") = settings_json(r);
+  report.json("facts") = facts_json(r, ft);
+  report.json("patients") = patients_json(r.erasure);
+  report.json("result") = r.to_json();  // render(Result::from_json(E7.json["result"])) writes this report
 }
 
 /// E7.md (a): the fact memory and the forgetting table.
@@ -529,17 +515,24 @@ std::string markdown_of(const Result& r, const FactTally& ft, const E7Tables& ta
 }  // namespace
 
 ExperimentResult render(const Result& res, const ExperimentOptions& o) {
-  ensure_dir(o.out_dir);
+  ReportBuilder report(kInfo, res, o);
   const FactTally ft = tally_facts(res.forgetting, res.editing);
   const E7Tables tables{forget_table_of(res.facts, ft), edit_table_of(ft), erase_table_of(res.erasure),
                         mia_table_of(res.erasure)};
   std::vector<std::string> captions;
   const std::vector<PlotResult> plots = e7_plots(o, res.erasure, captions);
+  for (const auto& p : plots) report.add_plot(p);
   const Headline h = headline_of(ft, res.erasure);
+  for (const auto& row : h.summary) report.add_summary(row.metric, row.paper, row.ours);
   const std::string scale = scale_of(res.settings, res.facts, res.erasure, ft);
-  json j = report_json(res, ft, tables, h, plots, scale);
-  detail::write_outputs(o, "E7", j, markdown_of(res, ft, tables, h, plots, captions, scale));
-  return ExperimentResult::from_json(j);
+  describe(res, ft, scale, report);
+  report.add_table("headline", h.table);
+  report.add_table("fact_forgetting", tables.forget);
+  report.add_table("knowledge_editing", tables.edit);
+  report.add_table("patient_erasure", tables.erase);
+  report.add_table("membership_inference", tables.mia);
+  report.md() << markdown_of(res, ft, tables, h, plots, captions, scale);
+  return report.write(json::object());
 }
 
 }  // namespace svattn::experiments::e7_applications

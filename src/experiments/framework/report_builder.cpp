@@ -31,6 +31,8 @@ const PlotResult& ReportBuilder::add_bar_plot(const std::string& name, const Bar
 
 ExperimentResult ReportBuilder::write(const nlohmann::json& typed) {
   nlohmann::json j = json_;
+  j["created"] = run_.created;
+  j["machine"] = run_.machine;
   for (const auto& [key, value] : typed.items()) {
     if (j.contains(key) && j[key].is_object() && value.is_object())
       for (const auto& [k, v] : value.items()) j[key][k] = v;
@@ -51,6 +53,10 @@ ExperimentResult ReportBuilder::write(const nlohmann::json& typed) {
   r.data = data_;
   if (!tables_.empty()) j["tables"] = tables_;
   r.details = j;
+  // The keys ExperimentResult::to_json writes from its own fields (result.cpp's envelope).
+  for (const char* k : {"experiment", "title", "preset", "seed", "scale", "runtime_seconds", "summary",
+                        "plots", "markdown_file", "json_file", "data"})
+    r.details.erase(k);
   const std::filesystem::path out(options_.out_dir);
   write_text_file((out / r.markdown_file).string(), md_.str());
   write_json_file((out / r.json_file).string(), r.to_json());

@@ -5,6 +5,7 @@
 #pragma once
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,11 +39,14 @@ class ReportBuilder {
   /// Draws a plot unless options.plots is off (then it is recorded as skipped on request).
   const PlotResult& add_line_plot(const std::string& name, const LinePlot& plot);
   const PlotResult& add_bar_plot(const std::string& name, const BarPlot& plot);
+  /// A plot drawn elsewhere (its result as it came back).
+  void add_plot(PlotResult plot) { plots_.push_back(std::move(plot)); }
   const std::vector<PlotResult>& plots() const { return plots_; }
 
-  /// Writes E?.md and E?.json into options.out_dir: the descriptive keys, then the typed result's
-  /// keys (an object both hold is merged, the typed entries winning), then the envelope
-  /// (experiment, title, preset, seed, scale, summary, tables, plots, run time, files).
+  /// Writes E?.md and E?.json into options.out_dir: the run header's `created` and `machine`, the
+  /// descriptive keys, then the typed result's keys (an object both hold is merged, the typed
+  /// entries winning), then the envelope (experiment, title, preset, seed, scale, summary, tables,
+  /// plots, run time, files). The ExperimentResult's details are every key but the envelope's.
   ExperimentResult write(const nlohmann::json& typed);
 
  private:
