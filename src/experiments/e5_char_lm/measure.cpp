@@ -120,8 +120,8 @@ Run train_and_test(const Settings& p, const std::string& preset, const std::stri
 }  // namespace
 
 Result measure(const ExperimentOptions& o) {
-  o.validate();
-  const Stopwatch total;
+  Result res;
+  res.begin(o);
   Settings p = detail::with_overrides(e5_preset(o.preset), kInfo.id, o);
   if (o.trials > 0) p.seeds = o.trials;
   if (o.steps > 0) {
@@ -134,9 +134,6 @@ Result measure(const ExperimentOptions& o) {
   }
   lm::set_threads(1);
   ensure_dir(o.out_dir);
-  Result res;
-  res.preset = o.preset;
-  res.seed = o.seed;
   for (int i = 0; i < p.seeds; ++i) res.seeds.push_back(o.seed + static_cast<std::uint64_t>(i));
   res.runs_dir = (std::filesystem::path(o.out_dir) / "E5-runs").string();
   // Per pair: the hybrid, then the sliding window matched to that seed's measured support, then the
@@ -165,9 +162,7 @@ Result measure(const ExperimentOptions& o) {
   detail::run_jobs(jobs, p.device == "cpu" ? p.workers : 1);
   res.corpus_label = lm::Corpus::load({p.corpus, "", o.data_dir}).label();
   res.settings = p;
-  res.machine = detail::machine_info();
-  res.created = utc_now();
-  res.measure_seconds = total.seconds();
+  res.end();
   return res;
 }
 

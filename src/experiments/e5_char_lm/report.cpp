@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "internal.h"
+#include "svattn/experiments/framework/report_builder.h"
 #include "lm_run_checks.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/framework/statistics.h"
@@ -57,7 +58,7 @@ struct Derived {
                     "gate memory share per layer", "|S ∪ E| per layer", "σ per layer"}};
   Table position_table{{"model"}};
   json pairs = json::array();
-  json summary = json::array();
+  std::vector<SummaryRow> summary;
   double worst_last_fifth = std::nan("");
   double train_seconds = 0;
 };
@@ -97,14 +98,13 @@ void add_pair_summary(Derived& d, const Pair& pr, const std::vector<double>& hb,
                                 : is10m    ? "no advantage"
                                 : is3m     ? "2.178 vs 2.383"
                                            : "(3.22M) 2.178 vs 2.383";
-  d.summary.push_back(
-      {{"metric", "test BPC, " + tag + " (mean ± sd, " + std::to_string(hb.size()) + " seeds)"},
-       {"paper", paper_bpc},
-       {"ours", fmt_mean_sd(hb, 3) + " vs " + fmt_mean_sd(sb, 3)}});
+  d.summary.push_back({"test BPC, " + tag + " (mean ± sd, " + std::to_string(hb.size()) + " seeds)",
+                       paper_bpc,
+                       fmt_mean_sd(hb, 3) + " vs " + fmt_mean_sd(sb, 3)});
   const std::string p_str = std::isfinite(tt.p_two_sided) ? fmt_sci(tt.p_two_sided, 2) : "n/a (n < 2)";
-  d.summary.push_back({{"metric", "relative improvement of the hybrid, " + tag + " (paired t-test p)"},
-                       {"paper", token_gate ? "not reported" : is10m ? "none" : "8.6 % (p = 0.001)"},
-                       {"ours", fmt_pct(rel, 1) + " (p = " + p_str + ")"}});
+  d.summary.push_back({"relative improvement of the hybrid, " + tag + " (paired t-test p)",
+                       token_gate ? "not reported" : is10m ? "none" : "8.6 % (p = 0.001)",
+                       fmt_pct(rel, 1) + " (p = " + p_str + ")"});
 }
 
 json t_test_json(const PairedTTest& tt) {
@@ -123,11 +123,11 @@ void add_ablation(Derived& d, const PairResult& pr, json& pj) {
   pj["relative_improvement_vs_ablation"] = rel;
   pj["paired_t_vs_ablation"] = t_test_json(tt);
   const std::string p_str = std::isfinite(tt.p_two_sided) ? fmt_sci(tt.p_two_sided, 2) : "n/a (n < 2)";
-  d.summary.push_back({{"metric", "what the memory adds: " + pr.pair.hybrid + " vs " + pr.pair.ablation +
-                                      " (relative BPC improvement, paired t-test p)"},
-                       {"paper", "not reported"},
-                       {"ours", fmt_mean_sd(hb, 3) + " vs " + fmt_mean_sd(ab, 3) + ": " + fmt_pct(rel, 1) +
-                                    " (p = " + p_str + ")"}});
+  d.summary.push_back({"what the memory adds: " + pr.pair.hybrid + " vs " + pr.pair.ablation +
+                                      " (relative BPC improvement, paired t-test p)",
+                       "not reported",
+                       fmt_mean_sd(hb, 3) + " vs " + fmt_mean_sd(ab, 3) + ": " + fmt_pct(rel, 1) +
+                                    " (p = " + p_str + ")"});
 }
 
 void add_pair(Derived& d, const PairResult& pr) {
@@ -214,20 +214,19 @@ Derived derive(const Result& res) {
   add_position_table(d, res);
   const PairResult& first = res.pairs.front();
   if (!first.reference.empty())
-    d.summary.push_back({{"metric", "test BPC, full softmax reference " + first.pair.reference},
-                         {"paper", "not reported"},
-                         {"ours", fmt_mean_sd(test_bpc(first.reference), 3)}});
+    d.summary.push_back({"test BPC, full softmax reference " + first.pair.reference,
+                       "not reported",
+                       fmt_mean_sd(test_bpc(first.reference), 3)});
   std::vector<double> g;
   for (const auto& r : first.hybrid)
     if (!r.gate_curve.empty()) g.push_back(r.gate_curve.back().second);
-  d.summary.push_back({{"metric", "hybrid gate memory / local split at the end of training"},
-                       {"paper", "not reported (gate trains slowly at 10M)"},
-                       {"ours", g.empty() ? "n/a"
-                                          : fmt_fixed(mean_of(g), 3) + " / " + fmt_fixed(1 - mean_of(g), 3)}});
-  d.summary.push_back(
-      {{"metric", "largest validation improvement over the last 20 % of training (any run)"},
-       {"paper", "not reported"},
-       {"ours", std::isfinite(d.worst_last_fifth) ? fmt_pct(d.worst_last_fifth, 2) : "n/a"}});
+  d.summary.push_back({"hybrid gate memory / local split at the end of training",
+                       "not reported (gate trains slowly at 10M)",
+                       g.empty() ? "n/a"
+                                          : fmt_fixed(mean_of(g), 3) + " / " + fmt_fixed(1 - mean_of(g), 3)});
+  d.summary.push_back({"largest validation improvement over the last 20 % of training (any run)",
+                       "not reported",
+                       std::isfinite(d.worst_last_fifth) ? fmt_pct(d.worst_last_fifth, 2) : "n/a"});
   return d;
 }
 
@@ -288,9 +287,7 @@ std::string markdown(const Result& res, const Derived& d, const std::vector<Plot
         "same attention state per head. Same seed = same initialisation seed and the same training "
         "batches for every model. Test BPC over the test split (5 % at the end of the corpus).\n\n";
   md << "## Summary (ours beside the paper)\n\n| metric | paper | ours |\n| --- | --- | --- |\n";
-  for (const auto& s : d.summary)
-    md << "| " << s["metric"].get<std::string>() << " | " << s["paper"].get<std::string>() << " | "
-       << s["ours"].get<std::string>() << " |\n";
+  for (const auto& s : d.summary) md << "| " << s.metric << " | " << s.paper << " | " << s.ours << " |\n";
   md << "\n## Test BPC\n\n" << d.main_table.markdown() << "\n";
   md << "## Convergence, gate and support per run\n\nLast 20 % improvement: (validation BPC at the "
         "first evaluation at or after 80 % of the steps − final validation BPC) / the former; the "
@@ -311,32 +308,25 @@ std::string markdown(const Result& res, const Derived& d, const std::vector<Plot
 }  // namespace
 
 ExperimentResult render(const Result& res, const ExperimentOptions& o) {
-  ensure_dir(o.out_dir);
+  ReportBuilder report(kInfo, res, o);
   const Derived d = derive(res);
   const std::vector<PlotResult> plot_list = plots(res, o);
+  for (const auto& pl : plot_list) report.add_plot(pl);
+  for (const auto& s : d.summary) report.add_summary(s.metric, s.paper, s.ours);
   const Settings& p = res.settings;
-  json j;
-  j["experiment"] = "E5";
-  j["title"] = kInfo.title;
-  j["preset"] = res.preset;
-  j["seed"] = res.seed;
-  j["machine"] = res.machine;
-  j["created"] = res.created;
-  j["data"] = res.corpus_label + " (split 90/5/5 in order)";
-  j["scale"] = scale_text(res);
-  j["settings"] = {{"steps", p.steps}, {"batch", p.batch}, {"seq", p.seq}, {"warmup", p.warmup},
-                   {"eval_every", p.eval_every}, {"eval_windows", p.eval_windows},
-                   {"test_windows", p.test_windows}, {"seeds", res.seeds}, {"note", p.note}};
-  j["pairs"] = d.pairs;
-  j["tables"] = {{"test_bpc", d.main_table.json()}, {"convergence", d.conv_table.json()},
-                 {"position_bpc", d.position_table.json()}};
-  j["summary"] = d.summary;
-  j["train_seconds_total"] = d.train_seconds;
-  j["plots"] = detail::plots_json(plot_list);
-  j["runtime_seconds"] = res.measure_seconds;
-  j["result"] = res.to_json();  // render(Result::from_json(E5.json["result"])) writes this report
-  detail::write_outputs(o, "E5", j, markdown(res, d, plot_list));
-  return ExperimentResult::from_json(j);
+  report.set_data(res.corpus_label + " (split 90/5/5 in order)");
+  report.set_scale(scale_text(res));
+  report.json("settings") = {{"steps", p.steps}, {"batch", p.batch}, {"seq", p.seq}, {"warmup", p.warmup},
+                             {"eval_every", p.eval_every}, {"eval_windows", p.eval_windows},
+                             {"test_windows", p.test_windows}, {"seeds", res.seeds}, {"note", p.note}};
+  report.json("pairs") = d.pairs;
+  report.add_table("test_bpc", d.main_table);
+  report.add_table("convergence", d.conv_table);
+  report.add_table("position_bpc", d.position_table);
+  report.json("train_seconds_total") = d.train_seconds;
+  report.json("result") = res.to_json();  // render(Result::from_json(E5.json["result"])) writes this report
+  report.md() << markdown(res, d, plot_list);
+  return report.write(json::object());
 }
 
 }  // namespace svattn::experiments::e5_char_lm
