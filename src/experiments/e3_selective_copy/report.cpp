@@ -12,6 +12,7 @@
 
 #include "common.h"
 #include "internal.h"
+#include "svattn/experiments/framework/report_builder.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/framework/statistics.h"
 #include "svattn/lm/trainer.h"
@@ -149,7 +150,7 @@ Table support_table(const Settings& p, const SeedRuns& runs) {
 
 
 /// The headline rows: ours beside the paper's (mean ± sd and per-seed values over the seeds).
-json summary_of(const Settings& p, const std::vector<SeedRuns>& all) {
+std::vector<SummaryRow> summary_of(const Settings& p, const std::vector<SeedRuns>& all) {
   const double chance = 1.0 / p.task.symbols;
   const std::size_t last = p.factors.size() - 1;
   auto recall_at_max = [&](const std::string& name) {
@@ -158,10 +159,10 @@ json summary_of(const Settings& p, const std::vector<SeedRuns>& all) {
   const std::string chance_note = " (chance " + fmt_fixed(chance, 3) + ")";
   const std::string at = " at " + std::to_string(p.factors.back()) + "x training padding" +
                          (all.size() > 1 ? ", " + std::to_string(all.size()) + " seeds" : "");
-  json summary = json::array();
-  summary.push_back({{"metric", "SV hybrid recall" + at},
-                     {"paper", "≈ 0.99"},
-                     {"ours", recall_at_max("hybrid")}});
+  std::vector<SummaryRow> summary;
+  summary.push_back({"SV hybrid recall" + at,
+                     "≈ 0.99",
+                     recall_at_max("hybrid")});
   double smin = 1e300, smax = 0, dmin = 1e300, dmax = 0;
   for (const auto& runs : all) {
     const MethodResult* hyb = runs.find("hybrid");
@@ -179,15 +180,15 @@ json summary_of(const Settings& p, const std::vector<SeedRuns>& all) {
               ", so ≥ " + fmt_fixed(1.0 / p.C, 0) + ")";
     if (dmax > 0) support += "; distinct keys " + fmt_fixed(dmin, 1) + "–" + fmt_fixed(dmax, 1);
   }
-  summary.push_back({{"metric", "SV support per head (all paddings)"},
-                     {"paper", "11–14 tokens"},
-                     {"ours", support}});
-  summary.push_back({{"metric", "DeltaNet recall" + at},
-                     {"paper", "chance"},
-                     {"ours", recall_at_max("deltanet") + chance_note}});
-  summary.push_back({{"metric", "linear attention recall" + at},
-                     {"paper", "chance"},
-                     {"ours", recall_at_max("linear") + chance_note}});
+  summary.push_back({"SV support per head (all paddings)",
+                     "11–14 tokens",
+                     support});
+  summary.push_back({"DeltaNet recall" + at,
+                     "chance",
+                     recall_at_max("deltanet") + chance_note});
+  summary.push_back({"linear attention recall" + at,
+                     "chance",
+                     recall_at_max("linear") + chance_note});
   std::int64_t wmin = 0, wmax = 0;
   for (const auto& runs : all) {
     wmin = wmin == 0 ? runs.window : std::min(wmin, runs.window);
@@ -195,13 +196,13 @@ json summary_of(const Settings& p, const std::vector<SeedRuns>& all) {
   }
   const std::string w =
       wmin == wmax ? std::to_string(wmin) : std::to_string(wmin) + "–" + std::to_string(wmax);
-  summary.push_back({{"metric", "state-matched sliding window (W = " + w + ") recall" + at},
-                     {"paper", "not reported"},
-                     {"ours", recall_at_max("swa")}});
+  summary.push_back({"state-matched sliding window (W = " + w + ") recall" + at,
+                     "not reported",
+                     recall_at_max("swa")});
   if (all.front().find("softmax") != nullptr)
-    summary.push_back({{"metric", "full causal softmax (unbounded state) recall" + at},
-                       {"paper", "not reported"},
-                       {"ours", recall_at_max("softmax")}});
+    summary.push_back({"full causal softmax (unbounded state) recall" + at,
+                     "not reported",
+                     recall_at_max("softmax")});
   return summary;
 }
 
@@ -344,7 +345,7 @@ void setup_markdown(const Settings& p, const SeedRuns& runs, std::ostream& md) {
 
 std::string markdown_of(const std::string& preset, const Settings& p,
                         const std::vector<SeedRuns>& all, const std::string& overrides,
-                        const std::string& scale, const json& summary, const E3Tables& tables,
+                        const std::string& scale, const std::vector<SummaryRow>& summary, const E3Tables& tables,
                         const std::vector<PlotResult>& plots, double runtime,
                         const std::string& cpu) {
   const SeedRuns& runs = all.front();
@@ -367,9 +368,7 @@ std::string markdown_of(const std::string& preset, const Settings& p,
   md << "Scale: " << scale << ".\n\n";
   setup_markdown(p, runs, md);
   md << "## Summary (ours beside the paper)\n\n| metric | paper | ours |\n| --- | --- | --- |\n";
-  for (const auto& s : summary)
-    md << "| " << s["metric"].get<std::string>() << " | " << s["paper"].get<std::string>() << " | "
-       << s["ours"].get<std::string>() << " |\n";
+  for (const auto& s : summary) md << "| " << s.metric << " | " << s.paper << " | " << s.ours << " |\n";
   if (all.size() > 1)
     md << "\n"
        << seeds_markdown(all, tables) << "## Seed " << runs.seed
@@ -438,59 +437,68 @@ E3Tables tables_of(const Result& res) {
   return t;
 }
 
-json tables_json(const E3Tables& t, bool several_seeds) {
-  json j = {{"recall", t.recall.json()}, {"support", t.support.json()}, {"outputs", t.outputs.json()}};
+void add_tables(const E3Tables& t, bool several_seeds, ReportBuilder& report) {
+  report.add_table("recall", t.recall);
+  report.add_table("support", t.support);
+  report.add_table("outputs", t.outputs);
   if (several_seeds) {
-    j["recall_over_seeds"] = t.seeds_recall.json();
-    j["recall_per_seed"] = t.per_seed.json();
-    j["support_over_seeds"] = t.seeds_support.json();
+    report.add_table("recall_over_seeds", t.seeds_recall);
+    report.add_table("recall_per_seed", t.per_seed);
+    report.add_table("support_over_seeds", t.seeds_support);
   }
-  return j;
+}
+
+/// The run header of the report: E3's result records no run seed; the first training seed stands
+/// for it.
+RunHeader header_of(const Result& res) {
+  RunHeader h;
+  h.preset = res.preset;
+  h.seed = res.runs.front().seed;
+  h.machine = res.machine;
+  h.created = res.created;
+  h.measure_seconds = res.measure_seconds;
+  return h;
+}
+
+/// E3.json's descriptive keys: the task, the settings, the first seed's block at the top level and
+/// every seed's under `runs`, and the typed result.
+void describe(const Result& res, ReportBuilder& report) {
+  const Settings& p = res.settings;
+  report.json("seeds") = json::array();
+  for (const auto& r : res.runs) report.json("seeds").push_back(r.seed);
+  report.set_data("synthetic selective copy (generated in-process)");
+  report.json("overrides") = res.overrides;
+  report.json("task") = {{"symbols", p.task.symbols},
+                         {"k", p.task.k},
+                         {"train_prefix", p.task.prefix},
+                         {"train_length", p.task.length()},
+                         {"chance_recall", 1.0 / p.task.symbols}};
+  report.json("settings") = json(p);
+  const json first = seed_block_json(p, res.runs.front());
+  for (auto it = first.begin(); it != first.end(); ++it) report.json(it.key()) = it.value();
+  report.json("runs") = json::array();
+  for (const auto& r : res.runs) report.json("runs").push_back(seed_block_json(p, r));
+  report.json("result") = res.to_json();  // render(Result::from_json(E3.json["result"])) writes this report
 }
 
 }  // namespace
 
 ExperimentResult render(const Result& res, const ExperimentOptions& o) {
-  ensure_dir(o.out_dir);
+  const RunHeader header = header_of(res);
+  ReportBuilder report(kInfo, header, o);
   const Settings& p = res.settings;
-  const SeedRuns& runs = res.runs.front();
-  json j;
-  j["experiment"] = "E3";
-  j["title"] = kInfo.title;
-  j["preset"] = res.preset;
-  j["seed"] = runs.seed;
-  j["seeds"] = json::array();
-  for (const auto& r : res.runs) j["seeds"].push_back(r.seed);
-  j["machine"] = res.machine;
-  j["created"] = res.created;
-  j["data"] = "synthetic selective copy (generated in-process)";
-  j["overrides"] = res.overrides;
   const std::string scale = scale_of(res);
-  j["scale"] = scale;
-  j["task"] = {{"symbols", p.task.symbols},
-               {"k", p.task.k},
-               {"train_prefix", p.task.prefix},
-               {"train_length", p.task.length()},
-               {"chance_recall", 1.0 / p.task.symbols}};
-  j["settings"] = json(p);
-  // The first seed at the top level; every seed (the first included) under "runs".
-  const json first = seed_block_json(p, runs);
-  for (auto it = first.begin(); it != first.end(); ++it) j[it.key()] = it.value();
-  j["runs"] = json::array();
-  for (const auto& r : res.runs) j["runs"].push_back(seed_block_json(p, r));
+  report.set_scale(scale);
+  describe(res, report);
   const E3Tables tables = tables_of(res);
-  j["tables"] = tables_json(tables, res.runs.size() > 1);
-  const json summary = summary_of(p, res.runs);
-  j["summary"] = summary;
+  add_tables(tables, res.runs.size() > 1, report);
+  const std::vector<SummaryRow> summary = summary_of(p, res.runs);
+  for (const auto& s : summary) report.add_summary(s.metric, s.paper, s.ours);
   const std::vector<PlotResult> plots = e3_plots(o, p, res.runs);
-  j["plots"] = detail::plots_json(plots);
-  j["runtime_seconds"] = res.measure_seconds;
-  j["result"] = res.to_json();  // render(Result::from_json(E3.json["result"])) writes this report
-  const std::string md =
-      markdown_of(res.preset, p, res.runs, res.overrides, scale, summary, tables, plots,
-                  res.measure_seconds, res.machine.value("cpu", std::string("unknown CPU")));
-  detail::write_outputs(o, "E3", j, md);
-  return ExperimentResult::from_json(j);
+  for (const auto& pl : plots) report.add_plot(pl);
+  report.md() << markdown_of(res.preset, p, res.runs, res.overrides, scale, summary, tables, plots,
+                             res.measure_seconds, res.machine.value("cpu", std::string("unknown CPU")));
+  return report.write(json::object());
 }
 
 }  // namespace svattn::experiments::e3_selective_copy
