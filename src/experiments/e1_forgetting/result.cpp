@@ -19,6 +19,7 @@
 #include "svattn/memory.h"
 #include "svattn/readout.h"
 #include "internal.h"
+#include "svattn/experiments/framework/json_fields.h"
 
 namespace svattn::experiments::e1_forgetting {
 namespace {
@@ -126,43 +127,36 @@ Comparison Comparison::from_json(const nlohmann::json& j) {
   return c;
 }
 
-nlohmann::json Result::to_json() const {
-  const nlohmann::json ss = detail::json_array(streams, stream_result_json);
-  return {{"preset", preset},
-          {"seed", seed},
-          {"settings", settings},
-          {"trials", trials},
-          {"selected_streams", selected_streams},
-          {"learned_keys", learned_keys},
-          {"data_dir", data_dir},
-          {"data_dir_source", data_dir_source},
-          {"streams", ss},
-          {"machine", machine},
-          {"created", created},
-          {"measure_seconds", measure_seconds}};
+const JsonFields<Result>& result_fields() {
+  static const JsonFields<Result> table =
+      run_header_fields<Result>() +
+      JsonFields<Result>{
+          json_member<Result>("settings", &Result::settings),
+          json_member<Result>("trials", &Result::trials),
+          json_member<Result>("selected_streams", &Result::selected_streams),
+          json_member<Result>("learned_keys", &Result::learned_keys),
+          json_member<Result>("data_dir", &Result::data_dir),
+          json_member<Result>("data_dir_source", &Result::data_dir_source),
+          json_custom<Result>(
+              "streams", [](const Result& r) { return detail::json_array(r.streams, stream_result_json); },
+              [](const nlohmann::json& v, Result& r) {
+                if (!v.is_array()) throw FormatError("E1 result: field `streams` has the wrong type");
+                for (const auto& x : v) r.streams.push_back(stream_result_from_json(x));
+              })};
+  return table;
 }
 
+nlohmann::json Result::to_json() const { return write_fields(result_fields(), *this); }
+
 Result Result::from_json(const nlohmann::json& j) {
-  Result r;
-  r.preset = field<std::string>(j, "preset");
-  r.seed = field<std::uint64_t>(j, "seed");
-  r.settings = field<Settings>(j, "settings");
-  r.trials = field<int>(j, "trials");
-  r.selected_streams = field<std::vector<std::string>>(j, "selected_streams");
-  r.learned_keys = field<std::string>(j, "learned_keys");
-  r.data_dir = field<std::string>(j, "data_dir");
-  r.data_dir_source = field<std::string>(j, "data_dir_source");
-  r.streams = detail::json_array_field(j, "streams", "E1 result", stream_result_from_json);
+  Result r = read_fields(result_fields(), j, "E1 result");
   bool same = r.streams.size() == r.selected_streams.size();
   for (std::size_t i = 0; same && i < r.streams.size(); ++i)
     same = r.streams[i].name == r.selected_streams[i];
   if (!same)
     throw FormatError("E1 result: field `streams` has not one entry per selected stream, in order");
-  r.machine = field<nlohmann::json>(j, "machine");
   if (!r.machine.is_object() || !r.machine.contains("cpu") || !r.machine["cpu"].is_string())
     throw FormatError("E1 result: field `machine` lacks the string `cpu`");
-  r.created = field<std::string>(j, "created");
-  r.measure_seconds = number(j, "measure_seconds");
   return r;
 }
 

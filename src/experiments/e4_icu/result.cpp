@@ -6,6 +6,7 @@
 
 #include "common.h"
 #include "internal.h"
+#include "svattn/experiments/framework/json_fields.h"
 #include "svattn/errors.h"
 #include "svattn/experiments/icu.h"
 #include "svattn/experiments/report.h"
@@ -126,29 +127,28 @@ DatasetResult dataset_from_json(const nlohmann::json& j, const std::vector<doubl
 
 }  // namespace
 
-nlohmann::json Result::to_json() const {
-  nlohmann::json ds = nlohmann::json::array();
-  for (const auto& d : datasets) ds.push_back(dataset_json(d, settings.fractions));
-  return {{"preset", preset},           {"seed", seed},
-          {"settings", settings},       {"data_dir", data_dir},
-          {"data_dir_source", data_dir_source}, {"datasets", ds},
-          {"machine", machine},         {"created", created},
-          {"measure_seconds", measure_seconds}};
+const JsonFields<Result>& fields() {
+  static const JsonFields<Result> table =
+      run_header_fields<Result>() +
+      JsonFields<Result>{
+          json_member<Result>("settings", &Result::settings),
+          json_member<Result>("data_dir", &Result::data_dir),
+          json_member<Result>("data_dir_source", &Result::data_dir_source),
+          json_custom<Result>(
+              "datasets",
+              [](const Result& r) {
+                nlohmann::json ds = nlohmann::json::array();
+                for (const auto& d : r.datasets) ds.push_back(dataset_json(d, r.settings.fractions));
+                return ds;
+              },
+              [](const nlohmann::json& v, Result& r) {  // after settings: its fractions key the maps
+                for (const auto& d : v) r.datasets.push_back(dataset_from_json(d, r.settings.fractions));
+              })};
+  return table;
 }
 
-Result Result::from_json(const nlohmann::json& j) {
-  Result r;
-  r.preset = field<std::string>(j, "preset");
-  r.seed = field<std::uint64_t>(j, "seed");
-  r.settings = field<Settings>(j, "settings");
-  r.data_dir = field<std::string>(j, "data_dir");
-  r.data_dir_source = field<std::string>(j, "data_dir_source");
-  for (const auto& d : field<nlohmann::json>(j, "datasets"))
-    r.datasets.push_back(dataset_from_json(d, r.settings.fractions));
-  r.machine = field<nlohmann::json>(j, "machine");
-  r.created = field<std::string>(j, "created");
-  r.measure_seconds = field<double>(j, "measure_seconds");
-  return r;
-}
+nlohmann::json Result::to_json() const { return write_fields(fields(), *this); }
+
+Result Result::from_json(const nlohmann::json& j) { return read_fields(fields(), j, "E4 result"); }
 
 }  // namespace svattn::experiments::e4_icu

@@ -21,6 +21,7 @@
 #include "svattn/readout.h"
 #include "svattn/store.h"
 #include "internal.h"
+#include "svattn/experiments/framework/json_fields.h"
 
 namespace svattn::experiments::e7_applications {
 namespace {
@@ -220,37 +221,32 @@ EditTrial EditTrial::from_json(const json& j) {
   return t;
 }
 
-json Result::to_json() const {
-  return {{"preset", preset},
-          {"seed", seed},
-          {"settings", settings},
-          {"data_dir", data_dir},
-          {"data_dir_source", data_dir_source},
-          {"facts", facts},
-          {"forgetting", trials_json(forgetting.trials)},
-          {"editing", trials_json(editing.trials)},
-          {"erasure", erasure_json(erasure)},
-          {"machine", machine},
-          {"created", created},
-          {"measure_seconds", measure_seconds}};
+const JsonFields<Result>& result_fields() {
+  static const JsonFields<Result> table =
+      run_header_fields<Result>() +
+      JsonFields<Result>{
+          json_member<Result>("settings", &Result::settings),
+          json_member<Result>("data_dir", &Result::data_dir),
+          json_member<Result>("data_dir_source", &Result::data_dir_source),
+          json_member<Result>("facts", &Result::facts),
+          json_custom<Result>(
+              "forgetting", [](const Result& r) { return trials_json(r.forgetting.trials); },
+              [](const json& v, Result& r) { r.forgetting.trials = trials_from<ForgetTrial>(v); }),
+          json_custom<Result>(
+              "editing", [](const Result& r) { return trials_json(r.editing.trials); },
+              [](const json& v, Result& r) { r.editing.trials = trials_from<EditTrial>(v); }),
+          json_custom<Result>(
+              "erasure", [](const Result& r) { return erasure_json(r.erasure); },
+              [](const json& v, Result& r) { r.erasure = erasure_from(v); })};
+  return table;
 }
 
+json Result::to_json() const { return write_fields(result_fields(), *this); }
+
 Result Result::from_json(const json& j) {
-  Result r;
-  r.preset = field<std::string>(j, "preset");
-  r.seed = field<std::uint64_t>(j, "seed");
-  r.settings = field<Settings>(j, "settings");
-  r.data_dir = field<std::string>(j, "data_dir");
-  r.data_dir_source = field<std::string>(j, "data_dir_source");
-  r.facts = field<FactMemory>(j, "facts");
-  r.forgetting.trials = trials_from<ForgetTrial>(field<json>(j, "forgetting"));
-  r.editing.trials = trials_from<EditTrial>(field<json>(j, "editing"));
-  r.erasure = erasure_from(field<json>(j, "erasure"));
-  r.machine = field<json>(j, "machine");
+  Result r = read_fields(result_fields(), j, "E7 result");
   if (!r.machine.is_object() || !r.machine.contains("cpu") || !r.machine["cpu"].is_string())
     throw FormatError("E7 result: field `machine` lacks the string `cpu`");
-  r.created = field<std::string>(j, "created");
-  r.measure_seconds = field<double>(j, "measure_seconds");
   return r;
 }
 

@@ -69,6 +69,21 @@ JsonField<S> json_number_or_nan(const char* name, double B::*member) {
   return f;
 }
 
+/// A key whose JSON `write` makes from an S and `read` puts back into one (`read` gets the key's
+/// value; a missing key is a FormatError naming it). Rows read in table order, so `read` may use
+/// members of earlier rows.
+template <typename S>
+JsonField<S> json_custom(const char* name, std::function<nlohmann::json(const S&)> write,
+                         std::function<void(const nlohmann::json&, S&)> read) {
+  JsonField<S> f;
+  f.name = name;
+  f.write = [write, key = f.name](const S& s, nlohmann::json& j) { j[key] = write(s); };
+  f.read = [read, key = f.name](const nlohmann::json& j, S& s, const std::string& what) {
+    read(read_json_key<nlohmann::json>(j, key, what), s);
+  };
+  return f;
+}
+
 /// The rows of `table` followed by those of `more`.
 template <typename S>
 JsonFields<S> operator+(JsonFields<S> table, const JsonFields<S>& more) {
