@@ -1,5 +1,5 @@
-// Output helpers shared by the experiment drivers (common.h): machine block, E?.md / E?.json,
-// plot lists, stable seed components, the job pool of side-by-side runs.
+// Helpers shared by the experiment drivers (common.h): plot lists, stable seed components, the job
+// pool of side-by-side runs.
 #include "common.h"
 
 #include <algorithm>
@@ -37,47 +37,6 @@ void run_jobs(const std::vector<std::function<void()>>& jobs, int workers) {
     if (e) std::rethrow_exception(e);
 }
 
-nlohmann::json machine_info() {
-  nlohmann::json m;
-  std::string cpu = "unknown";
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto pos = line.find(':');
-      if (pos != std::string::npos) cpu = line.substr(pos + 2);
-      break;
-    }
-  }
-  m["cpu"] = cpu;
-  m["hardware_threads"] = std::thread::hardware_concurrency();
-#if defined(__clang__)
-  m["compiler"] = std::string("clang ") + __clang_version__;
-#elif defined(__GNUC__)
-  m["compiler"] = std::string("gcc ") + __VERSION__;
-#else
-  m["compiler"] = "unknown";
-#endif
-#ifdef NDEBUG
-  m["build"] = "release (NDEBUG)";
-#else
-  m["build"] = "debug (assertions on)";
-#endif
-  m["threads_used"] = 1;
-  return m;
-}
-
-void write_outputs(const ExperimentOptions& o, const std::string& id, nlohmann::json& j,
-                   const std::string& markdown) {
-  ensure_dir(o.out_dir);
-  const std::string md = id + ".md";
-  const std::string js = id + ".json";
-  j["markdown_file"] = md;
-  j["json_file"] = js;
-  write_text_file((std::filesystem::path(o.out_dir) / md).string(), markdown);
-  write_json_file((std::filesystem::path(o.out_dir) / js).string(), j);
-}
-
 std::string plots_markdown(const std::vector<PlotResult>& plots,
                            const std::vector<std::string>& captions) {
   std::string s;
@@ -90,12 +49,6 @@ std::string plots_markdown(const std::vector<PlotResult>& plots,
     }
   }
   return s;
-}
-
-nlohmann::json plots_json(const std::vector<PlotResult>& plots) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const auto& p : plots) a.push_back(p.json());
-  return a;
 }
 
 std::string duration(double seconds) {

@@ -1,5 +1,6 @@
 // Internal helpers shared by the experiment drivers of the wing, torch-free and LibTorch alike
-// (not installed): report header, output files, plot lists, presets with `--set` applied.
+// (not installed): JSON reading helpers of the results' nested structs, the `--render` entry of a
+// result type, plot lists, seeds of named sub-tasks, the job pool, presets with `--set` applied.
 #pragma once
 #include <functional>
 #include <limits>
@@ -9,6 +10,7 @@
 
 #include "svattn/clock.h"
 #include "svattn/errors.h"
+#include "svattn/experiments/framework/run_header.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/registry.h"
 #include "svattn/experiments/report.h"
@@ -69,19 +71,12 @@ Renderer file_renderer(const char* key,
   };
 }
 
-/// Machine description for the report header: CPU model, core count, compiler, build type.
-nlohmann::json machine_info();
-
-/// Writes E?.md and E?.json into options.out_dir (adds markdown_file/json_file to `j`).
-void write_outputs(const ExperimentOptions& o, const std::string& id, nlohmann::json& j,
-                   const std::string& markdown);
+using svattn::experiments::machine_info;  // framework/run_header.h
 
 /// The markdown block listing plots (embedded images, or why one was skipped); a plot without a
 /// caption is captioned with its file name.
 std::string plots_markdown(const std::vector<PlotResult>& plots,
                            const std::vector<std::string>& captions = {});
-/// JSON array of the plot results.
-nlohmann::json plots_json(const std::vector<PlotResult>& plots);
 
 /// FNV-1a of a string (stable seed component for a named sub-task).
 std::uint64_t name_hash(const std::string& s);

@@ -1,5 +1,6 @@
-// The one registry of the paper's experiments (registry.h): the table E1 ... E7, installation of
-// the LibTorch ones, override checks and dispatch.
+// The one registry of the paper's experiments (registry.h): the table E1 ... E7 built from what
+// each experiment says of itself (its ExperimentInfo), installation of the LibTorch ones, override
+// checks and dispatch.
 #include "svattn/experiments/registry.h"
 
 #include <algorithm>
@@ -9,7 +10,11 @@
 #include "svattn/errors.h"
 #include "svattn/experiments/e1_forgetting/e1_forgetting.h"
 #include "svattn/experiments/e2_rare_recall/e2_rare_recall.h"
+#include "svattn/experiments/e3_selective_copy/info.h"
 #include "svattn/experiments/e4_icu/e4_icu.h"
+#include "svattn/experiments/e5_char_lm/info.h"
+#include "svattn/experiments/e6_throughput/info.h"
+#include "svattn/experiments/e7_applications/info.h"
 #ifdef SVATTN_EXPERIMENTS_HAVE_STORE
 #include "svattn/experiments/e7_applications/e7_applications.h"
 #endif
@@ -22,51 +27,29 @@ std::string upper(std::string s) {
   return s;
 }
 
+/// The registry's entry of an experiment, from what the experiment says of itself.
+Experiment listed(const ExperimentInfo& info) {
+  Experiment e;
+  e.id = info.id;
+  e.title = info.title;
+  e.paper_result = info.paper_result;
+  e.needs = info.needs;
+  return e;
+}
+
 std::vector<Experiment> make_table() {
-  std::vector<Experiment> t = {
-      {"E1", "Exact forgetting: decremental removal vs retraining from scratch",
-       "partition match 98–100 %; median decision-function deviation ~1e-9 (Gaussian, ICU), ~1e-13 "
-       "(learned keys); worst 1.1e-2 (near-duplicates); coefficient decay 1e-2 … 1e-1",
-       "", e1_forgetting::run, e1_forgetting::preset},
-      {"E2", "Rare-item recall under skewed redundancy at equal token budget",
-       "SV certified selection 0.86 vs H2O heavy hitters 0.32 (even with oracle queries)", "",
-       e2_rare_recall::run, e2_rare_recall::preset},
-      {"E3",
-       "Selective copy with growing padding (trained models)",
-       "SV ≈ 0.99 recall with support of 11–14 tokens; DeltaNet and linear attention fall to "
-       "chance",
-       "trained selective-copy models (SV hybrid, DeltaNet, linear attention): the LibTorch build "
-       "(svattn_experiments_torch); this build has no LibTorch",
-       {},
-       {},
-       {"cpu"}},
-      {"E4", "ICU streams: critical-deterioration hours retained at equal budget",
-       "SV 0.80 vs heavy hitters 0.05", "", e4_icu::run, e4_icu::preset},
-      {"E5",
-       "Character LM: hybrid vs state-matched sliding-window transformer",
-       "3.22M params: 2.178 vs 2.383 BPC (8.6 %, p = 0.001); 10M params: no advantage",
-       "trained character LMs (the LM trainer in src/lm, LibTorch) on the enwik8 4.15 MB prefix: "
-       "the LibTorch build (svattn_experiments_torch); this build has no LibTorch",
-       {},
-       {},
-       {"cpu"}},
-      {"E6",
-       "Training throughput",
-       "hybrid 9,125 tokens/s at 3.22M params, 35.8× slower than a softmax reference (Apple GPU)",
-       "training-throughput runs of the hybrid and softmax LMs (LibTorch layers + LM trainer): the "
-       "LibTorch build (svattn_experiments_torch); this build has no LibTorch",
-       {},
-       {}},
-      {"E7",
-       "Applications: surgical fact forgetting, exact knowledge editing, patient erasure",
-       "qualitative: surgical fact forgetting, exact knowledge editing, patient-record deletion "
-       "with "
-       "\"zero leakage\"",
-       "the audited store (svattn_store, SQLite 3): this build has no store "
-       "(SVATTN_BUILD_STORE=OFF)",
-       {},
-       {}},
-  };
+  std::vector<Experiment> t = {listed(e1_forgetting::kInfo),     listed(e2_rare_recall::kInfo),
+                               listed(e3_selective_copy::kInfo), listed(e4_icu::kInfo),
+                               listed(e5_char_lm::kInfo),        listed(e6_throughput::kInfo),
+                               listed(e7_applications::kInfo)};
+  t[0].run = e1_forgetting::run;
+  t[0].presets = e1_forgetting::preset;
+  t[1].run = e2_rare_recall::run;
+  t[1].presets = e2_rare_recall::preset;
+  t[3].run = e4_icu::run;
+  t[3].presets = e4_icu::preset;
+  t[2].extra_presets = {"cpu"};
+  t[4].extra_presets = {"cpu"};
   t[0].render_file = detail::file_renderer("result", e1_forgetting::render);
   t[1].render_file = detail::file_renderer("", e2_rare_recall::render);
   t[3].render_file = detail::file_renderer("result", e4_icu::render);

@@ -113,6 +113,86 @@ json report_machine() {
   return m;
 }
 
+namespace {
+
+/// The command line that reproduces this report.
+std::string reproduce_command(const ReproduceOptions& ro) {
+  const ExperimentOptions& o = ro.experiment;
+  std::string command = "svattn reproduce --preset " + o.preset + " --seed " + std::to_string(o.seed) +
+                        " --out " + o.out_dir;
+  if (!o.data_dir.empty()) command += " --data-dir " + o.data_dir;
+  if (!o.learned_keys.empty()) command += " --learned-keys " + o.learned_keys;
+  for (const auto& ov : o.overrides) command += " --set " + ov.text();
+  if (!ro.only.empty()) {
+    std::string ids;
+    for (const auto& s : ro.only) ids += (ids.empty() ? "" : ",") + upper(s);
+    command += " --only " + ids;
+  }
+  return command;
+}
+
+/// REPORT.json's header: preset, seed, command, machine, data directory.
+json report_header(const ReproduceOptions& ro) {
+  const ExperimentOptions& o = ro.experiment;
+  json report = {{"report", "svattn-reproduce-v1"},
+                 {"created", utc_now()},
+                 {"preset", o.preset},
+                 {"seed", o.seed},
+                 {"out_dir", o.out_dir},
+                 {"command", reproduce_command(ro)},
+                 {"machine", report_machine()}};
+  try {
+    const DataDir d = resolve_data_dir(o.data_dir);
+    report["data_dir"] = {{"path", d.path}, {"source", d.source}};
+  } catch (const Error& e) {
+    report["data_dir"] = {{"path", ""}, {"source", std::string("none: ") + e.what()}};
+  }
+  return report;
+}
+
+/// Runs one experiment into its REPORT.json entry (status ok, or failed with the reason).
+void run_entry(const Experiment& pe, const ExperimentOptions& o, int stage, int stages, json& entry) {
+  if (o.progress) {
+    std::fprintf(stderr, "[reproduce %d/%d] %s: %s (preset %s)\n", stage, stages, pe.id.c_str(),
+                 pe.title.c_str(), o.preset.c_str());
+    std::fflush(stderr);
+  }
+  const Stopwatch sw;
+  try {
+    const ExperimentResult r = pe.run(o);
+    json summary = json::array();
+    for (const auto& row : r.summary) {
+      json j = row.numbers.is_object() ? row.numbers : json::object();
+      j["metric"] = row.metric;
+      j["paper"] = row.paper;
+      j["ours"] = row.ours;
+      summary.push_back(j);
+    }
+    json plots = json::array();
+    for (const auto& p : r.plots) plots.push_back(p.json());
+    entry["status"] = "ok";
+    entry["runtime_seconds"] = r.runtime_seconds;
+    entry["summary"] = summary;
+    entry["scale"] = r.scale;
+    entry["title"] = r.title.empty() ? pe.title : r.title;
+    entry["markdown_file"] = r.markdown_file;
+    entry["json_file"] = r.json_file;
+    entry["plots"] = plots;
+    if (!r.data.is_null()) entry["data"] = r.data;
+  } catch (const std::exception& e) {
+    entry["status"] = "failed";
+    entry["reason"] = e.what();
+    entry["runtime_seconds"] = sw.seconds();
+  }
+  if (o.progress) {
+    std::fprintf(stderr, "[reproduce %d/%d] %s %s in %.1f s\n", stage, stages, pe.id.c_str(),
+                 entry["status"].get<std::string>().c_str(), sw.seconds());
+    std::fflush(stderr);
+  }
+}
+
+}  // namespace
+
 json reproduce(const ReproduceOptions& ro) {
   const ExperimentOptions& o = ro.experiment;
   o.validate();
@@ -128,31 +208,7 @@ json reproduce(const ReproduceOptions& ro) {
     if (selected(e.id) && e.available()) ++stages, run_ids.push_back(e.id);
   check_overrides(o, run_ids);  // a bad --set fails before anything runs or is written
   ensure_dir(o.out_dir);
-
-  std::string command = "svattn reproduce --preset " + o.preset + " --seed " + std::to_string(o.seed) +
-                        " --out " + o.out_dir;
-  if (!o.data_dir.empty()) command += " --data-dir " + o.data_dir;
-  if (!o.learned_keys.empty()) command += " --learned-keys " + o.learned_keys;
-  for (const auto& ov : o.overrides) command += " --set " + ov.text();
-  if (!ro.only.empty()) {
-    std::string ids;
-    for (const auto& s : ro.only) ids += (ids.empty() ? "" : ",") + upper(s);
-    command += " --only " + ids;
-  }
-  json report = {{"report", "svattn-reproduce-v1"},
-                 {"created", utc_now()},
-                 {"preset", o.preset},
-                 {"seed", o.seed},
-                 {"out_dir", o.out_dir},
-                 {"command", command},
-                 {"machine", report_machine()}};
-  try {
-    const DataDir d = resolve_data_dir(o.data_dir);
-    report["data_dir"] = {{"path", d.path}, {"source", d.source}};
-  } catch (const Error& e) {
-    report["data_dir"] = {{"path", ""}, {"source", std::string("none: ") + e.what()}};
-  }
-
+  json report = report_header(ro);
   json exps = json::array();
   std::map<std::string, int> counts;
   int stage = 0;
@@ -165,34 +221,7 @@ json reproduce(const ReproduceOptions& ro) {
       entry["status"] = "not_available";
       entry["reason"] = pe.needs;
     } else {
-      ++stage;
-      if (o.progress) {
-        std::fprintf(stderr, "[reproduce %d/%d] %s: %s (preset %s)\n", stage, stages, pe.id.c_str(),
-                     pe.title.c_str(), o.preset.c_str());
-        std::fflush(stderr);
-      }
-      const Stopwatch sw;
-      try {
-        const json j = pe.run(o).to_json();
-        entry["status"] = "ok";
-        entry["runtime_seconds"] = j["runtime_seconds"];
-        entry["summary"] = j["summary"];
-        entry["scale"] = str_or(j, "scale", "");
-        entry["title"] = str_or(j, "title", pe.title);
-        entry["markdown_file"] = str_or(j, "markdown_file", "");
-        entry["json_file"] = str_or(j, "json_file", "");
-        entry["plots"] = j["plots"];
-        if (j.contains("data")) entry["data"] = j["data"];
-      } catch (const std::exception& e) {
-        entry["status"] = "failed";
-        entry["reason"] = e.what();
-        entry["runtime_seconds"] = sw.seconds();
-      }
-      if (o.progress) {
-        std::fprintf(stderr, "[reproduce %d/%d] %s %s in %.1f s\n", stage, stages, pe.id.c_str(),
-                     entry["status"].get<std::string>().c_str(), sw.seconds());
-        std::fflush(stderr);
-      }
+      run_entry(pe, o, ++stage, stages, entry);
     }
     ++counts[entry["status"].get<std::string>()];
     exps.push_back(entry);
@@ -219,14 +248,11 @@ std::string render_report_file(const std::string& path) {
   }
 }
 
-std::string report_markdown(const json& r) {
-  std::ostringstream md;
+namespace {
+
+/// The machine table of REPORT.md.
+void machine_markdown(const json& r, std::ostream& md) {
   const json& m = r.at("machine");
-  const double runtime = num_or(r, "runtime_seconds", 0);
-  md << "# svattn — reproduction of the paper's experiments\n\n";
-  md << "Preset `" << str_or(r, "preset", "?") << "`, seed " << r.at("seed").get<std::uint64_t>()
-     << ", created " << str_or(r, "created", "?") << "; total run time " << duration(runtime) << ".\n\n";
-  md << "Reproduce with `" << str_or(r, "command", "svattn reproduce") << "`.\n\n";
   md << "| machine | |\n| --- | --- |\n";
   md << "| CPU | " << cell(str_or(m, "cpu", "unknown")) << " |\n";
   md << "| cores | " << (m.contains("cores") ? std::to_string(m["cores"].get<int>()) : "?")
@@ -242,7 +268,10 @@ std::string report_markdown(const json& r) {
        << cell(str_or(r["data_dir"], "source", "")) << ") |\n";
   }
   md << "\n";
+}
 
+/// The overview table: one row per experiment with its status and headline.
+void overview_markdown(const json& r, std::ostream& md) {
   md << "## Overview\n\n| id | experiment | status | run time | paper | ours (headline) |\n"
      << "| --- | --- | --- | --- | --- | --- |\n";
   for (const auto& e : r.at("experiments")) {
@@ -264,53 +293,73 @@ std::string report_markdown(const json& r) {
        << cell(e.at("paper_result").get<std::string>()) << " | " << cell(ours) << " |\n";
   }
   md << "\n";
+}
 
-  for (const auto& e : r.at("experiments")) {
-    const std::string id = e.at("id").get<std::string>();
-    const std::string status = e.at("status").get<std::string>();
-    md << "<a id=\"" << id << "\"></a>\n\n## " << id << " — " << e.at("title").get<std::string>() << "\n\n";
-    md << "**Paper:** " << e.at("paper_result").get<std::string>() << "\n\n";
-    if (status == "not_available") {
-      md << "**Not yet available.** Needs " << e.at("reason").get<std::string>()
-         << ". No numbers are reported for it.\n\n";
-      continue;
-    }
-    if (status == "skipped") {
-      md << "**Skipped** on request (" << e.at("reason").get<std::string>() << ").\n\n";
-      continue;
-    }
-    if (status == "failed") {
-      md << "**Failed** after " << duration(e["runtime_seconds"].get<double>()) << ": "
-         << e.at("reason").get<std::string>() << "\n\n";
-      continue;
-    }
-    md << "Run time " << duration(e["runtime_seconds"].get<double>()) << ".";
-    const std::string mdf = str_or(e, "markdown_file", ""), jsf = str_or(e, "json_file", "");
-    if (!mdf.empty()) md << " Details: [" << mdf << "](" << mdf << ")";
-    if (!jsf.empty()) md << (mdf.empty() ? " Details: " : " · ") << "[" << jsf << "](" << jsf << ")";
-    md << "\n\n";
-    const std::string scale = str_or(e, "scale", "");
-    md << "**Scale and data:** " << (scale.empty() ? "not stated by the runner" : scale) << ".\n\n";
-    md << "| metric | paper | ours |\n| --- | --- | --- |\n";
-    for (const auto& row : e.at("summary")) {
-      md << "| " << cell(row.at("metric").get<std::string>()) << " | " << cell(row.at("paper").get<std::string>())
-         << " | " << cell(row.at("ours").get<std::string>()) << " |\n";
-    }
-    md << "\n";
-    if (e.contains("plots")) {
-      for (const auto& p : e["plots"]) {
-        const std::string file = str_or(p, "file", "");
-        std::string caption = file;
-        if (caption.size() > 4 && caption.compare(caption.size() - 4, 4, ".png") == 0) caption.resize(caption.size() - 4);
-        std::replace(caption.begin(), caption.end(), '_', ' ');
-        if (p.value("written", false)) {
-          md << "![" << caption << "](" << file << ")\n\n";
-        } else {
-          md << "- *" << caption << "*: " << str_or(p, "note", "not written") << "\n\n";
-        }
-      }
+/// An experiment's plots, captioned by their file names.
+void entry_plots_markdown(const json& e, std::ostream& md) {
+  if (!e.contains("plots")) return;
+  for (const auto& p : e["plots"]) {
+    const std::string file = str_or(p, "file", "");
+    std::string caption = file;
+    if (caption.size() > 4 && caption.compare(caption.size() - 4, 4, ".png") == 0) caption.resize(caption.size() - 4);
+    std::replace(caption.begin(), caption.end(), '_', ' ');
+    if (p.value("written", false)) {
+      md << "![" << caption << "](" << file << ")\n\n";
+    } else {
+      md << "- *" << caption << "*: " << str_or(p, "note", "not written") << "\n\n";
     }
   }
+}
+
+/// An experiment's section: why it did not run, or its files, scale, headline table and plots.
+void section_markdown(const json& e, std::ostream& md) {
+  const std::string id = e.at("id").get<std::string>();
+  const std::string status = e.at("status").get<std::string>();
+  md << "<a id=\"" << id << "\"></a>\n\n## " << id << " — " << e.at("title").get<std::string>() << "\n\n";
+  md << "**Paper:** " << e.at("paper_result").get<std::string>() << "\n\n";
+  if (status == "not_available") {
+    md << "**Not yet available.** Needs " << e.at("reason").get<std::string>()
+       << ". No numbers are reported for it.\n\n";
+    return;
+  }
+  if (status == "skipped") {
+    md << "**Skipped** on request (" << e.at("reason").get<std::string>() << ").\n\n";
+    return;
+  }
+  if (status == "failed") {
+    md << "**Failed** after " << duration(e["runtime_seconds"].get<double>()) << ": "
+       << e.at("reason").get<std::string>() << "\n\n";
+    return;
+  }
+  md << "Run time " << duration(e["runtime_seconds"].get<double>()) << ".";
+  const std::string mdf = str_or(e, "markdown_file", ""), jsf = str_or(e, "json_file", "");
+  if (!mdf.empty()) md << " Details: [" << mdf << "](" << mdf << ")";
+  if (!jsf.empty()) md << (mdf.empty() ? " Details: " : " · ") << "[" << jsf << "](" << jsf << ")";
+  md << "\n\n";
+  const std::string scale = str_or(e, "scale", "");
+  md << "**Scale and data:** " << (scale.empty() ? "not stated by the runner" : scale) << ".\n\n";
+  md << "| metric | paper | ours |\n| --- | --- | --- |\n";
+  for (const auto& row : e.at("summary")) {
+    md << "| " << cell(row.at("metric").get<std::string>()) << " | " << cell(row.at("paper").get<std::string>())
+       << " | " << cell(row.at("ours").get<std::string>()) << " |\n";
+  }
+  md << "\n";
+  entry_plots_markdown(e, md);
+}
+
+}  // namespace
+
+// REPORT.md from REPORT.json (also what `--render` of a REPORT.json does).
+std::string report_markdown(const json& r) {
+  std::ostringstream md;
+  const double runtime = num_or(r, "runtime_seconds", 0);
+  md << "# svattn — reproduction of the paper's experiments\n\n";
+  md << "Preset `" << str_or(r, "preset", "?") << "`, seed " << r.at("seed").get<std::uint64_t>()
+     << ", created " << str_or(r, "created", "?") << "; total run time " << duration(runtime) << ".\n\n";
+  md << "Reproduce with `" << str_or(r, "command", "svattn reproduce") << "`.\n\n";
+  machine_markdown(r, md);
+  overview_markdown(r, md);
+  for (const auto& e : r.at("experiments")) section_markdown(e, md);
   md << "---\n\nEvery number above is read from `REPORT.json` (each experiment's `summary`), which "
         "copies it from the experiment's own `E?.json`. Experiments marked *not yet available* cannot "
         "run in this build (the section says what they need); nothing is filled in for them.\n";

@@ -19,7 +19,7 @@
 #include "svattn/experiments/e5_char_lm/e5_char_lm.h"
 #include "svattn/experiments/e6_throughput/e6_throughput.h"
 #include "svattn/experiments/registry.h"
-#include "svattn/experiments/statistics.h"
+#include "svattn/experiments/framework/statistics.h"
 #include "svattn/experiments/torch_experiments.h"
 #include "svattn/torch/model.h"
 #include "svattn/torch/support_stats.h"

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/experiments/e1_forgetting/info.h"
+#include "svattn/experiments/framework/run_header.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 
@@ -69,18 +71,13 @@ struct StreamResult {
 
 /// What a run measured: render()'s only input. E1.json holds it under `result` (to_json), so the
 /// report can be rendered again from the file (from_json) without re-solving or reading data.
-struct Result {
-  std::string preset;
-  std::uint64_t seed = 0;
+struct Result : RunHeader {
   Settings settings;                          ///< after `--set`
   int trials = 0;                             ///< trials per stream run (after `--trials`)
   std::vector<std::string> selected_streams;  ///< `--streams`, else the preset's
   std::string learned_keys;  ///< the learned keys' file (given or trained); empty when none
   std::string data_dir, data_dir_source;  ///< where the ICU data were read; empty when none
   std::vector<StreamResult> streams;      ///< one per selected stream, in that order
-  nlohmann::json machine;
-  std::string created;
-  double measure_seconds = 0;
 
   nlohmann::json to_json() const;
   /// FormatError naming the field when `j` is not an E1 result.

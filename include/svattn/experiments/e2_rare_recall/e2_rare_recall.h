@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/experiments/e2_rare_recall/info.h"
+#include "svattn/experiments/framework/run_header.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 
@@ -38,16 +40,11 @@ struct Outcome {
 
 /// What a run measured: render()'s only input. E2.json holds it (to_json's keys), so the report
 /// can be rendered again from the file (from_json) without re-running the selections.
-struct Result {
-  std::string preset;
-  std::uint64_t seed = 0;
+struct Result : RunHeader {
   Settings settings;            ///< after `--set` and `--trials`
   std::vector<double> sigmas;   ///< the RBF bandwidth of each seed's stream
   /// outcomes[method][budget index][seed], methods by their JSON name (method_name)
   std::map<std::string, std::vector<std::vector<Outcome>>> outcomes;
-  nlohmann::json machine;
-  std::string created;
-  double measure_seconds = 0;
 
   nlohmann::json to_json() const;
   /// FormatError naming the field when `j` is not an E2 result.

@@ -12,6 +12,7 @@
 
 #include "svattn/experiments/e3_selective_copy/diagnosis.h"
 #include "svattn/experiments/e3_selective_copy/task.h"
+#include "svattn/experiments/e3_selective_copy/info.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/experiments/e4_icu/info.h"
+#include "svattn/experiments/framework/run_header.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 #include "svattn/experiments/selection.h"
@@ -63,15 +65,10 @@ struct DatasetResult {
 
 /// What a run measured: render()'s only input. E4.json holds it under `result` (to_json), so the
 /// report can be rendered again from the file (from_json) without reading the data.
-struct Result {
-  std::string preset;
-  std::uint64_t seed = 0;
+struct Result : RunHeader {
   Settings settings;  ///< after `--set`
   std::string data_dir, data_dir_source;  ///< where the data were read, and why there
   std::vector<DatasetResult> datasets;
-  nlohmann::json machine;
-  std::string created;
-  double measure_seconds = 0;
 
   nlohmann::json to_json() const;
   /// FormatError naming the field when `j` is not an E4 result.

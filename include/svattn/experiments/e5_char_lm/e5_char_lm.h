@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/experiments/e5_char_lm/info.h"
+#include "svattn/experiments/framework/run_header.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 
@@ -79,17 +81,12 @@ struct PairResult {
 
 /// What a run measured: render()'s only input. E5.json holds it under `result`, so the report
 /// can be rendered again from the file (from_json) without training or reading the corpus.
-struct Result {
-  std::string preset;
-  std::uint64_t seed = 0;
+struct Result : RunHeader {
   Settings settings;  ///< after `--set`, `--trials` and `--steps`
   std::vector<std::uint64_t> seeds;
   std::string corpus_label;
   std::string runs_dir;  ///< <out>/E5-runs of the measuring run
   std::vector<PairResult> pairs;
-  nlohmann::json machine;
-  std::string created;
-  double measure_seconds = 0;
 
   nlohmann::json to_json() const;
   /// FormatError naming the field when `j` is not an E5 result.

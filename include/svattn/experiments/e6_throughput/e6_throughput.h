@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "svattn/experiments/e6_throughput/info.h"
+#include "svattn/experiments/framework/run_header.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 
@@ -34,14 +36,9 @@ struct Row {
 
 /// What a run measured: render()'s only input. E6.json holds it (to_json), so the report can be
 /// rendered again from the file (from_json) without measuring.
-struct Result {
-  std::string preset;  ///< the preset's name
-  std::uint64_t seed = 0;
+struct Result : RunHeader {
   Settings settings;      ///< after the `--set` overrides
   std::string corpus;     ///< the corpus's label
-  nlohmann::json machine;  ///< detail::machine_info()
-  std::string created;    ///< UTC
-  double measure_seconds = 0;
   std::vector<Row> rows;  ///< one per settings.presets entry; the first is the reference
 
   nlohmann::json to_json() const;

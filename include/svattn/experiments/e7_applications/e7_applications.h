@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "svattn/experiments/e7_applications/tools.h"
+#include "svattn/experiments/e7_applications/info.h"
+#include "svattn/experiments/framework/run_header.h"
 #include "svattn/experiments/options.h"
 #include "svattn/experiments/result.h"
 #include "svattn/types.h"
@@ -146,18 +148,13 @@ struct ErasureResult {
 
 /// What a run measured: render()'s only input. E7.json holds it under `result` (to_json), so the
 /// report can be rendered again from the file (from_json) without the data or the stores.
-struct Result {
-  std::string preset;
-  std::uint64_t seed = 0;
+struct Result : RunHeader {
   Settings settings;  ///< after `--set`
   std::string data_dir, data_dir_source;  ///< where the ICU data were read, and why there
   FactMemory facts;
   ForgettingResult forgetting;
   EditingResult editing;
   ErasureResult erasure;
-  nlohmann::json machine;
-  std::string created;
-  double measure_seconds = 0;
 
   nlohmann::json to_json() const;
   /// FormatError naming the field when `j` is not an E7 result.

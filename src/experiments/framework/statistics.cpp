@@ -1,13 +1,72 @@
-// Paired t-test with the t CDF from the regularised incomplete beta function.
+// Descriptive statistics, the 95 % CI of a mean and the paired t-test (framework/statistics.h).
+#include "svattn/experiments/framework/statistics.h"
+
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "svattn/experiments/statistics.h"
-
 #include "svattn/errors.h"
-#include "svattn/experiments/report.h"
 
 namespace svattn::experiments {
+
+double mean_of(const std::vector<double>& v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+double quantile_of(std::vector<double> v, double p) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  const double pos = std::clamp(p, 0.0, 1.0) * static_cast<double>(v.size() - 1);
+  const std::size_t lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, v.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  if (frac == 0.0) return v[lo];
+  return v[lo] + frac * (v[hi] - v[lo]);
+}
+
+double sd_of(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean_of(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+double median_of(std::vector<double> v) { return quantile_of(std::move(v), 0.5); }
+
+double max_of(const std::vector<double>& v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  return *std::max_element(v.begin(), v.end());
+}
+
+double student_t975(int dof) {
+  static const double kTable[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
+                                  2.228,  2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101,
+                                  2.093,  2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052,
+                                  2.048,  2.045, 2.042};
+  if (dof < 1) return std::numeric_limits<double>::quiet_NaN();
+  if (dof <= 30) return kTable[dof - 1];
+  if (dof <= 40) return 2.042 + (2.021 - 2.042) * (dof - 30) / 10.0;
+  if (dof <= 60) return 2.021 + (2.000 - 2.021) * (dof - 40) / 20.0;
+  if (dof <= 120) return 2.000 + (1.980 - 2.000) * (dof - 60) / 60.0;
+  return 1.960;
+}
+
+MeanCi mean_ci95(const std::vector<double>& v) {
+  MeanCi r;
+  r.n = static_cast<int>(v.size());
+  r.mean = mean_of(v);
+  if (r.n < 2) return r;
+  double ss = 0;
+  for (double x : v) ss += (x - r.mean) * (x - r.mean);
+  const double sd = std::sqrt(ss / static_cast<double>(r.n - 1));
+  r.half_width = student_t975(r.n - 1) * sd / std::sqrt(static_cast<double>(r.n));
+  return r;
+}
+
 namespace {
 
 // Continued fraction of I_x(a, b) by the modified Lentz method (Numerical Recipes §6.4).

@@ -1,0 +1,25 @@
+// What E5's settings, measure, result and report units share (not installed): the JSON of the
+// settings and pairs and the preset table.
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "svattn/experiments/e5_char_lm/e5_char_lm.h"
+
+namespace svattn::experiments::e5_char_lm {
+
+// With defaults: results written before a key existed still read (absent = the default).
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Pair, hybrid, swa, reference, gate, ablation)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Settings, corpus, pairs, seeds, seeds_every_pair, steps,
+                                                batch, seq, warmup, eval_every, eval_windows,
+                                                test_windows, chunk, local_window, note, device,
+                                                max_seconds, lr, workers)
+
+/// One run as JSON (the typed result's and the report's `pairs`).
+nlohmann::json run_json(const Run& r);
+
+/// The preset of a name (tiny | quick | cpu | paper) before `--set`.
+Settings e5_preset(const std::string& name);
+
+}  // namespace svattn::experiments::e5_char_lm
