@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common.h"
+#include "support/shell.h"
 #include "svattn/errors.h"
 
 namespace svattn::experiments {
@@ -37,14 +38,6 @@ std::string command_line(const std::string& cmd) {
   if (rc != 0) return "";
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ')) out.pop_back();
   return out;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'') q += "'\\''"; else q += c;
-  }
-  return q + "'";
 }
 
 std::string str_or(const json& j, const char* key, const std::string& fallback) {
@@ -101,11 +94,11 @@ json report_machine() {
   std::string commit = "unknown";
 #ifdef SVATTN_SOURCE_DIR
   const std::string src = SVATTN_SOURCE_DIR;
-  const std::string head = command_line("git -C " + shell_quote(src) + " rev-parse HEAD 2>/dev/null");
+  const std::string head = command_line("git -C " + support::shell_quote(src) + " rev-parse HEAD 2>/dev/null");
   if (!head.empty()) {
     commit = head;
     const std::string dirty =
-        command_line("git -C " + shell_quote(src) + " status --porcelain --untracked-files=no 2>/dev/null | head -1");
+        command_line("git -C " + support::shell_quote(src) + " status --porcelain --untracked-files=no 2>/dev/null | head -1");
     if (!dirty.empty()) commit += "+dirty";
   }
 #endif

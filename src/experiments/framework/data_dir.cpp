@@ -1,9 +1,10 @@
-// Data-directory resolution and data-file lookup (framework/data_dir.h).
+// Data-file lookup and download hints of the experiments (framework/data_dir.h); the directory
+// itself is resolved by the support layer (src/support/data_dir.h).
 #include "svattn/experiments/framework/data_dir.h"
 
-#include <cstdlib>
 #include <filesystem>
 
+#include "support/data_dir.h"
 #include "svattn/errors.h"
 
 #ifndef SVATTN_SOURCE_DIR
@@ -15,32 +16,10 @@ namespace svattn::experiments {
 namespace fs = std::filesystem;
 
 DataDir resolve_data_dir(const std::string& flag) {
-  std::error_code ec;
-  if (!flag.empty()) {
-    if (!fs::is_directory(flag, ec)) {
-      throw IoError("data directory '" + flag + "' (from --data-dir) does not exist");
-    }
-    return {flag, "--data-dir"};
-  }
-  const char* env = std::getenv("SVATTN_DATA");
-  if (env != nullptr && *env != '\0') {
-    if (!fs::is_directory(env, ec)) {
-      throw IoError(std::string("data directory '") + env +
-                    "' (from the environment variable SVATTN_DATA) does not exist");
-    }
-    return {env, "SVATTN_DATA"};
-  }
-  const fs::path cwd_default = fs::path("..") / "shared" / "data";
-  if (fs::is_directory(cwd_default, ec)) return {cwd_default.string(), "../shared/data (current dir)"};
-  const std::string src = SVATTN_SOURCE_DIR;
-  std::string tried = "'" + (fs::current_path(ec) / cwd_default).lexically_normal().string() + "'";
-  if (!src.empty()) {
-    const fs::path src_default = (fs::path(src) / ".." / "shared" / "data").lexically_normal();
-    if (fs::is_directory(src_default, ec)) {
-      return {src_default.string(), "../shared/data (source dir)"};
-    }
-    tried += " and '" + src_default.string() + "'";
-  }
+  const support::DataDirChoice c = support::find_data_dir(flag, SVATTN_SOURCE_DIR);
+  if (!c.path.empty()) return {c.path, c.source};
+  std::string tried;
+  for (const std::string& t : c.tried) tried += (tried.empty() ? "'" : " and '") + t + "'";
   throw IoError("no data directory found (looked for " + tried +
                 "): pass --data-dir DIR or set SVATTN_DATA=DIR; docs/experiments.md lists the files "
                 "and where to download them");

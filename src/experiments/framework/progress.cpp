@@ -13,18 +13,14 @@ Progress::Progress(std::string label, long total, std::string unit, bool enabled
       total_(total),
       unit_(std::move(unit)),
       enabled_(enabled),
-      tty_(::isatty(::fileno(stderr)) != 0),
-      start_(std::chrono::steady_clock::now()),
-      last_draw_(start_) {}
+      tty_(::isatty(::fileno(stderr)) != 0) {}
 
 Progress::~Progress() { finish(); }
 
 void Progress::tick(long steps) {
   done_ += steps;
   if (!enabled_) return;
-  const auto now = std::chrono::steady_clock::now();
-  const double since = std::chrono::duration<double>(now - last_draw_).count();
-  if (since >= (tty_ ? 0.2 : 10.0)) draw(false);
+  if (since_draw_.seconds() >= (tty_ ? 0.2 : 10.0)) draw(false);
 }
 
 void Progress::finish() {
@@ -34,8 +30,8 @@ void Progress::finish() {
 }
 
 void Progress::draw(bool final_line) {
-  last_draw_ = std::chrono::steady_clock::now();
-  const double el = std::chrono::duration<double>(last_draw_ - start_).count();
+  since_draw_.restart();
+  const double el = elapsed_.seconds();
   const double rate = el > 0 ? static_cast<double>(done_) / el : 0.0;
   char buf[512];
   if (final_line) {

@@ -28,8 +28,8 @@ class Progress {
   bool tty_;
   bool finished_ = false;
   long done_ = 0;
-  std::chrono::steady_clock::time_point start_;
-  std::chrono::steady_clock::time_point last_draw_;
+  Stopwatch elapsed_;     // since the start
+  Stopwatch since_draw_;  // since the last line
 };
 
 using svattn::Stopwatch;  // svattn/clock.h
