@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Size check of the experiments wing: lists functions over 80 lines and files over 600 lines.
+"""Size limits of the sources that keep them (docs/experiments.md "Code layout", docs/store.md
+"Components"): lists functions over 80 lines and files over 600 lines, and files that mention a
+header only one file may include (`--only HEADER=FILE`: the store's sqlite3.h, db/sqlite.cpp).
 
-Usage: scripts/check-experiment-sizes.py [--strict] [DIR ...]   (default: src/experiments)
+Usage: scripts/check-sizes.py [--strict] [--only HEADER=FILE ...] [DIR ...]
+       (default: src/experiments src/lm src/store --only sqlite3.h=src/store/db/sqlite.cpp)
 
 A crude scan: comments and string/char literals are blanked, then every top-level or
 namespace-level `{` that follows a `)` (optionally with const/noexcept/override/-> T or a
 constructor's initialiser list) opens a function whose body runs to the matching `}`; lambdas
 inside count toward their enclosing function. Prints one line per offender and a summary;
---strict exits 1 when there is any (the limits the wing keeps, docs/experiments.md "Layout").
+--strict exits 1 when there is any.
 """
 import os
 import re
@@ -95,9 +98,41 @@ def functions(path):
     return found
 
 
-def main(argv):
+def header_users(dirs, only):
+    """Files under `dirs` that mention HEADER without being its one allowed FILE."""
+    bad = []
+    for d in dirs:
+        for root, _, files in os.walk(d):
+            for f in sorted(files):
+                path = os.path.join(root, f)
+                if not f.endswith((".cpp", ".h")):
+                    continue
+                text = open(path, encoding="utf-8", errors="replace").read()
+                for header, allowed in only:
+                    if header in text and not os.path.samefile(path, allowed):
+                        bad.append(f"{path} mentions {header} (only {allowed} may include it)")
+    return bad
+
+
+def parse(argv):
     strict = "--strict" in argv
-    dirs = [a for a in argv if not a.startswith("--")] or ["src/experiments"]
+    only, dirs, k = [], [], 0
+    while k < len(argv):
+        if argv[k] == "--only" and k + 1 < len(argv) and "=" in argv[k + 1]:
+            only.append(tuple(argv[k + 1].split("=", 1)))
+            k += 2
+            continue
+        if not argv[k].startswith("--"):
+            dirs.append(argv[k])
+        k += 1
+    if not dirs:
+        dirs = ["src/experiments", "src/lm", "src/store"]
+        only = only or [("sqlite3.h", "src/store/db/sqlite.cpp")]
+    return strict, only, dirs
+
+
+def main(argv):
+    strict, only, dirs = parse(argv)
     long_functions, long_files, n_functions, n_files = [], [], 0, 0
     for d in dirs:
         for root, _, files in os.walk(d):
@@ -113,13 +148,17 @@ def main(argv):
                     n_functions += 1
                     if length > kMaxFunction:
                         long_functions.append((length, f"{path}:{line}", name))
+    headers = header_users(dirs, only)
     for lines, path in sorted(long_files, reverse=True):
         print(f"file     {lines:5d} lines  {path}")
     for length, where, name in sorted(long_functions, reverse=True):
         print(f"function {length:5d} lines  {where}  {name}")
+    for line in headers:
+        print(f"include  {line}")
     print(f"{n_files} files, {n_functions} functions; over {kMaxFile} lines: {len(long_files)} "
-          f"files; over {kMaxFunction} lines: {len(long_functions)} functions")
-    return 1 if strict and (long_files or long_functions) else 0
+          f"files; over {kMaxFunction} lines: {len(long_functions)} functions; "
+          f"misplaced includes: {len(headers)}")
+    return 1 if strict and (long_files or long_functions or headers) else 0
 
 
 if __name__ == "__main__":
