@@ -17,7 +17,7 @@
 namespace svattn::fuzz {
 namespace {
 
-// A private scratch file per process, removed with its SQLite side files.
+// A private scratch file per process, removed with its side files (remove_store).
 std::string scratch(const char* ext) {
   const char* base = std::getenv("TMPDIR");
   return std::string(base != nullptr ? base : "/tmp") + "/svattn_fuzz_" +
@@ -37,8 +37,10 @@ std::vector<std::uint8_t> read_file(const std::string& path) {
                                    std::istreambuf_iterator<char>());
 }
 
+// The store file and its key store (".keys"), each with SQLite's side files.
 void remove_store(const std::string& p) {
-  for (const char* s : {"", "-wal", "-shm", "-journal"}) std::remove((p + s).c_str());
+  for (const std::string& f : {p, p + ".keys"})
+    for (const char* s : {"", "-wal", "-shm", "-journal"}) std::remove((f + s).c_str());
 }
 
 int read_matrix_from(const std::uint8_t* data, std::size_t size, const char* ext) {
