@@ -7,9 +7,9 @@
 
 #include "commands.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/registry.h"
+#include "experiments/registry.h"
 #ifdef SVATTN_CLI_TORCH_EXPERIMENTS
-#include "svattn/experiments/torch_experiments.h"
+#include "experiments/torch_experiments.h"
 #endif
 
 namespace svattn::cli {

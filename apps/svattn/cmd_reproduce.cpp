@@ -6,9 +6,9 @@
 
 #include "commands.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/reproduce.h"
+#include "experiments/reproduce.h"
 #ifdef SVATTN_CLI_TORCH_EXPERIMENTS
-#include "svattn/experiments/torch_experiments.h"
+#include "experiments/torch_experiments.h"
 #endif
 
 namespace svattn::cli {

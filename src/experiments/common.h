@@ -8,15 +8,19 @@
 #include <string>
 #include <vector>
 
-#include "svattn/clock.h"
+#include "support/clock.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/framework/run_header.h"
-#include "svattn/experiments/options.h"
-#include "svattn/experiments/registry.h"
-#include "svattn/experiments/report.h"
-#include "svattn/experiments/result.h"
+#include "experiments/framework/run_header.h"
+#include "experiments/options.h"
+#include "experiments/registry.h"
+#include "experiments/report.h"
+#include "experiments/result.h"
 
 namespace svattn::experiments::detail {
+
+// The support layer's clock (src/support/clock.h), by its short names.
+using support::Stopwatch;
+using support::utc_now;
 
 /// j[key] as T, for a typed result's from_json: FormatError "<what>: missing field `key`" or
 /// "… has the wrong type".

@@ -1,6 +1,6 @@
 // ICU readers (MIMIC-III demo vitals extract, PhysioNet/CinC 2012 archives), hourly aggregation,
 // critical-hour labels and standardised key vectors.
-#include "svattn/experiments/icu.h"
+#include "experiments/icu.h"
 
 #include <zlib.h>
 

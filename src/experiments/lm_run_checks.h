@@ -5,7 +5,7 @@
 #include <string>
 
 #include "svattn/errors.h"
-#include "svattn/experiments/options.h"
+#include "experiments/options.h"
 #include "svattn/lm/trainer.h"
 
 namespace svattn::experiments {

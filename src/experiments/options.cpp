@@ -1,6 +1,6 @@
 // ExperimentOptions::validate, the `--set KEY=VALUE` overrides of a preset and the ranges every key
 // is checked against (options.h).
-#include "svattn/experiments/options.h"
+#include "experiments/options.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,22 +1,22 @@
 // The one registry of the paper's experiments (registry.h): the table E1 ... E7 built from what
 // each experiment says of itself (its ExperimentInfo), installation of the LibTorch ones, override
 // checks and dispatch.
-#include "svattn/experiments/registry.h"
+#include "experiments/registry.h"
 
 #include <algorithm>
 #include <cctype>
 
 #include "common.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/e1_forgetting/e1_forgetting.h"
-#include "svattn/experiments/e2_rare_recall/e2_rare_recall.h"
-#include "svattn/experiments/e3_selective_copy/info.h"
-#include "svattn/experiments/e4_icu/e4_icu.h"
-#include "svattn/experiments/e5_char_lm/info.h"
-#include "svattn/experiments/e6_throughput/info.h"
-#include "svattn/experiments/e7_applications/info.h"
+#include "experiments/e1_forgetting/e1_forgetting.h"
+#include "experiments/e2_rare_recall/e2_rare_recall.h"
+#include "experiments/e3_selective_copy/info.h"
+#include "experiments/e4_icu/e4_icu.h"
+#include "experiments/e5_char_lm/info.h"
+#include "experiments/e6_throughput/info.h"
+#include "experiments/e7_applications/info.h"
 #ifdef SVATTN_EXPERIMENTS_HAVE_STORE
-#include "svattn/experiments/e7_applications/e7_applications.h"
+#include "experiments/e7_applications/e7_applications.h"
 #endif
 
 namespace svattn::experiments {

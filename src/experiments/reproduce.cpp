@@ -1,6 +1,6 @@
 // `svattn reproduce`: the runner registry, the driver that runs E1–E7 and the report writer
 // (REPORT.json, and REPORT.md rendered from it).
-#include "svattn/experiments/reproduce.h"
+#include "experiments/reproduce.h"
 
 #include <sys/utsname.h>
 

@@ -1,5 +1,5 @@
 // ExperimentResult <-> E?.json (result.h).
-#include "svattn/experiments/result.h"
+#include "experiments/result.h"
 
 #include "svattn/errors.h"
 

@@ -1,12 +1,12 @@
 // SV certified selection and the attention-score eviction baselines under one token budget.
-#include "svattn/experiments/selection.h"
+#include "experiments/selection.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "svattn/errors.h"
-#include "svattn/experiments/streams.h"
+#include "experiments/streams.h"
 #include "svattn/memory.h"
 
 namespace svattn::experiments {

@@ -1,5 +1,5 @@
-// Synthetic key streams of the experiments (svattn/experiments/streams.h).
-#include "svattn/experiments/streams.h"
+// Synthetic key streams of the experiments (experiments/streams.h).
+#include "experiments/streams.h"
 
 #include <algorithm>
 #include <cmath>

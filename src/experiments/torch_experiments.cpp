@@ -1,7 +1,7 @@
 // The LibTorch half of the wing (torch_experiments.h): installs E3, E5 and E6 into the registry
 // and E1's learned-keys source, which trains (or reuses) a small hybrid LM and dumps the keys of
 // one head (docs/experiments.md, E1 "Learned keys").
-#include "svattn/experiments/torch_experiments.h"
+#include "experiments/torch_experiments.h"
 
 #include <torch/torch.h>
 
@@ -10,10 +10,10 @@
 
 #include "common.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/e3_selective_copy/e3_selective_copy.h"
-#include "svattn/experiments/e5_char_lm/e5_char_lm.h"
-#include "svattn/experiments/e6_throughput/e6_throughput.h"
-#include "svattn/experiments/registry.h"
+#include "experiments/e3_selective_copy/e3_selective_copy.h"
+#include "experiments/e5_char_lm/e5_char_lm.h"
+#include "experiments/e6_throughput/e6_throughput.h"
+#include "experiments/registry.h"
 #include "svattn/io.h"
 #include "svattn/lm/trainer.h"
 

@@ -19,12 +19,12 @@
 
 #include "svattn/batch_solver.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/e7_applications/e7_applications.h"
-#include "svattn/experiments/e7_applications/tools.h"
-#include "svattn/experiments/registry.h"
-#include "svattn/experiments/report.h"
-#include "svattn/experiments/reproduce.h"
-#include "svattn/experiments/streams.h"
+#include "experiments/e7_applications/e7_applications.h"
+#include "experiments/e7_applications/tools.h"
+#include "experiments/registry.h"
+#include "experiments/report.h"
+#include "experiments/reproduce.h"
+#include "experiments/streams.h"
 
 namespace fs = std::filesystem;
 namespace ex = svattn::experiments;

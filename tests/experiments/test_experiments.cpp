@@ -18,14 +18,14 @@
 
 #include "cli/cli_test_util.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/e1_forgetting/e1_forgetting.h"
-#include "svattn/experiments/e2_rare_recall/e2_rare_recall.h"
-#include "svattn/experiments/e4_icu/e4_icu.h"
-#include "svattn/experiments/icu.h"
-#include "svattn/experiments/registry.h"
-#include "svattn/experiments/report.h"
-#include "svattn/experiments/selection.h"
-#include "svattn/experiments/streams.h"
+#include "experiments/e1_forgetting/e1_forgetting.h"
+#include "experiments/e2_rare_recall/e2_rare_recall.h"
+#include "experiments/e4_icu/e4_icu.h"
+#include "experiments/icu.h"
+#include "experiments/registry.h"
+#include "experiments/report.h"
+#include "experiments/selection.h"
+#include "experiments/streams.h"
 #include "svattn/io.h"
 
 namespace fs = std::filesystem;

@@ -15,19 +15,19 @@
 #include <string>
 
 #include "svattn/errors.h"
-#include "svattn/experiments/e3_selective_copy/e3_selective_copy.h"
-#include "svattn/experiments/e5_char_lm/e5_char_lm.h"
-#include "svattn/experiments/e6_throughput/e6_throughput.h"
-#include "svattn/experiments/registry.h"
-#include "svattn/experiments/framework/statistics.h"
-#include "svattn/experiments/torch_experiments.h"
+#include "experiments/e3_selective_copy/e3_selective_copy.h"
+#include "experiments/e5_char_lm/e5_char_lm.h"
+#include "experiments/e6_throughput/e6_throughput.h"
+#include "experiments/registry.h"
+#include "experiments/framework/statistics.h"
+#include "experiments/torch_experiments.h"
 #include "svattn/torch/model.h"
 #include "svattn/torch/support_stats.h"
 
 namespace fs = std::filesystem;
 using namespace svattn::experiments;
 using namespace svattn::experiments::e3_selective_copy;
-using svattn::Rng;
+using svattn::support::Rng;
 using nlohmann::json;
 
 namespace {

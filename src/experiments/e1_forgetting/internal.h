@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e1_forgetting/e1_forgetting.h"
-#include "svattn/experiments/framework/data_dir.h"
-#include "svattn/experiments/icu.h"
+#include "experiments/e1_forgetting/e1_forgetting.h"
+#include "experiments/framework/data_dir.h"
+#include "experiments/icu.h"
 #include "svattn/types.h"
 
 namespace svattn::experiments::e1_forgetting {

@@ -11,16 +11,16 @@
 #include "common.h"
 #include "svattn/batch_solver.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/e1_forgetting/e1_forgetting.h"
-#include "svattn/experiments/registry.h"
-#include "svattn/experiments/icu.h"
-#include "svattn/experiments/report.h"
-#include "svattn/experiments/streams.h"
+#include "experiments/e1_forgetting/e1_forgetting.h"
+#include "experiments/registry.h"
+#include "experiments/icu.h"
+#include "experiments/report.h"
+#include "experiments/streams.h"
 #include "svattn/io.h"
 #include "svattn/memory.h"
 #include "svattn/readout.h"
 #include "internal.h"
-#include "svattn/experiments/framework/report_builder.h"
+#include "experiments/framework/report_builder.h"
 
 namespace svattn::experiments::e1_forgetting {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e2_rare_recall/e2_rare_recall.h"
-#include "svattn/experiments/selection.h"
+#include "experiments/e2_rare_recall/e2_rare_recall.h"
+#include "experiments/selection.h"
 
 namespace svattn::experiments::e2_rare_recall {
 

@@ -6,7 +6,7 @@
 
 #include "common.h"
 #include "internal.h"
-#include "svattn/experiments/streams.h"
+#include "experiments/streams.h"
 
 namespace svattn::experiments::e2_rare_recall {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "common.h"
 #include "internal.h"
-#include "svattn/experiments/framework/report_builder.h"
-#include "svattn/experiments/report.h"
+#include "experiments/framework/report_builder.h"
+#include "experiments/report.h"
 #include "svattn/types.h"
 
 namespace svattn::experiments::e2_rare_recall {

@@ -4,7 +4,7 @@
 
 #include "internal.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/framework/json_fields.h"
+#include "experiments/framework/json_fields.h"
 
 namespace svattn::experiments::e2_rare_recall {
 namespace {

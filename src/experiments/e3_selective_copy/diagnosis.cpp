@@ -1,9 +1,9 @@
 // Per-output diagnosis of a trained E3 hybrid (diagnosis.h).
-#include "svattn/experiments/e3_selective_copy/diagnosis.h"
+#include "experiments/e3_selective_copy/diagnosis.h"
 
 #include <torch/torch.h>
 
-#include "svattn/random.h"
+#include "support/random.h"
 #include "svattn/torch/attention.h"
 
 namespace svattn::experiments::e3_selective_copy {

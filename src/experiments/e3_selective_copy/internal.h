@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e3_selective_copy/e3_selective_copy.h"
-#include "svattn/experiments/options.h"
-#include "svattn/experiments/report.h"
+#include "experiments/e3_selective_copy/e3_selective_copy.h"
+#include "experiments/options.h"
+#include "experiments/report.h"
 #include "svattn/torch/model.h"
 
 namespace svattn::experiments::e3_selective_copy {

@@ -12,9 +12,9 @@
 
 #include "common.h"
 #include "internal.h"
-#include "svattn/experiments/framework/report_builder.h"
+#include "experiments/framework/report_builder.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/framework/statistics.h"
+#include "experiments/framework/statistics.h"
 #include "svattn/lm/trainer.h"
 #include "svattn/torch/model.h"
 

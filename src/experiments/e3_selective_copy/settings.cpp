@@ -13,7 +13,7 @@
 #include "common.h"
 #include "internal.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/framework/statistics.h"
+#include "experiments/framework/statistics.h"
 #include "svattn/lm/trainer.h"
 #include "svattn/torch/model.h"
 

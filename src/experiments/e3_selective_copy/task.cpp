@@ -1,11 +1,11 @@
 // The selective-copy generator (E3) and the state sizes used to match the baselines (task.h).
-// The generator draws from svattn::Rng (the std:: distributions are implementation-defined).
+// The generator draws from support::Rng (the std:: distributions are implementation-defined).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "svattn/errors.h"
-#include "svattn/experiments/e3_selective_copy/task.h"
+#include "experiments/e3_selective_copy/task.h"
 
 namespace svattn::experiments::e3_selective_copy {
 

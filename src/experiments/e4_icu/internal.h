@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e4_icu/e4_icu.h"
-#include "svattn/experiments/selection.h"
+#include "experiments/e4_icu/e4_icu.h"
+#include "experiments/selection.h"
 
 namespace svattn::experiments::e4_icu {
 

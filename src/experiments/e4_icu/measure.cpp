@@ -6,9 +6,9 @@
 
 #include "common.h"
 #include "internal.h"
-#include "svattn/experiments/icu.h"
-#include "svattn/experiments/report.h"
-#include "svattn/experiments/streams.h"
+#include "experiments/icu.h"
+#include "experiments/report.h"
+#include "experiments/streams.h"
 
 namespace svattn::experiments::e4_icu {
 namespace {

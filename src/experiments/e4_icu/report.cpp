@@ -8,9 +8,9 @@
 
 #include "common.h"
 #include "internal.h"
-#include "svattn/experiments/framework/report_builder.h"
-#include "svattn/experiments/icu.h"
-#include "svattn/experiments/report.h"
+#include "experiments/framework/report_builder.h"
+#include "experiments/icu.h"
+#include "experiments/report.h"
 #include "svattn/types.h"
 
 namespace svattn::experiments::e4_icu {

@@ -6,12 +6,12 @@
 
 #include "common.h"
 #include "internal.h"
-#include "svattn/experiments/framework/json_fields.h"
+#include "experiments/framework/json_fields.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/icu.h"
-#include "svattn/experiments/report.h"
-#include "svattn/experiments/selection.h"
-#include "svattn/experiments/streams.h"
+#include "experiments/icu.h"
+#include "experiments/report.h"
+#include "experiments/selection.h"
+#include "experiments/streams.h"
 
 namespace svattn::experiments::e4_icu {
 namespace {

@@ -7,10 +7,10 @@
 #include "common.h"
 #include "internal.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/icu.h"
-#include "svattn/experiments/report.h"
-#include "svattn/experiments/selection.h"
-#include "svattn/experiments/streams.h"
+#include "experiments/icu.h"
+#include "experiments/report.h"
+#include "experiments/selection.h"
+#include "experiments/streams.h"
 
 namespace svattn::experiments::e4_icu {
 Settings preset_settings(const std::string& name) {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e5_char_lm/e5_char_lm.h"
+#include "experiments/e5_char_lm/e5_char_lm.h"
 
 namespace svattn::experiments::e5_char_lm {
 

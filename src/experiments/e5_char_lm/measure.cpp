@@ -1,6 +1,6 @@
 // E5's measurement: every pair's hybrid, state-matched window, reference and ablation trained and
 // tested per seed, side by side.
-#include "svattn/experiments/e5_char_lm/e5_char_lm.h"
+#include "experiments/e5_char_lm/e5_char_lm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include "internal.h"
 #include "lm_run_checks.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/framework/statistics.h"
+#include "experiments/framework/statistics.h"
 #include "svattn/lm/position_eval.h"
 #include "svattn/lm/trainer.h"
 

@@ -1,6 +1,6 @@
 // E5's report: tables, plots, Markdown and the descriptive keys of E5.json, from the typed result
 // alone (render).
-#include "svattn/experiments/e5_char_lm/e5_char_lm.h"
+#include "experiments/e5_char_lm/e5_char_lm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,10 +12,10 @@
 
 #include "common.h"
 #include "internal.h"
-#include "svattn/experiments/framework/report_builder.h"
+#include "experiments/framework/report_builder.h"
 #include "lm_run_checks.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/framework/statistics.h"
+#include "experiments/framework/statistics.h"
 #include "svattn/lm/position_eval.h"
 #include "svattn/lm/trainer.h"
 

@@ -1,5 +1,5 @@
 // E5's typed result as E5.json["result"]: written by to_json, read back only by `--render`.
-#include "svattn/experiments/e5_char_lm/e5_char_lm.h"
+#include "experiments/e5_char_lm/e5_char_lm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "internal.h"
 #include "lm_run_checks.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/framework/statistics.h"
+#include "experiments/framework/statistics.h"
 #include "svattn/lm/position_eval.h"
 #include "svattn/lm/trainer.h"
 

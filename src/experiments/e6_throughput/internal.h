@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e6_throughput/e6_throughput.h"
+#include "experiments/e6_throughput/e6_throughput.h"
 
 namespace svattn::experiments::e6_throughput {
 

@@ -8,7 +8,7 @@
 #include "lm_run_checks.h"
 #include "svattn/errors.h"
 #include "svattn/lm/trainer.h"
-#include "svattn/experiments/framework/json_fields.h"
+#include "experiments/framework/json_fields.h"
 
 namespace svattn::experiments::e6_throughput {
 

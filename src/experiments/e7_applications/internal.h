@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e7_applications/e7_applications.h"
-#include "svattn/experiments/framework/data_dir.h"
+#include "experiments/e7_applications/e7_applications.h"
+#include "experiments/framework/data_dir.h"
 #include "svattn/memory.h"
 #include "svattn/readout.h"
 

@@ -11,17 +11,17 @@
 
 #include "common.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/e7_applications/tools.h"
-#include "svattn/experiments/e7_applications/e7_applications.h"
-#include "svattn/experiments/registry.h"
-#include "svattn/experiments/icu.h"
-#include "svattn/experiments/report.h"
-#include "svattn/experiments/streams.h"
+#include "experiments/e7_applications/tools.h"
+#include "experiments/e7_applications/e7_applications.h"
+#include "experiments/registry.h"
+#include "experiments/icu.h"
+#include "experiments/report.h"
+#include "experiments/streams.h"
 #include "svattn/memory.h"
 #include "svattn/readout.h"
 #include "svattn/store.h"
 #include "internal.h"
-#include "svattn/experiments/framework/json_fields.h"
+#include "experiments/framework/json_fields.h"
 
 namespace svattn::experiments::e7_applications {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "common.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/e7_applications/tools.h"
-#include "svattn/experiments/streams.h"
+#include "experiments/e7_applications/tools.h"
+#include "experiments/streams.h"
 
 namespace svattn::experiments::e7_applications {
 

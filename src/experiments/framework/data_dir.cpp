@@ -1,6 +1,6 @@
 // Data-file lookup and download hints of the experiments (framework/data_dir.h); the directory
 // itself is resolved by the support layer (src/support/data_dir.h).
-#include "svattn/experiments/framework/data_dir.h"
+#include "experiments/framework/data_dir.h"
 
 #include <filesystem>
 

@@ -1,5 +1,5 @@
 // Output directories and files (framework/files.h).
-#include "svattn/experiments/framework/files.h"
+#include "experiments/framework/files.h"
 
 #include <filesystem>
 #include <fstream>

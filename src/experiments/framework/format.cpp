@@ -1,5 +1,5 @@
 // Table-cell formatting of numbers (framework/format.h).
-#include "svattn/experiments/framework/format.h"
+#include "experiments/framework/format.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,5 +1,5 @@
 // Line and bar plots through gnuplot (framework/plots.h).
-#include "svattn/experiments/framework/plots.h"
+#include "experiments/framework/plots.h"
 
 #include <cmath>
 #include <cstdio>
@@ -10,7 +10,7 @@
 
 #include "support/plot.h"
 #include "svattn/errors.h"
-#include "svattn/experiments/framework/files.h"
+#include "experiments/framework/files.h"
 
 namespace svattn::experiments {
 

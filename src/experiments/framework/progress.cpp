@@ -1,5 +1,5 @@
 // The progress line on stderr (framework/progress.h).
-#include "svattn/experiments/framework/progress.h"
+#include "experiments/framework/progress.h"
 
 #include <unistd.h>
 #include <cmath>

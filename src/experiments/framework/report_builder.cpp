@@ -1,10 +1,10 @@
 // The report builder (framework/report_builder.h).
-#include "svattn/experiments/framework/report_builder.h"
+#include "experiments/framework/report_builder.h"
 
 #include <filesystem>
 
 #include "common.h"
-#include "svattn/experiments/framework/files.h"
+#include "experiments/framework/files.h"
 
 namespace svattn::experiments {
 

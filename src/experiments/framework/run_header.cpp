@@ -1,5 +1,5 @@
 // The run header and the measure() prologue (framework/run_header.h).
-#include "svattn/experiments/framework/run_header.h"
+#include "experiments/framework/run_header.h"
 
 #include <fstream>
 #include <thread>

@@ -1,5 +1,5 @@
 // Descriptive statistics, the 95 % CI of a mean and the paired t-test (framework/statistics.h).
-#include "svattn/experiments/framework/statistics.h"
+#include "experiments/framework/statistics.h"
 
 #include <algorithm>
 #include <cmath>

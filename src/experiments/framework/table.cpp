@@ -1,5 +1,5 @@
 // Markdown and JSON tables (framework/table.h).
-#include "svattn/experiments/framework/table.h"
+#include "experiments/framework/table.h"
 
 #include "svattn/errors.h"
 

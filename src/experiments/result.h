@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "svattn/experiments/report.h"
+#include "experiments/report.h"
 
 namespace svattn::experiments {
 

@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e7_applications/tools.h"
-#include "svattn/experiments/e7_applications/info.h"
-#include "svattn/experiments/framework/run_header.h"
-#include "svattn/experiments/options.h"
-#include "svattn/experiments/result.h"
+#include "experiments/e7_applications/tools.h"
+#include "experiments/e7_applications/info.h"
+#include "experiments/framework/run_header.h"
+#include "experiments/options.h"
+#include "experiments/result.h"
 #include "svattn/types.h"
 
 namespace svattn::experiments::e7_applications {

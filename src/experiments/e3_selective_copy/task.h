@@ -4,10 +4,15 @@
 #include <cstdint>
 #include <vector>
 
-#include "svattn/random.h"
+#include "support/random.h"
 #include "svattn/torch/attention.h"
 
 namespace svattn::experiments::e3_selective_copy {
+
+// The support layer's generator (src/support/random.h), by its short names.
+using support::derive_seed;
+using support::Rng;
+using support::shuffle_in_place;
 
 /// Vocabulary of the selective-copy task: token 0 = padding, 1 = go marker, 2 = output query,
 /// 3 .. 3 + symbols - 1 = data symbols.

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "svattn/experiments/framework/statistics.h"
+#include "experiments/framework/statistics.h"
 
 namespace svattn::experiments {
 

@@ -10,11 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e3_selective_copy/diagnosis.h"
-#include "svattn/experiments/e3_selective_copy/task.h"
-#include "svattn/experiments/e3_selective_copy/info.h"
-#include "svattn/experiments/options.h"
-#include "svattn/experiments/result.h"
+#include "experiments/e3_selective_copy/diagnosis.h"
+#include "experiments/e3_selective_copy/task.h"
+#include "experiments/e3_selective_copy/info.h"
+#include "experiments/options.h"
+#include "experiments/result.h"
 
 namespace svattn::experiments::e3_selective_copy {
 

@@ -6,11 +6,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/clock.h"
-#include "svattn/experiments/framework/json_fields.h"
-#include "svattn/experiments/options.h"
+#include "support/clock.h"
+#include "experiments/framework/json_fields.h"
+#include "experiments/options.h"
 
 namespace svattn::experiments {
+
+// The support layer's clock (src/support/clock.h), by its short names.
+using support::Stopwatch;
+using support::utc_now;
 
 /// The header of a typed result (a base of each experiment's Result; its keys sit at the top
 /// level of E?.json beside the experiment's own).

@@ -1,7 +1,7 @@
 // E5's identity: id, title, the paper's result and what a build without it needs (the
 // registry lists it from here, torch-free; the report titles itself from here).
 #pragma once
-#include "svattn/experiments/framework/experiment_info.h"
+#include "experiments/framework/experiment_info.h"
 
 namespace svattn::experiments::e5_char_lm {
 

@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e4_icu/info.h"
-#include "svattn/experiments/framework/run_header.h"
-#include "svattn/experiments/options.h"
-#include "svattn/experiments/result.h"
-#include "svattn/experiments/selection.h"
+#include "experiments/e4_icu/info.h"
+#include "experiments/framework/run_header.h"
+#include "experiments/options.h"
+#include "experiments/result.h"
+#include "experiments/selection.h"
 
 namespace svattn::experiments::e4_icu {
 

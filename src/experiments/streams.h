@@ -1,18 +1,18 @@
-// The synthetic key streams of the experiments (E1, E2, E7), drawn from svattn::Rng.
+// The synthetic key streams of the experiments (E1, E2, E7), drawn from support::Rng.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "svattn/kernel.h"
-#include "svattn/random.h"
+#include "support/random.h"
 
 namespace svattn::experiments {
 
-// The one generator (svattn/random.h), named here for the experiments' callers.
-using svattn::derive_seed;
-using svattn::Rng;
-using svattn::shuffle_in_place;
+// The support layer's generator (src/support/random.h), by its short names.
+using support::derive_seed;
+using support::Rng;
+using support::shuffle_in_place;
 
 /// `k` distinct indices of [0, n), ascending.
 std::vector<int> sample_without_replacement(int n, int k, Rng& rng);

@@ -9,10 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e6_throughput/info.h"
-#include "svattn/experiments/framework/run_header.h"
-#include "svattn/experiments/options.h"
-#include "svattn/experiments/result.h"
+#include "experiments/e6_throughput/info.h"
+#include "experiments/framework/run_header.h"
+#include "experiments/options.h"
+#include "experiments/result.h"
 
 namespace svattn::experiments::e6_throughput {
 

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/registry.h"
+#include "experiments/registry.h"
 
 namespace svattn::experiments {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "svattn/experiments/options.h"
-#include "svattn/experiments/result.h"
+#include "experiments/options.h"
+#include "experiments/result.h"
 
 namespace svattn::experiments {
 

@@ -10,12 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/framework/experiment_info.h"
-#include "svattn/experiments/framework/plots.h"
-#include "svattn/experiments/framework/run_header.h"
-#include "svattn/experiments/framework/table.h"
-#include "svattn/experiments/options.h"
-#include "svattn/experiments/result.h"
+#include "experiments/framework/experiment_info.h"
+#include "experiments/framework/plots.h"
+#include "experiments/framework/run_header.h"
+#include "experiments/framework/table.h"
+#include "experiments/options.h"
+#include "experiments/result.h"
 
 namespace svattn::experiments {
 

@@ -3,9 +3,13 @@
 #include <chrono>
 #include <string>
 
-#include "svattn/clock.h"
+#include "support/clock.h"
 
 namespace svattn::experiments {
+
+// The support layer's clock (src/support/clock.h), by its short names.
+using support::Stopwatch;
+using support::utc_now;
 
 /// A progress line on stderr: "[label] done/total unit, rate/s, ETA". Redrawn in place on a
 /// terminal (at most 5 times a second); elsewhere one line every 10 s and one at the end.
@@ -31,7 +35,5 @@ class Progress {
   Stopwatch elapsed_;     // since the start
   Stopwatch since_draw_;  // since the last line
 };
-
-using svattn::Stopwatch;  // svattn/clock.h
 
 }  // namespace svattn::experiments

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "svattn/experiments/e3_selective_copy/task.h"
+#include "experiments/e3_selective_copy/task.h"
 #include "svattn/torch/model.h"
 
 namespace svattn::experiments::e3_selective_copy {
