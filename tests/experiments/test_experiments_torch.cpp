@@ -23,6 +23,7 @@
 #include "svattn/experiments/torch_experiments.h"
 #include "svattn/torch/model.h"
 #include "svattn/torch/support_stats.h"
+#include "experiments/e5_char_lm/internal.h"
 
 namespace fs = std::filesystem;
 using namespace svattn::experiments;
@@ -395,6 +396,43 @@ TEST(Ranges, TorchExperimentsPresetsAndHostileValues) {
       EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
     }
   }
+}
+
+// `--set E5.steps=N` keeps the preset's proportions (docs/experiments.md "Ranges of the `--set`
+// keys"): warm-up and validation interval scale unless given too, the runs get their own
+// directories and the note says so; the cpu preset runs 260 steps, warm-up 20, validation every 26.
+TEST(E5Settings, StepsOverrideScalesWarmupAndValidationAndNamesTheRuns) {
+  namespace e5 = e5_char_lm;
+  const e5::Settings preset = e5::e5_preset("cpu");
+  ASSERT_EQ(preset.steps, 260);
+  const auto with = [&](const std::vector<std::string>& items, std::string& suffix) {
+    ExperimentOptions o;
+    o.preset = "cpu";
+    for (const auto& item : items) o.overrides.push_back(parse_override(item));
+    e5::Settings p = apply_overrides(json(preset), "E5", o.overrides).get<e5::Settings>();
+    suffix = e5::scale_to_steps(p, preset.steps, o);
+    return p;
+  };
+  std::string suffix;
+  e5::Settings p = with({"E5.steps=2600"}, suffix);
+  EXPECT_EQ(suffix, "-steps2600");
+  EXPECT_EQ(p.steps, 2600);
+  EXPECT_EQ(p.warmup, 200);
+  EXPECT_EQ(p.eval_every, 260);
+  EXPECT_EQ(p.note, preset.note + "; steps overridden to 2600 (--set E5.steps)");
+  p = with({"steps=130", "E5.warmup=7"}, suffix);  // unscoped steps; warm-up given: kept
+  EXPECT_EQ(suffix, "-steps130");
+  EXPECT_EQ(p.warmup, 7);
+  EXPECT_EQ(p.eval_every, 13);
+  p = with({"E5.steps=2", "E5.eval_every=0"}, suffix);  // rounds to at least 1; eval_every given
+  EXPECT_EQ(p.warmup, 1);
+  EXPECT_EQ(p.eval_every, 0);
+  p = with({"E5.seeds=2", "E3.steps=9"}, suffix);  // no E5 steps: the preset's, the usual runs
+  EXPECT_EQ(suffix, "");
+  EXPECT_EQ(p.steps, 260);
+  EXPECT_EQ(p.warmup, 20);
+  EXPECT_EQ(p.eval_every, 26);
+  EXPECT_EQ(p.note, preset.note);
 }
 
 TEST(E5Tiny, MatchedWindowAndSeedReproducible) {
