@@ -136,39 +136,6 @@ TEST(SelectiveCopy, RejectsBadTasks) {
   EXPECT_THROW(make_selective_copy_batch({8, 2, 4}, 0, rng), svattn::InvalidArgument);
 }
 
-// ------------------------------------------------------------------ statistics
-
-TEST(Statistics, IncompleteBetaAndTCdfMatchClosedForms) {
-  for (double x : {0.0, 0.1, 0.37, 0.9, 1.0})
-    EXPECT_NEAR(regularized_incomplete_beta(1, 1, x), x, 1e-13);
-  EXPECT_NEAR(regularized_incomplete_beta(2.5, 2.5, 0.5), 0.5, 1e-13);
-  // I_x(a, 1) = x^a
-  EXPECT_NEAR(regularized_incomplete_beta(3.0, 1.0, 0.7), std::pow(0.7, 3), 1e-13);
-  // dof 1 is the Cauchy distribution; dof 2 has F(t) = 1/2 + t / (2 sqrt(2 + t^2)).
-  for (double t : {-3.0, -0.4, 0.0, 1.0, 12.0}) {
-    EXPECT_NEAR(student_t_cdf(t, 1), 0.5 + std::atan(t) / M_PI, 1e-12) << t;
-    EXPECT_NEAR(student_t_cdf(t, 2), 0.5 + t / (2 * std::sqrt(2 + t * t)), 1e-12) << t;
-  }
-  // Tabulated 97.5 % quantiles: t(4) = 2.776, t(10) = 2.228.
-  EXPECT_NEAR(student_t_cdf(2.776445, 4), 0.975, 1e-6);
-  EXPECT_NEAR(student_t_cdf(2.228139, 10), 0.975, 1e-6);
-}
-
-TEST(Statistics, PairedTTest) {
-  // Differences 0.1, -0.2, 0.3, 0.4: mean 0.15, sd sqrt(0.07), t = 0.15 / (sqrt(0.07) / 2), dof 3.
-  const auto r = paired_t_test({1, 2, 3, 4}, {0.9, 2.2, 2.7, 3.6});
-  EXPECT_EQ(r.n, 4);
-  EXPECT_NEAR(r.mean_difference, 0.15, 1e-12);
-  EXPECT_NEAR(r.sd_difference, std::sqrt(0.07), 1e-12);
-  EXPECT_NEAR(r.t, 0.3 / std::sqrt(0.07), 1e-12);
-  EXPECT_NEAR(r.p_two_sided, 2 * (1 - student_t_cdf(r.t, 3)), 1e-12);
-  // Two pairs: dof 1, p = 1 - 2 atan(|t|) / pi.
-  const auto q = paired_t_test({2.0, 2.5}, {2.2, 2.6});
-  EXPECT_NEAR(q.p_two_sided, 1 - 2 * std::atan(std::fabs(q.t)) / M_PI, 1e-12);
-  EXPECT_TRUE(std::isnan(paired_t_test({1.0}, {2.0}).p_two_sided));
-  EXPECT_THROW(paired_t_test({1.0, 2.0}, {1.0}), svattn::InvalidArgument);
-}
-
 // ------------------------------------------------------------------ state matching
 
 TEST(StateMatching, MatchedWindowCarriesTheHybridsState) {
