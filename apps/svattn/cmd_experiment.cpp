@@ -18,30 +18,13 @@ namespace {
 struct ExperimentCliOptions {
   std::string id;
   experiments::ExperimentOptions opts;
-  std::string streams;
   std::vector<std::string> set;
   std::string render;  ///< an earlier run's E?.json: render its report instead of running
   bool no_plots = false;
   bool quiet = false;
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else if (c != ' ') {
-      cur += c;
-    }
-  }
-  if (!cur.empty()) out.push_back(cur);
-  return out;
-}
-
 int run_experiment_cmd(ExperimentCliOptions& o) {
-  o.opts.streams = split_list(o.streams);
   o.opts.overrides.clear();
   for (const auto& item : o.set) o.opts.overrides.push_back(experiments::parse_override(item));
   o.opts.plots = !o.no_plots;
@@ -103,26 +86,16 @@ Registrar reg("experiment", [](CLI::App& app, int& exit_code) {
                   "data directory (default: $SVATTN_DATA, else ../shared/data)");
   sub->add_option("--learned-keys", o->opts.learned_keys,
                   "E1: keys of a trained model (.npy/.csv from `svattn dump-keys`)");
-  sub->add_option("--streams", o->streams, "E1: comma-separated stream names (default: the preset's)");
-  sub->add_option("--trials", o->opts.trials,
-                  "E1: trials per stream, E2/E5: seeds (0 = preset)")
-      ->check(CLI::Range(0, 1000000))
-      ->capture_default_str();
-  sub->add_option("--steps", o->opts.steps,
-                  "E5: training steps per run instead of the preset's (0 = preset; warm-up and "
-                  "validation interval scale with it)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{100000000}))
-      ->capture_default_str();
   sub->add_option("--set", o->set,
                   "override a preset field, KEY=VALUE (repeatable; VALUE is JSON or text, lists "
-                  "comma-separated; docs/experiments.md lists the keys); a bad key or value exits 2")
+                  "comma-separated; e.g. E1.streams, E1.trials, E2.seeds, E5.seeds, E5.steps; "
+                  "docs/experiments.md lists the keys); a bad key or value exits 2")
       ->allow_extra_args(false);
   auto* render = sub->add_option(
       "--render", o->render,
       "write the report (E?.md, E?.json, plots) into --out from an earlier run's E?.json, without "
       "running: its typed result is the only input (a bad or foreign file exits 2, nothing written)");
-  for (const char* flag : {"--preset", "--seed", "--data-dir", "--learned-keys", "--streams",
-                           "--trials", "--steps", "--set"})
+  for (const char* flag : {"--preset", "--seed", "--data-dir", "--learned-keys", "--set"})
     render->excludes(sub->get_option(flag));
   sub->add_flag("--no-plots", o->no_plots, "write plot data and scripts but do not run gnuplot");
   sub->add_flag("--quiet", o->quiet, "no progress line on stderr");

@@ -9,11 +9,11 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <memory>
 #include <string>
 #include <tuple>
 
+#include "support/clock.h"
 #include "svattn/torch/attention.h"
 
 namespace {
@@ -45,10 +45,9 @@ class HybridStep : public torch::CustomClassHolder {
   /// shared machine hold the cores.
   std::tuple<double, double> step(const torch::Tensor& x) {
     const double c0 = cpu_seconds();
-    const auto t0 = std::chrono::steady_clock::now();
+    const svattn::support::Stopwatch watch;
     layer_->forward(x).sum().backward();
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double wall = watch.seconds();
     return {wall, cpu_seconds() - c0};
   }
 

@@ -11,17 +11,17 @@
 #include <pybind11/stl.h>
 #include <time.h>
 
-#include <chrono>
 #include <tuple>
 #include <utility>
 
 #include "py_memory.h"
+#include "support/clock.h"
 
 namespace svattn::python {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using support::Stopwatch;
 using Seconds = std::pair<double, double>;  // (wall, thread CPU)
 // (wall, thread CPU, OpDiagnostics::seconds): the last is what the operation's own timer saw.
 using OpSeconds = std::tuple<double, double, double>;
@@ -38,9 +38,9 @@ double thread_cpu() {
 template <typename F>
 Seconds timed(F&& f) {
   const double c0 = thread_cpu();
-  const auto t0 = Clock::now();
+  const Stopwatch watch;
   f();
-  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double wall = watch.seconds();
   return {wall, thread_cpu() - c0};
 }
 
@@ -88,9 +88,9 @@ Seconds readout(PyMemory& pm, const Rows& queries) {
 
 // Seconds of `reps` GIL release + reacquire pairs (what PyMemory::exclusive adds), per pair.
 double gil_roundtrip(int reps) {
-  const auto t0 = Clock::now();
+  const Stopwatch watch;
   for (int i = 0; i < reps; ++i) py::gil_scoped_release nogil;
-  return std::chrono::duration<double>(Clock::now() - t0).count() / reps;
+  return watch.seconds() / reps;
 }
 
 }  // namespace

@@ -88,22 +88,16 @@ struct ExperimentOptions {
   /// Empty: E1 trains (or reuses) a small hybrid when this build has LibTorch (registry.h,
   /// learned-keys source) in the quick and paper presets; otherwise the row says why it is absent.
   std::string learned_keys;
-  /// E1: restrict to these stream names (empty = the preset's streams).
-  std::vector<std::string> streams;
-  /// E1: trials per stream; E2: seeds (0 = the preset's value).
-  int trials = 0;
-  /// E5: training steps per run instead of the preset's (0 = the preset's value); warm-up and the
-  /// validation interval scale with it. For runs between the quick and paper scales.
-  std::int64_t steps = 0;
-  /// `--set` overrides of the presets (checked against every selected experiment before it runs).
+  /// `--set` overrides of the presets (checked against every selected experiment before it runs);
+  /// the experiment knobs among them, e.g. E1.streams, E1.trials, E2.seeds, E5.seeds, E5.steps
+  /// (docs/experiments.md "Ranges of the `--set` keys").
   std::vector<Override> overrides;
   /// Progress line on stderr.
   bool progress = true;
   /// Render PNG plots (data and gnuplot scripts are written either way).
   bool plots = true;
 
-  /// Throws InvalidArgument for an unknown preset, a trial count outside [0, 100000], a negative
-  /// step count or an empty output directory.
+  /// Throws InvalidArgument for an unknown preset or an empty output directory.
   void validate() const;
 };
 

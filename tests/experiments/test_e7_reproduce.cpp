@@ -680,6 +680,45 @@ TEST(ReproduceCliTest, SetRejectsUnknownKeysAndBadValuesWithExit2NamingTheKey) {
   const json j = json::parse(in);
   EXPECT_EQ(j["settings"]["seeds"], 1) << j["settings"].dump();
 }
+// The experiments' knobs are `--set` keys (docs/experiments.md "Ranges of the `--set` keys"): the
+// flags they replace are unknown options now (exit 2, as for any), and the keys select what the
+// flags did: E1's trials per stream and streams, E2's seeds.
+TEST(ReproduceCliTest, ExperimentKnobsAreSetKeysAndTheOldFlagsAreUnknownOptions) {
+  TempDir dir;
+  const auto run = [&](const std::string& args) {
+    const std::string cmd = std::string(SVATTN_CLI) + " " + args + " --preset tiny --no-plots --quiet --out '" +
+                            dir.file("o") + "' > '" + dir.file("log") + "' 2> '" + dir.file("err") + "'";
+    return WEXITSTATUS(std::system(cmd.c_str()));
+  };
+  for (const auto& [args, flag] : std::vector<std::pair<std::string, std::string>>{
+           {"experiment E1 --trials 3", "--trials"},
+           {"experiment E2 --trials 3", "--trials"},
+           {"experiment E1 --streams gaussian_d2", "--streams"},
+           {"experiment E5 --steps 10", "--steps"},
+           {"reproduce --only E2 --trials 3", "--trials"}}) {
+    EXPECT_EQ(run(args), 2) << args;
+    const std::string err = ex::read_text_file(dir.file("err"));
+    EXPECT_NE(err.find(flag), std::string::npos) << args << ": " << err;
+    EXPECT_FALSE(fs::exists(dir.file("o"))) << args << ": nothing is written";
+  }
+  ASSERT_EQ(run("experiment E1 --set E1.trials=3 --set E1.streams=gaussian_d2,clustered"), 0)
+      << ex::read_text_file(dir.file("err"));
+  const json e1 = json::parse(ex::read_text_file(dir.file("o/E1.json")));
+  EXPECT_EQ(e1["result"]["trials"], 3);
+  EXPECT_EQ(e1["settings"]["trials_per_stream"], 3);
+  EXPECT_EQ(e1["result"]["selected_streams"], json({"gaussian_d2", "clustered"}));
+  ASSERT_EQ(e1["streams"].size(), 2u);
+  std::size_t deletions = 0;
+  for (const auto& st : e1["streams"]) {
+    EXPECT_EQ(st["trials"], 3) << st.dump();
+    deletions += st["deletions"].get<std::size_t>();
+  }
+  EXPECT_EQ(e1["comparisons"].size(), deletions);
+  ASSERT_EQ(run("experiment E2 --set E2.seeds=3"), 0) << ex::read_text_file(dir.file("err"));
+  const json e2 = json::parse(ex::read_text_file(dir.file("o/E2.json")));
+  EXPECT_EQ(e2["settings"]["seeds"], 3) << e2["settings"].dump();
+}
+
 TEST(ReproduceCliTest, RenderWritesTheSameReportFromAnEarlierJsonAndRefusesBadFiles) {
   TempDir dir;
   const auto run = [&](const std::string& args) {

@@ -23,6 +23,7 @@
 #include "experiments/torch_experiments.h"
 #include "svattn/torch/model.h"
 #include "svattn/torch/support_stats.h"
+#include "experiments/e5_char_lm/internal.h"
 
 namespace fs = std::filesystem;
 using namespace svattn::experiments;
@@ -133,39 +134,6 @@ TEST(SelectiveCopy, RejectsBadTasks) {
   EXPECT_THROW(make_selective_copy_batch({8, 5, 4}, 1, rng), svattn::InvalidArgument);
   EXPECT_THROW(make_selective_copy_batch({1, 2, 4}, 1, rng), svattn::InvalidArgument);
   EXPECT_THROW(make_selective_copy_batch({8, 2, 4}, 0, rng), svattn::InvalidArgument);
-}
-
-// ------------------------------------------------------------------ statistics
-
-TEST(Statistics, IncompleteBetaAndTCdfMatchClosedForms) {
-  for (double x : {0.0, 0.1, 0.37, 0.9, 1.0})
-    EXPECT_NEAR(regularized_incomplete_beta(1, 1, x), x, 1e-13);
-  EXPECT_NEAR(regularized_incomplete_beta(2.5, 2.5, 0.5), 0.5, 1e-13);
-  // I_x(a, 1) = x^a
-  EXPECT_NEAR(regularized_incomplete_beta(3.0, 1.0, 0.7), std::pow(0.7, 3), 1e-13);
-  // dof 1 is the Cauchy distribution; dof 2 has F(t) = 1/2 + t / (2 sqrt(2 + t^2)).
-  for (double t : {-3.0, -0.4, 0.0, 1.0, 12.0}) {
-    EXPECT_NEAR(student_t_cdf(t, 1), 0.5 + std::atan(t) / M_PI, 1e-12) << t;
-    EXPECT_NEAR(student_t_cdf(t, 2), 0.5 + t / (2 * std::sqrt(2 + t * t)), 1e-12) << t;
-  }
-  // Tabulated 97.5 % quantiles: t(4) = 2.776, t(10) = 2.228.
-  EXPECT_NEAR(student_t_cdf(2.776445, 4), 0.975, 1e-6);
-  EXPECT_NEAR(student_t_cdf(2.228139, 10), 0.975, 1e-6);
-}
-
-TEST(Statistics, PairedTTest) {
-  // Differences 0.1, -0.2, 0.3, 0.4: mean 0.15, sd sqrt(0.07), t = 0.15 / (sqrt(0.07) / 2), dof 3.
-  const auto r = paired_t_test({1, 2, 3, 4}, {0.9, 2.2, 2.7, 3.6});
-  EXPECT_EQ(r.n, 4);
-  EXPECT_NEAR(r.mean_difference, 0.15, 1e-12);
-  EXPECT_NEAR(r.sd_difference, std::sqrt(0.07), 1e-12);
-  EXPECT_NEAR(r.t, 0.3 / std::sqrt(0.07), 1e-12);
-  EXPECT_NEAR(r.p_two_sided, 2 * (1 - student_t_cdf(r.t, 3)), 1e-12);
-  // Two pairs: dof 1, p = 1 - 2 atan(|t|) / pi.
-  const auto q = paired_t_test({2.0, 2.5}, {2.2, 2.6});
-  EXPECT_NEAR(q.p_two_sided, 1 - 2 * std::atan(std::fabs(q.t)) / M_PI, 1e-12);
-  EXPECT_TRUE(std::isnan(paired_t_test({1.0}, {2.0}).p_two_sided));
-  EXPECT_THROW(paired_t_test({1.0, 2.0}, {1.0}), svattn::InvalidArgument);
 }
 
 // ------------------------------------------------------------------ state matching
@@ -395,6 +363,43 @@ TEST(Ranges, TorchExperimentsPresetsAndHostileValues) {
       EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
     }
   }
+}
+
+// `--set E5.steps=N` keeps the preset's proportions (docs/experiments.md "Ranges of the `--set`
+// keys"): warm-up and validation interval scale unless given too, the runs get their own
+// directories and the note says so; the cpu preset runs 260 steps, warm-up 20, validation every 26.
+TEST(E5Settings, StepsOverrideScalesWarmupAndValidationAndNamesTheRuns) {
+  namespace e5 = e5_char_lm;
+  const e5::Settings preset = e5::e5_preset("cpu");
+  ASSERT_EQ(preset.steps, 260);
+  const auto with = [&](const std::vector<std::string>& items, std::string& suffix) {
+    ExperimentOptions o;
+    o.preset = "cpu";
+    for (const auto& item : items) o.overrides.push_back(parse_override(item));
+    e5::Settings p = apply_overrides(json(preset), "E5", o.overrides).get<e5::Settings>();
+    suffix = e5::scale_to_steps(p, preset.steps, o);
+    return p;
+  };
+  std::string suffix;
+  e5::Settings p = with({"E5.steps=2600"}, suffix);
+  EXPECT_EQ(suffix, "-steps2600");
+  EXPECT_EQ(p.steps, 2600);
+  EXPECT_EQ(p.warmup, 200);
+  EXPECT_EQ(p.eval_every, 260);
+  EXPECT_EQ(p.note, preset.note + "; steps overridden to 2600 (--set E5.steps)");
+  p = with({"steps=130", "E5.warmup=7"}, suffix);  // unscoped steps; warm-up given: kept
+  EXPECT_EQ(suffix, "-steps130");
+  EXPECT_EQ(p.warmup, 7);
+  EXPECT_EQ(p.eval_every, 13);
+  p = with({"E5.steps=2", "E5.eval_every=0"}, suffix);  // rounds to at least 1; eval_every given
+  EXPECT_EQ(p.warmup, 1);
+  EXPECT_EQ(p.eval_every, 0);
+  p = with({"E5.seeds=2", "E3.steps=9"}, suffix);  // no E5 steps: the preset's, the usual runs
+  EXPECT_EQ(suffix, "");
+  EXPECT_EQ(p.steps, 260);
+  EXPECT_EQ(p.warmup, 20);
+  EXPECT_EQ(p.eval_every, 26);
+  EXPECT_EQ(p.note, preset.note);
 }
 
 TEST(E5Tiny, MatchedWindowAndSeedReproducible) {

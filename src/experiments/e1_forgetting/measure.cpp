@@ -81,12 +81,12 @@ Result measure(const ExperimentOptions& options) {
   Result res;
   res.begin(options);
   res.settings = detail::with_overrides(preset_for(options.preset), kInfo.id, options);
-  res.selected_streams = options.streams.empty() ? res.settings.streams : options.streams;
+  res.selected_streams = res.settings.streams;
   ExperimentOptions o = options;
   std::string keys_error;
   o.learned_keys = learned_keys_for(options, res, keys_error);
   res.learned_keys = o.learned_keys;
-  res.trials = o.trials > 0 ? o.trials : res.settings.trials;
+  res.trials = res.settings.trials;
   for (const auto& nm : res.selected_streams) stream_def(nm);  // validate names first
   ensure_dir(o.out_dir);  // reproductions go below it: fail before the trials, not after
   const std::optional<DataDir> data_dir = icu_data_dir(res.selected_streams, o);

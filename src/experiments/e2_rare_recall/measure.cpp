@@ -117,7 +117,6 @@ Result measure(const ExperimentOptions& o) {
   Result res;
   res.begin(o);
   res.settings = detail::with_overrides(preset_settings(o.preset), kInfo.id, o);
-  if (o.trials > 0) res.settings.seeds = o.trials;
   const Settings& p = res.settings;
   const int seeds = p.seeds;
   for (Method m : kMethods)

@@ -1,6 +1,7 @@
 // What E5's settings, measure, result and report units share (not installed): the JSON of the
 // settings and pairs and the preset table.
 #pragma once
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -21,5 +22,12 @@ nlohmann::json run_json(const Run& r);
 
 /// The preset of a name (tiny | quick | cpu | paper) before `--set`.
 Settings e5_preset(const std::string& name);
+
+/// `--set E5.steps=N` on `p` (the preset after `--set`, whose steps were `preset_steps`): warm-up
+/// and validation interval scale by N / preset_steps (rounded, at least 1) unless `--set` gives
+/// them too, and the note says so. Returns the suffix of the runs' directories, "-stepsN", so a
+/// run of another length is never resumed; without the override nothing changes and it is "".
+/// (docs/experiments.md "Ranges of the `--set` keys")
+std::string scale_to_steps(Settings& p, std::int64_t preset_steps, const ExperimentOptions& o);
 
 }  // namespace svattn::experiments::e5_char_lm

@@ -55,13 +55,13 @@ void read_metrics(Run& r) {
   }
 }
 
-Run train_and_test(const Settings& p, const std::string& preset, const std::string& gate,
-                          std::uint64_t seed, const std::string& match_run, const ExperimentOptions& o) {
+/// One model's run. `length` ends its directory's name ("-stepsN" under a `--set E5.steps`, see
+/// scale_to_steps), so a run of another length is never resumed.
+Run train_and_test(const Settings& p, const std::string& preset, const std::string& gate, std::uint64_t seed,
+                   const std::string& match_run, const std::string& length, const ExperimentOptions& o) {
   Run r;
   r.preset = preset;
   r.seed = seed;
-  // A --steps override gets its own run directory, so a run of another length is never resumed.
-  const std::string length = o.steps > 0 ? "-steps" + std::to_string(o.steps) : "";
   r.dir = (std::filesystem::path(o.out_dir) / "E5-runs" / (preset + "-s" + std::to_string(seed) + length)).string();
   lm::TrainOptions t;
   t.preset = preset;
@@ -117,21 +117,33 @@ Run train_and_test(const Settings& p, const std::string& preset, const std::stri
   return r;
 }
 
+/// Whether a `--set` item gives E5's `key` ("E5.key=…", or "key=…" unscoped).
+bool given(const ExperimentOptions& o, const std::string& key) {
+  return std::any_of(o.overrides.begin(), o.overrides.end(), [&](const Override& v) {
+    return v.key == key && (v.scope.empty() || v.scope == kInfo.id);
+  });
+}
+
 }  // namespace
+
+// internal.h; docs/experiments.md "Ranges of the `--set` keys" (E5 `steps`).
+std::string scale_to_steps(Settings& p, std::int64_t preset_steps, const ExperimentOptions& o) {
+  if (!given(o, "steps")) return "";
+  const double f = static_cast<double>(p.steps) / static_cast<double>(preset_steps);
+  if (!given(o, "warmup"))
+    p.warmup = std::max<std::int64_t>(1, std::llround(static_cast<double>(p.warmup) * f));
+  if (!given(o, "eval_every"))
+    p.eval_every = std::max<std::int64_t>(1, std::llround(static_cast<double>(p.eval_every) * f));
+  p.note += "; steps overridden to " + std::to_string(p.steps) + " (--set E5.steps)";
+  return "-steps" + std::to_string(p.steps);
+}
 
 Result measure(const ExperimentOptions& o) {
   Result res;
   res.begin(o);
-  Settings p = detail::with_overrides(e5_preset(o.preset), kInfo.id, o);
-  if (o.trials > 0) p.seeds = o.trials;
-  if (o.steps > 0) {
-    // Keep the preset's proportions: warm-up and validation interval scale with the length.
-    const double f = static_cast<double>(o.steps) / static_cast<double>(p.steps);
-    p.warmup = std::max<std::int64_t>(1, std::llround(static_cast<double>(p.warmup) * f));
-    p.eval_every = std::max<std::int64_t>(1, std::llround(static_cast<double>(p.eval_every) * f));
-    p.steps = o.steps;
-    p.note += "; steps overridden to " + std::to_string(o.steps) + " (--steps)";
-  }
+  const Settings preset = e5_preset(o.preset);
+  Settings p = detail::with_overrides(preset, kInfo.id, o);
+  const std::string length = scale_to_steps(p, preset.steps, o);
   lm::set_threads(1);
   ensure_dir(o.out_dir);
   for (int i = 0; i < p.seeds; ++i) res.seeds.push_back(o.seed + static_cast<std::uint64_t>(i));
@@ -149,13 +161,13 @@ Result measure(const ExperimentOptions& o) {
     if (!pr.pair.reference.empty()) pr.reference.resize(n_seeds);
     if (!pr.pair.ablation.empty()) pr.ablation.resize(n_seeds);
     for (std::size_t si = 0; si < n_seeds; ++si) {
-      jobs.emplace_back([&p, &o, &pr, &res, si] {
+      jobs.emplace_back([&p, &o, &pr, &res, &length, si] {
         const Pair& q = pr.pair;
         const std::uint64_t s = res.seeds[si];
-        pr.hybrid[si] = train_and_test(p, q.hybrid, q.gate, s, "", o);
-        pr.swa[si] = train_and_test(p, q.swa, q.gate, s, pr.hybrid[si].dir, o);
-        if (!q.reference.empty()) pr.reference[si] = train_and_test(p, q.reference, q.gate, s, "", o);
-        if (!q.ablation.empty()) pr.ablation[si] = train_and_test(p, q.ablation, q.gate, s, "", o);
+        pr.hybrid[si] = train_and_test(p, q.hybrid, q.gate, s, "", length, o);
+        pr.swa[si] = train_and_test(p, q.swa, q.gate, s, pr.hybrid[si].dir, length, o);
+        if (!q.reference.empty()) pr.reference[si] = train_and_test(p, q.reference, q.gate, s, "", length, o);
+        if (!q.ablation.empty()) pr.ablation[si] = train_and_test(p, q.ablation, q.gate, s, "", length, o);
       });
     }
   }
