@@ -107,6 +107,9 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, cons
 
 void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
                                 const std::function<bool(TokenId)>& retained, bool audit_mode) {
+  // Prepared first, as before the groups' and keys' statements (a first prepare on PostgreSQL
+  // ends the pipeline of deferred statements: docs/store.md "Round trips and plans").
+  RecordRows::TokenWriter ins = record_rows.token_writer(memory_id);
   const std::size_t kb = sizeof(double) * static_cast<std::size_t>(ts.keys.cols());
   const std::size_t vb = sizeof(double) * static_cast<std::size_t>(ts.values.cols());
   std::map<std::int64_t, std::unique_ptr<Sealer>> sealers;
@@ -137,7 +140,6 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
     for (std::size_t k = rows_of.size(); k + 1 < keys.size(); k += 2)
       screening_bounds.set_key(memory_id, owners[k].group(), keys[k].key_id, keys[k + 1].key_id);
   }
-  RecordRows::TokenWriter ins = record_rows.token_writer(memory_id);
   std::vector<std::uint8_t> kbuf, vbuf;
   for (int i = 0; i < ts.size(); ++i) {
     const TokenId id = ts.ids[static_cast<std::size_t>(i)];
