@@ -1,5 +1,8 @@
-// The record rows (record_rows.h): the records table and the tokens table by record.
+// The record rows (record_rows.h): the records table, and the lookups that count a record's
+// token rows alongside it; the tokens table's own statements are token_rows.cpp's.
 #include "record_rows.h"
+
+#include "db/sqlite.h"
 
 namespace svattn::store_detail {
 
@@ -122,6 +125,132 @@ void RecordRows::delete_row(std::int64_t memory_id, std::int64_t record) {
   delr.bind(1, memory_id).bind(2, record).run();
 }
 
+bool RecordRows::key_id_column_exists() {
+  return db_.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'key_id'") >
+         0;
+}
+
+std::vector<RecordRows::RecordKey> RecordRows::record_keys(std::int64_t memory_id,
+                                                           const Columns& columns) {
+  std::vector<RecordKey> out;
+  const std::string sql = "SELECT record, suspended, " +
+                          std::string(columns.key_id ? "key_id" : "NULL") +
+                          " FROM records WHERE memory_id = ?1";
+  Statement q(db_.handle(), sql.c_str());
+  q.bind(1, memory_id);
+  while (q.step()) {
+    out.push_back(
+        {q.int64(0), q.int64(1) != 0, !q.is_null(2), q.is_null(2) ? std::string() : q.text(2)});
+  }
+  return out;
+}
+
+std::vector<RecordRows::UnkeyedRecord> RecordRows::unkeyed_records() {
+  std::vector<UnkeyedRecord> out;
+  Statement q(db_.handle(),
+              "SELECT r.memory_id, r.record, m.dim, m.value_dim FROM records r JOIN memories m ON "
+              "m.id = r.memory_id WHERE r.key_id IS NULL ORDER BY r.memory_id, r.record");
+  while (q.step()) {
+    out.push_back(
+        {q.int64(0), q.int64(1), static_cast<int>(q.int64(2)), static_cast<int>(q.int64(3))});
+  }
+  return out;
+}
+
+RecordRows::StoredBuckets RecordRows::buckets(std::int64_t memory_id, std::int64_t record,
+                                              const Columns& columns) {
+  const std::string sql = std::string("SELECT ") + (columns.key_id ? "key_id" : "NULL") +
+                          ", buckets FROM records WHERE memory_id = ?1 AND record = ?2";
+  Statement q(db_.handle(), sql.c_str());
+  q.bind(1, memory_id).bind(2, record);
+  StoredBuckets b;
+  if (!q.step()) return b;
+  b.exists = true;
+  b.sealed = !q.is_null(0);
+  if (b.sealed) b.key_id = q.text(0);
+  b.has_buckets = !q.is_null(1);
+  if (b.has_buckets) b.blob = q.blob(1);
+  return b;
+}
+
+Statement RecordRows::active_record_blobs(std::int64_t memory_id, RecordField field) {
+  const std::string sql = std::string("SELECT record, key_id, ") +
+                          (field == RecordField::kBuckets ? "buckets" : "bounds") +
+                          " FROM records WHERE memory_id = ?1 AND suspended = 0 ORDER BY record";
+  Statement q(db_.handle(), sql.c_str());
+  q.bind(1, memory_id);
+  return q;
+}
+
+namespace {
+
+// The lookup of `pairs` (memory, record) primary keys (parameters 1 .. 2 pairs): each record's
+// key id, memory name, suspension and token rows.
+std::string keyed_lookup_sql(std::size_t pairs) {
+  std::string in;
+  for (std::size_t i = 0; i < pairs; ++i) {
+    in += (i > 0 ? ", (?" : "(?") + std::to_string(2 * i + 1) + ", ?" + std::to_string(2 * i + 2) +
+          ")";
+  }
+  const std::string lo = "r.record * " + std::to_string(record_lo(1));
+  return "SELECT r.memory_id, r.record, r.key_id, m.name, r.suspended, (SELECT count(*) FROM "
+         "tokens t WHERE t.memory_id = r.memory_id AND t.token_id BETWEEN " +
+         lo + " AND " + lo + " + " + std::to_string(kMaxPosition) +
+         ") FROM records r JOIN memories m ON m.id = " +
+         "r.memory_id WHERE (r.memory_id, r.record) IN (" + in + ") ORDER BY r.memory_id, r.record";
+}
+
+}  // namespace
+
+std::vector<RecordRows::KeyedRecord> RecordRows::lookup_keyed(
+    const std::vector<std::pair<std::int64_t, std::int64_t>>& pairs) {
+  std::vector<KeyedRecord> out;
+  if (pairs.empty()) return out;
+  Statement q(db_.handle(), keyed_lookup_sql(pairs.size()).c_str());
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    q.bind(static_cast<int>(2 * i + 1), pairs[i].first)
+        .bind(static_cast<int>(2 * i + 2), pairs[i].second);
+  }
+  while (q.step()) {
+    if (q.is_null(2)) continue;
+    out.push_back({q.int64(0), q.int64(1), q.text(2), q.text(3), q.int64(4) != 0, q.int64(5)});
+  }
+  return out;
+}
+
+bool RecordRows::backup_record_key(ReadOnlyDb& db, const std::string& memory, std::int64_t record,
+                                   std::string& key_id) {
+  const auto rows = db.rows(
+      "SELECT coalesce(r.key_id, '') FROM records r JOIN memories m ON m.id = r.memory_id "
+      "WHERE m.name = ?1 AND r.record = CAST(?2 AS INTEGER)",
+      {memory, std::to_string(record)});
+  if (rows.empty()) return false;
+  key_id = rows.front()[0];
+  return true;
+}
+
+std::pair<std::int64_t, std::int64_t> RecordRows::orphan_rows() {
+  std::int64_t n[2] = {0, 0};
+  const char* const tables[2] = {"records", "tokens"};
+  for (int k = 0; k < 2; ++k) {
+    n[k] = db_.query_int(std::string("SELECT count(*) FROM ") + tables[k] +
+                         " WHERE memory_id NOT IN (SELECT id FROM memories)");
+  }
+  return {n[0], n[1]};
+}
+
+std::int64_t RecordRows::records_without_group() {
+  return db_.query_int(
+      "SELECT count(*) FROM records r WHERE r.bounds_group IS NULL OR NOT EXISTS (SELECT 1 FROM "
+      "bounds_groups g WHERE g.memory_id = r.memory_id AND g.group_id = r.bounds_group)");
+}
+
+std::int64_t RecordRows::groups_without_record() {
+  return db_.query_int(
+      "SELECT count(*) FROM bounds_groups g WHERE NOT EXISTS (SELECT 1 FROM records r WHERE "
+      "r.memory_id = g.memory_id AND r.bounds_group = g.group_id)");
+}
+
 // ------------------------------------------------------------------------------ bounds groups
 
 std::vector<std::pair<std::int64_t, std::int64_t>> RecordRows::unplaced(std::int64_t memory_id) {
@@ -173,58 +302,6 @@ std::unordered_map<std::int64_t, std::int64_t> RecordRows::group_of_active(std::
   q.bind(1, memory_id);
   while (q.step()) out[q.int64(0)] = q.is_null(1) ? -1 : q.int64(1);
   return out;
-}
-
-// ------------------------------------------------------------------------------------- tokens
-
-std::vector<TokenId> RecordRows::token_ids(std::int64_t memory_id, std::int64_t record) {
-  std::vector<TokenId> ids;
-  Statement q(db_.handle(),
-              "SELECT token_id FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3 "
-              "ORDER BY token_id");
-  q.bind(1, memory_id).bind(2, record_lo(record)).bind(3, record_hi(record));
-  while (q.step()) ids.push_back(q.int64(0));
-  return ids;
-}
-
-std::vector<TokenId> RecordRows::active_token_ids(std::int64_t memory_id) {
-  std::vector<TokenId> ids;
-  Statement q(db_.handle(),
-              "SELECT t.token_id FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
-              "r.record = t.record WHERE t.memory_id = ?1 AND r.suspended = 0 ORDER BY t.token_id");
-  q.bind(1, memory_id);
-  while (q.step()) ids.push_back(q.int64(0));
-  return ids;
-}
-
-// Index-only counts (no join over the token rows): all rows, and the suspended records' rows
-// found by token_id range.
-std::pair<std::int64_t, std::int64_t> RecordRows::token_row_counts(std::int64_t memory_id) {
-  Statement q(db_.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
-  q.bind(1, memory_id);
-  q.step();
-  const std::int64_t all = q.int64(0);
-  Statement sq(db_.handle(),
-               "SELECT coalesce(sum((SELECT count(*) FROM tokens t WHERE t.memory_id = "
-               "r.memory_id AND t.token_id BETWEEN (r.record << 23) AND ((r.record << 23) | "
-               "8388607))), 0) FROM records r WHERE r.memory_id = ?1 AND r.suspended = 1");
-  sq.bind(1, memory_id);
-  sq.step();
-  return {all, sq.int64(0)};
-}
-
-std::int64_t RecordRows::token_rows(std::int64_t memory_id, std::int64_t record) {
-  Statement c(db_.handle(),
-              "SELECT count(*) FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
-  c.bind(1, memory_id).bind(2, record_lo(record)).bind(3, record_hi(record));
-  c.step();
-  return c.int64(0);
-}
-
-void RecordRows::delete_tokens(std::int64_t memory_id, std::int64_t record) {
-  Statement del(db_.handle(),
-                "DELETE FROM tokens WHERE memory_id = ?1 AND token_id BETWEEN ?2 AND ?3");
-  del.bind(1, memory_id).bind(2, record_lo(record)).bind(3, record_hi(record)).run();
 }
 
 }  // namespace svattn::store_detail

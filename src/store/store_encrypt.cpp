@@ -74,79 +74,44 @@ bool Store::Impl::scrub_free_space() {
 
 namespace {
 
-struct PlainRecord {
-  std::int64_t memory_id = 0;
-  std::int64_t record = 0;
-  int dim = 0;
-  int value_dim = 0;
-};
-
-struct PlainToken {
-  std::int64_t rowid = 0;
-  TokenId id = 0;
-  std::vector<std::uint8_t> key, value;
-};
-
-std::vector<PlainRecord> plaintext_records(Database& db) {
-  std::vector<PlainRecord> out;
-  Statement q(db.handle(),
-              "SELECT r.memory_id, r.record, m.dim, m.value_dim FROM records r JOIN memories m ON "
-              "m.id = r.memory_id WHERE r.key_id IS NULL ORDER BY r.memory_id, r.record");
-  while (q.step()) {
-    out.push_back(
-        {q.int64(0), q.int64(1), static_cast<int>(q.int64(2)), static_cast<int>(q.int64(3))});
-  }
-  return out;
-}
+using PlainRecord = RecordRows::UnkeyedRecord;
 
 // The record's plaintext token rows (sizes checked: a plaintext row holds dim doubles).
-std::vector<PlainToken> read_plain(Database& db, const std::string& path, const PlainRecord& r) {
-  std::vector<PlainToken> out;
-  Statement q(db.handle(),
-              "SELECT rowid, token_id, key, value FROM tokens WHERE memory_id = ?1 AND token_id "
-              "BETWEEN ?2 AND ?3 ORDER BY token_id");
-  q.bind(1, r.memory_id).bind(2, record_lo(r.record)).bind(3, record_hi(r.record));
-  while (q.step()) {
-    PlainToken t{q.int64(0), q.int64(1), q.blob(2), q.blob(3)};
+std::vector<RecordRows::TokenBlobs> read_plain(RecordRows& rows, const std::string& path,
+                                               const PlainRecord& r) {
+  std::vector<RecordRows::TokenBlobs> out = rows.token_blobs(r.memory_id, r.record);
+  for (const RecordRows::TokenBlobs& t : out) {
     if (t.key.size() != sizeof(double) * r.dim || t.value.size() != sizeof(double) * r.value_dim) {
       throw FormatError("store '" + path + "': token " + std::to_string(t.id) +
                         " of a plaintext record has a blob of the wrong size; nothing converted");
     }
-    out.push_back(std::move(t));
   }
   return out;
 }
 
 // Seals one record's rows under its new data key; returns the rows rewritten.
-std::int64_t seal_record(Database& db, const std::string& path, const PlainRecord& r,
-                         const NewDataKey& k) {
-  Statement up(db.handle(), "UPDATE records SET key_id = ?3 WHERE memory_id = ?1 AND record = ?2");
-  up.bind(1, r.memory_id).bind(2, r.record).bind(3, k.key_id).run();
-  const std::vector<PlainToken> rows = read_plain(db, path, r);
-  Statement put(db.handle(), "UPDATE tokens SET key = ?2, value = ?3 WHERE rowid = ?1");
+std::int64_t seal_record(RecordRows& rows, const RecordRows::Columns& columns,
+                         const std::string& path, const PlainRecord& r, const NewDataKey& k) {
+  rows.set_keys(r.memory_id, {r.record}, {k.key_id});
+  std::vector<RecordRows::TokenBlobs> tokens = read_plain(rows, path, r);
   Sealer sealer(k.key);
   std::vector<std::uint8_t> kb, vb;
-  for (const PlainToken& t : rows) {
+  for (RecordRows::TokenBlobs& t : tokens) {
     const std::int64_t pos = position_of(t.id);
-    sealer.seal_token({r.memory_id, r.record, pos, RecordField::kToken}, t.key.data(),
-                      t.key.size(), t.value.data(), t.value.size(), kb, vb);
-    put.bind(1, t.rowid).bind_blob(2, kb.data(), kb.size()).bind_blob(3, vb.data(), vb.size());
-    put.run();
-    put.reset();
+    sealer.seal_token({r.memory_id, r.record, pos, RecordField::kToken}, t.key.data(), t.key.size(),
+                      t.value.data(), t.value.size(), kb, vb);
+    t.key.swap(kb);
+    t.value.swap(vb);
   }
+  rows.set_token_blobs(tokens);
   // The record's bucket digests (docs/store.md "Operations without a restore") are sealed too.
-  Statement qb(db.handle(), "SELECT buckets FROM records WHERE memory_id = ?1 AND record = ?2");
-  qb.bind(1, r.memory_id).bind(2, r.record);
-  if (qb.step() && !qb.is_null(0)) {
-    const std::vector<std::uint8_t> plain = qb.blob(0);
-    qb.reset();
-    sealer.seal_into({r.memory_id, r.record, -1, RecordField::kBuckets}, plain.data(),
-                     plain.size(), kb);
-    Statement ub(db.handle(),
-                 "UPDATE records SET buckets = ?3 WHERE memory_id = ?1 AND record = ?2");
-    ub.bind(1, r.memory_id).bind(2, r.record).bind_blob(3, kb.data(), kb.size()).run();
+  const RecordRows::StoredBuckets b = rows.buckets(r.memory_id, r.record, columns);
+  if (b.has_buckets) {
+    sealer.seal_into({r.memory_id, r.record, -1, RecordField::kBuckets}, b.blob.data(),
+                     b.blob.size(), kb);
+    rows.set_buckets(r.memory_id, r.record, kb);
   }
-  return static_cast<std::int64_t>(rows.size());
+  return static_cast<std::int64_t>(tokens.size());
 }
 
 nlohmann::json memory_hashes(Database& db) {
@@ -170,14 +135,14 @@ void Store::Impl::convert_to_encrypted(StoreEncryptionResult& res) {
       im.db.postgres() ? im.keys_path : KeyStore::path_for(im.path), ko));
   Transaction t(im.db, true, im.path, im.options.busy_timeout_ms);
   try {
-    const std::vector<PlainRecord> recs = plaintext_records(im.db);  // under the write lock
+    const std::vector<PlainRecord> recs = im.record_rows.unkeyed_records();  // under the lock
     const std::vector<KeyOwner> groups = im.screening_bounds.unsealed_groups();
     std::vector<KeyOwner> owners;
     for (const PlainRecord& r : recs) owners.push_back({r.memory_id, r.record});
     owners.insert(owners.end(), groups.begin(), groups.end());
     const std::vector<NewDataKey> keys = im.vault.create_keys(owners);
     for (std::size_t i = 0; i < recs.size(); ++i)
-      res.tokens += seal_record(im.db, im.path, recs[i], keys[i]);
+      res.tokens += seal_record(im.record_rows, im.record_columns(), im.path, recs[i], keys[i]);
     for (std::size_t i = 0; i < groups.size(); ++i)
       im.screening_bounds.seal_group(groups[i], keys[recs.size() + i]);
     res.records = static_cast<std::int64_t>(recs.size());

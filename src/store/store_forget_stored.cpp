@@ -30,11 +30,7 @@ void Store::Impl::write_record_buckets(std::int64_t memory_id, std::int64_t reco
 std::string Store::Impl::read_record_blobs(const MemoryRow& row, RecordField field,
                                            const std::function<bool(std::int64_t)>& wanted,
                                            const RecordBlobFn& use, PayloadReader* reader) {
-  const std::string sql = std::string("SELECT record, key_id, ") +
-                          (field == RecordField::kBuckets ? "buckets" : "bounds") +
-                          " FROM records WHERE memory_id = ?1 AND suspended = 0 ORDER BY record";
-  Statement q(db.handle(), sql.c_str());
-  q.bind(1, row.id);
+  Statement q = record_rows.active_record_blobs(row.id, field);  // record, key_id, blob
   PayloadReader own = payload_reader(row.id);
   PayloadReader& pr = reader != nullptr ? *reader : own;
   const KeyStore::ReadScope keys_read(vault.key_store());

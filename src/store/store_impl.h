@@ -1,13 +1,13 @@
 // Store::Impl, the state of an open store, shared by the files that implement it (internal). Its
 // components with one owner each (docs/store.md "Components"): the connection (db/), the audit
 // log (audit_log.h), the key vault (key_vault.h, over key_store.h), the screening bounds
-// (screening_bounds.h, codecs in bounds_codec.h), the record rows (record_rows.h), the payload
-// codec (payload_reader.h,
-// pipelined_open.h) and the tables' DDL (schema_ddl.h); the operations over them:
+// (screening_bounds.h, codecs in bounds_codec.h), the record rows (record_rows.h: every statement
+// on `records` and `tokens`), the payload codec (payload_reader.h, pipelined_open.h) and the
+// tables' DDL (schema_ddl.h); the operations over them:
 //   store.cpp          Store: construction, read-only views (info, records, query, audit)
 //   store_schema.cpp   opening, the schema of a new store, validation (docs/store.md "Schema")
 //   migrate/upgrade.cpp  upgrades of older schema versions, one function per version step
-//   store_rows.cpp     row I/O: memories, tokens, records, support, restore (rows: store_rows.h)
+//   store_rows.cpp     row I/O: memories, support; the restore over the record rows' cursors
 //   store_screening.cpp  the persisted screening bounds after an operation and at a restore:
 //                      which records are in which group, what the head and blobs get
 //   store_screening_legacy.cpp  the screening layouts of schema 2-5: read-only opens, the upgrade
@@ -155,8 +155,8 @@ struct Store::Impl {
   /// The key store: STORE.keys beside an SQLite file, keys= of a PostgreSQL URI (a file, or a key
   /// database's URI without its password).
   std::string key_store_path() const;
-  /// The records' key id column in a query that joins `records r` ("NULL" before schema v3).
-  std::string key_id_column() const;
+  /// The optional records columns of the open file (key_id from schema 3, bounds_group from 6).
+  store_detail::RecordRows::Columns record_columns() const;
   store_detail::PayloadReader payload_reader(std::int64_t memory_id) {
     return store_detail::PayloadReader(vault.key_store(), path, memory_id);
   }

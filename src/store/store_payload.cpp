@@ -95,7 +95,9 @@ std::string Store::Impl::key_store_path() const {
   return is_postgres_uri(keys_path) ? parse_postgres_uri(keys_path).display : keys_path;
 }
 
-std::string Store::Impl::key_id_column() const { return has_key_id_column ? "r.key_id" : "NULL"; }
+RecordRows::Columns Store::Impl::record_columns() const {
+  return {has_key_id_column, schema_version >= kFirstSchemaWithBoundsGroups};
+}
 
 void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, const Memory& mem) {
   insert_tokens(
@@ -105,9 +107,9 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts, cons
 
 void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
                                 const std::function<bool(TokenId)>& retained, bool audit_mode) {
-  Statement ins(db.handle(),
-                "INSERT INTO tokens(memory_id, token_id, record, position, key, value) VALUES "
-                "(?1, ?2, ?3, ?4, ?5, ?6)");
+  // Prepared first, as before the groups' and keys' statements (a first prepare on PostgreSQL
+  // ends the pipeline of deferred statements: docs/store.md "Round trips and plans").
+  RecordRows::TokenWriter ins = record_rows.token_writer(memory_id);
   const std::size_t kb = sizeof(double) * static_cast<std::size_t>(ts.keys.cols());
   const std::size_t vb = sizeof(double) * static_cast<std::size_t>(ts.values.cols());
   std::map<std::int64_t, std::unique_ptr<Sealer>> sealers;
@@ -144,20 +146,14 @@ void Store::Impl::insert_tokens(std::int64_t memory_id, const TokenSet& ts,
     if (!retained(id)) continue;  // bounded mode evicted it on arrival: not retained
     const double* key = ts.keys.row(i).data();
     const double* value = ts.values.row(i).data();
-    ins.bind(1, memory_id)
-        .bind(2, static_cast<std::int64_t>(id))
-        .bind(3, record_of(id))
-        .bind(4, position_of(id));
     if (sealers.empty()) {
-      ins.bind_blob(5, key, kb).bind_blob(6, value, vb);
+      ins.add(id, key, kb, value, vb);
     } else {
       sealers.at(record_of(id))
           ->seal_token({memory_id, record_of(id), position_of(id), RecordField::kToken}, key, kb,
                        value, vb, kbuf, vbuf);
-      ins.bind_blob(5, kbuf.data(), kbuf.size()).bind_blob(6, vbuf.data(), vbuf.size());
+      ins.add(id, kbuf.data(), kbuf.size(), vbuf.data(), vbuf.size());
     }
-    ins.run();
-    ins.reset();
   }
   if (audit_mode) {
     // Each record's bucket digests, for forgets without a restore (store_forget_stored.cpp).

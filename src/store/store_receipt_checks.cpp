@@ -6,6 +6,7 @@
 #include "db/sqlite.h"
 #include "master_key.h"
 #include "receipt_checks.h"
+#include "record_rows.h"
 #include "svattn/errors.h"
 #include "svattn/hash.h"
 #include "svattn/io.h"
@@ -158,12 +159,7 @@ ReceiptBackup inspect_backup(const std::string& path, const std::vector<AuditEnt
   for (const AuditEntry& e : all)
     if (e.seq == b.audit_head_seq) b.chain_prefix = e.entry_hash == head_hash;
   b.taken_before_erasure = b.audit_head_seq < r.forget.seq;
-  const auto rows = db.rows(
-      "SELECT coalesce(r.key_id, '') FROM records r JOIN memories m ON m.id = r.memory_id "
-      "WHERE m.name = ?1 AND r.record = CAST(?2 AS INTEGER)",
-      {r.memory, std::to_string(r.record)});
-  b.holds_record = !rows.empty();
-  if (b.holds_record) b.key_id = rows.front()[0];
+  b.holds_record = RecordRows::backup_record_key(db, r.memory, r.record, b.key_id);
   b.covered = b.holds_record && !b.key_id.empty() && b.key_id == r.data_key_id &&
               r.key_store_state == "shredded";
   return b;

@@ -90,16 +90,12 @@ void Store::Impl::rebind_screening(const MemoryRow& row, const std::string& now)
 // its records, so it keeps none and always forgets through a restore).
 void Store::Impl::fill_record_buckets(const MemoryRow& row) {
   if (row.settings.mode != MemoryMode::kAudit) return;
-  std::vector<std::pair<std::int64_t, std::string>> recs;
-  {
-    Statement q(db.handle(), "SELECT record, key_id FROM records WHERE memory_id = ?1");
-    q.bind(1, row.id);
-    while (q.step()) recs.emplace_back(q.int64(0), q.is_null(1) ? std::string() : q.text(1));
-  }
-  for (const auto& [record, key_id] : recs) {
+  // key_id exists: the schema-3 step of the upgrade (migrate/upgrade.cpp) added it before this
+  for (const RecordRows::RecordKey& r : record_rows.record_keys(row.id, {})) {
+    const std::int64_t record = r.record;
     std::unique_ptr<Sealer> sealer;
-    if (!key_id.empty()) {
-      KeyLookup k = vault.keys().get(key_id);
+    if (!r.key_id.empty()) {
+      KeyLookup k = vault.keys().get(r.key_id);
       if (k.shredded()) continue;  // its rows cannot be read; it never enters a memory
       sealer = std::make_unique<Sealer>(k.key);
     }

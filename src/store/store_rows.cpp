@@ -1,5 +1,5 @@
-// Row I/O of the store (docs/store.md "Schema"): the memories row, token rows, record rows and
-// the support table; restoring a memory from them and writing a state's diff back.
+// Row I/O of the store (docs/store.md "Schema"): the memories row and the support table; restoring
+// a memory from the record rows' token cursors (record_rows.h) and writing a state's diff back.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -93,30 +93,17 @@ TokenSet Store::Impl::load_active_tokens(const MemoryRow& row, PayloadReader* re
     std::string key_id;
   };
   std::unordered_map<std::int64_t, RecordEntry> records;
-  {
-    const std::string sql = "SELECT record, suspended, " +
-                            std::string(has_key_id_column ? "key_id" : "NULL") +
-                            " FROM records WHERE memory_id = ?1";
-    Statement q(db.handle(), sql.c_str());
-    q.bind(1, row.id);
-    while (q.step()) {  // a shredded record is excluded like a suspended one (store_shredded.cpp)
-      const bool excluded = q.int64(1) != 0 || is_shredded(row.id, q.int64(0));
-      records[q.int64(0)] = {excluded, !q.is_null(2), q.is_null(2) ? "" : q.text(2)};
-    }
+  for (RecordRows::RecordKey& r : record_rows.record_keys(row.id, record_columns())) {
+    // a shredded record is excluded like a suspended one (store_shredded.cpp)
+    const bool excluded = r.suspended || is_shredded(row.id, r.record);
+    records[r.record] = {excluded, r.sealed, std::move(r.key_id)};
   }
-  const std::int64_t rows = [&] {
-    Statement c(db.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
-    c.bind(1, row.id);
-    c.step();
-    return c.int64(0);
-  }();
+  const std::int64_t rows = record_rows.token_count(row.id);
   TokenSet ts;
   ts.ids.reserve(static_cast<std::size_t>(rows));
   ts.keys.resize(rows, row.dim);
   ts.values.resize(rows, row.value_dim);
-  Statement q(db.handle(),
-              "SELECT token_id, key, value FROM tokens WHERE memory_id = ?1 ORDER BY token_id");
-  q.bind(1, row.id).stream();  // rows are read (and queued for opening) as the server sends them
+  Statement q = record_rows.stream_tokens(row.id);  // token_id, key, value
   PayloadReader own = payload_reader(row.id);
   PayloadReader& pr = reader != nullptr ? *reader : own;
   const KeyStore::ReadScope keys_read(vault.key_store());
@@ -315,12 +302,8 @@ std::string store_detail::memory_support_digest(std::int64_t memory_id, const Me
 
 std::string Store::Impl::support_digest(std::int64_t memory_id, int dim, int value_dim,
                                         const std::string& state_sha256, double b, Support* out) {
-  const std::string sql = "SELECT s.token_id, s.alpha, t.key, t.value, " + key_id_column() +
-                          " FROM support s JOIN tokens t ON t.memory_id = s.memory_id AND "
-                          "t.token_id = s.token_id JOIN records r ON r.memory_id = t.memory_id AND "
-                          "r.record = t.record WHERE s.memory_id = ?1 ORDER BY s.token_id";
-  Statement q(db.handle(), sql.c_str());
-  q.bind(1, memory_id);
+  // token_id, alpha, key, value, key_id
+  Statement q = record_rows.support_token_payloads(memory_id, record_columns());
   PayloadReader pr = payload_reader(memory_id);
   std::vector<double> key(static_cast<std::size_t>(dim)),
       value(static_cast<std::size_t>(value_dim));
@@ -387,15 +370,12 @@ bool Store::Impl::write_state(std::int64_t memory_id, const State& before, const
 
 void Store::Impl::refresh_planner_statistics(std::int64_t memory_id, std::int64_t tokens_added) {
   if (!db.postgres() || tokens_added < 1000) return;
-  Statement q(db.handle(), "SELECT count(*) FROM tokens WHERE memory_id = ?1");
-  q.bind(1, memory_id);
-  q.step();
-  if (10 * tokens_added < q.int64(0)) return;
-  // Only the key columns: the payload columns' statistics are never used and cost the most. The
-  // import is committed: a lock wait past lock_timeout (an ANALYZE by the autovacuum daemon holds
-  // the table) leaves the statistics to that daemon instead of failing the import.
+  if (10 * tokens_added < record_rows.token_count(memory_id)) return;
+  // Only the key columns (RecordRows::analyze_key_columns). The import is committed: a lock wait
+  // past lock_timeout (an ANALYZE by the autovacuum daemon holds the table) leaves the statistics
+  // to that daemon instead of failing the import.
   try {
-    db.exec("ANALYZE tokens(memory_id, token_id, record), records(memory_id, record), support");
+    record_rows.analyze_key_columns();
   } catch (const StoreBusy&) {
   }
 }
@@ -455,17 +435,12 @@ std::int64_t Store::Impl::delete_evicted(std::int64_t memory_id, const State& be
 }
 
 RecordRow Store::Impl::read_record(std::int64_t memory_id, std::int64_t record) {
-  return record_rows.read(memory_id, record,
-                          {has_key_id_column, schema_version >= kFirstSchemaWithBoundsGroups});
+  return record_rows.read(memory_id, record, record_columns());
 }
 
 TokenSet Store::Impl::record_tokens(const MemoryRow& row, std::int64_t record) {
-  const std::string sql = "SELECT t.token_id, t.key, t.value, " + key_id_column() +
-                          " FROM tokens t JOIN records r ON r.memory_id = t.memory_id AND "
-                          "r.record = t.record WHERE t.memory_id = ?1 AND t.token_id BETWEEN ?2 "
-                          "AND ?3 ORDER BY t.token_id";
-  Statement q(db.handle(), sql.c_str());
-  q.bind(1, row.id).bind(2, record_lo(record)).bind(3, record_hi(record));
+  // token_id, key, value, key_id
+  Statement q = record_rows.record_token_payloads(row.id, record, record_columns());
   PayloadReader pr = payload_reader(row.id);
   std::vector<TokenId> ids;
   std::vector<double> keys;

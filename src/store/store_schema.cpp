@@ -205,8 +205,7 @@ void Store::Impl::validate_existing() {
       throw FormatError("store '" + path + "': meta has no 'encryption' row");
     }
   }
-  has_key_id_column =
-      db.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'key_id'") > 0;
+  has_key_id_column = record_rows.key_id_column_exists();
   if (meta_version != std::to_string(version)) {
     throw FormatError("store '" + path + "': unsupported schema version " +
                       (meta_version.empty() ? std::string("(missing)") : meta_version) +

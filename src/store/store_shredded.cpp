@@ -36,22 +36,6 @@ std::unique_ptr<Memory> solve_from(const MemoryRow& row, const TokenSet& tokens)
   return std::make_unique<Memory>(Memory::restore(row.settings, tokens, br.state));
 }
 
-// The lookup of `pairs` (memory, record) primary keys (parameters 1 .. 2 pairs) for
-// find_shredded: each record's key id, memory name, suspension and token rows.
-std::string shredded_lookup_sql(std::size_t pairs) {
-  std::string in;
-  for (std::size_t i = 0; i < pairs; ++i) {
-    in += (i > 0 ? ", (?" : "(?") + std::to_string(2 * i + 1) + ", ?" + std::to_string(2 * i + 2) +
-          ")";
-  }
-  const std::string lo = "r.record * " + std::to_string(record_lo(1));
-  return "SELECT r.memory_id, r.record, r.key_id, m.name, r.suspended, (SELECT count(*) FROM "
-         "tokens t WHERE t.memory_id = r.memory_id AND t.token_id BETWEEN " +
-         lo + " AND " + lo + " + " + std::to_string(kMaxPosition) +
-         ") FROM records r JOIN memories m ON m.id = " +
-         "r.memory_id WHERE (r.memory_id, r.record) IN (" + in + ") ORDER BY r.memory_id, r.record";
-}
-
 }  // namespace
 
 void Store::Impl::find_shredded() {
@@ -75,23 +59,19 @@ void Store::Impl::find_shredded() {
   for (const auto& [rec, ks] : by_record) recs.push_back(rec);
   for (std::size_t first = 0; first < recs.size(); first += kShredQueryChunk) {
     const std::size_t chunk = std::min(kShredQueryChunk, recs.size() - first);
-    Statement q(db.handle(), shredded_lookup_sql(chunk).c_str());
-    for (std::size_t i = 0; i < chunk; ++i) {
-      const auto& [memory_id, record] = recs[first + i];
-      q.bind(static_cast<int>(2 * i + 1), memory_id).bind(static_cast<int>(2 * i + 2), record);
-    }
-    while (q.step()) {
-      if (q.is_null(2)) continue;
-      const std::string key_id = q.text(2);
-      for (const KeyLookup* k : by_record.at({q.int64(0), q.int64(1)})) {
-        if (k->key_id != key_id) continue;
+    const std::vector<std::pair<std::int64_t, std::int64_t>> pairs(
+        recs.begin() + static_cast<std::ptrdiff_t>(first),
+        recs.begin() + static_cast<std::ptrdiff_t>(first + chunk));
+    for (const RecordRows::KeyedRecord& row : record_rows.lookup_keyed(pairs)) {
+      for (const KeyLookup* k : by_record.at({row.memory_id, row.record})) {
+        if (k->key_id != row.key_id) continue;
         ShreddedRecord r;
-        r.memory = q.text(3);
+        r.memory = row.memory;
         r.record = k->owner.record_id;
         r.key_id = k->key_id;
         r.destroyed_utc = k->destroyed_utc;
-        r.suspended = q.int64(4) != 0;
-        r.tokens = q.int64(5);
+        r.suspended = row.suspended;
+        r.tokens = row.token_rows;
         shredded[k->owner.memory_id][r.record] = shredded_found.size();
         shredded_found.push_back(std::move(r));
       }

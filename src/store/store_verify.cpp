@@ -106,13 +106,18 @@ bool Store::Impl::tables_present(std::vector<std::string>& problems) {
 }
 
 void Store::Impl::check_orphans(std::vector<std::string>& problems) {
-  std::vector<const char*> tables = {"records", "tokens", "support"};
+  const auto [record_orphans, token_orphans] = record_rows.orphan_rows();
+  std::vector<std::pair<const char*, std::int64_t>> orphans = {{"records", record_orphans},
+                                                               {"tokens", token_orphans}};
+  std::vector<const char*> tables = {"support"};
   if (schema_version >= 2) tables.push_back("screening");
   if (schema_version >= kFirstSchemaWithBoundsGroups) tables.push_back("bounds_groups");
   for (const char* table : tables) {
     const std::string sql = std::string("SELECT count(*) FROM ") + table +
                             " WHERE memory_id NOT IN (SELECT id FROM memories)";
-    const std::int64_t n = db.query_int(sql);
+    orphans.emplace_back(table, db.query_int(sql));
+  }
+  for (const auto& [table, n] : orphans) {
     if (n != 0) {
       problems.push_back(std::to_string(n) + " row(s) of table '" + table +
                          "' belong to no memory (memories.id edited or rows inserted)");
@@ -121,16 +126,12 @@ void Store::Impl::check_orphans(std::vector<std::string>& problems) {
   if (schema_version < kFirstSchemaWithBoundsGroups) return;
   // Every record in a bounds group that exists, and no group without a record (docs/store.md
   // "Bounds groups": a group is deleted with its last record).
-  const std::int64_t unplaced = db.query_int(
-      "SELECT count(*) FROM records r WHERE r.bounds_group IS NULL OR NOT EXISTS (SELECT 1 FROM "
-      "bounds_groups g WHERE g.memory_id = r.memory_id AND g.group_id = r.bounds_group)");
+  const std::int64_t unplaced = record_rows.records_without_group();
   if (unplaced != 0) {
     problems.push_back(std::to_string(unplaced) +
                        " record(s) have no bounds group, or name one that does not exist");
   }
-  const std::int64_t empty = db.query_int(
-      "SELECT count(*) FROM bounds_groups g WHERE NOT EXISTS (SELECT 1 FROM records r WHERE "
-      "r.memory_id = g.memory_id AND r.bounds_group = g.group_id)");
+  const std::int64_t empty = record_rows.groups_without_record();
   if (empty != 0)
     problems.push_back(std::to_string(empty) + " bounds group(s) have no record");
 }
@@ -219,17 +220,10 @@ void Store::Impl::check_buckets(const MemoryRow& row, const TokenSet& tokens,
 
 void Store::Impl::check_token_rows(const MemoryRow& row, const std::vector<AuditEntry>& entries,
                                    std::vector<std::string>& problems) {
-  {
-    Statement q(db.handle(),
-                "SELECT count(*) FROM tokens WHERE memory_id = ?1 AND (record != (token_id >> "
-                "23) OR position != (token_id & 8388607) OR record NOT IN (SELECT record FROM "
-                "records WHERE memory_id = ?1))");
-    q.bind(1, row.id);
-    q.step();
-    if (q.int64(0) != 0) {
-      problems.push_back("memory '" + row.name + "': " + std::to_string(q.int64(0)) +
-                         " token rows with inconsistent record/position/id");
-    }
+  const std::int64_t inconsistent = record_rows.inconsistent_token_rows(row.id);
+  if (inconsistent != 0) {
+    problems.push_back("memory '" + row.name + "': " + std::to_string(inconsistent) +
+                       " token rows with inconsistent record/position/id");
   }
   for (const AuditEntry& e : entries) {
     if (e.operation == "create" && e.memory == row.name) {

@@ -154,23 +154,19 @@ void Store::Impl::require_settings_bound(const MemoryRow& row) {
 // The stored bucket digests of one record, opened (any suspension state); empty, or the problem.
 std::string Store::Impl::read_record_buckets(const MemoryRow& row, std::int64_t record,
                                              std::vector<std::uint8_t>& plain) {
-  const std::string sql = "SELECT " + key_id_column() +
-                          ", r.buckets FROM records r WHERE r.memory_id = ?1 AND r.record = ?2";
-  Statement q(db.handle(), sql.c_str());
-  q.bind(1, row.id).bind(2, record);
-  if (!q.step()) return "record " + std::to_string(record) + " has no row";
-  if (q.is_null(1)) return "record " + std::to_string(record) + " has no bucket digests";
-  const auto* blob = static_cast<const std::uint8_t*>(q.blob_data(1));
-  const auto n = static_cast<std::size_t>(q.bytes(1));
-  if (q.is_null(0)) {
-    plain.assign(blob, blob + n);
+  RecordRows::StoredBuckets b = record_rows.buckets(row.id, record, record_columns());
+  if (!b.exists) return "record " + std::to_string(record) + " has no row";
+  if (!b.has_buckets) return "record " + std::to_string(record) + " has no bucket digests";
+  if (!b.sealed) {
+    plain = std::move(b.blob);
     return {};
   }
   const RecordAad aad{row.id, record, -1, RecordField::kBuckets};
   try {
     PayloadReader pr = payload_reader(row.id);
-    plain.resize(opened_size(aad, n));
-    pr.opener(q.text(0), record).open_into(aad, blob, n, plain.data(), plain.size());
+    plain.resize(opened_size(aad, b.blob.size()));
+    pr.opener(b.key_id, record)
+        .open_into(aad, b.blob.data(), b.blob.size(), plain.data(), plain.size());
   } catch (const FormatError& e) {
     return "record " + std::to_string(record) + ": bucket digests: " + e.what();
   }

@@ -56,6 +56,16 @@ class Stores {
     throw std::runtime_error("built without PostgreSQL tests");
 #endif
   }
+  /// PostgreSQL: the location of store `name` with the key store of store `other` in keys= (a
+  /// misnamed key store).
+  std::string at_with_keys_of(const std::string& name, const std::string& other) {
+    if (!pg()) throw std::runtime_error("an SQLite store's key store is its STORE.keys file");
+#ifdef SVATTN_TEST_POSTGRES
+    return schema(name).uri(keys(other));
+#else
+    throw std::runtime_error("built without PostgreSQL tests");
+#endif
+  }
   /// The key store's location: STORE.keys, a local file named in keys=, or the key schema's URI.
   std::string keys(const std::string& name) {
     if (!pg()) return dir_.file(name + ".db.keys");

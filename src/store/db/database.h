@@ -85,6 +85,9 @@ class Statement {
   Statement(DbHandle db, const std::string& sql) : Statement(db, sql.c_str()) {}
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
+  /// Moved out of the component that prepared it (a cursor over its rows, record_rows.h).
+  Statement(Statement&&) noexcept = default;
+  Statement& operator=(Statement&&) noexcept = default;
 
   Statement& bind(int index, std::int64_t v);
   Statement& bind(int index, double v);
