@@ -19,8 +19,9 @@ struct TrainCliOptions {
   lm::TrainOptions t;
   std::string corpus;
   bool json = false;
-  /// The text of each settings flag given (--batch, --C, ...; one per row of the run table), in
-  /// the table's order, and the --set items in the order given.
+  /// The text of each settings flag given (--batch, --C, ...; one per row of the run table, null
+  /// for the dotted keys, which have no flag), in the table's order, and the --set items in the
+  /// order given.
   std::vector<std::string> flags;
   std::vector<CLI::Option*> flag_options;
   std::vector<std::string> set;
@@ -32,7 +33,7 @@ std::vector<lm::Setting> settings_of(const TrainCliOptions& c) {
   std::vector<lm::Setting> out;
   const auto& table = lm::run_settings_fields();
   for (std::size_t i = 0; i < table.size(); ++i)
-    if (c.flag_options[i]->count() > 0) {
+    if (c.flag_options[i] && c.flag_options[i]->count() > 0) {
       try {
         out.push_back({table[i].name, parse_field(table[i], c.flags[i])});
       } catch (const InvalidArgument& e) {
@@ -118,11 +119,16 @@ Registrar reg("train", [](CLI::App& app, int& exit_code) {
   sub->add_option("--steps", o->t.steps, "total training steps")->required();
   sub->add_option("--out", o->t.out, "run directory (checkpoints, metrics.jsonl, curves.png)")->required();
   sub->add_flag("--resume", o->t.resume, "continue from the run directory's latest checkpoint");
-  // One flag per run setting (docs/lm.md "Training settings"), and --set KEY=VALUE for any of them.
+  // One flag per run setting without a dot (docs/lm.md "Training settings"), and --set KEY=VALUE
+  // for any of them (model.attention.hybrid.* by --set only).
   const auto& table = lm::run_settings_fields();
   o->flags.resize(table.size());
   for (std::size_t i = 0; i < table.size(); ++i) {
     const auto& f = table[i];
+    if (f.name.find('.') != std::string::npos) {
+      o->flag_options.push_back(nullptr);
+      continue;
+    }
     o->flag_options.push_back(
         sub->add_option(lm::setting_flag(f.name), o->flags[i], f.doc + " Must be " + requirement(f) + " (preset default).")
             ->type_name(python_type(f.type)));

@@ -361,6 +361,14 @@ def test_cxx_reference_errors():
         st.ops.layer_forward("linear", {"hidden_size": 16.0, "num_heads": 2.0}, {}, {}, x)
     with pytest.raises(ValueError, match="config: unknown key 'windows'"):
         st.ops.layer_forward("swa", {"windows": 3.0}, {}, dict(m.state_dict()), x)
+    # The hybrid keys are the C++ hybrid table's rows (include/svattn/torch/settings_fields.h).
+    h = st.reference.cxx_config(st.HybridAttention(16, 2, chunk=4))
+    with pytest.raises(ValueError, match="lipschitz 'wide': expected tangent\\|power\\|gershgorin"):
+        st.ops.layer_forward("hybrid", h[1], {**h[2], "lipschitz": "wide"}, {}, x)
+    with pytest.raises(ValueError, match="config: unknown key 'problem.C'"):
+        st.ops.layer_forward("hybrid", {**h[1], "problem.C": 0.5}, h[2], {}, x)
+    with pytest.raises(ValueError, match="config: unknown key 'exact'"):
+        st.ops.layer_forward("hybrid", h[1], {**h[2], "exact": "lean"}, {}, x)
 
 
 def test_certify_span_in_the_chunk_not_yet_in_memory():

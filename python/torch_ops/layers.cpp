@@ -13,6 +13,7 @@
 #include "svattn/errors.h"
 #include "svattn/torch/attention.h"
 #include "svattn/torch/batched.h"
+#include "svattn/torch/settings_fields.h"
 
 namespace svattn::python {
 
@@ -27,42 +28,36 @@ double number(const Numbers& n, std::set<std::string>& used, const std::string& 
   return n.contains(key) ? n.at(key) : dflt;
 }
 
-// The hybrid settings from the flat numbers and texts (keys as in the Python HybridSettings).
+// The key of a row of layers::hybrid_settings_fields() in the flat config: its last name
+// ("problem.kernel.bandwidth" -> "bandwidth", "batched.iterations" -> "iterations").
+std::string flat_key(const std::string& field) { return field.substr(field.rfind('.') + 1); }
+
+// The hybrid settings from the flat numbers and texts (keys as in the Python HybridSettings), one
+// per row of the hybrid table (include/svattn/torch/settings_fields.h): a text row from `t`, the
+// others from `n` (a bool is a number != 0). gate_override (an optional) by hand.
 void read_hybrid(const Numbers& n, const Texts& t, std::set<std::string>& used,
                  layers::HybridSettings& h) {
-  auto num = [&](const char* k, double d) { return number(n, used, k, d); };
-  h.chunk = static_cast<std::int64_t>(num("chunk", static_cast<double>(h.chunk)));
-  h.problem.C = num("C", h.problem.C);
-  h.problem.kernel.bandwidth = num("bandwidth", h.problem.kernel.bandwidth);
-  h.problem.ridge = num("ridge", h.problem.ridge);
-  h.learn_bandwidth = num("learn_bandwidth", h.learn_bandwidth) != 0;
-  h.normalize_keys = num("normalize_keys", h.normalize_keys) != 0;
-  h.bounded = num("bounded", h.bounded) != 0;
-  h.gate_bias_init = num("gate_bias_init", h.gate_bias_init);
-  h.local_window =
-      static_cast<std::int64_t>(num("local_window", static_cast<double>(h.local_window)));
-  h.memory = num("memory", h.memory) != 0;
-  if (n.contains("gate_override")) h.gate_override = num("gate_override", 0);
-  used.insert("gate_override");
-  auto& b = h.batched;
-  b.iterations = static_cast<int>(num("iterations", b.iterations));
-  b.solve_ridge = num("solve_ridge", b.solve_ridge);
-  b.mask_tol = num("mask_tol", b.mask_tol);
-  b.power_iterations = static_cast<int>(num("power_iterations", b.power_iterations));
-  b.bisections = static_cast<int>(num("bisections", b.bisections));
-  b.active_set_rounds = static_cast<int>(num("active_set_rounds", b.active_set_rounds));
-  b.ipm_iterations = static_cast<int>(num("ipm_iterations", b.ipm_iterations));
-  b.fp64 = num("fp64", b.fp64) != 0;
-  if (t.contains("path")) h.path = layers::global_path_from_string(t.at("path"));
-  if (t.contains("gate")) h.gate = layers::gate_type_from_string(t.at("gate"));
-  if (t.contains("local")) h.local = layers::local_path_from_string(t.at("local"));
-  if (t.contains("lipschitz")) {
-    const std::string l = t.at("lipschitz");
-    if (l == "tangent") b.lipschitz = layers::LipschitzBound::kTangent;
-    else if (l == "power") b.lipschitz = layers::LipschitzBound::kPowerIteration;
-    else if (l == "gershgorin") b.lipschitz = layers::LipschitzBound::kGershgorin;
-    else throw InvalidArgument("config.lipschitz: unknown bound '" + l + "'");
+  for (const auto& f : layers::hybrid_settings_fields()) {
+    const std::string key = flat_key(f.name);
+    if (f.type == FieldType::kText) {
+      if (t.contains(key)) f.set(h, FieldValue(std::string(t.at(key))));
+      continue;
+    }
+    if (!n.contains(key)) continue;
+    const double x = number(n, used, key, 0);
+    if (f.type == FieldType::kBool) f.set(h, FieldValue(x != 0));
+    else if (f.type == FieldType::kNumber) f.set(h, FieldValue(x));
+    else f.set(h, FieldValue(static_cast<std::int64_t>(x)));
   }
+  if (n.contains("gate_override")) h.gate_override = number(n, used, "gate_override", 0);
+  used.insert("gate_override");
+}
+
+// Whether `key` is a text row of the hybrid table.
+bool hybrid_text_key(const std::string& key) {
+  for (const auto& f : layers::hybrid_settings_fields())
+    if (f.type == FieldType::kText && flat_key(f.name) == key) return true;
+  return false;
 }
 
 layers::AttentionConfig read_config(const std::string& type, const Numbers& n, const Texts& t) {
@@ -80,7 +75,7 @@ layers::AttentionConfig read_config(const std::string& type, const Numbers& n, c
   for (const auto& kv : n)
     if (!used.count(kv.key())) throw InvalidArgument("config: unknown key '" + kv.key() + "'");
   for (const auto& kv : t)
-    if (kv.key() != "path" && kv.key() != "gate" && kv.key() != "local" && kv.key() != "lipschitz")
+    if (!hybrid_text_key(kv.key()))
       throw InvalidArgument("config: unknown key '" + kv.key() + "'");
   return c;
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "svattn/errors.h"
+#include "svattn/torch/settings_fields.h"
 
 namespace svattn::lm {
 
@@ -224,126 +225,9 @@ double average_support_from_run(const std::string& run_dir) {
 
 // ------------------------------------------------------------------ JSON
 
-namespace {
+// The model JSON is the torch layers' field tables' (include/svattn/torch/settings_fields.h).
+json to_json(const LmConfig& c) { return layers::lm_config_to_json(c); }
 
-const char* lipschitz_name(layers::LipschitzBound b) {
-  switch (b) {
-    case layers::LipschitzBound::kTangent: return "tangent";
-    case layers::LipschitzBound::kPowerIteration: return "power";
-    case layers::LipschitzBound::kGershgorin: return "gershgorin";
-  }
-  return "?";
-}
-
-layers::LipschitzBound lipschitz_from_name(const std::string& s) {
-  if (s == "tangent") return layers::LipschitzBound::kTangent;
-  if (s == "power") return layers::LipschitzBound::kPowerIteration;
-  if (s == "gershgorin") return layers::LipschitzBound::kGershgorin;
-  throw InvalidArgument("lipschitz '" + s + "': expected tangent|power|gershgorin");
-}
-
-}  // namespace
-
-json to_json(const LmConfig& c) {
-  const auto& a = c.attention;
-  const auto& h = a.hybrid;
-  json hj = {{"chunk", h.chunk},
-             {"path", layers::to_string(h.path)},
-             {"gate", layers::to_string(h.gate)},
-             {"local", layers::to_string(h.local)},
-             {"local_window", h.local_window},
-             {"memory", h.memory},
-             {"C", h.problem.C},
-             {"bandwidth", h.problem.kernel.bandwidth},
-             {"learn_bandwidth", h.learn_bandwidth},
-             {"normalize_keys", h.normalize_keys},
-             {"bounded", h.bounded},
-             {"mu", h.problem.ridge},
-             {"gate_bias_init", h.gate_bias_init},
-             {"check_agreement", h.check_agreement},
-             {"count_distinct_support", h.count_distinct_support},
-             {"batched",
-              {{"iterations", h.batched.iterations},
-               {"ridge", h.batched.solve_ridge},
-               {"mask_tol", h.batched.mask_tol},
-               {"lipschitz", lipschitz_name(h.batched.lipschitz)},
-               {"power_iterations", h.batched.power_iterations},
-               {"bisections", h.batched.bisections},
-               {"active_set_rounds", h.batched.active_set_rounds},
-               {"ipm_iterations", h.batched.ipm_iterations},
-               {"fp64", h.batched.fp64}}}};
-  hj["gate_override"] = h.gate_override ? json(*h.gate_override) : json(nullptr);
-  return {{"vocab", c.vocab},
-          {"n_layers", c.n_layers},
-          {"mlp_ratio", c.mlp_ratio},
-          {"tied_head", c.tied_head},
-          {"dropout", c.dropout},
-          {"attention",
-           {{"type", layers::to_string(a.type)},
-            {"d_model", a.d_model},
-            {"n_heads", a.n_heads},
-            {"window", a.window},
-            {"scan_chunk", a.scan_chunk},
-            {"rope", a.rope},
-            {"rope_base", a.rope_base},
-            {"hybrid", hj}}}};
-}
-
-LmConfig lm_config_from_json(const json& j) {
-  try {
-    LmConfig c;
-    c.vocab = j.at("vocab").get<std::int64_t>();
-    c.n_layers = j.at("n_layers").get<std::int64_t>();
-    c.mlp_ratio = j.at("mlp_ratio").get<std::int64_t>();
-    c.tied_head = j.at("tied_head").get<bool>();
-    c.dropout = j.at("dropout").get<double>();
-    const auto& a = j.at("attention");
-    auto& ac = c.attention;
-    ac.type = layers::attention_type_from_string(a.at("type").get<std::string>());
-    ac.d_model = a.at("d_model").get<std::int64_t>();
-    ac.n_heads = a.at("n_heads").get<std::int64_t>();
-    ac.window = a.at("window").get<std::int64_t>();
-    ac.scan_chunk = a.at("scan_chunk").get<std::int64_t>();
-    ac.rope = a.at("rope").get<bool>();
-    ac.rope_base = a.at("rope_base").get<double>();
-    const auto& h = a.at("hybrid");
-    auto& hc = ac.hybrid;
-    hc.chunk = h.at("chunk").get<std::int64_t>();
-    hc.path = layers::global_path_from_string(h.at("path").get<std::string>());
-    hc.gate = layers::gate_type_from_string(h.at("gate").get<std::string>());
-    // Local-path options added after the first checkpoints: absent means the paper's chunk-local
-    // path with the memory on.
-    hc.local = layers::local_path_from_string(h.value("local", std::string("chunk")));
-    hc.local_window = h.value("local_window", hc.local_window);
-    hc.memory = h.value("memory", true);
-    hc.problem.C = h.at("C").get<double>();
-    hc.problem.kernel.bandwidth = h.at("bandwidth").get<double>();
-    hc.learn_bandwidth = h.at("learn_bandwidth").get<bool>();
-    hc.normalize_keys = h.at("normalize_keys").get<bool>();
-    hc.bounded = h.at("bounded").get<bool>();
-    hc.problem.ridge = h.at("mu").get<double>();
-    hc.gate_bias_init = h.at("gate_bias_init").get<double>();
-    hc.check_agreement = h.at("check_agreement").get<bool>();
-    // A diagnostics switch added after the first checkpoints: absent means off.
-    hc.count_distinct_support = h.value("count_distinct_support", false);
-    if (h.contains("gate_override") && !h["gate_override"].is_null())
-      hc.gate_override = h["gate_override"].get<double>();
-    const auto& b = h.at("batched");
-    hc.batched.iterations = b.at("iterations").get<int>();
-    hc.batched.solve_ridge = b.at("ridge").get<double>();
-    hc.batched.mask_tol = b.at("mask_tol").get<double>();
-    hc.batched.lipschitz = lipschitz_from_name(b.at("lipschitz").get<std::string>());
-    hc.batched.power_iterations = b.at("power_iterations").get<int>();
-    // Absent in checkpoints written before the batched path's repair stage: the current defaults.
-    hc.batched.bisections = b.value("bisections", hc.batched.bisections);
-    hc.batched.active_set_rounds = b.value("active_set_rounds", hc.batched.active_set_rounds);
-    hc.batched.ipm_iterations = b.value("ipm_iterations", hc.batched.ipm_iterations);
-    hc.batched.fp64 = b.at("fp64").get<bool>();
-    c.validate();
-    return c;
-  } catch (const json::exception& e) {
-    throw FormatError(std::string("model config JSON: ") + e.what());
-  }
-}
+LmConfig lm_config_from_json(const json& j) { return layers::lm_config_from_json(j); }
 
 }  // namespace svattn::lm

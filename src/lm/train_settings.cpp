@@ -5,6 +5,7 @@
 #include <cfloat>
 
 #include "svattn/errors.h"
+#include "svattn/torch/settings_fields.h"
 
 namespace svattn::lm {
 
@@ -39,39 +40,39 @@ std::vector<Field<TrainHyper>> make_train_hyper_fields() {
   };
 }
 
-// The hybrid attention's rows (their ranges are LmConfig::validate's) and the seed.
+// The short keys of the hybrid attention, from before the model.* keys: each is its model.* row
+// renamed (local_window also switches the local path to window mode).
+void add_short_keys(std::vector<Field<RunSettings>>& t, const std::vector<Field<RunSettings>>& model) {
+  const auto add = [&](const char* name, const char* row, const char* doc) -> Field<RunSettings>& {
+    t.push_back(*find_field(model, std::string("model.attention.hybrid.") + row));
+    t.back().name = name;
+    t.back().doc = doc;
+    return t.back();
+  };
+  add("gate", "gate", "Hybrid gate: chunk (the paper's) | token | position | joint (docs/layers.md §3).");
+  add("local", "local", "Hybrid local path: chunk (the paper's) | window (sliding).");
+  auto& window = add("local_window", "local_window",
+                     "Hybrid window mode: W_loc, the fewest recent tokens seen locally (implies local window).");
+  window.set = [set = window.set](RunSettings& r, const FieldValue& v) {
+    set(r, v);
+    r.model.attention.hybrid.local = layers::LocalPath::kWindow;
+  };
+  add("C", "problem.C", "Hybrid: box bound C of the SV memory.");
+  add("chunk", "chunk", "Hybrid chunk length (swa: the chunk part of the window).");
+  add("fista_iterations", "batched.iterations", "Hybrid: FISTA iterations of the batched path.");
+  add("global_path", "path", "Hybrid memory solver: exact (fp64 core, certified) | batched (FISTA + repair).");
+}
+
+// The schedule, the short keys, the seed, then model.attention.hybrid.* for every hybrid field
+// the checkpoint holds (include/svattn/torch/settings_fields.h).
 std::vector<Field<RunSettings>> make_run_fields() {
-  using A = layers::HybridSettings;
   auto t = nest_fields(train_hyper_fields(), &RunSettings::train, "");
-  std::vector<Field<LmConfig>> model;
-  auto hybrid = [&](Field<A> f) {
-    auto in_attention = nest_fields<layers::AttentionConfig, A>({std::move(f)}, &layers::AttentionConfig::hybrid, "");
-    model.push_back(nest_fields<LmConfig, layers::AttentionConfig>(in_attention, &LmConfig::attention, "").front());
-  };
-  hybrid(enum_field<A, layers::GateType>("gate", &A::gate, &layers::to_string, &layers::gate_type_from_string,
-                                         {"chunk", "token", "position", "joint"},
-                                         "Hybrid gate: chunk (the paper's) | token | position | joint (docs/layers.md §3)."));
-  hybrid(enum_field<A, layers::LocalPath>("local", &A::local, &layers::to_string, &layers::local_path_from_string,
-                                          {"chunk", "window"}, "Hybrid local path: chunk (the paper's) | window (sliding)."));
-  auto window = member_field<A>("local_window", &A::local_window, {},
-                                "Hybrid window mode: W_loc, the fewest recent tokens seen locally (implies local window).");
-  window.set = [set = window.set](A& a, const FieldValue& v) {
-    set(a, v);
-    a.local = layers::LocalPath::kWindow;
-  };
-  hybrid(window);
-  auto C = member_field<ProblemSettings>("C", &ProblemSettings::C, {}, "Hybrid: box bound C of the SV memory.");
-  hybrid(nest_fields<A, ProblemSettings>({C}, &A::problem, "").front());
-  hybrid(member_field<A>("chunk", &A::chunk, {}, "Hybrid chunk length (swa: the chunk part of the window)."));
-  auto fista = member_field<layers::BatchedSettings>("fista_iterations", &layers::BatchedSettings::iterations, {},
-                                                     "Hybrid: FISTA iterations of the batched path.");
-  hybrid(nest_fields<A, layers::BatchedSettings>({fista}, &A::batched, "").front());
-  hybrid(enum_field<A, layers::GlobalPath>("global_path", &A::path, &layers::to_string,
-                                           &layers::global_path_from_string, {"exact", "batched"},
-                                           "Hybrid memory solver: exact (fp64 core, certified) | batched (FISTA + repair)."));
-  for (auto& f : nest_fields(model, &RunSettings::model, "")) t.push_back(std::move(f));
+  const auto model = nest_fields(layers::lm_config_fields(), &RunSettings::model, "model.");
+  add_short_keys(t, model);
   t.push_back(member_field<RunSettings>("seed", &RunSettings::seed, {},
                                         "Seed of the initialisation and of the batch order."));
+  for (const auto& f : model)
+    if (is_model_key(f.name) && !layers::lm_config_json_key(f.name.substr(6)).empty()) t.push_back(f);
   return t;
 }
 
@@ -108,7 +109,18 @@ Setting make_setting(const std::string& key, const FieldValue& value) {
   return {key, f.get(probe)};
 }
 
+bool is_model_key(const std::string& key) { return key.rfind("model.attention.hybrid.", 0) == 0; }
+
+bool is_hybrid_key(const std::string& key, const std::string& field) {
+  return key == field || key == "model.attention.hybrid." + field;
+}
+
+void check_model_setting(const std::string& key, const RunSettings& r) {
+  if (is_model_key(key)) validate_fields(std::vector<Field<RunSettings>>{run_settings_field(key)}, r);
+}
+
 std::string setting_flag(const std::string& key) {
+  if (key.find('.') != std::string::npos) return "--set " + key;  // no flag of its own
   std::string flag = "--" + key;
   for (auto& c : flag)
     if (c == '_') c = '-';

@@ -64,11 +64,12 @@ json diagnostics_json(const std::vector<layers::AttentionDiagnostics>& diags, do
   return layers_j;
 }
 
-// The last override of `key`, or nullptr.
-const Setting* find_setting(const TrainOptions& o, const std::string& key) {
+// The last override of the hybrid field `field` (its short key or model.attention.hybrid.*), or
+// nullptr.
+const Setting* find_hybrid_setting(const TrainOptions& o, const std::string& field) {
   const Setting* found = nullptr;
   for (const auto& s : o.settings)
-    if (s.key == key) found = &s;
+    if (is_hybrid_key(s.key, field)) found = &s;
   return found;
 }
 
@@ -90,7 +91,7 @@ void match_window(layers::AttentionConfig& a, const TrainOptions& o, double supp
     a.hybrid.local_window = matched.local_window;
     a.window = layers::state_matched_window(a.hybrid.local_width(), support);
   }
-  if (const Setting* chunk = find_setting(o, "chunk")) {
+  if (const Setting* chunk = find_hybrid_setting(o, "chunk")) {
     const double support_part = static_cast<double>(a.window - a.hybrid.local_width());
     a.hybrid.chunk = field_as<std::int64_t>("chunk", chunk->value);
     a.window = layers::state_matched_window(a.hybrid.local_width(), support_part);
@@ -151,11 +152,12 @@ RunSettings new_run_settings(const TrainOptions& o, Preset& preset) {
   const bool swa = a.type == layers::AttentionType::kSlidingWindow;
   for (const auto& s : o.settings) {
     if (is_schedule_key(s.key) || s.key == "seed") continue;
-    if (swa && (s.key == "local" || s.key == "local_window"))
+    if (swa && (is_hybrid_key(s.key, "local") || is_hybrid_key(s.key, "local_window")))
       throw InvalidArgument("--local/--local-window: for hybrid presets (swa-* takes the matched "
                             "hybrid's local path from --match-run)");
     run_settings_field(s.key).set(r, s.value);  // swa chunk: already re-matched above
   }
+  for (const auto& s : o.settings) check_model_setting(s.key, r);
   r.model.validate();
   return r;
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "check_settings.h"
+#include "svattn/torch/settings_fields.h"
 #include "svattn/errors.h"
 #include "svattn/torch/support_stats.h"
 #include "support/clock.h"
@@ -288,12 +289,15 @@ bool same_problem(const ProblemSettings& a, const ProblemSettings& b) {
 }
 }  // namespace
 
+// The table's rows (include/svattn/torch/settings_fields.h), then the rules across fields, in the
+// order the messages were first written: the problem, the hybrid's own fields, gate_override, the
+// nested batched settings.
 void HybridSettings::validate() const {
   check_problem(problem, "hybrid.problem.");
-  if (chunk < 1) bad_setting("hybrid.chunk", ">= 1", chunk);
-  if (local_window < 1) bad_setting("hybrid.local_window", ">= 1", local_window);
-  if (!std::isfinite(gate_bias_init))
-    bad_setting("hybrid.gate_bias_init", "finite", gate_bias_init);
+  const auto& table = hybrid_settings_fields();
+  const auto batched_row = [](const Field<HybridSettings>& f) { return f.name.rfind("batched.", 0) == 0; };
+  for (const auto& f : table)
+    if (!batched_row(f)) check_field(f, *this, "hybrid.");
   if (gate_override && !(*gate_override >= 0 && *gate_override <= 1))
     bad_setting("hybrid.gate_override", "in [0, 1]", *gate_override);
   // The problem lives here once: a nested batched.problem/bounded that differs is an error, not
@@ -305,11 +309,8 @@ void HybridSettings::validate() const {
     bad_setting("hybrid.batched.bounded", "false or equal to hybrid.bounded", batched.bounded);
   if (certify && path != GlobalPath::kExact)
     bad_setting("hybrid.certify", "false on the batched path (no certificate)", to_string(path));
-  try {
-    batched_settings().validate();
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(std::string("hybrid.batched.") + e.what());
-  }
+  for (const auto& f : table)
+    if (batched_row(f)) check_field(f, *this, "hybrid.");
 }
 
 std::int64_t HybridSettings::memory_boundary(std::int64_t t) const {
@@ -333,14 +334,11 @@ BatchedSettings HybridSettings::batched_settings() const {
 }
 
 void AttentionConfig::validate() const {
-  if (d_model < 1) bad_setting("attention.d_model", ">= 1", d_model);
-  if (n_heads < 1 || d_model % n_heads != 0)
-    bad_setting("attention.n_heads", "a divisor of d_model", n_heads);
-  if (rope && (d_model / n_heads) % 2 != 0)
-    bad_setting("attention.n_heads", "such that the head dimension is even (rope)", n_heads);
-  if (window < 1) bad_setting("attention.window", ">= 1", window);
-  if (scan_chunk < 1) bad_setting("attention.scan_chunk", ">= 1", scan_chunk);
-  if (!(rope_base > 1)) bad_setting("attention.rope_base", "> 1", rope_base);
+  for (const auto& f : attention_config_own_fields()) {
+    check_field(f, *this, "attention.");
+    if (f.name == "n_heads" && rope && (d_model / n_heads) % 2 != 0)
+      bad_setting("attention.n_heads", "such that the head dimension is even (rope)", n_heads);
+  }
   if (type == AttentionType::kHybrid) hybrid.validate();
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "check_settings.h"
+#include "svattn/torch/settings_fields.h"
 #include "support/clock.h"
 #include "svattn/errors.h"
 
@@ -18,19 +19,7 @@ namespace F = torch::nn::functional;
 
 void BatchedSettings::validate() const {
   check_problem(problem, "problem.");
-  const std::string up = std::to_string(kMaxIterations) + "]";
-  if (iterations < 1 || iterations > kMaxIterations)
-    bad_setting("iterations", "in [1, " + up, iterations);
-  if (!std::isfinite(solve_ridge) || solve_ridge < 0)
-    bad_setting("solve_ridge", "finite and >= 0", solve_ridge);
-  if (!(mask_tol > 0 && mask_tol < 0.5)) bad_setting("mask_tol", "in (0, 0.5)", mask_tol);
-  if (power_iterations < 1 || power_iterations > kMaxIterations)
-    bad_setting("power_iterations", "in [1, " + up, power_iterations);
-  if (bisections < 0 || bisections > 100) bad_setting("bisections", "in [0, 100]", bisections);
-  if (active_set_rounds < 0 || active_set_rounds > kMaxIterations)
-    bad_setting("active_set_rounds", "in [0, " + up, active_set_rounds);
-  if (ipm_iterations < 0 || ipm_iterations > kMaxIterations)
-    bad_setting("ipm_iterations", "in [0, " + up, ipm_iterations);
+  validate_fields(batched_settings_fields(), *this);
 }
 
 Tensor rbf_kernel(const Tensor& a, const Tensor& b, const Tensor& sigma) {

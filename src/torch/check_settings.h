@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "svattn/errors.h"
+#include "svattn/field_table.h"
 #include "svattn/types.h"
 
 namespace svattn::layers {
@@ -19,6 +20,15 @@ template <typename T>
   std::ostringstream os;
   os << field << " must be " << requirement << ", got " << value;
   throw InvalidArgument(os.str());
+}
+
+/// Checks one row of a field table (include/svattn/torch/settings_fields.h) as validate_fields does:
+/// throws "<prefix><name> must be <requirement>, got <value>".
+template <typename S>
+void check_field(const Field<S>& f, const S& s, const std::string& prefix) {
+  if (f.applies && !f.applies(s)) return;
+  const FieldValue v = f.get(s);
+  if (f.ok ? !f.ok(s) : !in_range(f, v)) bad_field(prefix + f.name, requirement(f), value_text(v));
 }
 
 /// ProblemSettings::validate() with the field names prefixed by `prefix` (e.g. "problem."), and

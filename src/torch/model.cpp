@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "svattn/errors.h"
+#include "svattn/torch/settings_fields.h"
 
 namespace svattn::layers {
 
@@ -28,15 +29,7 @@ Tensor TransformerBlockImpl::forward(const Tensor& x) {
 }
 
 void LmConfig::validate() const {
-  auto bad = [](const std::string& field, double v, const std::string& why) {
-    std::ostringstream os;
-    os << "LmConfig." << field << " = " << v << ": " << why;
-    throw InvalidArgument(os.str());
-  };
-  if (vocab < 2) bad("vocab", static_cast<double>(vocab), "must be >= 2");
-  if (n_layers < 1) bad("n_layers", static_cast<double>(n_layers), "must be >= 1");
-  if (mlp_ratio < 1) bad("mlp_ratio", static_cast<double>(mlp_ratio), "must be >= 1");
-  if (!(dropout >= 0 && dropout < 1)) bad("dropout", dropout, "must be in [0, 1)");
+  validate_fields(lm_config_own_fields(), *this, "model.");
   attention.validate();
 }
 

@@ -78,6 +78,29 @@ TEST(LmHostile, LearningRateBeyondFp32) {
                    {"lr", "fp32"});
 }
 
+// A model.attention.hybrid.* key out of its table range (docs/lm.md "Training settings") is exit 2
+// naming the key before anything is written; on --resume a changed one names `--set KEY`.
+TEST(LmHostile, ModelKeysAreCheckedAgainstTheirRange) {
+  TempDir dir("lm-hostile");
+  const std::string data = bytes_file(dir, "b5000.txt", 5000);
+  const std::string out = dir.file("x");
+  expect_bad_input(run(plus(train_args(data, out), {"--steps", "1", "--set", "model.attention.hybrid.chunk=0"}), dir),
+                   {"model.attention.hybrid.chunk must be >= 1, got 0"});
+  EXPECT_FALSE(fs::exists(out)) << "a refused run created its directory";
+  ASSERT_EQ(run(plus(train_args(data, out), {"--steps", "1", "--set", "model.attention.hybrid.batched.iterations=7"}),
+                dir)
+                .code,
+            0);
+  expect_bad_input(run({"train", "--resume", "--out", out, "--data", data, "--quiet", "--no-plot", "--threads", "1",
+                        "--steps", "2", "--fista-iterations", "8"},
+                       dir),
+                   {"--fista-iterations 8 differs from the checkpoint's 7"});
+  expect_bad_input(run({"train", "--resume", "--out", out, "--data", data, "--quiet", "--no-plot", "--threads", "1",
+                        "--steps", "2", "--set", "model.attention.hybrid.batched.iterations=8"},
+                       dir),
+                   {"--set model.attention.hybrid.batched.iterations 8 differs from the checkpoint's 7"});
+}
+
 TEST(LmHostile, EvalOptionsAreValidated) {
   TempDir dir("lm-hostile");
   const std::string data = bytes_file(dir, "b5000.txt", 5000);

@@ -6,6 +6,7 @@
 #include "svattn/errors.h"
 #include "svattn/lm/checkpoint.h"
 #include "svattn/lm/train_settings.h"
+#include "svattn/torch/settings_fields.h"
 
 namespace svattn::lm {
 namespace {
@@ -143,6 +144,7 @@ TEST(TrainSettings, EveryRunSettingParsesFromItsText) {
     EXPECT_FALSE(f.doc.empty());
   }
   EXPECT_EQ(setting_flag("eval_every"), "--eval-every");
+  EXPECT_EQ(setting_flag("model.attention.hybrid.chunk"), "--set model.attention.hybrid.chunk");
   EXPECT_EQ(make_setting("lr", std::int64_t{1}).value, FieldValue(1.0));
 }
 
@@ -157,6 +159,56 @@ TEST(TrainSettings, ABadValueIsRefusedNamingTheKey) {
   EXPECT_EQ(message([] { TrainHyper h; h.log_every = 0; h.validate(); }), "log_every must be >= 1, got 0");
   EXPECT_NE(message([] { make_setting("gate", std::string("wide")); }).find("wide"), std::string::npos);
   EXPECT_THROW(make_setting("seq", 1.5), InvalidArgument);
+}
+
+// Every hybrid field the checkpoint holds is a --set key model.attention.hybrid.NAME with the torch
+// table's range (include/svattn/torch/settings_fields.h), and round-trips through the checkpoint's
+// model JSON; the short keys from before set the same fields.
+TEST(TrainSettings, EveryHybridFieldIsAModelKeyThatRoundTripsThroughTheCheckpoint) {
+  const layers::LmConfig model = make_preset("tiny").model;
+  std::size_t keys = 0;
+  for (const auto& f : run_settings_fields()) {
+    if (!is_model_key(f.name)) continue;
+    SCOPED_TRACE(f.name);
+    ++keys;
+    const auto* row = find_field(layers::lm_config_fields(), f.name.substr(6));
+    ASSERT_NE(row, nullptr);
+    EXPECT_EQ(requirement(f), requirement(*row));
+    RunSettings r{TrainHyper{}, model, kDefaultSeed};
+    const Setting s = parse_setting(f.name + "=" + exact_text(other(f, f.get(r))));
+    f.set(r, s.value);
+    const layers::LmConfig back = lm_config_from_json(nlohmann::json::parse(to_json(r.model).dump(2)));
+    EXPECT_EQ(row->get(back), s.value);
+  }
+  EXPECT_EQ(keys, layers::hybrid_settings_fields().size() - 2);  // not certify, exact_solver
+  for (const auto& [short_key, field] : std::vector<std::pair<std::string, std::string>>{
+           {"gate", "gate"}, {"local", "local"}, {"C", "problem.C"}, {"chunk", "chunk"},
+           {"fista_iterations", "batched.iterations"}, {"global_path", "path"}, {"local_window", "local_window"}}) {
+    SCOPED_TRACE(short_key);
+    const auto& f = run_settings_field(short_key);
+    const auto& full = run_settings_field("model.attention.hybrid." + field);
+    RunSettings a{TrainHyper{}, model, kDefaultSeed}, b = a;
+    const FieldValue v = other(f, f.get(a));
+    f.set(a, v);
+    full.set(b, v);
+    if (short_key == "local_window") b.model.attention.hybrid.local = layers::LocalPath::kWindow;
+    EXPECT_EQ(to_json(a.model), to_json(b.model));
+  }
+}
+
+TEST(TrainSettings, AModelKeyOutOfItsRangeIsRefusedNamingTheKey) {
+  RunSettings r{TrainHyper{}, make_preset("tiny").model, kDefaultSeed};
+  for (const char* item : {"model.attention.hybrid.chunk=0", "model.attention.hybrid.batched.mask_tol=0.5"}) {
+    const Setting s = parse_setting(item);
+    run_settings_field(s.key).set(r, s.value);
+  }
+  EXPECT_EQ(message([&] { check_model_setting("model.attention.hybrid.chunk", r); }),
+            "model.attention.hybrid.chunk must be >= 1, got 0");
+  EXPECT_EQ(message([&] { check_model_setting("model.attention.hybrid.batched.mask_tol", r); }),
+            "model.attention.hybrid.batched.mask_tol must be in (0, 0.5), got 0.5");
+  EXPECT_EQ(message([&] { check_model_setting("chunk", r); }), "(no error)");  // left to LmConfig::validate
+  EXPECT_NE(message([] { make_setting("model.attention.hybrid.gate", std::string("wide")); }).find("wide"),
+            std::string::npos);
 }
 
 TEST(CheckpointConfig, StoredConfigReadsAndWritesBackByteForByte) {

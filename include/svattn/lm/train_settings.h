@@ -25,9 +25,11 @@ struct RunSettings {
   std::uint64_t seed = kDefaultSeed;
 };
 
-/// The `--set` keys of a run: every TrainHyper field; gate, local, local_window, C, chunk,
-/// fista_iterations and global_path of the hybrid attention; seed. Each is also a flag of
-/// `svattn train` (--KEY with '-' for '_').
+/// The `--set` keys of a run: every TrainHyper field; the short keys gate, local, local_window, C,
+/// chunk, fista_iterations and global_path of the hybrid attention; seed; then
+/// model.attention.hybrid.NAME for every field of layers::hybrid_settings_fields() that the
+/// checkpoint holds (include/svattn/torch/settings_fields.h; their ranges are the table's). The
+/// keys without a dot are also flags of `svattn train` (--KEY with '-' for '_').
 const std::vector<Field<RunSettings>>& run_settings_fields();
 
 /// The row of run_settings_fields() named `key`; InvalidArgument listing the known keys.
@@ -46,7 +48,16 @@ Setting parse_setting(const std::string& item);
 /// unknown key or a value of another type.
 Setting make_setting(const std::string& key, const FieldValue& value);
 
-/// The command-line flag of a key: "--eval-every" for eval_every.
+/// Whether `key` is a model.attention.hybrid.* key (checked against its range when a new run sets it).
+bool is_model_key(const std::string& key);
+/// Whether `key` sets the hybrid field `field`: its short key or model.attention.hybrid.FIELD.
+bool is_hybrid_key(const std::string& key, const std::string& field);
+/// For a model.attention.hybrid.* key: throws InvalidArgument "KEY must be <requirement>, got
+/// <value>" when its value in `r` is outside the table's range (a short key is left to
+/// LmConfig::validate, whose messages name the struct's field).
+void check_model_setting(const std::string& key, const RunSettings& r);
+
+/// The command-line flag of a key: "--eval-every" for eval_every; "--set KEY" for a dotted key.
 std::string setting_flag(const std::string& key);
 
 }  // namespace svattn::lm

@@ -5,3 +5,4 @@
 #include "svattn/torch/eviction.h"
 #include "svattn/torch/exact.h"
 #include "svattn/torch/model.h"
+#include "svattn/torch/settings_fields.h"
