@@ -2,6 +2,7 @@
 // the experiment (exactness of forgetting, equal budgets, documented critical-hour thresholds) or a
 // user-facing behaviour (clear data-directory errors).
 #include <gtest/gtest.h>
+#include "experiments/result_keys.h"
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -445,6 +446,8 @@ TEST(E1Test, ReportRendersFromTheResultInE1JsonAlone) {
   for (const auto& s : r.streams) deletions += s.comparisons.size();
   EXPECT_EQ(deletions, file["comparisons"].size());
   EXPECT_EQ(e1::Result::from_json(r.to_json()).to_json(), r.to_json());
+  svattn::test::expect_every_key_checked(
+      file.at("result"), [](const nlohmann::json& j) { e1::Result::from_json(j); }, {"settings"}, {"machine"});
   EXPECT_EQ(r.streams[0].comparisons[0].to_json(), file["comparisons"][0]);
   ex::ExperimentOptions o2 = tiny(again.str());
   o2.preset = "quick";

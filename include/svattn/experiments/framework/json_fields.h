@@ -40,6 +40,14 @@ T read_json_key(const nlohmann::json& j, const std::string& key, const std::stri
   }
 }
 
+/// j[key], a JSON object (a nested struct's): FormatError naming the key otherwise.
+inline nlohmann::json read_json_object(const nlohmann::json& j, const std::string& key,
+                                       const std::string& what) {
+  nlohmann::json v = read_json_key<nlohmann::json>(j, key, what);
+  if (!v.is_object()) throw FormatError(what + ": field `" + key + "` has the wrong type");
+  return v;
+}
+
 /// The member `member` (of S or of a base B of S) under `name`, converted by nlohmann::json.
 template <typename S, typename B, typename M>
 JsonField<S> json_member(const char* name, M B::*member) {
@@ -128,8 +136,10 @@ JsonField<S> json_struct_array_of(const char* name, std::vector<M> B::*member, T
                                                   const std::string& outer) {
     const JsonFields<M> table = table_of(s);
     std::vector<M> v;
-    for (const auto& x : read_json_key<std::vector<nlohmann::json>>(j, key, outer))
+    for (const auto& x : read_json_key<std::vector<nlohmann::json>>(j, key, outer)) {
+      if (!x.is_object()) throw FormatError(outer + ": an element of `" + key + "` is not an object");
       v.push_back(read_fields(table, x, what));
+    }
     s.*member = std::move(v);
   };
   return f;
@@ -194,8 +204,8 @@ template <typename S>
 JsonField<S> json_written_only(const char* name, std::function<nlohmann::json(const S&)> write);
 
 /// A key whose JSON `write` makes from an S and `read` puts back into one (`read` gets the key's
-/// value; a missing key is a FormatError naming it). Rows read in table order, so `read` may use
-/// members of earlier rows.
+/// value; a missing key, or a nlohmann::json conversion failing inside `read`, is a FormatError
+/// naming it). Rows read in table order, so `read` may use members of earlier rows.
 template <typename S>
 JsonField<S> json_custom(const char* name, std::function<nlohmann::json(const S&)> write,
                          std::function<void(const nlohmann::json&, S&)> read) {
@@ -203,7 +213,12 @@ JsonField<S> json_custom(const char* name, std::function<nlohmann::json(const S&
   f.name = name;
   f.write = [write, key = f.name](const S& s, nlohmann::json& j) { j[key] = write(s); };
   f.read = [read, key = f.name](const nlohmann::json& j, S& s, const std::string& what) {
-    read(read_json_key<nlohmann::json>(j, key, what), s);
+    const nlohmann::json v = read_json_key<nlohmann::json>(j, key, what);
+    try {
+      read(v, s);
+    } catch (const nlohmann::json::exception&) {  // a conversion inside `read`
+      throw FormatError(what + ": field `" + key + "` has the wrong type");
+    }
   };
   return f;
 }
@@ -240,7 +255,7 @@ JsonField<S> json_struct(const char* name, M B::*member, JsonTable<M> table, std
     j[key] = write_fields(table(), s.*member);
   };
   f.read = [member, table, what, key = f.name](const nlohmann::json& j, S& s, const std::string& outer) {
-    s.*member = read_fields(table(), read_json_key<nlohmann::json>(j, key, outer), what);
+    s.*member = read_fields(table(), read_json_object(j, key, outer), what);
   };
   return f;
 }
@@ -257,8 +272,10 @@ JsonField<S> json_struct_array(const char* name, std::vector<M> B::*member, Json
   };
   f.read = [member, table, what, key = f.name](const nlohmann::json& j, S& s, const std::string& outer) {
     std::vector<M> v;
-    for (const auto& x : read_json_key<std::vector<nlohmann::json>>(j, key, outer))
+    for (const auto& x : read_json_key<std::vector<nlohmann::json>>(j, key, outer)) {
+      if (!x.is_object()) throw FormatError(outer + ": an element of `" + key + "` is not an object");
       v.push_back(read_fields(table(), x, what));
+    }
     s.*member = std::move(v);
   };
   return f;
@@ -270,7 +287,7 @@ JsonField<S> json_group(const char* name, JsonFields<S> rows, std::string what) 
   f.name = name;
   f.write = [rows, key = f.name](const S& s, nlohmann::json& j) { j[key] = write_fields(rows, s); };
   f.read = [rows, what, key = f.name](const nlohmann::json& j, S& s, const std::string& outer) {
-    s = read_fields(rows, read_json_key<nlohmann::json>(j, key, outer), what, std::move(s));
+    s = read_fields(rows, read_json_object(j, key, outer), what, std::move(s));
   };
   return f;
 }
