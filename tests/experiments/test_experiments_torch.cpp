@@ -1,6 +1,7 @@
 // E3 / E5 / E6 drivers at their tiny presets: the copy task's labels, state matching, the paired
 // t-test, seed reproducibility, and the CLI route `svattn experiment E3`.
 #include <gtest/gtest.h>
+#include "experiments/result_keys.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -309,6 +310,9 @@ TEST(E3Tiny, ReportRendersFromTheResultInE3JsonAlone) {
   EXPECT_TRUE(std::isfinite(hyb->eval.front().partition_agreement));
   EXPECT_FALSE(std::isfinite(r.runs[0].find("swa")->eval.front().gate_mean));
   EXPECT_EQ(e3_selective_copy::Result::from_json(r.to_json()).to_json(), r.to_json());
+  svattn::test::expect_every_key_checked(
+      file["result"], [](const json& j) { e3_selective_copy::Result::from_json(j); }, {"settings"},
+      {"machine"}, {"outputs"});
   ExperimentOptions elsewhere = tiny_options(b.path);
   elsewhere.overrides = overrides({"steps=1"});  // render uses the result's settings, not these
   e3_selective_copy::render(r, elsewhere);
