@@ -621,6 +621,9 @@ TEST(E4Test, ReportRendersFromTheResultInE4JsonAlone) {
   ASSERT_EQ(r.datasets.size(), 1u);
   EXPECT_EQ(r.datasets[0].hours, 32);
   EXPECT_EQ(ex::e4_icu::Result::from_json(r.to_json()).to_json(), r.to_json());
+  svattn::test::expect_every_key_checked(
+      file.at("result"), [](const nlohmann::json& j) { ex::e4_icu::Result::from_json(j); },
+      {"settings", "upper", "methods"}, {"machine"});
   ex::ExperimentOptions o2 = tiny(again.str());
   o2.data_dir = "/nonexistent";  // rendering reads no data
   ex::e4_icu::render(r, o2);
