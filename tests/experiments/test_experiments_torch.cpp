@@ -464,6 +464,12 @@ TEST(E5Tiny, MatchedWindowAndSeedReproducible) {
   EXPECT_TRUE(std::isfinite(r.pairs[0].swa[0].matched_support));
   EXPECT_FALSE(r.pairs[0].hybrid[0].layer_gate.empty());
   EXPECT_EQ(e5_char_lm::Result::from_json(r.to_json()).to_json(), r.to_json());
+  svattn::test::expect_every_key_checked(
+      file["result"], [](const json& j) { e5_char_lm::Result::from_json(j); }, {"settings", "pair"},
+      {"machine", "last_fifth_valid_improvement"},
+      {"window", "steps", "matched_support", "gate_memory_share_curve", "support_curve",
+       "layer_gate_memory_share", "layer_support", "layer_sigma", "position_bpc", "ablation",
+       "last_fifth_valid_improvement"});
   TempDir c("e5r");
   ExperimentOptions elsewhere = tiny_options(c.path);
   elsewhere.data_dir = (c.path / "no-data").string();  // render reads no corpus
