@@ -1,6 +1,6 @@
 // Internal helpers shared by the experiment drivers of the wing, torch-free and LibTorch alike
-// (not installed): JSON reading helpers of the results' nested structs, the `--render` entry of a
-// result type, plot lists, seeds of named sub-tasks, the job pool, presets with `--set` applied.
+// (not installed): the `--render` entry of a result type, plot lists, seeds of named sub-tasks,
+// the job pool, presets with `--set` applied.
 #pragma once
 #include <functional>
 #include <limits>
@@ -10,6 +10,7 @@
 
 #include "support/clock.h"
 #include "svattn/errors.h"
+#include "experiments/framework/json_fields.h"
 #include "experiments/framework/run_header.h"
 #include "experiments/options.h"
 #include "experiments/registry.h"
@@ -22,46 +23,10 @@ namespace svattn::experiments::detail {
 using support::Stopwatch;
 using support::utc_now;
 
-/// j[key] as T, for a typed result's from_json: FormatError "<what>: missing field `key`" or
-/// "… has the wrong type".
-template <typename T>
-T json_field(const nlohmann::json& j, const char* key, const char* what) {
-  if (!j.is_object() || !j.contains(key))
-    throw FormatError(std::string(what) + ": missing field `" + key + "`");
-  try {
-    return j.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw FormatError(std::string(what) + ": field `" + key + "` has the wrong type");
-  }
-}
-
-/// x, or null when x is NaN (JSON has no NaN).
+/// x, or null when x is NaN (JSON has no NaN), for JSON a report writes beside its typed result
+/// (whose keys are field tables: framework/json_fields.h).
 inline nlohmann::json number_or_null(double x) {
   return x != x ? nlohmann::json(nullptr) : nlohmann::json(x);
-}
-
-/// j[key] as a double, null as NaN (nlohmann writes NaN and ±infinity as null); FormatError when
-/// the key is absent or holds another type.
-inline double number_or_nan(const nlohmann::json& j, const char* key, const char* what) {
-  if (j.is_object() && j.contains(key) && j.at(key).is_null())
-    return std::numeric_limits<double>::quiet_NaN();
-  return json_field<double>(j, key, what);
-}
-
-/// A JSON array of write(x) for every x of v.
-template <typename T, typename Write>
-nlohmann::json json_array(const std::vector<T>& v, Write write) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const auto& x : v) a.push_back(write(x));
-  return a;
-}
-
-/// j[key], an array, as read(element) for every element (FormatError when not an array).
-template <typename Read>
-auto json_array_field(const nlohmann::json& j, const char* key, const char* what, Read read) {
-  std::vector<decltype(read(nlohmann::json()))> v;
-  for (const auto& x : json_field<std::vector<nlohmann::json>>(j, key, what)) v.push_back(read(x));
-  return v;
 }
 
 /// The Renderer of an experiment whose typed result R sits under `key` of its E?.json ("" = the
@@ -71,7 +36,7 @@ Renderer file_renderer(const char* key,
                        ExperimentResult (*render)(const R&, const ExperimentOptions&)) {
   return [key, render](const nlohmann::json& file, const ExperimentOptions& o) {
     if (*key == '\0') return render(R::from_json(file), o);
-    return render(R::from_json(json_field<nlohmann::json>(file, key, "the experiment's JSON")), o);
+    return render(R::from_json(read_json_key<nlohmann::json>(file, key, "the experiment's JSON")), o);
   };
 }
 

@@ -1,70 +1,45 @@
-// ExperimentResult <-> E?.json (result.h).
+// ExperimentResult <-> E?.json (result.h): the envelope's keys in one field table; every other key
+// of the file is the experiment's `details`.
 #include "experiments/result.h"
 
 #include "svattn/errors.h"
+#include "experiments/framework/json_fields.h"
 
 namespace svattn::experiments {
 namespace {
 
 using nlohmann::json;
+using R = ExperimentResult;
 
-const char* const kEnvelope[] = {"experiment",    "title",           "preset",  "seed",
-                                 "scale",         "runtime_seconds", "summary", "plots",
-                                 "markdown_file", "json_file",       "data"};
+constexpr const char* kWhat = "experiment result";
 
-template <typename T>
-T field(const json& j, const char* key) {
-  if (!j.contains(key))
-    throw FormatError(std::string("experiment result: missing field `") + key + "`");
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw FormatError(std::string("experiment result: field `") + key + "` has the wrong type");
-  }
+/// A string member written only when not empty; read as empty when absent or not a string.
+JsonField<R> string_or_empty(const char* name, std::string R::*member) {
+  JsonField<R> f;
+  f.name = name;
+  f.write = [member, key = f.name](const R& r, json& j) {
+    if (!(r.*member).empty()) j[key] = r.*member;
+  };
+  f.read = [member, key = f.name](const json& j, R& r, const std::string&) {
+    r.*member = j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+  };
+  return f;
 }
 
-std::string str_or_empty(const json& j, const char* key) {
-  return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
-}
-
-}  // namespace
-
-json ExperimentResult::to_json() const {
-  json j = details.is_object() ? details : json::object();
-  j["experiment"] = experiment;
-  j["title"] = title;
-  j["preset"] = preset;
-  j["seed"] = seed;
-  if (!scale.empty()) j["scale"] = scale;
-  j["runtime_seconds"] = runtime_seconds;
+json summary_json(const R& r) {
   json s = json::array();
-  for (const auto& r : summary) {
-    json row = r.numbers.is_object() ? r.numbers : json::object();
-    row["metric"] = r.metric;
-    row["paper"] = r.paper;
-    row["ours"] = r.ours;
+  for (const auto& x : r.summary) {
+    json row = x.numbers.is_object() ? x.numbers : json::object();
+    row["metric"] = x.metric;
+    row["paper"] = x.paper;
+    row["ours"] = x.ours;
     s.push_back(row);
   }
-  j["summary"] = s;
-  json p = json::array();
-  for (const auto& pl : plots) p.push_back(pl.json());
-  j["plots"] = p;
-  if (!markdown_file.empty()) j["markdown_file"] = markdown_file;
-  if (!json_file.empty()) j["json_file"] = json_file;
-  if (!data.is_null()) j["data"] = data;
-  return j;
+  return s;
 }
 
-ExperimentResult ExperimentResult::from_json(const json& j) {
-  if (!j.is_object()) throw FormatError("experiment result: not a JSON object");
-  ExperimentResult r;
-  r.experiment = field<std::string>(j, "experiment");
-  r.title = field<std::string>(j, "title");
-  r.preset = field<std::string>(j, "preset");
-  r.seed = field<std::uint64_t>(j, "seed");
-  r.scale = str_or_empty(j, "scale");
-  r.runtime_seconds = field<double>(j, "runtime_seconds");
-  for (const auto& row : field<json>(j, "summary")) {
+void summary_from(const json& v, R& r) {
+  for (const auto& row : v) {
     SummaryRow s;
     for (const char* k : {"metric", "paper", "ours"}) {
       if (!row.contains(k) || !row[k].is_string())
@@ -78,20 +53,51 @@ ExperimentResult ExperimentResult::from_json(const json& j) {
     for (const char* k : {"metric", "paper", "ours"}) s.numbers.erase(k);
     r.summary.push_back(s);
   }
-  if (j.contains("plots")) {
-    for (const auto& p : j["plots"]) {
-      PlotResult pr;
-      pr.file = str_or_empty(p, "file");
-      pr.written = p.value("written", false);
-      pr.note = str_or_empty(p, "note");
-      r.plots.push_back(pr);
-    }
+}
+
+json plots_json(const R& r) {
+  json p = json::array();
+  for (const auto& pl : r.plots) p.push_back(pl.json());
+  return p;
+}
+
+void plots_from(const json& v, R& r) {
+  for (const auto& p : v) {
+    PlotResult pr;
+    pr.file = p.contains("file") && p["file"].is_string() ? p["file"].get<std::string>() : "";
+    pr.written = p.value("written", false);
+    pr.note = p.contains("note") && p["note"].is_string() ? p["note"].get<std::string>() : "";
+    r.plots.push_back(pr);
   }
-  r.markdown_file = str_or_empty(j, "markdown_file");
-  r.json_file = str_or_empty(j, "json_file");
-  if (j.contains("data")) r.data = j["data"];
+}
+
+/// The envelope: the keys every E?.json has (and `details` lacks).
+const JsonFields<R>& envelope_fields() {
+  static const JsonFields<R> table = {
+      json_member<R>("experiment", &R::experiment),
+      json_member<R>("title", &R::title),
+      json_member<R>("preset", &R::preset),
+      json_member<R>("seed", &R::seed),
+      string_or_empty("scale", &R::scale),
+      json_member<R>("runtime_seconds", &R::runtime_seconds),
+      json_custom<R>("summary", summary_json, summary_from),
+      json_optional(json_custom<R>("plots", plots_json, plots_from)),
+      string_or_empty("markdown_file", &R::markdown_file),
+      string_or_empty("json_file", &R::json_file),
+      json_optional(json_member<R>("data", &R::data), [](const R& r) { return !r.data.is_null(); })};
+  return table;
+}
+
+}  // namespace
+
+json ExperimentResult::to_json() const {
+  return write_fields(envelope_fields(), *this, details.is_object() ? details : json::object());
+}
+
+ExperimentResult ExperimentResult::from_json(const json& j) {
+  ExperimentResult r = read_fields(envelope_fields(), j, kWhat);
   r.details = j;
-  for (const char* k : kEnvelope) r.details.erase(k);
+  for (const auto& f : envelope_fields()) r.details.erase(f.name);
   return r;
 }
 

@@ -2,6 +2,7 @@
 // blocks (AUC, capped-simplex projection, byte scan, fact codes), and `svattn reproduce` on the tiny
 // preset: every section E1…E7 present, its numbers read back from REPORT.json.
 #include <gtest/gtest.h>
+#include "experiments/result_keys.h"
 
 #include "cli/cli_test_util.h"
 #include <sys/wait.h>
@@ -317,6 +318,9 @@ TEST(E7Test, ReportRendersFromTheResultInE7JsonAlone) {
   EXPECT_EQ(r.erasure.exact_scores.erased.scores.size(), static_cast<std::size_t>(r.settings.erased));
   EXPECT_EQ(r.measure_seconds, file.at("runtime_seconds").get<double>());
   EXPECT_EQ(e7::Result::from_json(r.to_json()).to_json(), r.to_json());
+  svattn::test::expect_every_key_checked(
+      file.at("result"), [](const json& j) { e7::Result::from_json(j); }, {"settings", "facts", "scan"},
+      {"machine", "first_certificate"});
   EXPECT_EQ(r.to_json(), file.at("result"));
   ex::ExperimentOptions o2 = tiny(again.str(), "/nonexistent");  // rendering reads no data
   const json rendered = e7::render(r, o2).to_json();

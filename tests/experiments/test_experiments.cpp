@@ -2,6 +2,7 @@
 // the experiment (exactness of forgetting, equal budgets, documented critical-hour thresholds) or a
 // user-facing behaviour (clear data-directory errors).
 #include <gtest/gtest.h>
+#include "experiments/result_keys.h"
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -445,6 +446,8 @@ TEST(E1Test, ReportRendersFromTheResultInE1JsonAlone) {
   for (const auto& s : r.streams) deletions += s.comparisons.size();
   EXPECT_EQ(deletions, file["comparisons"].size());
   EXPECT_EQ(e1::Result::from_json(r.to_json()).to_json(), r.to_json());
+  svattn::test::expect_every_key_checked(
+      file.at("result"), [](const nlohmann::json& j) { e1::Result::from_json(j); }, {"settings"}, {"machine"});
   EXPECT_EQ(r.streams[0].comparisons[0].to_json(), file["comparisons"][0]);
   ex::ExperimentOptions o2 = tiny(again.str());
   o2.preset = "quick";
@@ -617,6 +620,9 @@ TEST(E4Test, ReportRendersFromTheResultInE4JsonAlone) {
   ASSERT_EQ(r.datasets.size(), 1u);
   EXPECT_EQ(r.datasets[0].hours, 32);
   EXPECT_EQ(ex::e4_icu::Result::from_json(r.to_json()).to_json(), r.to_json());
+  svattn::test::expect_every_key_checked(
+      file.at("result"), [](const nlohmann::json& j) { ex::e4_icu::Result::from_json(j); },
+      {"settings", "upper", "methods"}, {"machine"});
   ex::ExperimentOptions o2 = tiny(again.str());
   o2.data_dir = "/nonexistent";  // rendering reads no data
   ex::e4_icu::render(r, o2);

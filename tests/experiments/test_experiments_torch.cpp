@@ -1,6 +1,7 @@
 // E3 / E5 / E6 drivers at their tiny presets: the copy task's labels, state matching, the paired
 // t-test, seed reproducibility, and the CLI route `svattn experiment E3`.
 #include <gtest/gtest.h>
+#include "experiments/result_keys.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -277,6 +278,9 @@ TEST(E3Tiny, ReportRendersFromTheResultInE3JsonAlone) {
   EXPECT_TRUE(std::isfinite(hyb->eval.front().partition_agreement));
   EXPECT_FALSE(std::isfinite(r.runs[0].find("swa")->eval.front().gate_mean));
   EXPECT_EQ(e3_selective_copy::Result::from_json(r.to_json()).to_json(), r.to_json());
+  svattn::test::expect_every_key_checked(
+      file["result"], [](const json& j) { e3_selective_copy::Result::from_json(j); }, {"settings"},
+      {"machine"}, {"outputs"});
   ExperimentOptions elsewhere = tiny_options(b.path);
   elsewhere.overrides = overrides({"steps=1"});  // render uses the result's settings, not these
   e3_selective_copy::render(r, elsewhere);
@@ -465,6 +469,12 @@ TEST(E5Tiny, MatchedWindowAndSeedReproducible) {
   EXPECT_TRUE(std::isfinite(r.pairs[0].swa[0].matched_support));
   EXPECT_FALSE(r.pairs[0].hybrid[0].layer_gate.empty());
   EXPECT_EQ(e5_char_lm::Result::from_json(r.to_json()).to_json(), r.to_json());
+  svattn::test::expect_every_key_checked(
+      file["result"], [](const json& j) { e5_char_lm::Result::from_json(j); }, {"settings", "pair"},
+      {"machine", "last_fifth_valid_improvement"},
+      {"window", "steps", "matched_support", "gate_memory_share_curve", "support_curve",
+       "layer_gate_memory_share", "layer_support", "layer_sigma", "position_bpc", "ablation",
+       "last_fifth_valid_improvement"});
   TempDir c("e5r");
   ExperimentOptions elsewhere = tiny_options(c.path);
   elsewhere.data_dir = (c.path / "no-data").string();  // render reads no corpus

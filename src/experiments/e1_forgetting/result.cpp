@@ -24,107 +24,78 @@
 namespace svattn::experiments::e1_forgetting {
 namespace {
 
-template <typename T>
-T field(const nlohmann::json& j, const char* key, const char* what = "E1 result") {
-  return detail::json_field<T>(j, key, what);
-}
-
-/// A double; null reads as NaN (nlohmann writes a non-finite double as null).
-double number(const nlohmann::json& j, const char* key, const char* what = "E1 result") {
-  return detail::number_or_nan(j, key, what);
-}
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 /// A max |Δ| of a Comparison: null reads as +infinity. deviations() counts a NaN difference as
 /// infinite (e.g. the readouts of a memory emptied by a record deletion), so a deviation is never
 /// NaN, and JSON writes infinity as null.
-double deviation(const nlohmann::json& j, const char* key, const char* what) {
-  const nlohmann::json v = field<nlohmann::json>(j, key, what);
-  return v.is_null() ? std::numeric_limits<double>::infinity() : number(j, key, what);
+JsonField<Comparison> deviation(const char* name, double Comparison::*member) {
+  return json_number_or_null<Comparison>(name, member, kInfinity);
 }
 
-nlohmann::json stream_result_json(const StreamResult& s) {
-  const nlohmann::json cs =
-      detail::json_array(s.comparisons, [](const Comparison& c) { return c.to_json(); });
-  return {{"name", s.name},   {"description", s.description}, {"status", s.status},
-          {"pending_reason", s.pending_reason}, {"n", s.n}, {"d", s.d}, {"trials", s.trials},
-          {"sigma_median", s.sigma_median}, {"C", s.C}, {"comparisons", cs}, {"seconds", s.seconds}};
+/// A Comparison's keys (docs/experiments.md, E1): the three deviations, at top level and for both
+/// decay schemes under `decay_zero` and `decay_mult`.
+const JsonFields<Comparison>& comparison_fields() {
+  using C = Comparison;
+  static const JsonFields<C> table = {
+      json_member<C>("stream", &C::stream),
+      json_member<C>("trial", &C::trial),
+      json_member<C>("scenario", &C::scenario),
+      json_member<C>("removed", &C::removed),
+      json_member<C>("partition_equal", &C::partition_equal),
+      json_member<C>("hash_equal", &C::hash_equal),
+      deviation("max_abs_dalpha", &C::dalpha),
+      deviation("max_abs_ddecision", &C::ddecision),
+      deviation("max_abs_dreadout", &C::dreadout),
+      json_group<C>("decay_zero",
+                    {deviation("max_abs_dalpha", &C::decay_dalpha),
+                     deviation("max_abs_ddecision", &C::decay_ddecision),
+                     deviation("max_abs_dreadout", &C::decay_dreadout)},
+                    "E1 comparison decay_zero"),
+      json_group<C>("decay_mult",
+                    {deviation("max_abs_dalpha", &C::mult_dalpha),
+                     deviation("max_abs_ddecision", &C::mult_ddecision),
+                     deviation("max_abs_dreadout", &C::mult_dreadout)},
+                    "E1 comparison decay_mult"),
+      json_number_or_nan<C>("removed_alpha_mass", &C::removed_mass),
+      json_member<C>("events", &C::events),
+      json_member<C>("repairs", &C::repairs),
+      json_member<C>("batch_fallbacks", &C::fallbacks),
+      json_member<C>("status", &C::status),
+      json_number_or_nan<C>("remove_seconds", &C::remove_seconds),
+      json_number_or_nan<C>("retrain_seconds", &C::retrain_seconds),
+      json_member<C>("repro", &C::repro)};
+  return table;
 }
 
-StreamResult stream_result_from_json(const nlohmann::json& j) {
-  StreamResult s;
-  s.name = field<std::string>(j, "name");
-  s.description = field<std::string>(j, "description");
-  s.status = field<std::string>(j, "status");
-  if (s.status != "ok" && s.status != "pending")
-    throw FormatError("E1 result: field `status` of stream '" + s.name + "' is neither ok nor pending");
-  s.pending_reason = field<std::string>(j, "pending_reason");
-  s.n = field<int>(j, "n");
-  s.d = field<int>(j, "d");
-  s.trials = field<int>(j, "trials");
-  s.sigma_median = number(j, "sigma_median");
-  s.C = number(j, "C");
-  s.comparisons = detail::json_array_field(j, "comparisons", "E1 result", Comparison::from_json);
-  s.seconds = number(j, "seconds");
-  return s;
+const JsonFields<StreamResult>& stream_fields() {
+  using T = StreamResult;
+  static const JsonFields<T> table = {
+      json_member<T>("name", &T::name),
+      json_member<T>("description", &T::description),
+      json_checked(json_member<T>("status", &T::status),
+                   [](const T& s) {
+                     if (s.status != "ok" && s.status != "pending")
+                       throw FormatError("E1 result: field `status` of stream '" + s.name +
+                                         "' is neither ok nor pending");
+                   }),
+      json_member<T>("pending_reason", &T::pending_reason),
+      json_member<T>("n", &T::n),
+      json_member<T>("d", &T::d),
+      json_member<T>("trials", &T::trials),
+      json_number_or_nan<T>("sigma_median", &T::sigma_median),
+      json_number_or_nan<T>("C", &T::C),
+      json_struct_array<T>("comparisons", &T::comparisons, comparison_fields, "E1 comparison"),
+      json_number_or_nan<T>("seconds", &T::seconds)};
+  return table;
 }
 
 }  // namespace
 
-nlohmann::json Comparison::to_json() const {
-  return {{"stream", stream},
-          {"trial", trial},
-          {"scenario", scenario},
-          {"removed", removed},
-          {"partition_equal", partition_equal},
-          {"hash_equal", hash_equal},
-          {"max_abs_dalpha", dalpha},
-          {"max_abs_ddecision", ddecision},
-          {"max_abs_dreadout", dreadout},
-          {"decay_zero", {{"max_abs_dalpha", decay_dalpha},
-                          {"max_abs_ddecision", decay_ddecision},
-                          {"max_abs_dreadout", decay_dreadout}}},
-          {"decay_mult", {{"max_abs_dalpha", mult_dalpha},
-                          {"max_abs_ddecision", mult_ddecision},
-                          {"max_abs_dreadout", mult_dreadout}}},
-          {"removed_alpha_mass", removed_mass},
-          {"events", events},
-          {"repairs", repairs},
-          {"batch_fallbacks", fallbacks},
-          {"status", status},
-          {"remove_seconds", remove_seconds},
-          {"retrain_seconds", retrain_seconds},
-          {"repro", repro}};
-}
+nlohmann::json Comparison::to_json() const { return write_fields(comparison_fields(), *this); }
 
 Comparison Comparison::from_json(const nlohmann::json& j) {
-  const char* what = "E1 comparison";
-  Comparison c;
-  c.stream = field<std::string>(j, "stream", what);
-  c.trial = field<int>(j, "trial", what);
-  c.scenario = field<std::string>(j, "scenario", what);
-  c.removed = field<int>(j, "removed", what);
-  c.partition_equal = field<bool>(j, "partition_equal", what);
-  c.hash_equal = field<bool>(j, "hash_equal", what);
-  c.dalpha = deviation(j, "max_abs_dalpha", what);
-  c.ddecision = deviation(j, "max_abs_ddecision", what);
-  c.dreadout = deviation(j, "max_abs_dreadout", what);
-  const nlohmann::json zero = field<nlohmann::json>(j, "decay_zero", what);
-  c.decay_dalpha = deviation(zero, "max_abs_dalpha", "E1 comparison decay_zero");
-  c.decay_ddecision = deviation(zero, "max_abs_ddecision", "E1 comparison decay_zero");
-  c.decay_dreadout = deviation(zero, "max_abs_dreadout", "E1 comparison decay_zero");
-  const nlohmann::json mult = field<nlohmann::json>(j, "decay_mult", what);
-  c.mult_dalpha = deviation(mult, "max_abs_dalpha", "E1 comparison decay_mult");
-  c.mult_ddecision = deviation(mult, "max_abs_ddecision", "E1 comparison decay_mult");
-  c.mult_dreadout = deviation(mult, "max_abs_dreadout", "E1 comparison decay_mult");
-  c.removed_mass = number(j, "removed_alpha_mass", what);
-  c.events = field<long>(j, "events", what);
-  c.repairs = field<long>(j, "repairs", what);
-  c.fallbacks = field<long>(j, "batch_fallbacks", what);
-  c.status = field<std::string>(j, "status", what);
-  c.remove_seconds = number(j, "remove_seconds", what);
-  c.retrain_seconds = number(j, "retrain_seconds", what);
-  c.repro = field<std::string>(j, "repro", what);
-  return c;
+  return read_fields(comparison_fields(), j, "E1 comparison");
 }
 
 const JsonFields<Result>& result_fields() {
@@ -137,12 +108,7 @@ const JsonFields<Result>& result_fields() {
           json_member<Result>("learned_keys", &Result::learned_keys),
           json_member<Result>("data_dir", &Result::data_dir),
           json_member<Result>("data_dir_source", &Result::data_dir_source),
-          json_custom<Result>(
-              "streams", [](const Result& r) { return detail::json_array(r.streams, stream_result_json); },
-              [](const nlohmann::json& v, Result& r) {
-                if (!v.is_array()) throw FormatError("E1 result: field `streams` has the wrong type");
-                for (const auto& x : v) r.streams.push_back(stream_result_from_json(x));
-              })};
+          json_struct_array<Result>("streams", &Result::streams, stream_fields, "E1 result")};
   return table;
 }
 

@@ -11,21 +11,6 @@ namespace svattn::experiments::e3_selective_copy {
 using nlohmann::json;
 using torch::Tensor;
 
-json OutputDiagnosis::to_json() const {
-  return {{"output", output}, {"recall", recall}, {"predicted_symbol_share", predicted_symbol_share},
-          {"support_per_layer", support_per_layer}, {"gate_per_layer", gate_per_layer}};
-}
-
-OutputDiagnosis OutputDiagnosis::from_json(const json& j) {
-  OutputDiagnosis d;
-  j.at("output").get_to(d.output);
-  j.at("recall").get_to(d.recall);
-  j.at("predicted_symbol_share").get_to(d.predicted_symbol_share);
-  j.at("support_per_layer").get_to(d.support_per_layer);
-  j.at("gate_per_layer").get_to(d.gate_per_layer);
-  return d;
-}
-
 int steps_to_loss(const std::vector<std::pair<int, double>>& loss_curve, double threshold) {
   for (const auto& [step, loss] : loss_curve)
     if (loss < threshold) return step;

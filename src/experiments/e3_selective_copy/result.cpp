@@ -12,6 +12,7 @@
 #include "common.h"
 #include "internal.h"
 #include "svattn/errors.h"
+#include "experiments/framework/json_fields.h"
 #include "experiments/framework/statistics.h"
 #include "svattn/lm/trainer.h"
 #include "svattn/torch/model.h"
@@ -20,133 +21,116 @@ namespace svattn::experiments::e3_selective_copy {
 namespace {
 
 using nlohmann::json;
-using detail::number_or_null;
+constexpr const char* kWhat = "E3 result";
 
-template <typename T>
-T field(const json& j, const char* key) {
-  return detail::json_field<T>(j, key, "E3 result");
+/// One output position's diagnosis (E3's hybrid with chunk 1).
+const JsonFields<OutputDiagnosis>& output_fields() {
+  using D = OutputDiagnosis;
+  static const JsonFields<D> table = {
+      json_member<D>("output", &D::output),
+      json_member<D>("recall", &D::recall),
+      json_member<D>("predicted_symbol_share", &D::predicted_symbol_share),
+      json_member<D>("support_per_layer", &D::support_per_layer),
+      json_member<D>("gate_per_layer", &D::gate_per_layer)};
+  return table;
 }
 
-double number_or_nan(const json& j, const char* key) {
-  return detail::number_or_nan(j, key, "E3 result");
+/// One method's recall at one padding factor; NaN fields are null.
+const JsonFields<EvalPoint>& eval_point_fields() {
+  using E = EvalPoint;
+  static const JsonFields<E> table = {
+      json_member<E>("factor", &E::factor),
+      json_member<E>("length", &E::length),
+      json_member<E>("recall", &E::recall),
+      json_member<E>("outputs", &E::outputs),
+      json_member<E>("recall_per_output", &E::recall_per_output),
+      json_member<E>("support", &E::support),
+      json_member<E>("distinct_support", &E::distinct_support),
+      json_number_or_nan<E>("duplicate_alpha_spread", &E::duplicate_alpha_spread),
+      json_member<E>("duplicate_support_tokens", &E::duplicate_support_tokens),
+      json_member<E>("gate_per_layer", &E::gate_per_layer),
+      json_number_or_nan<E>("gate_mean", &E::gate_mean),
+      json_number_or_nan<E>("partition_agreement", &E::partition_agreement),
+      json_number_or_nan<E>("coefficient_error", &E::coefficient_error),
+      json_member<E>("seconds", &E::seconds)};
+  return table;
 }
 
-json eval_point_json(const EvalPoint& e) {
-  return {{"factor", e.factor},
-          {"length", e.length},
-          {"recall", e.recall},
-          {"outputs", e.outputs},
-          {"recall_per_output", e.recall_per_output},
-          {"support", e.support},
-          {"distinct_support", e.distinct_support},
-          {"duplicate_alpha_spread", number_or_null(e.duplicate_alpha_spread)},
-          {"duplicate_support_tokens", e.duplicate_support_tokens},
-          {"gate_per_layer", e.gate_per_layer},
-          {"gate_mean", number_or_null(e.gate_mean)},
-          {"partition_agreement", number_or_null(e.partition_agreement)},
-          {"coefficient_error", number_or_null(e.coefficient_error)},
-          {"seconds", e.seconds}};
+const JsonFields<MethodResult>& method_result_fields() {
+  using M = MethodResult;
+  static const JsonFields<M> table = {
+      json_checked(json_member<M>("method", &M::method),
+                   [](const M& r) {
+                     try {
+                       method_named(r.method);
+                     } catch (const InvalidArgument&) {
+                       throw FormatError("E3 result: unknown method `" + r.method + "`");
+                     }
+                   }),
+      json_member<M>("heads", &M::heads),
+      json_member<M>("window", &M::window),
+      json_member<M>("parameters", &M::parameters),
+      json_member<M>("train_seconds", &M::train_seconds),
+      json_member<M>("loss_curve", &M::loss_curve),
+      json_checked(json_member<M>("grad_norm_curve", &M::grad_norm_curve),
+                   [](const M& r) {
+                     if (r.grad_norm_curve.size() != r.loss_curve.size())
+                       throw FormatError("E3 result: `grad_norm_curve` and `loss_curve` differ in length");
+                   }),
+      json_member<M>("final_train_loss", &M::final_train_loss),
+      json_checked(json_struct_array<M>("eval", &M::eval, eval_point_fields, kWhat),
+                   [](const M& r) {
+                     if (r.eval.empty())
+                       throw FormatError("E3 result: method " + r.method + " has no `eval` points");
+                   }),
+      json_struct_array<M>("eval_exact", &M::eval_exact, eval_point_fields, kWhat),
+      json_member<M>("eval_exact_seconds", &M::eval_exact_seconds),
+      json_member<M>("sigma", &M::sigma),
+      json_member<M>("state_per_layer", &M::state_per_layer),
+      json_member<M>("reused", &M::reused),
+      // absent in results written before the per-output diagnosis
+      json_optional(json_struct_array<M>("outputs", &M::outputs, output_fields, kWhat))};
+  return table;
 }
 
-EvalPoint eval_point_from_json(const json& j) {
-  using Table2 = std::vector<std::vector<double>>;
-  EvalPoint e;
-  e.factor = field<int>(j, "factor");
-  e.length = field<int>(j, "length");
-  e.recall = field<double>(j, "recall");
-  e.outputs = field<long>(j, "outputs");
-  e.recall_per_output = field<std::vector<double>>(j, "recall_per_output");
-  e.support = field<Table2>(j, "support");
-  e.distinct_support = field<Table2>(j, "distinct_support");
-  e.duplicate_alpha_spread = number_or_nan(j, "duplicate_alpha_spread");
-  e.duplicate_support_tokens = field<long>(j, "duplicate_support_tokens");
-  e.gate_per_layer = field<std::vector<double>>(j, "gate_per_layer");
-  e.gate_mean = number_or_nan(j, "gate_mean");
-  e.partition_agreement = number_or_nan(j, "partition_agreement");
-  e.coefficient_error = number_or_nan(j, "coefficient_error");
-  e.seconds = field<double>(j, "seconds");
-  return e;
+const JsonFields<SeedRuns>& seed_runs_fields() {
+  using R = SeedRuns;
+  static const JsonFields<R> table = {
+      json_member<R>("seed", &R::seed),
+      json_checked(json_struct_array<R>("methods", &R::results, method_result_fields, kWhat),
+                   [](const R& r) {
+                     if (r.results.empty()) throw FormatError("E3 result: a seed without methods");
+                   }),
+      json_number_or_nan<R>("support", &R::support),
+      json_number_or_nan<R>("hybrid_state", &R::hybrid_state),
+      json_member<R>("window", &R::window),
+      json_member<R>("longest", &R::longest),
+      json_member<R>("recurrent_covers", &R::recurrent_covers)};
+  return table;
 }
 
-json eval_points_json(const std::vector<EvalPoint>& v) {
-  return detail::json_array(v, eval_point_json);
-}
-
-std::vector<EvalPoint> eval_points_from_json(const json& j, const char* key) {
-  return detail::json_array_field(j, key, "E3 result", eval_point_from_json);
-}
-
-json method_result_json(const MethodResult& r) {
-  return {{"method", r.method},
-          {"heads", r.heads},
-          {"window", r.window},
-          {"parameters", r.parameters},
-          {"train_seconds", r.train_seconds},
-          {"loss_curve", r.loss_curve},
-          {"grad_norm_curve", r.grad_norm_curve},
-          {"final_train_loss", r.final_train_loss},
-          {"eval", eval_points_json(r.eval)},
-          {"eval_exact", eval_points_json(r.eval_exact)},
-          {"eval_exact_seconds", r.eval_exact_seconds},
-          {"sigma", r.sigma},
-          {"state_per_layer", r.state_per_layer},
-          {"reused", r.reused},
-          {"outputs", detail::json_array(r.outputs, [](const OutputDiagnosis& d) { return d.to_json(); })}};
-}
-
-MethodResult method_result_from_json(const json& j) {
-  MethodResult r;
-  r.method = field<std::string>(j, "method");
-  try {
-    method_named(r.method);
-  } catch (const InvalidArgument&) {
-    throw FormatError("E3 result: unknown method `" + r.method + "`");
-  }
-  r.heads = field<std::int64_t>(j, "heads");
-  r.window = field<std::int64_t>(j, "window");
-  r.parameters = field<std::int64_t>(j, "parameters");
-  r.train_seconds = field<double>(j, "train_seconds");
-  r.loss_curve = field<std::vector<std::pair<int, double>>>(j, "loss_curve");
-  r.grad_norm_curve = field<std::vector<double>>(j, "grad_norm_curve");
-  if (r.grad_norm_curve.size() != r.loss_curve.size())
-    throw FormatError("E3 result: `grad_norm_curve` and `loss_curve` differ in length");
-  r.final_train_loss = field<double>(j, "final_train_loss");
-  r.eval = eval_points_from_json(j, "eval");
-  if (r.eval.empty()) throw FormatError("E3 result: method " + r.method + " has no `eval` points");
-  r.eval_exact = eval_points_from_json(j, "eval_exact");
-  r.eval_exact_seconds = field<double>(j, "eval_exact_seconds");
-  r.sigma = field<std::vector<std::vector<double>>>(j, "sigma");
-  r.state_per_layer = field<double>(j, "state_per_layer");
-  r.reused = field<bool>(j, "reused");
-  if (j.contains("outputs"))  // absent in results written before the per-output diagnosis
-    r.outputs = detail::json_array_field(j, "outputs", "E3 result", OutputDiagnosis::from_json);
-  return r;
-}
-
-json seed_runs_json(const SeedRuns& r) {
-  return {{"seed", r.seed},
-          {"methods", detail::json_array(r.results, method_result_json)},
-          {"support", number_or_null(r.support)},
-          {"hybrid_state", number_or_null(r.hybrid_state)},
-          {"window", r.window},
-          {"longest", r.longest},
-          {"recurrent_covers", r.recurrent_covers}};
-}
-
-SeedRuns seed_runs_from_json(const json& j) {
-  SeedRuns r;
-  r.seed = field<std::uint64_t>(j, "seed");
-  r.results = detail::json_array_field(j, "methods", "E3 result", method_result_from_json);
-  if (r.results.empty()) throw FormatError("E3 result: a seed without methods");
-  r.support = number_or_nan(j, "support");
-  r.hybrid_state = number_or_nan(j, "hybrid_state");
-  r.window = field<std::int64_t>(j, "window");
-  r.longest = field<std::int64_t>(j, "longest");
-  r.recurrent_covers = field<bool>(j, "recurrent_covers");
-  return r;
+const JsonFields<Result>& result_fields() {
+  static const JsonFields<Result> table = {
+      json_member<Result>("preset", &Result::preset),
+      json_member<Result>("overrides", &Result::overrides),
+      json_member<Result>("settings", &Result::settings),
+      json_checked(json_struct_array<Result>("runs", &Result::runs, seed_runs_fields, kWhat),
+                   [](const Result& r) {
+                     if (r.runs.empty()) throw FormatError("E3 result: no runs");
+                   }),
+      json_member<Result>("machine", &Result::machine),
+      json_member<Result>("created", &Result::created),
+      json_member<Result>("measure_seconds", &Result::measure_seconds)};
+  return table;
 }
 
 }  // namespace
+
+json OutputDiagnosis::to_json() const { return write_fields(output_fields(), *this); }
+
+OutputDiagnosis OutputDiagnosis::from_json(const json& j) {
+  return read_fields(output_fields(), j, kWhat);
+}
 
 const MethodResult* SeedRuns::find(const std::string& method) const {
   for (const auto& r : results)
@@ -154,27 +138,8 @@ const MethodResult* SeedRuns::find(const std::string& method) const {
   return nullptr;
 }
 
-json Result::to_json() const {
-  return {{"preset", preset},
-          {"overrides", overrides},
-          {"settings", settings},
-          {"runs", detail::json_array(runs, seed_runs_json)},
-          {"machine", machine},
-          {"created", created},
-          {"measure_seconds", measure_seconds}};
-}
+json Result::to_json() const { return write_fields(result_fields(), *this); }
 
-Result Result::from_json(const json& j) {
-  Result r;
-  r.preset = field<std::string>(j, "preset");
-  r.overrides = field<std::string>(j, "overrides");
-  r.settings = field<Settings>(j, "settings");
-  r.runs = detail::json_array_field(j, "runs", "E3 result", seed_runs_from_json);
-  if (r.runs.empty()) throw FormatError("E3 result: no runs");
-  r.machine = field<json>(j, "machine");
-  r.created = field<std::string>(j, "created");
-  r.measure_seconds = field<double>(j, "measure_seconds");
-  return r;
-}
+Result Result::from_json(const json& j) { return read_fields(result_fields(), j, kWhat); }
 
 }  // namespace svattn::experiments::e3_selective_copy

@@ -20,11 +20,6 @@ namespace {
 // Maps keyed by a method become objects keyed by method_name; maps keyed by a budget fraction
 // become arrays in Settings::fractions order (doubles are not JSON keys).
 
-template <typename T>
-T field(const nlohmann::json& j, const char* key) {
-  return detail::json_field<T>(j, key, "E4 result");
-}
-
 template <typename V, typename F>
 nlohmann::json by_fraction(const std::map<double, V>& m, const std::vector<double>& fractions, F f) {
   nlohmann::json a = nlohmann::json::array();
@@ -60,69 +55,77 @@ std::map<Method, V> from_methods(const nlohmann::json& o, const char* what, F f)
   return m;
 }
 
+constexpr const char* kWhat = "E4 result";
 const auto kTallyJson = [](const Tally& t) { return nlohmann::json(t); };
 const auto kTallyOf = [](const nlohmann::json& j) { return j.get<Tally>(); };
 
-nlohmann::json dataset_json(const DatasetResult& r, const std::vector<double>& fr) {
-  nlohmann::json sweep = nlohmann::json::array();
-  for (const auto& d : r.sweep) {
-    sweep.push_back({{"critical_hours", d.critical_hours},
-                     {"stays_with_critical", d.stays_with_critical},
-                     {"cells", by_fraction(d.cells, fr, [](const DatasetResult::SweepCell& c) {
-                        return nlohmann::json{{"methods", by_method(c.methods, kTallyJson)},
-                                              {"upper", nlohmann::json(c.upper)}};
-                      })}});
-  }
-  return {{"name", r.name}, {"source", r.source}, {"stays_total", r.stays_total},
-          {"stays_used", r.stays_used}, {"stays_with_critical", r.stays_with_critical},
-          {"hours", r.hours}, {"critical_hours", r.critical_hours}, {"rows_read", r.rows_read},
-          {"rows_out_of_range", r.rows_out_of_range}, {"rows_flagged_error", r.rows_flagged_error},
-          {"tallies", by_method(r.tallies, [&](const std::map<double, Tally>& m) {
-             return by_fraction(m, fr, kTallyJson);
-           })},
-          {"upper", by_fraction(r.upper, fr, kTallyJson)}, {"reason_counts", r.reason_counts},
-          {"sweep", sweep}, {"seconds", r.seconds}};
+using Cell = DatasetResult::SweepCell;
+using Definition = DatasetResult::Definition;
+
+const JsonFields<Cell>& cell_fields() {
+  static const JsonFields<Cell> table = {
+      json_custom<Cell>(
+          "methods", [](const Cell& c) { return by_method(c.methods, kTallyJson); },
+          [](const nlohmann::json& v, Cell& c) {
+            c.methods = from_methods<Tally>(v, "sweep.cells.methods", kTallyOf);
+          }),
+      json_member<Cell>("upper", &Cell::upper)};
+  return table;
 }
 
-DatasetResult dataset_from_json(const nlohmann::json& j, const std::vector<double>& fr) {
-  DatasetResult r;
-  r.name = field<std::string>(j, "name");
-  r.source = field<std::string>(j, "source");
-  r.stays_total = field<int>(j, "stays_total");
-  r.stays_used = field<int>(j, "stays_used");
-  r.stays_with_critical = field<int>(j, "stays_with_critical");
-  r.hours = field<long>(j, "hours");
-  r.critical_hours = field<long>(j, "critical_hours");
-  r.rows_read = field<long>(j, "rows_read");
-  r.rows_out_of_range = field<long>(j, "rows_out_of_range");
-  r.rows_flagged_error = field<long>(j, "rows_flagged_error");
-  r.tallies = from_methods<std::map<double, Tally>>(field<nlohmann::json>(j, "tallies"), "tallies",
-                                                    [&](const nlohmann::json& a) {
-                                                      return from_fractions<Tally>(a, fr, "tallies", kTallyOf);
-                                                    });
-  r.upper = from_fractions<Tally>(field<nlohmann::json>(j, "upper"), fr, "upper", kTallyOf);
-  r.reason_counts = field<std::vector<long>>(j, "reason_counts");
-  if (r.reason_counts.size() != critical_thresholds().size())
-    throw FormatError("E4 result: field `reason_counts` has not one count per threshold");
-  const nlohmann::json sweep = field<nlohmann::json>(j, "sweep");
-  if (!sweep.is_array() || sweep.size() != criticality_definitions().size())
-    throw FormatError("E4 result: field `sweep` has not one entry per criticality definition");
-  for (const auto& d : sweep) {
-    DatasetResult::Definition def;
-    def.critical_hours = field<long>(d, "critical_hours");
-    def.stays_with_critical = field<int>(d, "stays_with_critical");
-    def.cells = from_fractions<DatasetResult::SweepCell>(
-        field<nlohmann::json>(d, "cells"), fr, "sweep.cells", [](const nlohmann::json& c) {
-          DatasetResult::SweepCell cell;
-          cell.methods = from_methods<Tally>(field<nlohmann::json>(c, "methods"), "sweep.cells.methods",
-                                             kTallyOf);
-          cell.upper = field<Tally>(c, "upper");
-          return cell;
-        });
-    r.sweep.push_back(std::move(def));
-  }
-  r.seconds = field<double>(j, "seconds");
-  return r;
+/// A criticality definition's row of the sweep; its cells keyed by the budgets `fr`.
+JsonFields<Definition> definition_fields(const std::vector<double>& fr) {
+  return {json_member<Definition>("critical_hours", &Definition::critical_hours),
+          json_member<Definition>("stays_with_critical", &Definition::stays_with_critical),
+          json_custom<Definition>(
+              "cells",
+              [fr](const Definition& d) {
+                return by_fraction(d.cells, fr, [](const Cell& c) { return write_fields(cell_fields(), c); });
+              },
+              [fr](const nlohmann::json& v, Definition& d) {
+                d.cells = from_fractions<Cell>(v, fr, "sweep.cells", [](const nlohmann::json& c) {
+                  return read_fields(cell_fields(), c, kWhat);
+                });
+              })};
+}
+
+/// A dataset's keys; maps keyed by a method are objects keyed by method_name, maps keyed by a
+/// budget fraction arrays in `fr` (Settings::fractions) order (doubles are not JSON keys).
+JsonFields<DatasetResult> dataset_fields(const std::vector<double>& fr) {
+  using D = DatasetResult;
+  return {
+      json_member<D>("name", &D::name), json_member<D>("source", &D::source),
+      json_member<D>("stays_total", &D::stays_total), json_member<D>("stays_used", &D::stays_used),
+      json_member<D>("stays_with_critical", &D::stays_with_critical),
+      json_member<D>("hours", &D::hours), json_member<D>("critical_hours", &D::critical_hours),
+      json_member<D>("rows_read", &D::rows_read),
+      json_member<D>("rows_out_of_range", &D::rows_out_of_range),
+      json_member<D>("rows_flagged_error", &D::rows_flagged_error),
+      json_custom<D>(
+          "tallies",
+          [fr](const D& r) {
+            return by_method(r.tallies, [&](const std::map<double, Tally>& m) { return by_fraction(m, fr, kTallyJson); });
+          },
+          [fr](const nlohmann::json& v, D& r) {
+            r.tallies = from_methods<std::map<double, Tally>>(v, "tallies", [&](const nlohmann::json& a) {
+              return from_fractions<Tally>(a, fr, "tallies", kTallyOf);
+            });
+          }),
+      json_custom<D>(
+          "upper", [fr](const D& r) { return by_fraction(r.upper, fr, kTallyJson); },
+          [fr](const nlohmann::json& v, D& r) { r.upper = from_fractions<Tally>(v, fr, "upper", kTallyOf); }),
+      json_checked(json_member<D>("reason_counts", &D::reason_counts),
+                   [](const D& r) {
+                     if (r.reason_counts.size() != critical_thresholds().size())
+                       throw FormatError("E4 result: field `reason_counts` has not one count per threshold");
+                   }),
+      json_checked(json_struct_array_of<D>(
+                       "sweep", &D::sweep, [fr](const D&) { return definition_fields(fr); }, kWhat),
+                   [](const D& r) {
+                     if (r.sweep.size() != criticality_definitions().size())
+                       throw FormatError("E4 result: field `sweep` has not one entry per criticality definition");
+                   }),
+      json_member<D>("seconds", &D::seconds)};
 }
 
 }  // namespace
@@ -134,16 +137,10 @@ const JsonFields<Result>& fields() {
           json_member<Result>("settings", &Result::settings),
           json_member<Result>("data_dir", &Result::data_dir),
           json_member<Result>("data_dir_source", &Result::data_dir_source),
-          json_custom<Result>(
-              "datasets",
-              [](const Result& r) {
-                nlohmann::json ds = nlohmann::json::array();
-                for (const auto& d : r.datasets) ds.push_back(dataset_json(d, r.settings.fractions));
-                return ds;
-              },
-              [](const nlohmann::json& v, Result& r) {  // after settings: its fractions key the maps
-                for (const auto& d : v) r.datasets.push_back(dataset_from_json(d, r.settings.fractions));
-              })};
+          // after settings: its fractions key the maps
+          json_struct_array_of<Result>(
+              "datasets", &Result::datasets,
+              [](const Result& r) { return dataset_fields(r.settings.fractions); }, kWhat)};
   return table;
 }
 

@@ -18,42 +18,24 @@ namespace {
 
 constexpr const char* kWhat = "E6 result";
 
-json row_json(const Row& r) {
-  json x = {{"preset", r.preset},
-            {"parameters", r.parameters},
-            {"tokens_per_second", r.tokens_per_second},
-            {"seconds_per_step", r.seconds_per_step}};
-  if (r.sv_forward_share) x["sv_forward_share"] = *r.sv_forward_share;
-  if (r.support_mean) x["support_mean"] = *r.support_mean;
-  return x;
+/// One preset's throughput; the SV forward share and the support only where they were measured.
+const JsonFields<Row>& row_fields() {
+  static const JsonFields<Row> table = {
+      json_member<Row>("preset", &Row::preset),
+      json_member<Row>("parameters", &Row::parameters),
+      json_member<Row>("tokens_per_second", &Row::tokens_per_second),
+      json_member<Row>("seconds_per_step", &Row::seconds_per_step),
+      json_optional_member<Row>("sv_forward_share", &Row::sv_forward_share),
+      json_optional_member<Row>("support_mean", &Row::support_mean)};
+  return table;
 }
-
-Row row_from_json(const json& x) {
-  Row r;
-  r.preset = read_json_key<std::string>(x, "preset", kWhat);
-  r.parameters = read_json_key<std::int64_t>(x, "parameters", kWhat);
-  r.tokens_per_second = read_json_key<double>(x, "tokens_per_second", kWhat);
-  r.seconds_per_step = read_json_key<double>(x, "seconds_per_step", kWhat);
-  if (x.contains("sv_forward_share")) r.sv_forward_share = read_json_key<double>(x, "sv_forward_share", kWhat);
-  if (x.contains("support_mean")) r.support_mean = read_json_key<double>(x, "support_mean", kWhat);
-  return r;
-}
-
 
 const JsonFields<Result>& fields() {
-  static const JsonFields<Result> table = [] {
-    JsonFields<Result> t = run_header_fields<Result>();
-    t.push_back(json_member<Result>("settings", &Result::settings));
-    t.push_back(json_member<Result>("data", &Result::corpus));
-    JsonField<Result> rows;
-    rows.name = "rows";
-    rows.write = [](const Result& r, json& j) { j["rows"] = detail::json_array(r.rows, row_json); };
-    rows.read = [](const json& j, Result& r, const std::string& what) {
-      for (const auto& x : read_json_key<json>(j, "rows", what)) r.rows.push_back(row_from_json(x));
-    };
-    t.push_back(rows);
-    return t;
-  }();
+  static const JsonFields<Result> table =
+      run_header_fields<Result>() +
+      JsonFields<Result>{json_member<Result>("settings", &Result::settings),
+                         json_member<Result>("data", &Result::corpus),
+                         json_struct_array<Result>("rows", &Result::rows, row_fields, kWhat)};
   return table;
 }
 
