@@ -146,9 +146,10 @@ BackupResult backup_database(const std::string& source, const std::string& desti
     Database dst = open_sqlite(tmp.path(), to);
     r.steps =
         sqlite_backup(src, dst, settings.pages_per_step, settings.busy_timeout_ms, source);
-    r.pages = dst.query_int("PRAGMA page_count");
-    r.page_size = dst.query_int("PRAGMA page_size");
-    r.integrity_ok = dst.query_text("PRAGMA quick_check") == "ok";
+    const SqlitePages pages = sqlite_pages(dst);
+    r.pages = pages.count;
+    r.page_size = pages.size;
+    r.integrity_ok = dst.integrity_check(true) == "ok";
   }
   fsync_path(tmp.path(), O_RDONLY);
   if (::link(tmp.path().c_str(), destination.c_str()) != 0) {

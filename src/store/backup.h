@@ -26,7 +26,7 @@ struct BackupResult {
   std::int64_t bytes = 0;      ///< size of the destination file
   std::string sha256;          ///< of the destination file
   int steps = 0;               ///< sqlite3_backup_step calls that copied pages
-  bool integrity_ok = false;   ///< PRAGMA quick_check of the copy answered "ok"
+  bool integrity_ok = false;   ///< SQLite's quick_check of the copy answered "ok"
   bool keys_included = false;  ///< always false: see keys_note
   std::string keys_note;
   double seconds = 0;

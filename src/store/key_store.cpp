@@ -134,16 +134,14 @@ void KeyStore::open_file() {
   how.create = size < 0;
   how.busy_timeout_ms = options_.busy_timeout_ms;
   db_ = open_sqlite(path_, how);
-  if (exists && options_.create && db_.query_int("PRAGMA application_id") == 0 &&
-      db_.query_int("SELECT count(*) FROM sqlite_master") == 0) {
+  if (exists && options_.create && db_.application_id() == 0 && db_.is_empty()) {
     exists = false;
   }
   if (exists) check_schema();  // before any pragma changes a file that is not a key store
-  const std::string mode = db_.query_text("PRAGMA journal_mode=WAL");
+  const std::string mode = db_.enable_wal();
   if (mode != "wal")
     throw StoreError("key store '" + path_ + "': cannot enable WAL (" + mode + ")");
-  db_.exec("PRAGMA secure_delete=ON");
-  db_.exec("PRAGMA synchronous=FULL");
+  db_.harden_writes();
   if (!exists) {
     create_schema();
     check_schema();
@@ -163,9 +161,7 @@ void KeyStore::open_postgres() {
   path_ = loc.display;  // messages never show a password
   pg_ = true;
   db_ = store_detail::open_postgres(loc.conninfo, path_, options_.busy_timeout_ms);
-  const bool exists =
-      db_.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'") >
-      0;
+  const bool exists = db_.has_table("meta");
   if (!exists && (!options_.create || options_.read_only)) {
     throw NotFound("key store '" + path_ + "' does not exist (no key tables in the schema" +
                    (options_.read_only ? ")" : "; KeyStoreOptions.create is false)"));
@@ -195,9 +191,9 @@ void KeyStore::open_read_only(long long size) {
 
 void KeyStore::create_schema() {
   Transaction t(db_, true, path_, options_.busy_timeout_ms);
-  if (db_.query_int("SELECT count(*) FROM sqlite_master") != 0) return;  // made by another process
+  if (!db_.is_empty()) return;  // made by another process
   db_.exec_ddl(schema_ddl(db_).key_store_tables);
-  db_.exec("PRAGMA application_id=" + std::to_string(kKeyStoreApplicationId));
+  db_.set_application_id(kKeyStoreApplicationId);
   Statement ins(db_.handle(), "INSERT INTO meta(key, value) VALUES (?, ?)");
   auto put = [&](const char* k, const std::string& v) {
     ins.bind(1, std::string(k)).bind(2, v).run();
@@ -212,8 +208,7 @@ void KeyStore::create_schema() {
 }
 
 void KeyStore::check_schema() {
-  if (db_.query_int("PRAGMA application_id") != kKeyStoreApplicationId ||
-      meta_value(db_, "format") != kFormat) {
+  if (db_.application_id() != kKeyStoreApplicationId || meta_value(db_, "format") != kFormat) {
     throw FormatError("'" + path_ + "' is not an svattn key store");
   }
   const std::string version = meta_value(db_, "version");

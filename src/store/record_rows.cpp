@@ -125,10 +125,7 @@ void RecordRows::delete_row(std::int64_t memory_id, std::int64_t record) {
   delr.bind(1, memory_id).bind(2, record).run();
 }
 
-bool RecordRows::key_id_column_exists() {
-  return db_.query_int("SELECT count(*) FROM pragma_table_info('records') WHERE name = 'key_id'") >
-         0;
-}
+bool RecordRows::key_id_column_exists() { return db_.has_column("records", "key_id"); }
 
 std::vector<RecordRows::RecordKey> RecordRows::record_keys(std::int64_t memory_id,
                                                            const Columns& columns) {

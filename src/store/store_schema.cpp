@@ -62,14 +62,13 @@ bool Store::Impl::open_file() {
   // With no -wal file the database file is complete, so it is opened immutable (docs/store.md).
   how.uri = options.read_only && cannot_share_wal();
   db = open_sqlite(how.uri ? sqlite_immutable_uri(path) : path, how);
-  if (fresh) db.exec("PRAGMA journal_mode=WAL");
+  if (fresh) db.enable_wal();
   return fresh;
 }
 
 bool Store::Impl::open_postgres() {
   db = store_detail::open_postgres(pg_conninfo, path, options.busy_timeout_ms);
-  const bool exists =
-      db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'") > 0;
+  const bool exists = db.has_table("meta");
   if (!exists && !options.create) {
     throw IoError("store '" + path + "' does not exist (no svattn tables in the schema)");
   }
@@ -91,9 +90,8 @@ void Store::Impl::open() {
     find_shredded();  // excluded from every view (store_shredded.cpp)
     return;
   }
-  db.exec("PRAGMA secure_delete=ON");
-  db.exec("PRAGMA synchronous=FULL");
-  const std::string mode = db.query_text("PRAGMA journal_mode=WAL");
+  db.harden_writes();
+  const std::string mode = db.enable_wal();
   if (mode != "wal")
     throw StoreError("store '" + path + "': cannot enable WAL mode (" + mode + ")");
   if (schema_version < kStoreSchemaVersion) upgrade_schema();
@@ -121,8 +119,7 @@ void Store::Impl::require_writable() const {
 void Store::Impl::initialise_schema() {
   Transaction t(db, true, path, options.busy_timeout_ms);
   // Another process may have initialised the file between our stat and the lock.
-  if (db.query_int("PRAGMA user_version") != 0 ||
-      db.query_int("SELECT count(*) FROM sqlite_master") != 0) {
+  if (db.user_version() != 0 || !db.is_empty()) {
     return;  // rolled back (nothing written); validate_existing() checks what is there
   }
   const SchemaDdl& ddl = schema_ddl(db);
@@ -130,8 +127,8 @@ void Store::Impl::initialise_schema() {
   db.exec_ddl(ddl.screening);
   db.exec_ddl(ddl.pending_shreds);
   db.exec_ddl(ddl.bounds_groups);
-  db.exec("PRAGMA application_id=" + std::to_string(kStoreApplicationId));
-  db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
+  db.set_application_id(kStoreApplicationId);
+  db.set_user_version(kStoreSchemaVersion);
   Statement ins(db.handle(), "INSERT INTO meta(key, value) VALUES (?1, ?2)");
   const std::pair<const char*, std::string> rows[] = {
       {"magic", kMagic},
@@ -153,8 +150,8 @@ void Store::Impl::validate_existing() {
   std::int64_t app_id = 0;
   std::int64_t version = 0;
   try {
-    app_id = db.query_int("PRAGMA application_id");
-    version = db.query_int("PRAGMA user_version");
+    app_id = db.application_id();
+    version = db.user_version();
   } catch (const FormatError& e) {
     throw FormatError(not_store + " or is corrupted: " + e.what());
   }
@@ -175,8 +172,7 @@ void Store::Impl::validate_existing() {
   if (options.check_on_open && !db.postgres()) {  // PostgreSQL: page integrity is the server's
     std::string first;
     try {
-      Statement q(db.handle(), "PRAGMA quick_check");
-      if (q.step()) first = q.text(0);
+      first = db.integrity_check(true);
     } catch (const Error& e) {
       throw FormatError("store '" + path + "' is corrupted or truncated: " + e.what());
     }

@@ -24,17 +24,12 @@ StoreVerification Store::verify() const {
           "integrity: not checked (a PostgreSQL store has no PRAGMA integrity_check; the server's "
           "page checksums and pg_amcheck cover it)");
     } else {
-      Statement q(im.db.handle(), "PRAGMA integrity_check");
-      std::string first;
-      if (q.step()) first = q.text(0);
+      const std::string first = im.db.integrity_check(false);
       v.integrity_ok = first == "ok";
       if (!v.integrity_ok) v.problems.push_back("integrity_check: " + first);
     }
     for (const char* trig : {"audit_no_update", "audit_no_delete"}) {
-      Statement q(im.db.handle(),
-                  "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?1");
-      q.bind(1, std::string(trig));
-      if (!q.step())
+      if (!im.db.has_trigger(trig))
         v.problems.push_back(std::string("audit protection trigger '") + trig + "' is missing");
     }
     // 2. The audit chain.
@@ -95,9 +90,7 @@ bool Store::Impl::tables_present(std::vector<std::string>& problems) {
   if (schema_version >= 2) tables.push_back("screening");
   if (schema_version >= kFirstSchemaWithBoundsGroups) tables.push_back("bounds_groups");
   for (const char* table : tables) {
-    Statement q(db.handle(), "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1");
-    q.bind(1, std::string(table));
-    if (!q.step()) {
+    if (!db.has_table(table)) {
       problems.push_back(std::string("table '") + table + "' is missing");
       all = false;
     }

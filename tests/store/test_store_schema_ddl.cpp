@@ -22,11 +22,7 @@ class SchemaDdlBackends : public store_test::StoreOnBackends {
 };
 
 std::vector<std::string> columns(Database& db, const std::string& table) {
-  std::vector<std::string> out;
-  store_detail::Statement q(db.handle(),
-                            "SELECT name FROM pragma_table_info('" + table + "') ORDER BY name");
-  while (q.step()) out.push_back(q.text(0));
-  return out;
+  return db.column_names(table);
 }
 
 // Every table of schema version 7 and its columns (sorted), as both dialects define them.
@@ -64,9 +60,8 @@ TEST_P(SchemaDdlBackends, BothDialectsCreateTheSameTablesAndColumns) {
   Database db = open("ddl");
   create_store_tables(db);
   for (const auto& [table, cols] : expected_tables()) EXPECT_EQ(columns(db, table), cols) << table;
-  EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'table'"),
-            static_cast<std::int64_t>(expected_tables().size()));
-  EXPECT_EQ(db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'trigger'"), 2);
+  EXPECT_EQ(db.table_names().size(), expected_tables().size());
+  EXPECT_EQ(db.trigger_names().size(), 2u);
 }
 
 TEST_P(SchemaDdlBackends, TheAuditLogRefusesUpdateAndDelete) {

@@ -56,6 +56,21 @@ std::string Database::query_text(const std::string& sql) {
   return s.text(0);
 }
 
+std::unique_ptr<StatementBackend> prepare_bound(DatabaseBackend& db, const char* sql,
+                                                const std::vector<std::string>& params) {
+  std::unique_ptr<StatementBackend> s = db.prepare(sql);
+  for (std::size_t i = 0; i < params.size(); ++i) s->bind_text(static_cast<int>(i) + 1, params[i]);
+  return s;
+}
+
+std::vector<std::string> query_column(DatabaseBackend& db, const char* sql,
+                                      const std::vector<std::string>& params) {
+  const std::unique_ptr<StatementBackend> s = prepare_bound(db, sql, params);
+  std::vector<std::string> out;
+  while (s->step()) out.push_back(s->text(0));
+  return out;
+}
+
 RelaxedCommit::RelaxedCommit(Database& db, bool unsynced) : db_(db) {
   db_.impl().relax_connection(unsynced);
 }

@@ -2,8 +2,9 @@
 // over one of two backends, the embedded SQLite file (db/sqlite.h) and PostgreSQL through libpq
 // (db/postgres.h); docs/store.md "Backends". Tables are created in each backend's own dialect
 // (schema_ddl.h); the statements that read and write rows are written once and the PostgreSQL
-// backend rewrites their shared parts (db/dialect.h). Every failure is a typed svattn exception
-// (svattn/store_errors.h). Private to the store.
+// backend rewrites their shared parts (db/dialect.h); the catalog, SQLite's header integers and
+// the connection settings are methods each backend implements in its own dialect. Every failure is
+// a typed svattn exception (svattn/store_errors.h). Private to the store.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -64,7 +65,41 @@ class DatabaseBackend {
   virtual void restore_connection() {}
   /// Rows changed by the last INSERT/UPDATE/DELETE.
   virtual std::int64_t changes() = 0;
+
+  // The catalog, the header integers and the connection settings, each backend in its own
+  // dialect (docs/store.md "Backends"): SQLite's sqlite_master, pragma_table_info and PRAGMAs
+  // (db/sqlite.cpp); PostgreSQL's catalog of the store's schema and its table kPgPragmaTable
+  // (db/pg_catalog.h). Names are compared as given; lists are in name order (bytewise).
+  virtual bool has_table(const std::string& name) = 0;
+  virtual bool has_trigger(const std::string& name) = 0;
+  virtual bool has_column(const std::string& table, const std::string& column) = 0;
+  virtual std::vector<std::string> table_names() = 0;
+  virtual std::vector<std::string> trigger_names() = 0;
+  virtual std::vector<std::string> column_names(const std::string& table) = 0;
+  /// No table, index or trigger (on PostgreSQL none besides kPgPragmaTable's).
+  virtual bool is_empty() = 0;
+  /// SQLite's header integers (PRAGMA user_version, application_id); 0 when never set.
+  virtual std::int64_t user_version() = 0;
+  virtual void set_user_version(std::int64_t v) = 0;
+  virtual std::int64_t application_id() = 0;
+  virtual void set_application_id(std::int64_t v) = 0;
+  /// Asks for write-ahead logging and returns the journal mode then in effect ("wal" when it is;
+  /// always on PostgreSQL, which logs ahead anyway).
+  virtual std::string enable_wal() = 0;
+  /// A writer's settings: SQLite's secure_delete on and synchronous FULL; nothing on PostgreSQL
+  /// (durability is the server's; a deleted tuple stays until VACUUM).
+  virtual void harden_writes() = 0;
+  /// The first row of SQLite's quick_check (`quick`) or integrity_check: "ok" when sound.
+  /// StoreError on PostgreSQL, whose page integrity is the server's (pg_amcheck).
+  virtual std::string integrity_check(bool quick) = 0;
 };
+
+/// `sql` prepared on `db` with `params` bound as text, in order (for the backends' catalog calls).
+std::unique_ptr<StatementBackend> prepare_bound(DatabaseBackend& db, const char* sql,
+                                                const std::vector<std::string>& params);
+/// The first column of each row of prepare_bound(db, sql, params), as text.
+std::vector<std::string> query_column(DatabaseBackend& db, const char* sql,
+                                      const std::vector<std::string>& params = {});
 
 class Database;
 
@@ -151,6 +186,26 @@ class Database {
   std::string query_text(const std::string& sql);
   /// Rows changed by the last INSERT/UPDATE/DELETE.
   std::int64_t changes() { return impl().changes(); }
+  /// The catalog, header integers and connection settings (DatabaseBackend; docs/store.md
+  /// "Backends").
+  bool has_table(const std::string& name) { return impl().has_table(name); }
+  bool has_trigger(const std::string& name) { return impl().has_trigger(name); }
+  bool has_column(const std::string& table, const std::string& column) {
+    return impl().has_column(table, column);
+  }
+  std::vector<std::string> table_names() { return impl().table_names(); }
+  std::vector<std::string> trigger_names() { return impl().trigger_names(); }
+  std::vector<std::string> column_names(const std::string& table) {
+    return impl().column_names(table);
+  }
+  bool is_empty() { return impl().is_empty(); }
+  std::int64_t user_version() { return impl().user_version(); }
+  void set_user_version(std::int64_t v) { impl().set_user_version(v); }
+  std::int64_t application_id() { return impl().application_id(); }
+  void set_application_id(std::int64_t v) { impl().set_application_id(v); }
+  std::string enable_wal() { return impl().enable_wal(); }
+  void harden_writes() { impl().harden_writes(); }
+  std::string integrity_check(bool quick) { return impl().integrity_check(quick); }
   void close() noexcept { impl_.reset(); }
 
  private:

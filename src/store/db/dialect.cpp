@@ -1,18 +1,17 @@
-// The statements both backends run, rewritten for PostgreSQL (db/dialect.h; docs/store.md
-// "Backends"): a small tokenizer (words, literals, parameters) and rewrites on its tokens.
+// The row statements both backends run, rewritten for PostgreSQL (db/dialect.h; docs/store.md
+// "Backends"): a small tokenizer (words, literals, parameters) and two rewrites on its tokens,
+// parameters (?N -> $N) and conflict clauses (INSERT OR IGNORE/REPLACE -> ON CONFLICT); and the
+// array literals of the batched statements.
 #include "dialect.h"
 
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <regex>
 
 #include "svattn/errors.h"
 #include "svattn/store_errors.h"
 
 namespace svattn::store_detail {
-
-const char* const kPgPragmaTable = "svattn_pragma";
 
 namespace {
 
@@ -102,50 +101,6 @@ std::string join(const std::vector<Tok>& t) {
   return s.substr(a, s.find_last_not_of(" \t\r\n") - a + 1);
 }
 
-std::string pragma_read(const std::string& name) {
-  return std::string("SELECT coalesce((SELECT value FROM ") + kPgPragmaTable + " WHERE name = '" +
-         name + "'), 0)";
-}
-
-std::string translate_pragma(const std::vector<Tok>& t, const std::string& text) {
-  std::string name, value;
-  bool assign = false;
-  int words = 0;
-  for (const Tok& x : t) {
-    if (x.kind == Tok::kWord && ++words == 2)
-      name = x.text;
-    else if (x.kind == Tok::kOther && x.text == "=")
-      assign = true;
-    else if (assign && x.kind != Tok::kSpace)
-      value += x.text;
-  }
-  const std::string n = upper(name);
-  if (n == "USER_VERSION" || n == "APPLICATION_ID") {
-    const std::string key = n == "USER_VERSION" ? "user_version" : "application_id";
-    if (!assign) return pragma_read(key);
-    if (!std::regex_match(value, std::regex("-?[0-9]+")))
-      throw StoreError("PRAGMA " + name + " needs an integer: " + text);
-    return std::string("INSERT INTO ") + kPgPragmaTable + "(name, value) VALUES ('" + key + "', " +
-           value + ") ON CONFLICT(name) DO UPDATE SET value = excluded.value";
-  }
-  if (n == "JOURNAL_MODE") return "SELECT 'wal'";
-  if (n == "QUICK_CHECK" || n == "INTEGRITY_CHECK")  // no such check here: never a made-up "ok"
-    throw StoreError("PRAGMA " + name + " has no PostgreSQL equivalent (use pg_amcheck)");
-  if ((n == "SECURE_DELETE" || n == "SYNCHRONOUS") && assign) return "";
-  throw StoreError("no PostgreSQL translation of: " + text);
-}
-
-const char* kMasterSql =
-    "(SELECT 'table' AS type, c.relname::text AS name FROM pg_class c JOIN pg_namespace n ON "
-    "n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND "
-    "c.relname NOT LIKE 'svattn\\_pragma%' UNION ALL SELECT 'index', c.relname::text FROM pg_class "
-    "c JOIN "
-    "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = "
-    "'i' AND c.relname NOT LIKE 'svattn\\_pragma%' UNION ALL SELECT 'trigger', t.tgname::text FROM "
-    "pg_trigger t JOIN pg_class c ON c.oid = "
-    "t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
-    "AND NOT t.tgisinternal) AS sqlite_master";
-
 class Rewriter {
  public:
   Rewriter(const std::vector<Tok>& t, const PrimaryKeyLookup& pk) : t_(t), pk_(pk) {}
@@ -198,19 +153,11 @@ std::string Rewriter::run() {
         if (t_[j].kind == Tok::kWord) columns_.push_back(t_[j].text);
       out += "INSERT";
       i = n2;
-    } else if (w == "SQLITE_MASTER" || w == "SQLITE_SCHEMA") {
-      out += kMasterSql;
-    } else if (w == "PRAGMA_TABLE_INFO") {
-      const std::size_t arg = next(n1);
-      const std::size_t close = next(arg);
-      if (n1 >= t_.size() || t_[n1].text != "(" || arg >= t_.size() ||
-          t_[arg].kind != Tok::kString || close >= t_.size() || t_[close].text != ")")
-        throw StoreError("pragma_table_info needs one quoted table name");
-      out +=
-          "(SELECT column_name::text AS name FROM information_schema.columns WHERE "
-          "table_schema = current_schema() AND table_name = " +
-          t_[arg].text + ") AS pragma_table_info";
-      i = close;
+    } else if (w == "SQLITE_MASTER" || w == "SQLITE_SCHEMA" || w == "PRAGMA_TABLE_INFO") {
+      throw StoreError(
+          "the catalog is read through Database's methods (has_table, has_column, "
+          "...), each backend in its own dialect, not through the rewrite: " +
+          x.text);
     } else {
       out += x.text;
     }
@@ -243,7 +190,10 @@ std::vector<std::string> sqlite_to_postgres(const std::string& sql, const Primar
     if (text.empty()) continue;
     const std::vector<std::string> w = words_of(st);
     if (!w.empty() && w[0] == "PRAGMA") {
-      out.push_back(translate_pragma(st, text));
+      throw StoreError(
+          "a PRAGMA is a Database method (user_version, enable_wal, ...) each backend implements "
+          "in its own dialect, not rewritten: " +
+          text);
     } else if (!w.empty() && (w[0] == "CREATE" || w[0] == "ALTER")) {
       throw StoreError(
           "a table definition goes to Database::exec_ddl in the backend's own "

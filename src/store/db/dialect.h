@@ -1,7 +1,8 @@
 // What the two backends' SQL shares (docs/store.md "Backends"): the statements that read and
 // write rows are written once, in SQLite's spelling, and rewritten here for PostgreSQL where the
-// spelling differs (parameters, conflict clauses, the catalog and SQLite's header integers).
-// Tables are not: each backend's DDL is written in its own dialect (schema_ddl.h). Private to the
+// spelling differs (parameters, conflict clauses). Tables are not: each backend's DDL is written
+// in its own dialect (schema_ddl.h); nor are the catalog, SQLite's header integers and the
+// connection settings: Database methods each backend implements (db/database.h). Private to the
 // store.
 #pragma once
 #include <cstdint>
@@ -11,21 +12,15 @@
 
 namespace svattn::store_detail {
 
-/// The table in which the PostgreSQL backend keeps SQLite's header integers (PRAGMA user_version,
-/// application_id). It is not listed in the translated sqlite_master.
-extern const char* const kPgPragmaTable;
-
 /// Primary-key columns of a table, in key order (used by INSERT OR REPLACE).
 using PrimaryKeyLookup = std::function<std::vector<std::string>(const std::string& table)>;
 
 /// Splits `sql` into statements (at ';' outside literals) and rewrites each for PostgreSQL:
 /// ?N / ? -> $N; INSERT OR IGNORE -> ON CONFLICT DO NOTHING, INSERT OR REPLACE -> ON CONFLICT
-/// (primary key) DO UPDATE; sqlite_master and pragma_table_info() -> catalog queries; PRAGMA
-/// user_version/application_id -> kPgPragmaTable; PRAGMA journal_mode -> 'wal' (PostgreSQL
-/// always logs ahead); PRAGMA secure_delete/synchronous=... -> nothing (an empty string).
-/// StoreError naming the statement when it has no rewrite (PRAGMA quick_check/integrity_check:
-/// page integrity is the server's), and for CREATE/ALTER (table definitions are written per
-/// backend: Database::exec_ddl).
+/// (primary key) DO UPDATE. StoreError naming the statement for INSERT OR with another conflict
+/// action, for CREATE/ALTER (table definitions are written per backend: Database::exec_ddl), and
+/// for PRAGMA, sqlite_master and pragma_table_info (the catalog and header integers are Database
+/// methods: has_table, user_version, ...).
 std::vector<std::string> sqlite_to_postgres(const std::string& sql, const PrimaryKeyLookup& pk);
 
 /// PostgreSQL array literals, bound as text parameters and cast in the statement (?2::bigint[],

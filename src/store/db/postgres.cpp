@@ -1,5 +1,6 @@
 // The PostgreSQL backend of the store's connection (db/postgres.h; docs/store.md "Backends"), on
-// libpq: statements rewritten for PostgreSQL where the dialects differ (db/dialect.h), prepared
+// libpq: statements rewritten for PostgreSQL where the dialects differ (db/dialect.h; the catalog
+// and header integers are db/pg_catalog.h's, which this connection derives from), prepared
 // once per connection, parameters sent as text (the server infers their types) or, for blobs,
 // binary, and results read in binary (db/pg_values.h). Writers serialise on one advisory lock per
 // store schema; readers read one REPEATABLE READ snapshot.
@@ -11,6 +12,7 @@
 #include <unordered_map>
 
 #include "dialect.h"
+#include "pg_catalog.h"
 #include "pg_values.h"
 #include "svattn/errors.h"
 
@@ -126,7 +128,7 @@ class PgStatement : public StatementBackend {
   bool streaming_ = false;  // a streamed result is being read: more rows (or its end) follow
 };
 
-class PgConnection : public DatabaseBackend {
+class PgConnection : public PgCatalogBackend {
  public:
   PgConnection(const std::string& conninfo, const std::string& display, int busy_timeout_ms);
   ~PgConnection() override { PQfinish(conn_); }

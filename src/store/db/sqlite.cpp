@@ -1,6 +1,8 @@
 // The SQLite backend of the store's connection (db/sqlite.h): statements prepared once per
-// connection and pooled, every result code mapped to a typed exception, and the calls that exist
-// only on SQLite (open flags, busy timeout, WAL checkpoint, online backup, read-only reader).
+// connection and pooled, every result code mapped to a typed exception, the catalog, header
+// integers and connection settings in SQLite's own spelling (sqlite_master, pragma_table_info,
+// PRAGMAs; db/database.h), and the calls that exist only on SQLite (open flags, busy timeout, WAL
+// checkpoint, page counts, online backup, read-only reader).
 #include "sqlite.h"
 #include "support/clock.h"
 
@@ -220,7 +222,57 @@ class SqliteDatabase : public DatabaseBackend {
   }
   sqlite3* handle() const { return db_; }
 
+  bool has_table(const std::string& name) override {
+    return !query_column(*this, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                         {name})
+                .empty();
+  }
+  bool has_trigger(const std::string& name) override {
+    return !query_column(*this, "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?1",
+                         {name})
+                .empty();
+  }
+  bool has_column(const std::string& table, const std::string& column) override {
+    return !query_column(*this, "SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2",
+                         {table, column})
+                .empty();
+  }
+  std::vector<std::string> table_names() override {
+    return query_column(*this, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+  }
+  std::vector<std::string> trigger_names() override {
+    return query_column(*this,
+                        "SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name");
+  }
+  std::vector<std::string> column_names(const std::string& table) override {
+    return query_column(*this, "SELECT name FROM pragma_table_info(?1) ORDER BY name", {table});
+  }
+  bool is_empty() override { return query_column(*this, "SELECT 1 FROM sqlite_master").empty(); }
+  std::int64_t user_version() override { return pragma_int("PRAGMA user_version"); }
+  void set_user_version(std::int64_t v) override {
+    exec("PRAGMA user_version=" + std::to_string(v));
+  }
+  std::int64_t application_id() override { return pragma_int("PRAGMA application_id"); }
+  void set_application_id(std::int64_t v) override {
+    exec("PRAGMA application_id=" + std::to_string(v));
+  }
+  std::string enable_wal() override {
+    const std::vector<std::string> mode = query_column(*this, "PRAGMA journal_mode=WAL");
+    return mode.empty() ? "" : mode[0];
+  }
+  void harden_writes() override { exec("PRAGMA secure_delete=ON; PRAGMA synchronous=FULL"); }
+  std::string integrity_check(bool quick) override {
+    const std::unique_ptr<StatementBackend> q =
+        prepare(quick ? "PRAGMA quick_check" : "PRAGMA integrity_check");
+    return q->step() ? q->text(0) : "";
+  }
+
  private:
+  std::int64_t pragma_int(const char* sql) {
+    const std::unique_ptr<StatementBackend> q = prepare(sql);
+    if (!q->step()) throw StoreError(std::string("query returned no row: ") + sql);
+    return q->int64(0);
+  }
   sqlite3* db_ = nullptr;
   std::shared_ptr<StatementPool> pool_;
 };
@@ -268,6 +320,13 @@ WalCheckpoint sqlite_checkpoint_truncate(Database& db, bool main_only, const cha
   r.busy = rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
   if (!r.ok && !r.busy && throw_what != nullptr) throw_sqlite(s, rc, throw_what);
   return r;
+}
+
+SqlitePages sqlite_pages(Database& db) {
+  SqlitePages p;
+  p.count = db.query_int("PRAGMA page_count");
+  p.size = db.query_int("PRAGMA page_size");
+  return p;
 }
 
 bool sqlite_read_only(Database& db) { return sqlite3_db_readonly(native(db), "main") != 0; }

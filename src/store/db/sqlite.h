@@ -1,8 +1,9 @@
 // The SQLite backend of the store's connection (db/sqlite.cpp; docs/store.md "Backends"): opening
 // a store or key-store file, and the calls that exist only on SQLite (busy timeout, WAL
-// checkpoint, read-only test, online backup, a read-only reader of a backup copy). The SQLite
-// header stays in db/sqlite.cpp. Private to the store.
+// checkpoint, read-only test, page counts, online backup, a read-only reader of a backup copy).
+// The SQLite header stays in db/sqlite.cpp. Private to the store.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,13 @@ struct WalCheckpoint {
 /// BUSY/LOCKED throws the typed exception naming it; otherwise it is reported in the result.
 WalCheckpoint sqlite_checkpoint_truncate(Database& db, bool main_only,
                                          const char* throw_what = nullptr);
+
+/// The file's pages (PRAGMA page_count, page_size).
+struct SqlitePages {
+  std::int64_t count = 0;
+  std::int64_t size = 0;
+};
+SqlitePages sqlite_pages(Database& db);
 
 /// sqlite3_db_readonly of the main schema (a read-only file or connection).
 bool sqlite_read_only(Database& db);

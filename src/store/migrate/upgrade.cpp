@@ -14,16 +14,6 @@ namespace svattn {
 
 using namespace store_detail;
 
-namespace {
-
-// `table` and `column` are constants of this file (the catalog rewrite needs a literal name).
-bool has_column(Database& db, const char* table, const char* column) {
-  return db.query_int(std::string("SELECT count(*) FROM pragma_table_info('") + table +
-                      "') WHERE name = '" + column + "'") > 0;
-}
-
-}  // namespace
-
 /// What one upgrade found and did (its audit entry's certificate).
 struct Store::Impl::Upgrade {
   std::int64_t from = 0;
@@ -47,7 +37,7 @@ void Store::Impl::upgrade_schema() {
 void Store::Impl::upgrade_schema_in_transaction() {
   Transaction t(db, true, path, options.busy_timeout_ms);
   Upgrade u;
-  u.from = db.query_int("PRAGMA user_version");
+  u.from = db.user_version();
   if (u.from >= kStoreSchemaVersion) {  // another process upgraded it meanwhile
     schema_version = u.from;
     encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
@@ -64,7 +54,7 @@ void Store::Impl::upgrade_schema_in_transaction() {
   encryption = db.query_text("SELECT value FROM meta WHERE key = 'encryption'");
   has_key_id_column = true;
   if (!vault.enabled()) open_key_store(false);
-  db.exec("PRAGMA user_version=" + std::to_string(kStoreSchemaVersion));
+  db.set_user_version(kStoreSchemaVersion);
   Statement meta(db.handle(), "UPDATE meta SET value = ?1 WHERE key = 'schema_version'");
   meta.bind(1, std::to_string(kStoreSchemaVersion)).run();
   schema_version = kStoreSchemaVersion;
@@ -96,14 +86,14 @@ void Store::Impl::upgrade_rows_v2(Upgrade& u) {
 // store was written in plain text and stays so ("none"; docs/store.md "Encryption at rest").
 void Store::Impl::upgrade_tables_v3(Upgrade&) {
   const SchemaDdl& ddl = schema_ddl(db);
-  if (!has_column(db, "records", "key_id")) db.exec_ddl(ddl.add_records_key_id);
+  if (!db.has_column("records", "key_id")) db.exec_ddl(ddl.add_records_key_id);
   db.exec("INSERT OR IGNORE INTO meta(key, value) VALUES ('encryption', 'none')");
   db.exec_ddl(ddl.pending_shreds);
 }
 
 // v4: records.buckets (the record's bucket digests, filled by the rows part).
 void Store::Impl::upgrade_tables_v4(Upgrade&) {
-  if (!has_column(db, "records", "buckets")) db.exec_ddl(schema_ddl(db).add_records_buckets);
+  if (!db.has_column("records", "buckets")) db.exec_ddl(schema_ddl(db).add_records_buckets);
 }
 
 // v4: every memory's state hash checked in the version-1 format and rewritten in the current one
@@ -114,14 +104,14 @@ void Store::Impl::upgrade_rows_v4(Upgrade& u) {
 
 // v5: screening.epoch (a version-1 file's new screening table has it already).
 void Store::Impl::upgrade_tables_v5(Upgrade&) {
-  if (!has_column(db, "screening", "epoch")) db.exec_ddl(schema_ddl(db).add_screening_epoch);
+  if (!db.has_column("screening", "epoch")) db.exec_ddl(schema_ddl(db).add_screening_epoch);
 }
 
 // v6: records.bounds_group and the bounds groups (filled by the rows part). A schema-5 file's
 // records.bounds is emptied by the rows part and stays unused.
 void Store::Impl::upgrade_tables_v6(Upgrade& u) {
-  u.had_record_bounds = has_column(db, "records", "bounds");
-  if (has_column(db, "records", "bounds_group")) return;
+  u.had_record_bounds = db.has_column("records", "bounds");
+  if (db.has_column("records", "bounds_group")) return;
   const SchemaDdl& ddl = schema_ddl(db);
   db.exec_ddl(ddl.add_records_bounds_group);
   db.exec_ddl(ddl.bounds_groups);
