@@ -14,4 +14,4 @@ ops = torch.ops.svattn
 """The registered ops: exact_attention, exact_chunked_attention, exact_chunked_attention_mass,
 batched_attention, batched_chunked_attention, batched_chunked_attention_mass,
 causal_softmax_attention, sliding_window_attention, chunk_local_attention, memory_local_attention,
-linear_attention, delta_rule, apply_rope, layer_forward."""
+linear_attention, delta_rule, apply_rope, layer_forward, layer_certify, settings_fields."""

@@ -1,16 +1,143 @@
 """Settings of the torch paths (docs/python.md "Torch settings"). Each embeds the problem once as a
 ``svattn.ProblemSettings`` (kernel must be 'rbf'; ``problem.ridge`` is the problem's mu); the
-batched solve's own ridge is ``solve_ridge``. Defaults are the C++ ones (include/svattn/torch)."""
+batched solve's own ridge is ``solve_ridge``. The fields follow the C++ field tables
+(include/svattn/torch/settings_fields.h, read through the op ``svattn::settings_fields``): their
+docs and range checks are derived from the tables here; the defaults are written below and
+python/tests/test_torch_settings_table.py checks them against the tables' defaults. The mapping of
+Python fields to table rows (_TABLES, _RENAMED, _NOT_EXPOSED, _PYTHON_ONLY) is kept in this file
+only."""
 from __future__ import annotations
 
+import functools
+import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from .. import MemorySettings, ProblemSettings
+from ._ops import ops
 
-_LIPSCHITZ = ("tangent", "power", "gershgorin")
-_GATES = ("chunk", "token", "position", "joint")
+# --- The C++ field tables and the mapping of the Python fields to their rows ---------------------
+
+#: The tables each Python class follows: (table, rows) with rows None for every row of the table.
+_TABLES: Dict[str, List[Tuple[str, Optional[Tuple[str, ...]]]]] = {
+    "ExactSettings": [],  # C++ ExactSettings has no field table
+    "BatchedSettings": [("batched", None)],
+    # rope and rope_base are AttentionConfig's in C++ (the layer's, not the hybrid settings').
+    "HybridSettings": [("hybrid", None), ("attention", ("rope", "rope_base"))],
+}
+
+#: (table, C++ row) -> Python attribute path, where the names differ. The problem's rows are
+#: svattn.ProblemSettings attributes, whose bandwidth is flat. (The batched solve's ridge is
+#: `solve_ridge` in both; only the checkpoint's model JSON names it `batched.ridge`.)
+_RENAMED: Dict[Tuple[str, str], str] = {
+    ("hybrid", "problem.kernel.bandwidth"): "problem.bandwidth",
+}
+
+#: (table, C++ row) -> why the Python class does not have it.
+_NOT_EXPOSED: Dict[Tuple[str, str], str] = {
+    ("hybrid", "check_agreement"): "evaluation switch of the C++ layer; svattn.torch.certify_inference "
+                                   "reports the agreement through op layer_certify",
+    ("hybrid", "certify"): "evaluation switch of the C++ exact path; svattn.torch.certify_inference "
+                           "runs the verifier through op layer_certify",
+    ("hybrid", "exact_solver"): "the Python exact path has one solver (the op's); the C++ layer's "
+                                "choice is for C++ comparisons",
+    ("hybrid", "count_distinct_support"): "C++ diagnostics switch (svattn train / eval), not in the "
+                                          "Python module's diagnostics",
+}
+
+#: Python fields with no table row, and why (their docs and checks are written here).
+_PYTHON_ONLY: Dict[str, Dict[str, str]] = {
+    "ExactSettings": {
+        "problem": "the core's ProblemSettings (its own table, checked by test_settings_stub.py)",
+        "bounded": "C++ ExactSettings has no field table",
+    },
+    "BatchedSettings": {
+        "problem": "the owner's in C++ (HybridSettings.problem; the op takes bandwidth, C, ridge)",
+        "bounded": "the owner's in C++ (HybridSettings.bounded), not a row of the batched table",
+    },
+    "HybridSettings": {
+        "gate_override": "a std::optional in C++, which a table row cannot hold",
+    },
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _table(name: str) -> Tuple[Dict[str, Any], ...]:
+    return tuple(json.loads(ops.settings_fields(name)))
+
+
+def settings_fields(name: str) -> List[Dict[str, Any]]:
+    """The C++ field table ``name`` ('batched', 'hybrid', 'attention' or 'lm'): one dict per row
+    with name (dotted when nested), type (the Python type), doc, requirement (as messages print it),
+    default (of a default-constructed struct), lo/hi (None when unbounded), lo_open/hi_open,
+    choices, custom (the row has its own check) and conditional (the range applies to some values
+    only)."""
+    return [dict(f) for f in _table(name)]
+
+
+def table_rows(cls_name: str) -> Iterator[Tuple[str, str, Dict[str, Any]]]:
+    """(Python attribute path, table, row) for every row the class ``cls_name`` follows."""
+    for table, names in _TABLES[cls_name]:
+        for row in _table(table):
+            if names is not None and row["name"] not in names:
+                continue
+            if (table, row["name"]) in _NOT_EXPOSED:
+                continue
+            yield _RENAMED.get((table, row["name"]), row["name"]), table, row
+
+
+def _type_words(row: Dict[str, Any]) -> str:
+    return {"bool": "a bool", "int": "an int", "float": "a float", "str": "a str"}[row["type"]]
+
+
+def _in_range(row: Dict[str, Any], x: Any) -> bool:
+    # include/svattn/field_table.h in_range: choices for a text, [lo, hi] (ends open or closed) for
+    # a number, a float also finite (except where the row has its own check: rope_base > 1).
+    if row["type"] == "str":
+        return not row["choices"] or x in row["choices"]
+    if row["type"] == "bool":
+        return True
+    if isinstance(x, float) and not math.isfinite(x) and not row["custom"]:
+        return False
+    lo, hi = row["lo"], row["hi"]
+    if lo is not None and not (x > lo if row["lo_open"] else x >= lo):
+        return False
+    if hi is not None and not (x < hi if row["hi_open"] else x <= hi):
+        return False
+    return True
+
+
+#: Rows whose Python value must also have the row's type (the others accept any number, as before).
+_TYPED = ("local_window", "memory")
+
+
+def _check_rows(obj: Any, cls_name: str, prefix: str) -> None:
+    """Checks the class's own (undotted) fields against their rows; dotted ones (problem.*,
+    batched.*) are checked by the object they belong to."""
+    for name, _, row in table_rows(cls_name):
+        if "." in name:
+            continue
+        x = getattr(obj, name)
+        if name in _TYPED:
+            want = bool if row["type"] == "bool" else int
+            if isinstance(x, bool) != (want is bool) or not isinstance(x, want):
+                _bad(prefix + name, _type_words(row) + ("" if want is bool else " " + row["requirement"]),
+                     repr(x) if want is bool else x)
+        if not _in_range(row, x):
+            _bad(prefix + name, row["requirement"], repr(x) if isinstance(x, str) else x)
+
+
+def _document(cls: type) -> type:
+    """Appends the fields' docs to the class docstring: the table's for the rows, the
+    _PYTHON_ONLY reason for the others."""
+    lines = ["", "Fields (docs, requirements and defaults from the C++ field tables):", ""]
+    for name, table, row in table_rows(cls.__name__):
+        lines.append(f"    {name} ({row['type']}, {row['requirement']}; C++ {table}.{row['name']}): {row['doc']}")
+    for name, why in _PYTHON_ONLY[cls.__name__].items():
+        lines.append(f"    {name}: Python field ({why}).")
+    cls.__doc__ = (cls.__doc__ or "").rstrip() + "\n" + "\n".join(lines) + "\n"
+    return cls
 
 
 def _bad(field_name: str, requirement: str, value: Any) -> None:
@@ -59,13 +186,13 @@ class ExactSettings:
         return MemorySettings(mode="audit", kernel="rbf", bandwidth=sigma, C=p.C, ridge=p.ridge)
 
 
+@_document
 @dataclass
 class BatchedSettings:
     """Batch-stabilised path (docs/layers.md §2): batched FISTA + ridge-regularised bordered solve."""
 
     problem: ProblemSettings = field(default_factory=ProblemSettings)
     iterations: int = 200
-    #: Ridge lambda added to K_SS + mu I in the coefficient solve (C++ BatchedSettings::ridge).
     solve_ridge: float = 1e-3
     mask_tol: float = 1e-3
     lipschitz: str = "tangent"
@@ -78,22 +205,7 @@ class BatchedSettings:
 
     def validate(self, prefix: str = "") -> None:
         _check_problem(self.problem, prefix)
-        if self.iterations < 1:
-            _bad(prefix + "iterations", ">= 1", self.iterations)
-        if not (math.isfinite(self.solve_ridge) and self.solve_ridge >= 0):
-            _bad(prefix + "solve_ridge", "finite and >= 0", self.solve_ridge)
-        if not (0 < self.mask_tol < 0.5):
-            _bad(prefix + "mask_tol", "in (0, 0.5)", self.mask_tol)
-        if self.lipschitz not in _LIPSCHITZ:
-            _bad(prefix + "lipschitz", "one of " + ", ".join(_LIPSCHITZ), repr(self.lipschitz))
-        if self.power_iterations < 1:
-            _bad(prefix + "power_iterations", ">= 1", self.power_iterations)
-        if not (0 <= self.bisections <= 100):
-            _bad(prefix + "bisections", "in [0, 100]", self.bisections)
-        if self.active_set_rounds < 0:
-            _bad(prefix + "active_set_rounds", ">= 0", self.active_set_rounds)
-        if self.ipm_iterations < 0:
-            _bad(prefix + "ipm_iterations", ">= 0", self.ipm_iterations)
+        _check_rows(self, "BatchedSettings", prefix)
 
     def pack(self) -> tuple:
         """The op's settings arguments, packed once: (bandwidth, C, ridge, bounded, solver...)."""
@@ -111,6 +223,7 @@ def _hybrid_problem() -> ProblemSettings:
     return ProblemSettings(C=1.0 / 16, bandwidth=1.0, ridge=1e-6)
 
 
+@_document
 @dataclass
 class HybridSettings:
     """Hybrid SV attention (docs/layers.md §3): o_t = g o_global(q_t) + (1 - g) o_local(q_t).
@@ -146,25 +259,9 @@ class HybridSettings:
 
     def validate(self) -> None:
         _check_problem(self.problem, "hybrid.")
-        if self.chunk < 1:
-            _bad("hybrid.chunk", ">= 1", self.chunk)
-        if self.path not in ("exact", "batched"):
-            _bad("hybrid.path", "'exact' or 'batched'", repr(self.path))
-        if self.gate not in _GATES:
-            _bad("hybrid.gate", "one of " + ", ".join(_GATES), repr(self.gate))
-        if self.local not in ("chunk", "window"):
-            _bad("hybrid.local", "'chunk' or 'window'", repr(self.local))
-        if (isinstance(self.local_window, bool) or not isinstance(self.local_window, int)
-                or self.local_window < 1):
-            _bad("hybrid.local_window", "an int >= 1", self.local_window)
-        if not isinstance(self.memory, bool):
-            _bad("hybrid.memory", "a bool", repr(self.memory))
-        if not math.isfinite(self.gate_bias_init):
-            _bad("hybrid.gate_bias_init", "finite", self.gate_bias_init)
+        _check_rows(self, "HybridSettings", "hybrid.")
         if self.gate_override is not None and not (0 <= self.gate_override <= 1):
             _bad("hybrid.gate_override", "in [0, 1]", self.gate_override)
-        if not self.rope_base > 1:
-            _bad("hybrid.rope_base", "> 1", self.rope_base)
         if self.batched.problem != ProblemSettings() and self.batched.problem != self.problem:
             _bad("hybrid.batched.problem", "left at its defaults or equal to hybrid.problem",
                  repr(self.batched.problem))
