@@ -18,7 +18,7 @@ namespace svattn::experiments::e1_forgetting {
 /// A preset's fields (the `--set` keys).
 struct Settings {
   int n = 0;       ///< tokens per trial (ICU: whole stays up to n hours)
-  int trials = 0;  ///< trials per stream (`--trials` overrides it: Result::trials)
+  int trials = 0;  ///< trials per stream (`--set E1.trials`; Result::trials)
   std::vector<std::string> streams;
   /// The learned-keys stream (quick, paper): a `keys_model` hybrid LM trained for keys_steps on
   /// the enwik8 prefix, keys of keys_tokens consecutive validation bytes (registry.h,
@@ -73,8 +73,8 @@ struct StreamResult {
 /// report can be rendered again from the file (from_json) without re-solving or reading data.
 struct Result : RunHeader {
   Settings settings;                          ///< after `--set`
-  int trials = 0;                             ///< trials per stream run (after `--trials`)
-  std::vector<std::string> selected_streams;  ///< `--streams`, else the preset's
+  int trials = 0;                             ///< trials per stream run (after `--set`)
+  std::vector<std::string> selected_streams;  ///< `--set E1.streams`, else the preset's
   std::string learned_keys;  ///< the learned keys' file (given or trained); empty when none
   std::string data_dir, data_dir_source;  ///< where the ICU data were read; empty when none
   std::vector<StreamResult> streams;      ///< one per selected stream, in that order

@@ -25,7 +25,7 @@ struct Settings {
   double noise = 0;       ///< noise of a frequent copy and of any query, relative to N(0, I)
   std::vector<int> budgets;
   int headline_budget = 0;
-  int seeds = 0;  ///< in a Result: the seeds run (`--trials` overrides the preset)
+  int seeds = 0;  ///< in a Result: the seeds run (`--set E2.seeds`)
 };
 
 /// One method's selection at one budget on one seed's stream, scored.
@@ -41,7 +41,7 @@ struct Outcome {
 /// What a run measured: render()'s only input. E2.json holds it (to_json's keys), so the report
 /// can be rendered again from the file (from_json) without re-running the selections.
 struct Result : RunHeader {
-  Settings settings;            ///< after `--set` and `--trials`
+  Settings settings;            ///< after `--set`
   std::vector<double> sigmas;   ///< the RBF bandwidth of each seed's stream
   /// outcomes[method][budget index][seed], methods by their JSON name (method_name)
   std::map<std::string, std::vector<std::vector<Outcome>>> outcomes;

@@ -82,7 +82,7 @@ struct PairResult {
 /// What a run measured: render()'s only input. E5.json holds it under `result`, so the report
 /// can be rendered again from the file (from_json) without training or reading the corpus.
 struct Result : RunHeader {
-  Settings settings;  ///< after `--set`, `--trials` and `--steps`
+  Settings settings;  ///< after `--set` (E5.steps also scales warm-up and validation)
   std::vector<std::uint64_t> seeds;
   std::string corpus_label;
   std::string runs_dir;  ///< <out>/E5-runs of the measuring run
