@@ -39,28 +39,29 @@ struct Args {
   std::string dir = "/tmp";
 };
 
+constexpr char kUsage[] =
+    "bench_crypto [--record 24] [--d 64] [--tokens 200000] [--mb 256] [--reps 5] [--dir /tmp]";
+
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const char* v = argv[i + 1];
-    if (k == "--record")
-      a.record = std::atoi(v);
-    else if (k == "--d")
-      a.d = std::atoi(v);
-    else if (k == "--tokens")
-      a.tokens = std::atol(v);
-    else if (k == "--mb")
-      a.mb = std::atoi(v);
-    else if (k == "--reps")
-      a.reps = std::atoi(v);
-    else if (k == "--dir")
-      a.dir = v;
-    else {
-      std::fprintf(stderr, "bench_crypto: unknown option %s\n", k.c_str());
-      std::exit(2);
-    }
-  }
+  svattn::bench::parse_options(argc, argv, "bench_crypto", kUsage,
+                               [&](const std::string& k, const std::string& v) {
+                                 if (k == "--record")
+                                   a.record = std::stoi(v);
+                                 else if (k == "--d")
+                                   a.d = std::stoi(v);
+                                 else if (k == "--tokens")
+                                   a.tokens = std::stol(v);
+                                 else if (k == "--mb")
+                                   a.mb = std::stoi(v);
+                                 else if (k == "--reps")
+                                   a.reps = std::stoi(v);
+                                 else if (k == "--dir")
+                                   a.dir = v;
+                                 else
+                                   return false;
+                                 return true;
+                               });
   if (a.record <= 0 || a.d <= 0 || a.tokens <= 0 || a.mb <= 0 || a.reps <= 0) {
     std::fprintf(stderr, "bench_crypto: every option must be > 0\n");
     std::exit(2);
@@ -181,8 +182,8 @@ CryptoTimes measure_token_messages(const Args& a, const Record& r, const SecretK
       std::uint8_t* k = dst.data() + 2 * p * fb;
       std::memcpy(k, kc[p].data() + kTokenKeyOverhead, fb);  // the store copies, then opens
       std::memcpy(k + fb, vc[p].data(), fb);
-      opener.open_token_in_place(aad_of(0, p, RecordField::kToken), kc[p].data(),
-                                 vc[p].data() + fb, k, fb, k + fb, fb);
+      opener.open_token_in_place(aad_of(0, p, RecordField::kToken), kc[p].data(), vc[p].data() + fb,
+                                 k, fb, k + fb, fb);
     }
   });
   if (dst != r.bytes) {

@@ -37,28 +37,34 @@ struct Args {
   std::string dir = "/tmp";
 };
 
+constexpr char kUsage[] =
+    "bench_store [--n 20000] [--d 16] [--record 24] [--C 0.005] [--sigma2-per-dim 1] "
+    "[--forgets 5] [--seed 42] [--dir /tmp]";
+
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const std::string v = argv[i + 1];
-    if (k == "--n") a.n = std::stoi(v);
-    else if (k == "--d") a.d = std::stoi(v);
-    else if (k == "--record") a.record = std::stoi(v);
-    else if (k == "--C") a.C = std::stod(v);
-    else if (k == "--sigma2-per-dim") a.sigma2_per_dim = std::stod(v);
-    else if (k == "--forgets") a.forgets = std::stoi(v);
-    else if (k == "--seed") a.seed = std::stoull(v);
-    else if (k == "--dir") a.dir = v;
-    else {
-      std::fprintf(stderr, "bench_store: unknown option %s\n", k.c_str());
-      std::exit(2);
-    }
-  }
-  if ((argc - 1) % 2 != 0) {
-    std::fprintf(stderr, "bench_store: options come in --name value pairs\n");
-    std::exit(2);
-  }
+  bench::parse_options(argc, argv, "bench_store", kUsage,
+                       [&](const std::string& k, const std::string& v) {
+                         if (k == "--n")
+                           a.n = std::stoi(v);
+                         else if (k == "--d")
+                           a.d = std::stoi(v);
+                         else if (k == "--record")
+                           a.record = std::stoi(v);
+                         else if (k == "--C")
+                           a.C = std::stod(v);
+                         else if (k == "--sigma2-per-dim")
+                           a.sigma2_per_dim = std::stod(v);
+                         else if (k == "--forgets")
+                           a.forgets = std::stoi(v);
+                         else if (k == "--seed")
+                           a.seed = std::stoull(v);
+                         else if (k == "--dir")
+                           a.dir = v;
+                         else
+                           return false;
+                         return true;
+                       });
   return a;
 }
 
@@ -103,17 +109,23 @@ int main(int argc, char** argv) {
   const State st = store.memory("bench").state();
   const std::size_t db_bytes = std::filesystem::file_size(path);
 
-  std::printf("# svattn store benchmark (%d CPUs)\n\n", static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-  std::printf("Gaussian keys N(0, I_%d), RBF sigma^2 = %.3g, C = %.4g, ridge = %.1e; %d records of "
-              "%d tokens = %d tokens; audit mode; SQLite WAL, synchronous=FULL, secure_delete=ON; "
-              "store in %s.\n\n",
-              a.d, a.sigma2_per_dim * a.d, a.C, ms.problem.ridge, records, a.record,
-              records * a.record, dir.c_str());
-  std::printf("Final memory: |S| = %zu margin, |E| = %zu error, |R| = %zu reserve; store file %.1f MiB.\n\n",
-              st.partition.margin.size(), st.partition.error.size(), st.partition.reserve.size(),
-              static_cast<double>(db_bytes) / (1 << 20));
+  std::printf("# svattn store benchmark (%d CPUs)\n\n",
+              static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  std::printf(
+      "Gaussian keys N(0, I_%d), RBF sigma^2 = %.3g, C = %.4g, ridge = %.1e; %d records of "
+      "%d tokens = %d tokens; audit mode; SQLite WAL, synchronous=FULL, secure_delete=ON; "
+      "store in %s.\n\n",
+      a.d, a.sigma2_per_dim * a.d, a.C, ms.problem.ridge, records, a.record, records * a.record,
+      dir.c_str());
+  std::printf(
+      "Final memory: |S| = %zu margin, |E| = %zu error, |R| = %zu reserve; store file %.1f "
+      "MiB.\n\n",
+      st.partition.margin.size(), st.partition.error.size(), st.partition.reserve.size(),
+      static_cast<double>(db_bytes) / (1 << 20));
   std::printf("## Adding records\n\n");
-  std::printf("| records | tokens | total s | records/s | tokens/s | median add: memory ms | median add: store op ms |\n");
+  std::printf(
+      "| records | tokens | total s | records/s | tokens/s | median add: memory ms | median add: "
+      "store op ms |\n");
   std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
   std::printf("| %d | %d | %.2f | %.1f | %.0f | %.2f | %.2f |\n\n", records, records * a.record,
               t_add, records / t_add, records * a.record / t_add, 1e3 * median(add_memory),
@@ -122,11 +134,12 @@ int main(int argc, char** argv) {
   // ---- forgetting: decrement vs whole store operation, in the same run
   std::printf("## Forgetting one %d-token record from the %d-token memory\n\n", a.record,
               records * a.record);
-  std::printf("Each row is one forget. *decrement*: Memory::remove_batch of the record's tokens "
-              "(path + canonical refinement). *certificate*: removal_certificate (KKT re-check on "
-              "every token; with re-solve: plus a batch solve of the remaining tokens). *store op*: "
-              "the whole Store::forget_record (lock, decrement, certificate, DELETE with "
-              "secure_delete, support/audit rows, COMMIT with fsync, wal_checkpoint(TRUNCATE)).\n\n");
+  std::printf(
+      "Each row is one forget. *decrement*: Memory::remove_batch of the record's tokens "
+      "(path + canonical refinement). *certificate*: removal_certificate (KKT re-check on "
+      "every token; with re-solve: plus a batch solve of the remaining tokens). *store op*: "
+      "the whole Store::forget_record (lock, decrement, certificate, DELETE with "
+      "secure_delete, support/audit rows, COMMIT with fsync, wal_checkpoint(TRUNCATE)).\n\n");
   // Records holding support tokens (their removal moves the path) and reserve-only records (their
   // removal leaves alpha unchanged), alternating; the last forget adds the certificate's re-solve.
   std::vector<std::int64_t> support_records;
@@ -149,14 +162,19 @@ int main(int argc, char** argv) {
   std::vector<Pick> picks;
   for (int k = 0; k < a.forgets; ++k) {
     if (!support_records.empty()) {
-      picks.push_back({support_records[(static_cast<std::size_t>(k) * 7919 + 13) % support_records.size()], true});
+      picks.push_back(
+          {support_records[(static_cast<std::size_t>(k) * 7919 + 13) % support_records.size()],
+           true});
     }
     if (!reserve_records.empty()) {
-      picks.push_back({reserve_records[(static_cast<std::size_t>(k) * 7919 + 13) % reserve_records.size()], false});
+      picks.push_back(
+          {reserve_records[(static_cast<std::size_t>(k) * 7919 + 13) % reserve_records.size()],
+           false});
     }
   }
-  std::printf("| record | holds support | re-solve check | events | decrement ms | certificate ms | "
-              "commit ms | checkpoint ms | store op ms | store op - decrement - certificate ms |\n");
+  std::printf(
+      "| record | holds support | re-solve check | events | decrement ms | certificate ms | "
+      "commit ms | checkpoint ms | store op ms | store op - decrement - certificate ms |\n");
   std::printf("|---:|:---:|:---:|---:|---:|---:|---:|---:|---:|---:|\n");
   std::vector<double> dec;
   std::vector<double> cert;
@@ -205,12 +223,13 @@ int main(int argc, char** argv) {
   }
   const double md = median(dec);
   const double mo = median(overhead);
-  std::printf("\nMedians over the %zu forgets of records holding support tokens (no re-solve): "
-              "decrement %.2f ms; certificate (independent O(n |S u E| d) KKT check) %.2f ms; "
-              "store transaction + secure delete + commit + checkpoint %.2f ms; whole store "
-              "operation %.2f ms. Store operation without the certificate / decrement = %.2f.\n",
-              dec.size(), 1e3 * md, 1e3 * median(cert), 1e3 * mo, 1e3 * median(tot),
-              md > 0 ? (md + mo) / md : 0.0);
+  std::printf(
+      "\nMedians over the %zu forgets of records holding support tokens (no re-solve): "
+      "decrement %.2f ms; certificate (independent O(n |S u E| d) KKT check) %.2f ms; "
+      "store transaction + secure delete + commit + checkpoint %.2f ms; whole store "
+      "operation %.2f ms. Store operation without the certificate / decrement = %.2f.\n",
+      dec.size(), 1e3 * md, 1e3 * median(cert), 1e3 * mo, 1e3 * median(tot),
+      md > 0 ? (md + mo) / md : 0.0);
   Store final_store(path);
   const bool ok = final_store.verify().ok();
   std::printf("Store verify after the run: %s.\n", ok ? "ok" : "MISMATCH");

@@ -55,43 +55,48 @@ struct Args {
   bool keep = false;
 };
 
+constexpr char kUsage[] =
+    "bench_store_backends [--pg URI] [--pg-tcp URI] [--pg-plain URI] [--plaintext 0|1] "
+    "[--n 20016] [--d 64] [--record 24] [--C 0.01] [--seed 1] [--dir /tmp] [--repeat 3] "
+    "[--open-repeat 5] [--forget-repeat 10] [--keep 0|1] (bench/store/bench_store_backends.cpp "
+    "says what each does)";
+
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--pg")
-      a.pg = v;
-    else if (k == "--pg-tcp")
-      a.pg_tcp = v;
-    else if (k == "--pg-plain")
-      a.pg_plain = v;
-    else if (k == "--plaintext")
-      a.plaintext = v == "1";
-    else if (k == "--n")
-      a.n = std::stoi(v);
-    else if (k == "--d")
-      a.d = std::stoi(v);
-    else if (k == "--record")
-      a.record = std::stoi(v);
-    else if (k == "--C")
-      a.C = std::stod(v);
-    else if (k == "--seed")
-      a.seed = std::stoull(v);
-    else if (k == "--dir")
-      a.dir = v;
-    else if (k == "--repeat")
-      a.repeat = std::max(1, std::stoi(v));
-    else if (k == "--open-repeat")
-      a.open_repeat = std::max(1, std::stoi(v));
-    else if (k == "--keep")
-      a.keep = v == "1";
-    else if (k == "--forget-repeat")
-      a.forget_repeat = std::max(1, std::stoi(v));
-    else {
-      std::fprintf(stderr, "bench_store_backends: unknown option %s\n", k.c_str());
-      std::exit(2);
-    }
-  }
+  bench::parse_options(argc, argv, "bench_store_backends", kUsage,
+                       [&](const std::string& k, const std::string& v) {
+                         if (k == "--pg")
+                           a.pg = v;
+                         else if (k == "--pg-tcp")
+                           a.pg_tcp = v;
+                         else if (k == "--pg-plain")
+                           a.pg_plain = v;
+                         else if (k == "--plaintext")
+                           a.plaintext = v == "1";
+                         else if (k == "--n")
+                           a.n = std::stoi(v);
+                         else if (k == "--d")
+                           a.d = std::stoi(v);
+                         else if (k == "--record")
+                           a.record = std::stoi(v);
+                         else if (k == "--C")
+                           a.C = std::stod(v);
+                         else if (k == "--seed")
+                           a.seed = std::stoull(v);
+                         else if (k == "--dir")
+                           a.dir = v;
+                         else if (k == "--repeat")
+                           a.repeat = std::max(1, std::stoi(v));
+                         else if (k == "--open-repeat")
+                           a.open_repeat = std::max(1, std::stoi(v));
+                         else if (k == "--keep")
+                           a.keep = v == "1";
+                         else if (k == "--forget-repeat")
+                           a.forget_repeat = std::max(1, std::stoi(v));
+                         else
+                           return false;
+                         return true;
+                       });
   if (a.pg.empty() && (!a.pg_tcp.empty() || !a.pg_plain.empty())) {
     std::fprintf(stderr, "bench_store_backends: --pg-tcp / --pg-plain need --pg\n");
     std::exit(2);

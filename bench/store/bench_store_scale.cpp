@@ -5,8 +5,7 @@
 //   bench_store_scale --svattn PATH [--n 20016] [--d 64] [--record 24] [--C 0.01]
 //                     [--sigma2-per-dim 1] [--seed 1] [--dir /tmp] [--libsvm 1] [--plaintext 0]
 //   bench_store_scale --store PATH [--forgets 10] [--support-forgets 10]  (open-Store series on an
-//   existing store's
-//                     memory "m", which it changes: pass a copy; no CLI runs)
+//                     existing store's memory "m", which it changes: pass a copy; no CLI runs)
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,41 +46,46 @@ struct Args {
   int support_forgets = -1;  // forgets of records holding support tokens (-1: as --forgets)
 };
 
+constexpr char kUsage[] =
+    "bench_store_scale --svattn PATH [--n 20016] [--d 64] [--record 24] [--C 0.01] "
+    "[--sigma2-per-dim 1] [--seed 1] [--dir /tmp] [--libsvm 1] [--plaintext 0]\n"
+    "   or: bench_store_scale --store PATH [--forgets 10] [--support-forgets 10] (open-Store "
+    "series on a copy of an existing store's memory \"m\")";
+
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--svattn")
-      a.svattn = v;
-    else if (k == "--n")
-      a.n = std::stoi(v);
-    else if (k == "--d")
-      a.d = std::stoi(v);
-    else if (k == "--record")
-      a.record = std::stoi(v);
-    else if (k == "--C")
-      a.C = std::stod(v);
-    else if (k == "--sigma2-per-dim")
-      a.sigma2_per_dim = std::stod(v);
-    else if (k == "--seed")
-      a.seed = std::stoull(v);
-    else if (k == "--dir")
-      a.dir = v;
-    else if (k == "--libsvm")
-      a.libsvm = v != "0";
-    else if (k == "--plaintext")
-      a.plaintext = v != "0";
-    else if (k == "--store")
-      a.store = v;
-    else if (k == "--forgets")
-      a.forgets = std::stoi(v);
-    else if (k == "--support-forgets")
-      a.support_forgets = std::stoi(v);
-    else {
-      std::fprintf(stderr, "bench_store_scale: unknown option %s\n", k.c_str());
-      std::exit(2);
-    }
-  }
+  bench::parse_options(argc, argv, "bench_store_scale", kUsage,
+                       [&](const std::string& k, const std::string& v) {
+                         if (k == "--svattn")
+                           a.svattn = v;
+                         else if (k == "--n")
+                           a.n = std::stoi(v);
+                         else if (k == "--d")
+                           a.d = std::stoi(v);
+                         else if (k == "--record")
+                           a.record = std::stoi(v);
+                         else if (k == "--C")
+                           a.C = std::stod(v);
+                         else if (k == "--sigma2-per-dim")
+                           a.sigma2_per_dim = std::stod(v);
+                         else if (k == "--seed")
+                           a.seed = std::stoull(v);
+                         else if (k == "--dir")
+                           a.dir = v;
+                         else if (k == "--libsvm")
+                           a.libsvm = v != "0";
+                         else if (k == "--plaintext")
+                           a.plaintext = v != "0";
+                         else if (k == "--store")
+                           a.store = v;
+                         else if (k == "--forgets")
+                           a.forgets = std::stoi(v);
+                         else if (k == "--support-forgets")
+                           a.support_forgets = std::stoi(v);
+                         else
+                           return false;
+                         return true;
+                       });
   if (a.svattn.empty() && a.store.empty()) {
     std::fprintf(stderr, "bench_store_scale: --svattn PATH (the CLI binary) is required\n");
     std::exit(2);
