@@ -13,6 +13,7 @@
 #include "svattn/torch/attention.h"
 #include "svattn/torch/batched.h"
 #include "svattn/torch/exact.h"
+#include "svattn/torch/settings_fields.h"
 
 namespace svattn::python {
 
@@ -42,14 +43,6 @@ ExactSettings exact_settings(double bandwidth, double C, double ridge, bool boun
   return s;
 }
 
-layers::LipschitzBound lipschitz_from_string(const std::string& s) {
-  if (s == "tangent") return layers::LipschitzBound::kTangent;
-  if (s == "power") return layers::LipschitzBound::kPowerIteration;
-  if (s == "gershgorin") return layers::LipschitzBound::kGershgorin;
-  throw InvalidArgument("lipschitz: unknown bound '" + s +
-                        "' (expected tangent, power or gershgorin)");
-}
-
 // The batched path's settings from the op's flat arguments: the problem (bandwidth, C, ridge = mu)
 // and the solver fields of BatchedSettings.
 BatchedSettings batched_settings(double bandwidth, double C, double ridge, int64_t iterations,
@@ -64,7 +57,7 @@ BatchedSettings batched_settings(double bandwidth, double C, double ridge, int64
   s.iterations = static_cast<int>(iterations);
   s.solve_ridge = solve_ridge;
   s.mask_tol = mask_tol;
-  s.lipschitz = lipschitz_from_string(lipschitz);
+  s.lipschitz = layers::lipschitz_bound_from_string(lipschitz);
   s.power_iterations = static_cast<int>(power_iterations);
   s.bisections = static_cast<int>(bisections);
   s.active_set_rounds = static_cast<int>(active_set_rounds);
